@@ -1,0 +1,276 @@
+#include "core/autograd.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "core/strided.h"
+
+namespace tmem {
+
+namespace {
+std::atomic<int64_t> g_live_nodes{0};
+std::atomic<uint64_t> g_next_seq{0};
+thread_local bool t_grad_mode = true;
+thread_local bool t_anomaly = false;
+thread_local std::vector<std::shared_ptr<Node>>* t_free_list = nullptr;
+
+// dst += src, same shape, CPU.
+void add_into(const Tensor& dst, const Tensor& src) {
+  dispatch_floating(dst.dtype(), "accumulate_grad", [&]<class T>() {
+    T* d = dst.data<T>();
+    const T* s = src.data<T>();
+    for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
+                    [&](std::array<int64_t, 2> o, int64_t len, std::array<int64_t, 2> st) {
+                      for (int64_t i = 0; i < len; ++i) d[o[0] + i * st[0]] += s[o[1] + i * st[1]];
+                    });
+  });
+  dst.bump_version();
+}
+
+Tensor clone_data(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  copy_data(out, t);
+  return out;
+}
+
+void check_grad_meta(const Tensor& g, const Shape& shape, DType dtype, const char* op,
+                     const char* what) {
+  check<ShapeError>(g.shape() == shape, "accumulate_grad: ", op, " produced a gradient of shape ",
+                    shape_str(g.shape()), " for ", what, " of shape ", shape_str(shape));
+  check<DtypeError>(g.dtype() == dtype, "accumulate_grad: ", op, " produced a ",
+                    dtype_name(g.dtype()), " gradient for ", what, " of dtype ", dtype_name(dtype));
+}
+}  // namespace
+
+Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
+
+Node::~Node() {
+  g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
+  // Freeing a long chain must not recurse once per node: nodes this one owns
+  // alone go onto a thread-local list that the outermost destructor drains.
+  auto collect = [this](std::vector<std::shared_ptr<Node>>& list) {
+    for (auto& e : next)
+      if (e.fn && e.fn.use_count() == 1) list.push_back(std::move(e.fn));
+  };
+  if (t_free_list) {
+    collect(*t_free_list);
+    return;
+  }
+  std::vector<std::shared_ptr<Node>> list;
+  t_free_list = &list;
+  collect(list);
+  while (!list.empty()) {
+    std::shared_ptr<Node> n = std::move(list.back());
+    list.pop_back();
+    n.reset();
+  }
+  t_free_list = nullptr;
+}
+
+std::string Node::name() const {
+  return std::string(op_name(op)) + " (node #" + std::to_string(seq) + ")";
+}
+
+int64_t live_node_count() { return g_live_nodes.load(); }
+
+bool grad_enabled() { return t_grad_mode; }
+NoGradGuard::NoGradGuard() : prev_(t_grad_mode) { t_grad_mode = false; }
+NoGradGuard::~NoGradGuard() { t_grad_mode = prev_; }
+
+bool anomaly_enabled() { return t_anomaly; }
+AnomalyModeGuard::AnomalyModeGuard(bool on) : prev_(t_anomaly) { t_anomaly = on; }
+AnomalyModeGuard::~AnomalyModeGuard() { t_anomaly = prev_; }
+
+bool needs_grad(std::initializer_list<Tensor> inputs) {
+  if (!t_grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+bool needs_grad(const std::vector<Tensor>& inputs) {
+  if (!t_grad_mode) return false;
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
+  return false;
+}
+
+void check_finite(const Tensor& t, const std::string& what) {
+  if (!t.defined() || !is_floating(t.dtype()) || !t.device().is_cpu()) return;
+  dispatch_floating(t.dtype(), "check_finite", [&]<class T>() {
+    const T* p = t.data<T>();
+    int64_t idx = 0;
+    for_each_element<1>(t.shape(), {t.strides()}, [&](std::array<int64_t, 1> o) {
+      T v = p[o[0]];
+      if (!std::isfinite(v))
+        throw ValueError(detail::cat("anomaly: ", what, " has ", std::isnan(v) ? "NaN" : "Inf",
+                                     " at flat index ", idx, " of shape ", shape_str(t.shape())));
+      ++idx;
+    });
+  });
+}
+
+std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
+                             BackwardFn backward) {
+  if (!needs_grad(inputs)) return nullptr;
+  auto node = std::make_shared<Node>();
+  node->op = op;
+  node->seq = g_next_seq.fetch_add(1);
+  node->backward = std::move(backward);
+  node->next.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& t = inputs[i];
+    if (!t.defined()) {
+      node->input_shapes.emplace_back();
+      node->input_dtypes.push_back(DType::Float32);
+      continue;
+    }
+    node->input_shapes.push_back(t.shape());
+    node->input_dtypes.push_back(t.dtype());
+    if (!t.requires_grad()) continue;
+    if (t.impl().grad_fn) {
+      node->next[i].fn = t.impl().grad_fn;
+      node->next[i].output_nr = t.impl().output_nr;
+    } else {
+      node->next[i].leaf = t.impl_ptr();
+    }
+  }
+  for (const Tensor& s : saved) node->saved.push_back({s.defined() ? s.detach() : Tensor(),
+                                                       s.defined() ? s.version() : 0});
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    TensorImpl& o = outputs[k].impl();
+    node->output_shapes.push_back(o.shape);
+    node->output_dtypes.push_back(o.dtype);
+    node->device = o.storage->device;
+    o.grad_fn = node;
+    o.output_nr = static_cast<int>(k);
+    o.requires_grad = true;
+    if (t_anomaly) check_finite(outputs[k], "output " + std::to_string(k) + " of " + node->name());
+  }
+  return node;
+}
+
+void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op) {
+  check_grad_meta(grad, leaf.shape, leaf.dtype, op, "a leaf");
+  if (!leaf.grad) {
+    leaf.grad = clone_data(grad).impl_ptr();
+  } else {
+    add_into(Tensor(leaf.grad), grad);
+  }
+}
+
+void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  check<ValueError>(root.requires_grad(),
+                    "backward: the tensor does not require grad and has no grad_fn");
+  Tensor seed = grad_output;
+  if (!seed.defined()) {
+    check<ValueError>(root.numel() == 1,
+                      "backward: a gradient can be created implicitly only for a one-element "
+                      "output, but got shape ", shape_str(root.shape()));
+    seed = ones(root.shape(), root.dtype(), root.device());
+  }
+  check_grad_meta(seed, root.shape(), root.dtype(), "backward", "the root");
+  NoGradGuard no_grad;
+  if (root.is_leaf()) {
+    accumulate_grad(root.impl(), seed, "backward");
+    return;
+  }
+
+  // Collect the reachable nodes iteratively, then order them by creation.
+  std::vector<std::shared_ptr<Node>> order;
+  std::unordered_set<Node*> seen;
+  std::vector<std::shared_ptr<Node>> stack{root.impl().grad_fn};
+  seen.insert(stack.back().get());
+  while (!stack.empty()) {
+    std::shared_ptr<Node> n = std::move(stack.back());
+    stack.pop_back();
+    check<ValueError>(!n->released, "backward: trying to backward through ", n->name(),
+                      " whose saved tensors were already freed by an earlier backward; pass "
+                      "retain_graph=true to the first backward to go through the graph twice");
+    for (const Edge& e : n->next)
+      if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn);
+    order.push_back(std::move(n));
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
+
+  std::unordered_map<Node*, std::vector<Tensor>> pending;
+  pending[root.impl().grad_fn.get()].resize(root.impl().grad_fn->output_shapes.size());
+  pending[root.impl().grad_fn.get()][root.impl().output_nr] = seed;
+
+  for (const auto& node : order) {
+    auto it = pending.find(node.get());
+    if (it == pending.end()) continue;
+    std::vector<Tensor> grads = std::move(it->second);
+    pending.erase(it);
+    grads.resize(node->output_shapes.size());
+    for (size_t k = 0; k < grads.size(); ++k)
+      if (!grads[k].defined())
+        grads[k] = zeros(node->output_shapes[k], node->output_dtypes[k], node->device);
+    for (const SavedTensor& s : node->saved)
+      check<ValueError>(!s.data.defined() || s.data.version() == s.version, "backward: ",
+                        node->name(), ": a tensor saved for its backward was modified in place "
+                        "(saved at version ", s.version, ", now version ", s.data.version(),
+                        "); use an out-of-place op or clone it first");
+    std::vector<Tensor> in_grads = node->backward(*node, grads);
+    check<ValueError>(in_grads.size() == node->next.size(), "backward: ", node->name(),
+                      " returned ", in_grads.size(), " gradients for ", node->next.size(),
+                      " inputs");
+    std::string op(op_name(node->op));
+    for (size_t i = 0; i < in_grads.size(); ++i) {
+      const Edge& e = node->next[i];
+      if (!e.valid() || !in_grads[i].defined()) continue;
+      check_grad_meta(in_grads[i], node->input_shapes[i], node->input_dtypes[i], op.c_str(),
+                      "an input");
+      if (t_anomaly)
+        check_finite(in_grads[i], "the gradient that " + node->name() + " computed for input " +
+                                      std::to_string(i));
+      if (e.leaf) {
+        accumulate_grad(*e.leaf, in_grads[i], op.c_str());
+        continue;
+      }
+      auto& slot = pending[e.fn.get()];
+      slot.resize(e.fn->output_shapes.size());
+      Tensor& acc = slot[e.output_nr];
+      if (!acc.defined()) {
+        acc = in_grads[i];
+      } else {
+        Tensor sum = clone_data(acc);
+        add_into(sum, in_grads[i]);
+        acc = sum;
+      }
+    }
+    if (!retain_graph) {
+      node->released = true;
+      node->saved.clear();
+      node->backward = nullptr;
+      node->next.clear();
+    }
+  }
+}
+
+void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
+  tmem::backward(*this, grad_output, retain_graph);
+}
+
+void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  if (t_grad_mode) {
+    check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,
+                      ": a leaf tensor that requires grad is used in an in-place operation; "
+                      "wrap the update in NoGradGuard");
+    check<ValueError>(!(self.impl().is_view && result.requires_grad()), op,
+                      ": in-place update of a view that needs grad is not supported; use the "
+                      "out-of-place op");
+  }
+  copy_data(self, result);
+  if (t_grad_mode && result.requires_grad()) {
+    self.impl().grad_fn = result.impl().grad_fn;
+    self.impl().output_nr = result.impl().output_nr;
+    self.impl().requires_grad = true;
+  }
+}
+
+}  // namespace tmem

@@ -1,0 +1,127 @@
+// The tape (DESIGN.md 2). Each differentiable op, when grad mode is on and an
+// input requires grad, records a Node {op id, input edges, saved tensors,
+// backward function}. Nodes are numbered in creation order; backward() walks
+// the nodes reachable from the loss in reverse creation order (iteratively,
+// never recursively), routes every gradient through accumulate_grad, and then
+// frees the nodes unless retain_graph was asked for.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/op_id.h"
+#include "core/tensor.h"
+
+namespace tmem {
+
+struct Node;
+
+/// Where a gradient goes: output `output_nr` of node `fn`, or a leaf tensor.
+struct Edge {
+  std::shared_ptr<Node> fn;
+  int output_nr = 0;
+  std::shared_ptr<TensorImpl> leaf;
+  bool valid() const { return fn != nullptr || leaf != nullptr; }
+};
+
+/// A tensor saved for backward, with the storage version it had when saved;
+/// a mismatch at backward time means it was modified in place.
+struct SavedTensor {
+  Tensor data;
+  uint64_t version = 0;
+};
+
+/// Backward of one node: given the gradients of the node's outputs (one per
+/// output, zeros where an output got none), returns one gradient per input
+/// (undefined where `node.needs_input_grad(i)` is false). Runs in no-grad mode.
+using BackwardFn = std::function<std::vector<Tensor>(const struct Node&, const std::vector<Tensor>&)>;
+
+struct Node {
+  OpId op;
+  uint64_t seq = 0;                  // creation order
+  std::vector<Edge> next;            // one per op input
+  std::vector<Shape> input_shapes;   // to check returned gradients
+  std::vector<DType> input_dtypes;
+  std::vector<Shape> output_shapes;
+  std::vector<DType> output_dtypes;
+  Device device;
+  std::vector<SavedTensor> saved;
+  BackwardFn backward;
+  bool released = false;
+
+  Node();
+  ~Node();
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
+
+  bool needs_input_grad(size_t i) const { return i < next.size() && next[i].valid(); }
+  /// The i-th saved tensor (its version was checked before backward ran).
+  const Tensor& saved_tensor(size_t i) const { return saved.at(i).data; }
+  std::string name() const;  // "sigmoid (node #12)"
+};
+
+/// Nodes alive in the process: the tape's size. Zero once every graph has
+/// been backpropagated (without retain_graph) and its tensors dropped.
+int64_t live_node_count();
+
+/// Whether ops record nodes (thread-local; on by default).
+bool grad_enabled();
+/// Disables recording for its lifetime (PyTorch torch.no_grad()).
+class NoGradGuard {
+ public:
+  NoGradGuard();
+  ~NoGradGuard();
+  NoGradGuard(const NoGradGuard&) = delete;
+  NoGradGuard& operator=(const NoGradGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+/// Anomaly mode (thread-local, off by default): every recorded op's outputs
+/// and every backward's gradients are checked for NaN/Inf, and a ValueError
+/// names the op and its node number.
+bool anomaly_enabled();
+class AnomalyModeGuard {
+ public:
+  explicit AnomalyModeGuard(bool on = true);
+  ~AnomalyModeGuard();
+  AnomalyModeGuard(const AnomalyModeGuard&) = delete;
+  AnomalyModeGuard& operator=(const AnomalyModeGuard&) = delete;
+ private:
+  bool prev_;
+};
+
+/// True when grad mode is on and any of `inputs` requires grad.
+bool needs_grad(std::initializer_list<Tensor> inputs);
+bool needs_grad(const std::vector<Tensor>& inputs);
+
+/// Records `op` on the tape if needs_grad(inputs): makes a node whose edges
+/// point at the inputs' histories, saves `saved`, and makes each output a
+/// non-leaf with this node as grad_fn. Outputs must be freshly made tensors.
+/// Returns the node (null when nothing was recorded). In anomaly mode the
+/// outputs are checked for NaN/Inf.
+std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
+                             const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
+                             BackwardFn backward);
+
+/// Adds `grad` into leaf `leaf`'s .grad: the one place gradients meet
+/// parameters. Throws ShapeError/DtypeError naming `op` when the gradient's
+/// shape or dtype differs from the leaf's.
+void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op);
+
+/// Runs backward from `root` (see Tensor::backward). grad_output may be
+/// undefined only for a one-element root. Throws ValueError when root does not
+/// require grad or when the graph was freed by an earlier backward.
+void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
+
+/// Finishes an in-place op on `self`: copies `result` into self's storage,
+/// bumps the version, and makes result's node self's history. Throws
+/// ValueError for a leaf that requires grad (in grad mode) or a view whose
+/// result needs grad.
+void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
+
+/// Throws ValueError naming `op` if t has NaN or Inf (CPU floating tensors).
+void check_finite(const Tensor& t, const std::string& what);
+
+}  // namespace tmem

@@ -1,0 +1,53 @@
+// JSON gradient dumps (DESIGN.md 7). A dump file holds one JSON object per
+// dumped step, one object per line:
+//   {"step": 10, "loss": 2.3, "tensors": [{"name", "shape", "norm", "mean", "std",
+//    "min", "max", "nan", "inf", "values"?}, ...], ...extra keys}
+// JSON has no NaN or infinities, so they are written as the strings "NaN",
+// "Infinity" and "-Infinity" and read back as such; finite doubles are
+// written with 17 significant digits and so round-trip exactly.
+#pragma once
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// A double as JSON: a number when finite, else "NaN"/"Infinity"/"-Infinity".
+nlohmann::json number_to_json(double v);
+/// Inverse of number_to_json. Throws IOError for any other string or type.
+double number_from_json(const nlohmann::json& j);
+
+/// Summary of one tensor: name, shape, norm (L2), mean, std (unbiased), min,
+/// max over its finite elements, and the counts of NaN and of +-Inf elements;
+/// with `values`, every element in row-major order.
+nlohmann::json tensor_summary(const std::string& name, const Tensor& t, bool values = false);
+/// Rebuilds a float64 CPU tensor from a summary written with values=true.
+/// Throws IOError when the values are missing or do not match the shape.
+Tensor tensor_from_summary(const nlohmann::json& j);
+
+/// Appends one step object per call to a dump file (one JSON object a line,
+/// flushed after each step so a crashed run keeps what it dumped).
+class GradDumpWriter {
+ public:
+  /// Opens (truncates) `path`; throws IOError when it cannot be written.
+  explicit GradDumpWriter(const std::string& path);
+  /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`.
+  void write_step(int64_t step, double loss,
+                  const std::vector<std::pair<std::string, Tensor>>& tensors, bool values = false,
+                  const nlohmann::json& extra = nlohmann::json::object());
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+/// Reads every step object of a dump file (one object a line, or one JSON
+/// array of objects). Throws IOError naming the file and line on bad JSON.
+std::vector<nlohmann::json> read_grad_dump(const std::string& path);
+
+}  // namespace tmem

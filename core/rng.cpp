@@ -1,0 +1,62 @@
+#include "core/rng.h"
+
+#include <cmath>
+#include <numbers>
+
+namespace tmem {
+
+double Generator::normal() {
+  if (has_spare_) {
+    has_spare_ = false;
+    return spare_;
+  }
+  double u1 = 1.0 - uniform();  // (0, 1]
+  double u2 = uniform();
+  double r = std::sqrt(-2.0 * std::log(u1));
+  spare_ = r * std::sin(2.0 * std::numbers::pi * u2);
+  has_spare_ = true;
+  return r * std::cos(2.0 * std::numbers::pi * u2);
+}
+
+int64_t Generator::randint(int64_t n) {
+  check<ValueError>(n > 0, "randint: expected a positive upper bound, but got ", n);
+  uint64_t un = static_cast<uint64_t>(n);
+  uint64_t limit = UINT64_MAX - UINT64_MAX % un;
+  uint64_t x;
+  do x = engine_(); while (x >= limit);
+  return static_cast<int64_t>(x % un);
+}
+
+Generator& default_generator() {
+  static Generator gen(0);
+  return gen;
+}
+
+void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
+
+Tensor rand(const Shape& shape, double low, double high, DType dtype, Generator& gen) {
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, "rand", [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(low + (high - low) * gen.uniform());
+  });
+  return t;
+}
+
+Tensor randn(const Shape& shape, double mean, double std, DType dtype, Generator& gen) {
+  Tensor t = empty(shape, dtype);
+  dispatch_floating(dtype, "randn", [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(mean + std * gen.normal());
+  });
+  return t;
+}
+
+Tensor randint(const Shape& shape, int64_t high, Generator& gen) {
+  Tensor t = empty(shape, DType::Int64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.randint(high);
+  return t;
+}
+
+}  // namespace tmem

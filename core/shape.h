@@ -1,0 +1,23 @@
+// Shapes, strides and NumPy broadcasting rules (DESIGN.md 2).
+#pragma once
+#include <cstdint>
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+namespace tmem {
+
+using Shape = std::vector<int64_t>;
+
+/// Number of elements of a shape (1 for a 0-d shape).
+int64_t numel_of(const Shape& s);
+/// Row-major (C-contiguous) strides of a shape, in elements.
+Shape contiguous_strides(const Shape& s);
+/// "[2,3,4]".
+std::string shape_str(const Shape& s);
+/// NumPy broadcast of two shapes; throws ShapeError naming `op` and both shapes.
+Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
+/// Maps a possibly negative dim into [0, rank); throws IndexError naming `op`.
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op);
+
+}  // namespace tmem

@@ -1,0 +1,220 @@
+#include "core/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "core/strided.h"
+
+namespace tmem {
+
+namespace {
+std::atomic<int64_t> g_live_tensors{0};
+constexpr size_t kAlign = 64;
+}  // namespace
+
+Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
+  check<DeviceError>(dev.is_cpu(), "Storage: device ", dev.str(),
+                     " is not available in this build (no CUDA allocator)");
+  size_t rounded = (n + kAlign - 1) / kAlign * kAlign;
+  data = std::aligned_alloc(kAlign, rounded ? rounded : kAlign);
+  if (!data) throw std::bad_alloc();
+}
+
+Storage::~Storage() { std::free(data); }
+
+TensorImpl::TensorImpl() { g_live_tensors.fetch_add(1, std::memory_order_relaxed); }
+TensorImpl::~TensorImpl() { g_live_tensors.fetch_sub(1, std::memory_order_relaxed); }
+
+int64_t live_tensor_count() { return g_live_tensors.load(); }
+
+int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+
+bool Tensor::is_contiguous() const {
+  const auto& s = shape();
+  const auto& st = strides();
+  int64_t expect = 1;
+  for (size_t i = s.size(); i-- > 0;) {
+    if (s[i] != 1 && st[i] != expect) return false;
+    expect *= s[i];
+  }
+  return true;
+}
+
+double Tensor::item() const {
+  check<ValueError>(numel() == 1, "item: expected a tensor with one element, but got shape ",
+                    shape_str(shape()));
+  return to_vector()[0];
+}
+
+std::vector<double> Tensor::to_vector() const {
+  check_cpu(*this, "to_vector");
+  std::vector<double> out;
+  out.reserve(numel());
+  dispatch_all(dtype(), [&]<class T>() {
+    const T* p = data<T>();
+    for_each_element<1>(shape(), {strides()}, [&](std::array<int64_t, 1> o) {
+      out.push_back(static_cast<double>(p[o[0]]));
+    });
+  });
+  return out;
+}
+
+std::vector<int64_t> Tensor::to_int_vector() const {
+  check<DtypeError>(dtype() == DType::Int64, "to_int_vector: expected int64, but got ",
+                    dtype_name(dtype()));
+  check_cpu(*this, "to_int_vector");
+  std::vector<int64_t> out;
+  out.reserve(numel());
+  const int64_t* p = data<int64_t>();
+  for_each_element<1>(shape(), {strides()},
+                      [&](std::array<int64_t, 1> o) { out.push_back(p[o[0]]); });
+  return out;
+}
+
+Tensor& Tensor::requires_grad_(bool on) {
+  check<ValueError>(is_leaf(), "requires_grad_: only leaf tensors can change requires_grad; "
+                               "use detach() first");
+  check<ValueError>(!on || is_floating(dtype()),
+                    "requires_grad_: only floating tensors can require grad, got ",
+                    dtype_name(dtype()));
+  impl().requires_grad = on;
+  return *this;
+}
+
+Tensor Tensor::detach() const {
+  auto d = std::make_shared<TensorImpl>();
+  d->storage = impl().storage;
+  d->shape = shape();
+  d->strides = strides();
+  d->offset = offset();
+  d->dtype = dtype();
+  d->is_view = impl().is_view;
+  return Tensor(d);
+}
+
+std::string Tensor::str() const {
+  if (!defined()) return "Tensor(undefined)";
+  return "Tensor" + shape_str(shape()) + " " + dtype_name(dtype()) + " " + device().str();
+}
+
+Tensor empty(const Shape& shape, DType dtype, Device device) {
+  for (int64_t d : shape)
+    check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), device);
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+void check_cpu(const Tensor& t, const char* op) {
+  check<DeviceError>(t.device().is_cpu(), op, ": expected a CPU tensor, but got one on ",
+                     t.device().str());
+}
+
+void fill_data(const Tensor& t, double value) {
+  check_cpu(t, "fill");
+  dispatch_all(t.dtype(), [&]<class T>() {
+    T* p = t.data<T>();
+    T v = static_cast<T>(value);
+    for_each_row<1>(t.shape(), {t.strides()},
+                    [&](std::array<int64_t, 1> o, int64_t len, std::array<int64_t, 1> s) {
+                      for (int64_t i = 0; i < len; ++i) p[o[0] + i * s[0]] = v;
+                    });
+  });
+  t.bump_version();
+}
+
+Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
+Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor full(const Shape& shape, double value, DType dtype, Device device) {
+  Tensor t = empty(shape, dtype, device);
+  fill_data(t, value);
+  return t;
+}
+
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
+  check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor: got ",
+                    values.size(), " values for shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype);
+  dispatch_all(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (size_t i = 0; i < values.size(); ++i) p[i] = static_cast<T>(values[i]);
+  });
+  return t;
+}
+
+Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape) {
+  check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor_int: got ",
+                    values.size(), " values for shape ", shape_str(shape));
+  Tensor t = empty(shape, DType::Int64);
+  std::memcpy(t.data<int64_t>(), values.data(), values.size() * sizeof(int64_t));
+  return t;
+}
+
+Tensor arange(double start, double end, double step, DType dtype) {
+  check<ValueError>(step != 0.0, "arange: step must be non-zero");
+  double span = (end - start) / step;
+  int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
+  std::vector<double> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
+  return tensor(v, {n}, dtype);
+}
+
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
+Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }
+
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
+  auto v = std::make_shared<TensorImpl>();
+  v->storage = t.impl().storage;
+  v->shape = std::move(shape);
+  v->strides = std::move(strides);
+  v->offset = offset;
+  v->dtype = t.dtype();
+  v->is_view = true;
+  return Tensor(v);
+}
+
+void copy_data(const Tensor& dst, const Tensor& src) {
+  check<ShapeError>(dst.shape() == src.shape(), "copy: expected equal shapes, but got dst ",
+                    shape_str(dst.shape()), " src ", shape_str(src.shape()));
+  check_cpu(dst, "copy");
+  check_cpu(src, "copy");
+  dispatch_all(dst.dtype(), [&]<class D>() {
+    D* d = dst.data<D>();
+    dispatch_all(src.dtype(), [&]<class S>() {
+      const S* s = src.data<S>();
+      for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
+                      [&](std::array<int64_t, 2> o, int64_t len, std::array<int64_t, 2> st) {
+                        if (st[0] == 1 && st[1] == 1) {
+                          for (int64_t i = 0; i < len; ++i) d[o[0] + i] = static_cast<D>(s[o[1] + i]);
+                        } else {
+                          for (int64_t i = 0; i < len; ++i)
+                            d[o[0] + i * st[0]] = static_cast<D>(s[o[1] + i * st[1]]);
+                        }
+                      });
+    });
+  });
+  dst.bump_version();
+}
+
+Tensor contiguous_data(const Tensor& t) {
+  if (t.is_contiguous()) return t.detach();
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  copy_data(out, t);
+  return out;
+}
+
+}  // namespace tmem
+
+namespace tmem {
+Tensor reshape_data(const Tensor& t, const Shape& shape) {
+  check<ShapeError>(numel_of(shape) == t.numel(), "reshape: cannot view a tensor of shape ",
+                    shape_str(t.shape()), " as ", shape_str(shape));
+  Tensor c = contiguous_data(t);
+  return make_view(c, shape, contiguous_strides(shape), c.offset());
+}
+}  // namespace tmem

@@ -1,0 +1,154 @@
+// Tensor: a shared handle to Storage + shape + strides + offset + dtype +
+// device + autograd meta (DESIGN.md 2). Copying a Tensor copies the handle,
+// not the data. Views share storage and the storage's version counter.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/error.h"
+#include "core/shape.h"
+
+namespace tmem {
+
+struct Node;
+
+/// A flat buffer on one device, with the version counter shared by every
+/// view of it (bumped by each in-place write; see autograd saved tensors).
+struct Storage {
+  void* data = nullptr;
+  size_t nbytes = 0;
+  Device device;
+  std::atomic<uint64_t> version{0};
+
+  Storage(size_t nbytes, Device device);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+};
+
+struct TensorImpl {
+  std::shared_ptr<Storage> storage;
+  Shape shape;
+  Shape strides;      // in elements
+  int64_t offset = 0; // in elements
+  DType dtype = DType::Float32;
+  bool requires_grad = false;
+  bool is_view = false;
+  std::shared_ptr<TensorImpl> grad;  // leaf gradient, accumulated by accumulate_grad
+  std::shared_ptr<Node> grad_fn;     // the node that made this tensor (null for leaves)
+  int output_nr = 0;                 // which output of grad_fn this is
+
+  TensorImpl();
+  ~TensorImpl();
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
+};
+
+/// Number of TensorImpl objects alive in the process (for leak tests).
+int64_t live_tensor_count();
+
+class Tensor {
+ public:
+  Tensor() = default;
+  explicit Tensor(std::shared_ptr<TensorImpl> impl) : impl_(std::move(impl)) {}
+
+  bool defined() const { return impl_ != nullptr; }
+  const Shape& shape() const { return impl().shape; }
+  const Shape& strides() const { return impl().strides; }
+  int64_t offset() const { return impl().offset; }
+  /// Size of dim (negative counts from the end); throws IndexError.
+  int64_t size(int64_t dim) const;
+  int64_t dim() const { return static_cast<int64_t>(impl().shape.size()); }
+  int64_t numel() const { return numel_of(impl().shape); }
+  DType dtype() const { return impl().dtype; }
+  Device device() const { return impl().storage->device; }
+  bool is_contiguous() const;
+  bool is_leaf() const { return impl().grad_fn == nullptr; }
+
+  /// Typed pointer to element [0,...,0] (CPU or device memory). Throws
+  /// DtypeError when T does not match the dtype.
+  template <class T>
+  T* data() const {
+    check<DtypeError>(dtype_of<T>() == dtype(), "data<", dtype_name(dtype_of<T>()),
+                      ">: tensor has dtype ", dtype_name(dtype()));
+    return static_cast<T*>(impl().storage->data) + impl().offset;
+  }
+  void* raw_data() const {
+    return static_cast<char*>(impl().storage->data) + impl().offset * dtype_size(dtype());
+  }
+
+  /// The single value of a one-element tensor, as double. Throws ValueError.
+  double item() const;
+  /// All elements in row-major order, as double (any layout, CPU only).
+  std::vector<double> to_vector() const;
+  /// All elements of an int64 tensor in row-major order.
+  std::vector<int64_t> to_int_vector() const;
+
+  // ---- autograd ----
+  bool requires_grad() const { return impl().requires_grad; }
+  /// Marks a leaf as needing a gradient (PyTorch requires_grad_). Throws
+  /// ValueError on a non-leaf or an int64 tensor.
+  Tensor& requires_grad_(bool on = true);
+  /// The accumulated gradient of a leaf (undefined before any backward).
+  Tensor grad() const { return impl().grad ? Tensor(impl().grad) : Tensor(); }
+  void zero_grad() const { impl().grad.reset(); }
+  /// A tensor sharing storage (and version counter) with no autograd history.
+  Tensor detach() const;
+  /// Runs reverse-mode autodiff from this tensor (see core/autograd.h).
+  void backward(const Tensor& grad_output = Tensor(), bool retain_graph = false) const;
+  /// Storage version counter (bumped by in-place writes).
+  uint64_t version() const { return impl().storage->version.load(); }
+  /// Marks an in-place write to this tensor's storage.
+  void bump_version() const { impl().storage->version.fetch_add(1); }
+
+  TensorImpl& impl() const {
+    check<ValueError>(impl_ != nullptr, "use of an undefined tensor");
+    return *impl_;
+  }
+  const std::shared_ptr<TensorImpl>& impl_ptr() const { return impl_; }
+  std::string str() const;  // "Tensor[2,3] float32 cpu"
+
+ private:
+  std::shared_ptr<TensorImpl> impl_;
+};
+
+// ---- factories (CPU unless a device is given) ----
+/// Uninitialised contiguous tensor.
+Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
+            Device device = Device::cpu());
+/// A tensor of the given shape holding `values` (row-major). Throws ShapeError
+/// when the counts differ.
+Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::Float32);
+Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape);
+/// 1-D tensor start, start+step, ... < end.
+Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
+Tensor zeros_like(const Tensor& t);
+Tensor ones_like(const Tensor& t);
+Tensor empty_like(const Tensor& t);
+
+/// A view of t with new shape/strides/offset over the same storage (no
+/// autograd; ops/shape.h provides the differentiable views).
+Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset);
+/// A contiguous copy of t's data with no autograd history (returns t's own
+/// data when already contiguous).
+Tensor contiguous_data(const Tensor& t);
+/// t's data viewed with a new shape of the same numel (copies only when t is
+/// not contiguous); no autograd. Throws ShapeError on a numel mismatch.
+Tensor reshape_data(const Tensor& t, const Shape& shape);
+/// Copies src's data into dst (same shape, any strides, any float dtype pair);
+/// bumps dst's version.
+void copy_data(const Tensor& dst, const Tensor& src);
+/// Fills every element of t with value; bumps the version.
+void fill_data(const Tensor& t, double value);
+/// Throws DeviceError naming `op` unless t is on the CPU.
+void check_cpu(const Tensor& t, const char* op);
+
+}  // namespace tmem

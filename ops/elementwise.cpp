@@ -1,0 +1,422 @@
+// Elementwise ops: forward kernels, backward kernels and shape checks side by
+// side. Shapes: any; binary ops broadcast (NumPy rules).
+#include "ops/elementwise.h"
+
+#include <cmath>
+#include <numbers>
+
+#include "core/autograd.h"
+#include "ops/cpu/simd.h"
+#include "ops/op_table.h"
+#include "ops/reduction.h"
+
+namespace tmem {
+
+namespace {
+
+using cpu::sel;
+using Grads = std::vector<Tensor>;
+
+const char* nm(OpId id) { return op_name(id).data(); }
+
+void check_pair(const Tensor& a, const Tensor& b, const char* op) {
+  check<DtypeError>(a.dtype() == b.dtype(), op, ": expected operands of one dtype, but got ",
+                    dtype_name(a.dtype()), a.str().substr(6), " and ", dtype_name(b.dtype()),
+                    b.str().substr(6));
+  check<DeviceError>(a.device() == b.device(), op, ": expected operands on one device, but got ",
+                     a.device().str(), " and ", b.device().str());
+  check_cpu(a, op);
+}
+
+// x ** p with 0 ** 0 = 1, as std::pow and PyTorch.
+template <class V>
+V pw(V x, V p) {
+  using xsimd::pow;
+  using std::pow;
+  return sel(p == V(0), V(1), V(pow(x, p)));
+}
+
+// What a unary op's backward reads besides the output gradient g.
+enum class Uses { Input, Output, Nothing };
+
+// y = f(x), dx = b(s, g) with s = x, y or g (per `uses`): every unary op is a
+// pair of generic functors, and saves only what its backward reads.
+template <class Fwd, class Bwd>
+Tensor unary(OpId id, const Tensor& a, Uses uses, Fwd fwd, Bwd bwd) {
+  const char* name = nm(id);
+  check_cpu(a, name);
+  Tensor y = empty(a.shape(), a.dtype());
+  dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(y, fwd, a); });
+  std::vector<Tensor> saved;
+  if (uses != Uses::Nothing) saved.push_back(uses == Uses::Input ? a : y);
+  record(id, {a}, {y}, saved, [bwd, name](const Node& n, const Grads& g) {
+    const Tensor& s = n.saved.empty() ? g[0] : n.saved_tensor(0);
+    Tensor gx = empty(g[0].shape(), g[0].dtype());
+    dispatch_floating(gx.dtype(), name, [&]<class T>() { cpu::apply<T>(gx, bwd, s, g[0]); });
+    return Grads{gx};
+  });
+  return y;
+}
+
+// out = f(a, b) broadcast; the backward is written with ops (run without grad).
+template <class Fwd>
+Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b, Fwd fwd) {
+  const char* name = nm(id);
+  check_pair(a, b, name);
+  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), a.dtype());
+  dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(out, fwd, a, b); });
+  return out;
+}
+
+Tensor scalar_like(const Tensor& t, double v) { return full({}, v, t.dtype(), t.device()); }
+
+Tensor cast_data(const Tensor& t, DType dtype) {
+  Tensor out = empty(t.shape(), dtype, t.device());
+  copy_data(out, t);
+  return out;
+}
+
+}  // namespace
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(OpId::Add, a, b, [](auto x, auto y) { return x + y; });
+  record(OpId::Add, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
+    return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(g[0], sb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(OpId::Sub, a, b, [](auto x, auto y) { return x - y; });
+  record(OpId::Sub, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
+    return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(neg(g[0]), sb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(OpId::Mul, a, b, [](auto x, auto y) { return x * y; });
+  record(OpId::Mul, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
+    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+    return Grads{n.needs_input_grad(0) ? sum_to(mul(g[0], y), x.shape()) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(mul(g[0], x), y.shape()) : Tensor()};
+  });
+  return out;
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(OpId::Div, a, b, [](auto x, auto y) { return x / y; });
+  record(OpId::Div, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
+    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+    return Grads{n.needs_input_grad(0) ? sum_to(div(g[0], y), x.shape()) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(neg(div(mul(g[0], x), mul(y, y))), y.shape())
+                                       : Tensor()};
+  });
+  return out;
+}
+
+Tensor pow(const Tensor& a, const Tensor& b) {
+  Tensor out = binary_forward(OpId::Pow, a, b, [](auto x, auto y) { return pw(x, y); });
+  record(OpId::Pow, {a, b}, {out}, {a, b, out}, [](const Node& n, const Grads& g) {
+    const Tensor &x = n.saved_tensor(0), &p = n.saved_tensor(1), &y = n.saved_tensor(2);
+    Tensor ga, gb;
+    if (n.needs_input_grad(0)) {
+      // PyTorch pow_backward_self: 0 where p == 0, else g * p * x^(p-1).
+      Tensor d = empty(y.shape(), y.dtype());
+      dispatch_floating(d.dtype(), "pow", [&]<class T>() {
+        cpu::apply<T>(d, [](auto gv, auto xv, auto pv) {
+          using V = decltype(xv);
+          return sel(pv == V(0), V(0), gv * pv * pw(xv, pv - V(1)));
+        }, g[0], x, p);
+      });
+      ga = sum_to(d, x.shape());
+    }
+    if (n.needs_input_grad(1)) {
+      // PyTorch pow_backward_exponent: 0 where x == 0 and p >= 0, else g * y * log(x).
+      Tensor d = empty(y.shape(), y.dtype());
+      dispatch_floating(d.dtype(), "pow", [&]<class T>() {
+        cpu::apply<T>(d, [](auto gv, auto xv, auto pv, auto yv) {
+          using V = decltype(xv);
+          using std::log;
+          using xsimd::log;
+          return sel((xv == V(0)) & (pv >= V(0)), V(0), gv * yv * V(log(xv)));
+        }, g[0], x, p, y);
+      });
+      gb = sum_to(d, p.shape());
+    }
+    return Grads{ga, gb};
+  });
+  return out;
+}
+
+Tensor add(const Tensor& a, double s) {
+  return unary(OpId::AddScalar, a, Uses::Nothing, [s](auto x) { return x + decltype(x)(s); },
+               [](auto g, auto) { return g; });
+}
+
+Tensor mul(const Tensor& a, double s) {
+  return unary(OpId::MulScalar, a, Uses::Nothing, [s](auto x) { return x * decltype(x)(s); },
+               [s](auto g, auto) { return g * decltype(g)(s); });
+}
+
+Tensor pow(const Tensor& a, double p) {
+  return unary(OpId::PowScalar, a, Uses::Input, [p](auto x) { return pw(x, decltype(x)(p)); },
+               [p](auto x, auto g) {
+                 using V = decltype(x);
+                 return p == 0.0 ? V(0) : g * V(p) * pw(x, V(p - 1.0));
+               });
+}
+
+Tensor neg(const Tensor& a) {
+  return unary(OpId::Neg, a, Uses::Nothing, [](auto x) { return -x; }, [](auto g, auto) { return -g; });
+}
+
+Tensor exp(const Tensor& a) {
+  return unary(OpId::Exp, a, Uses::Output,
+               [](auto x) { using std::exp; using xsimd::exp; return decltype(x)(exp(x)); },
+               [](auto y, auto g) { return g * y; });
+}
+
+Tensor log(const Tensor& a) {
+  return unary(OpId::Log, a, Uses::Input,
+               [](auto x) { using std::log; using xsimd::log; return decltype(x)(log(x)); },
+               [](auto x, auto g) { return g / x; });
+}
+
+Tensor sqrt(const Tensor& a) {
+  return unary(OpId::Sqrt, a, Uses::Output,
+               [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(sqrt(x)); },
+               [](auto y, auto g) { return g / (decltype(y)(2) * y); });
+}
+
+Tensor rsqrt(const Tensor& a) {
+  return unary(OpId::Rsqrt, a, Uses::Output,
+               [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(1) / decltype(x)(sqrt(x)); },
+               [](auto y, auto g) { return decltype(y)(-0.5) * g * y * y * y; });
+}
+
+Tensor reciprocal(const Tensor& a) {
+  return unary(OpId::Reciprocal, a, Uses::Output, [](auto x) { return decltype(x)(1) / x; },
+               [](auto y, auto g) { return -g * y * y; });
+}
+
+Tensor abs(const Tensor& a) {
+  return unary(OpId::Abs, a, Uses::Input,
+               [](auto x) { using std::abs; using xsimd::abs; return decltype(x)(abs(x)); },
+               [](auto x, auto g) {
+                 using V = decltype(x);
+                 return sel(x > V(0), g, sel(x < V(0), -g, V(0)));
+               });
+}
+
+Tensor relu(const Tensor& a) {
+  return unary(OpId::Relu, a, Uses::Output,
+               [](auto x) { using V = decltype(x); return sel(x < V(0), V(0), x); },
+               [](auto y, auto g) { using V = decltype(y); return sel(y > V(0), g, V(0)); });
+}
+
+Tensor gelu(const Tensor& a, bool approximate) {
+  if (approximate) {
+    constexpr double k = 0.7978845608028654;  // sqrt(2/pi)
+    constexpr double c = 0.044715;
+    return unary(OpId::GeluTanh, a, Uses::Input,
+                 [](auto x) {
+                   using V = decltype(x);
+                   using std::tanh; using xsimd::tanh;
+                   V t = tanh(V(k) * (x + V(c) * x * x * x));
+                   return V(0.5) * x * (V(1) + t);
+                 },
+                 [](auto x, auto g) {
+                   using V = decltype(x);
+                   using std::tanh; using xsimd::tanh;
+                   V t = tanh(V(k) * (x + V(c) * x * x * x));
+                   return g * (V(0.5) * (V(1) + t) +
+                               V(0.5) * x * (V(1) - t * t) * V(k) * (V(1) + V(3 * c) * x * x));
+                 });
+  }
+  return unary(OpId::GeluErf, a, Uses::Input,
+               [](auto x) {
+                 using V = decltype(x);
+                 using std::erf; using xsimd::erf;
+                 return x * V(0.5) * (V(1) + V(erf(x * V(std::numbers::sqrt2 / 2))));
+               },
+               [](auto x, auto g) {
+                 using V = decltype(x);
+                 using std::erf; using xsimd::erf; using std::exp; using xsimd::exp;
+                 V cdf = V(0.5) * (V(1) + V(erf(x * V(std::numbers::sqrt2 / 2))));
+                 V pdf = V(exp(V(-0.5) * x * x)) * V(0.3989422804014327);  // 1/sqrt(2 pi)
+                 return g * (cdf + x * pdf);
+               });
+}
+
+Tensor silu(const Tensor& a) {
+  return unary(OpId::Silu, a, Uses::Input,
+               [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return x / (V(1) + V(exp(-x))); },
+               [](auto x, auto g) {
+                 using V = decltype(x);
+                 using std::exp; using xsimd::exp;
+                 V s = V(1) / (V(1) + V(exp(-x)));
+                 return g * s * (V(1) + x * (V(1) - s));
+               });
+}
+
+Tensor sigmoid(const Tensor& a) {
+  return unary(OpId::Sigmoid, a, Uses::Output,
+               [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return V(1) / (V(1) + V(exp(-x))); },
+               [](auto y, auto g) { using V = decltype(y); return g * y * (V(1) - y); });
+}
+
+Tensor tanh(const Tensor& a) {
+  return unary(OpId::Tanh, a, Uses::Output,
+               [](auto x) { using std::tanh; using xsimd::tanh; return decltype(x)(tanh(x)); },
+               [](auto y, auto g) { using V = decltype(y); return g * (V(1) - y * y); });
+}
+
+Tensor softplus(const Tensor& a) {
+  return unary(OpId::Softplus, a, Uses::Input,
+               [](auto x) {
+                 using V = decltype(x);
+                 using std::exp; using xsimd::exp; using std::log1p; using xsimd::log1p;
+                 return sel(x > V(20), x, V(log1p(V(exp(sel(x > V(20), V(0), x))))));
+               },
+               [](auto x, auto g) {
+                 using V = decltype(x);
+                 using std::exp; using xsimd::exp;
+                 V z = exp(sel(x > V(20), V(0), x));
+                 return sel(x > V(20), g, g * z / (z + V(1)));
+               });
+}
+
+Tensor clamp(const Tensor& a, double lo, double hi) {
+  check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
+  return unary(OpId::Clamp, a, Uses::Input,
+               [lo, hi](auto x) {
+                 using V = decltype(x);
+                 return sel(x < V(lo), V(lo), sel(x > V(hi), V(hi), x));
+               },
+               [lo, hi](auto x, auto g) {
+                 using V = decltype(x);
+                 return sel(x < V(lo), V(0), sel(x > V(hi), V(0), g));
+               });
+}
+
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const char* name = nm(OpId::Where);
+  check_pair(a, b, name);
+  check_cpu(cond, name);
+  Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
+  Tensor c = cond.dtype() == a.dtype() ? cond : cast_data(cond, a.dtype());
+  Tensor out = empty(shape, a.dtype());
+  dispatch_floating(a.dtype(), name, [&]<class T>() {
+    cpu::apply<T>(out, [](auto cv, auto x, auto y) { return sel(cv != decltype(x)(0), x, y); }, c, a, b);
+  });
+  record(OpId::Where, {a, b}, {out}, {c}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
+    const Tensor& cv = n.saved_tensor(0);
+    Tensor zero = scalar_like(g[0], 0.0);
+    return Grads{n.needs_input_grad(0) ? sum_to(where(cv, g[0], zero), sa) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(where(cv, zero, g[0]), sb) : Tensor()};
+  });
+  return out;
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  const char* name = nm(OpId::MaskedFill);
+  check_cpu(a, name);
+  check_cpu(mask, name);
+  check<ShapeError>(broadcast_shapes(a.shape(), mask.shape(), name) == a.shape(), name,
+                    ": expected the mask to broadcast to the input's shape, but got input ",
+                    shape_str(a.shape()), " mask ", shape_str(mask.shape()));
+  Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
+  Tensor out = empty(a.shape(), a.dtype());
+  dispatch_floating(a.dtype(), name, [&]<class T>() {
+    cpu::apply<T>(out, [value](auto x, auto mv) {
+      using V = decltype(x);
+      return sel(mv != V(0), V(value), x);
+    }, a, m);
+  });
+  record(OpId::MaskedFill, {a}, {out}, {m}, [](const Node& n, const Grads& g) {
+    return Grads{where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0])};
+  });
+  return out;
+}
+
+Tensor to_dtype(const Tensor& a, DType dtype) {
+  if (a.dtype() == dtype) return a;
+  check_cpu(a, "to_dtype");
+  check<DtypeError>(is_floating(dtype), "to_dtype: casting to int64 is not supported (from ",
+                    dtype_name(a.dtype()), ")");
+  Tensor out = cast_data(a, dtype);
+  record(OpId::Cast, {a}, {out}, {}, [from = a.dtype()](const Node& n, const Grads& g) {
+    return Grads{cast_data(g[0], from)};
+  });
+  return out;
+}
+
+Tensor& add_(Tensor& a, const Tensor& b) { commit_inplace(a, add(a, b), "add_"); return a; }
+Tensor& add_(Tensor& a, double s) { commit_inplace(a, add(a, s), "add_"); return a; }
+Tensor& mul_(Tensor& a, double s) { commit_inplace(a, mul(a, s), "mul_"); return a; }
+Tensor& mul_(Tensor& a, const Tensor& b) { commit_inplace(a, mul(a, b), "mul_"); return a; }
+Tensor& fill_(Tensor& a, double value) {
+  commit_inplace(a, full(a.shape(), value, a.dtype(), a.device()), "fill_");
+  return a;
+}
+Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
+Tensor& copy_(Tensor& a, const Tensor& src) {
+  commit_inplace(a, add(zeros(a.shape(), src.dtype(), src.device()), src), "copy_");
+  return a;
+}
+
+void register_elementwise_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  auto un = [&](OpId id, std::function<Tensor(const Tensor&)> f, double lo, double hi) {
+    t.push_back({id, {"cpu"}, {"input"},
+                 {{"random", [=] { return V{gc_input({3, 4}, lo, hi)}; },
+                   [f](const V& v) { return f(v[0]); }}}});
+  };
+  auto bin = [&](OpId id, std::function<Tensor(const Tensor&, const Tensor&)> f, double lo, double hi) {
+    t.push_back({id, {"cpu"}, {"a", "b"},
+                 {{"same shape", [=] { return V{gc_input({3, 4}, lo, hi, 1), gc_input({3, 4}, lo, hi, 2)}; },
+                   [f](const V& v) { return f(v[0], v[1]); }},
+                  {"broadcast [2,1,4]x[3,1]", [=] { return V{gc_input({2, 1, 4}, lo, hi, 3), gc_input({3, 1}, lo, hi, 4)}; },
+                   [f](const V& v) { return f(v[0], v[1]); }}}});
+  };
+  bin(OpId::Add, [](auto& a, auto& b) { return add(a, b); }, -1, 1);
+  bin(OpId::Sub, [](auto& a, auto& b) { return sub(a, b); }, -1, 1);
+  bin(OpId::Mul, [](auto& a, auto& b) { return mul(a, b); }, -1, 1);
+  bin(OpId::Div, [](auto& a, auto& b) { return div(a, b); }, 0.5, 2);
+  bin(OpId::Pow, [](auto& a, auto& b) { return pow(a, b); }, 0.5, 2);
+  un(OpId::AddScalar, [](auto& a) { return add(a, 2.5); }, -1, 1);
+  un(OpId::MulScalar, [](auto& a) { return mul(a, -1.5); }, -1, 1);
+  un(OpId::PowScalar, [](auto& a) { return pow(a, 3.0); }, -2, 2);
+  un(OpId::Neg, [](auto& a) { return neg(a); }, -1, 1);
+  un(OpId::Exp, [](auto& a) { return exp(a); }, -2, 2);
+  un(OpId::Log, [](auto& a) { return log(a); }, 0.2, 3);
+  un(OpId::Sqrt, [](auto& a) { return sqrt(a); }, 0.2, 3);
+  un(OpId::Rsqrt, [](auto& a) { return rsqrt(a); }, 0.2, 3);
+  un(OpId::Reciprocal, [](auto& a) { return reciprocal(a); }, 0.5, 2);
+  un(OpId::Abs, [](auto& a) { return abs(a); }, -1, 1);
+  un(OpId::Relu, [](auto& a) { return relu(a); }, -1, 1);
+  un(OpId::GeluTanh, [](auto& a) { return gelu(a, true); }, -3, 3);
+  un(OpId::GeluErf, [](auto& a) { return gelu(a); }, -3, 3);
+  un(OpId::Silu, [](auto& a) { return silu(a); }, -3, 3);
+  un(OpId::Sigmoid, [](auto& a) { return sigmoid(a); }, -3, 3);
+  un(OpId::Tanh, [](auto& a) { return tanh(a); }, -2, 2);
+  un(OpId::Softplus, [](auto& a) { return softplus(a); }, -3, 3);
+  un(OpId::Clamp, [](auto& a) { return clamp(a, -0.5, 0.5); }, -1, 1);
+  // Through float32 and back: linear, so a large step is exact and rounding stays small.
+  t.push_back({OpId::Cast, {"cpu"}, {"input"},
+               {{"float64->float32", [] { return V{gc_input({3, 4})}; },
+                 [](const V& v) { return to_dtype(v[0], DType::Float32); }, 1e-2, 1e-4, 1e-3}}});
+  t.push_back({OpId::Where, {"cpu"}, {"a", "b"},
+               {{"broadcast cond [3,1]", [] {
+                   return V{tensor({1, 0, 1}, {3, 1}, DType::Float64), gc_input({3, 4}, -1, 1, 1),
+                            gc_input({4}, -1, 1, 2)};
+                 }, [](const V& v) { return where(v[0], v[1], v[2]); }}}});
+  t.push_back({OpId::MaskedFill, {"cpu"}, {"input"},
+               {{"row mask", [] { return V{gc_input({3, 4}), tensor({0, 1, 0, 1}, {4}, DType::Float64)}; },
+                 [](const V& v) { return masked_fill(v[0], v[1], -7.0); }}}});
+}
+
+}  // namespace tmem

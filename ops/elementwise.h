@@ -1,0 +1,86 @@
+// Elementwise ops (DESIGN.md 3). Binary ops broadcast by NumPy rules and their
+// backward sums each gradient back to its input's shape. Operands must share
+// dtype and device (no implicit promotion): DtypeError / DeviceError name the
+// op and both operands otherwise. Formulas follow PyTorch's definitions.
+#pragma once
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// a + b, broadcast. Gradients: g, g (summed to each input's shape).
+Tensor add(const Tensor& a, const Tensor& b);
+/// a - b, broadcast.
+Tensor sub(const Tensor& a, const Tensor& b);
+/// a * b, broadcast.
+Tensor mul(const Tensor& a, const Tensor& b);
+/// a / b, broadcast (IEEE division: x/0 is +-inf or NaN, as in PyTorch).
+Tensor div(const Tensor& a, const Tensor& b);
+/// a ** b, broadcast. d/db = a**b * log(a) (NaN for a < 0, as PyTorch).
+Tensor pow(const Tensor& a, const Tensor& b);
+
+/// a + s, a * s, a ** p (PyTorch's scalar forms; pow's gradient is 0 where p == 0).
+Tensor add(const Tensor& a, double s);
+Tensor mul(const Tensor& a, double s);
+Tensor pow(const Tensor& a, double p);
+
+Tensor neg(const Tensor& a);
+Tensor exp(const Tensor& a);
+/// Natural log; log(0) = -inf, log(x<0) = NaN.
+Tensor log(const Tensor& a);
+Tensor sqrt(const Tensor& a);
+/// 1 / sqrt(a).
+Tensor rsqrt(const Tensor& a);
+/// 1 / a.
+Tensor reciprocal(const Tensor& a);
+/// |a|; the gradient at 0 is 0 (PyTorch).
+Tensor abs(const Tensor& a);
+/// max(a, 0); the gradient at 0 is 0.
+Tensor relu(const Tensor& a);
+/// GELU. approximate=false: x * Phi(x) with the erf; approximate=true: the
+/// tanh form 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) (Hendrycks &
+/// Gimpel 2016; PyTorch gelu(approximate='tanh')).
+Tensor gelu(const Tensor& a, bool approximate = false);
+/// x * sigmoid(x).
+Tensor silu(const Tensor& a);
+Tensor sigmoid(const Tensor& a);
+Tensor tanh(const Tensor& a);
+/// log(1 + exp(x)), linear above threshold 20 (PyTorch softplus, beta 1).
+Tensor softplus(const Tensor& a);
+/// min(max(a, lo), hi); the gradient passes where lo <= a <= hi (PyTorch).
+/// Throws ValueError if lo > hi.
+Tensor clamp(const Tensor& a, double lo, double hi);
+/// cond ? a : b, all broadcast; cond is a tensor whose non-zero elements
+/// select a (any dtype). Gradients flow to a and b.
+Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
+/// a with `value` wherever mask (broadcast to a's shape) is non-zero.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+/// Casts a floating tensor to another floating dtype (or an int64 tensor to a
+/// floating one, without gradient). Differentiable between floating dtypes.
+Tensor to_dtype(const Tensor& a, DType dtype);
+
+// ---- in-place forms (bump the version counter; see commit_inplace) ----
+Tensor& add_(Tensor& a, const Tensor& b);
+Tensor& add_(Tensor& a, double s);
+Tensor& mul_(Tensor& a, double s);
+Tensor& mul_(Tensor& a, const Tensor& b);
+Tensor& fill_(Tensor& a, double value);
+Tensor& zero_(Tensor& a);
+/// Copies src (broadcast to a's shape) into a.
+Tensor& copy_(Tensor& a, const Tensor& src);
+
+// ---- operators ----
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator+(const Tensor& a, double s) { return add(a, s); }
+inline Tensor operator+(double s, const Tensor& a) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, double s) { return add(a, -s); }
+inline Tensor operator-(double s, const Tensor& a) { return add(neg(a), s); }
+inline Tensor operator*(const Tensor& a, double s) { return mul(a, s); }
+inline Tensor operator*(double s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, double s) { return mul(a, 1.0 / s); }
+inline Tensor operator/(double s, const Tensor& a) { return mul(reciprocal(a), s); }
+
+}  // namespace tmem

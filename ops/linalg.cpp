@@ -1,0 +1,108 @@
+// matmul / bmm: shapes a[..., M, K], b[..., K, N] -> c[..., M, N]; the CPU
+// kernel is ops/cpu/gemm (transposed operands are read through strides).
+#include "ops/linalg.h"
+
+#include <omp.h>
+
+#include "core/autograd.h"
+#include "core/strided.h"
+#include "ops/cpu/gemm.h"
+#include "ops/cpu/simd.h"
+#include "ops/op_table.h"
+#include "ops/reduction.h"
+#include "ops/shape.h"
+
+namespace tmem {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+// c = a @ b for a, b of rank >= 2 with broadcast batch dims; no autograd.
+Tensor mm_data(const Tensor& a, const Tensor& b) {
+  const int64_t ra = a.dim(), rb = b.dim();
+  const int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = empty(out_shape, a.dtype());
+  // Per-batch offsets of a and b (broadcast strides are 0).
+  Tensor a_b = make_view(a, ba, Shape(a.strides().begin(), a.strides().end() - 2), a.offset());
+  Tensor b_b = make_view(b, bb, Shape(b.strides().begin(), b.strides().end() - 2), b.offset());
+  std::vector<std::array<int64_t, 2>> offs;
+  for_each_element<2>(batch, {cpu::broadcast_strides(a_b, batch), cpu::broadcast_strides(b_b, batch)},
+                      [&](std::array<int64_t, 2> o) { offs.push_back(o); });
+  const int64_t a_rs = a.strides()[ra - 2], a_cs = a.strides()[ra - 1];
+  const int64_t b_rs = b.strides()[rb - 2], b_cs = b.strides()[rb - 1];
+  const int64_t nb = static_cast<int64_t>(offs.size());
+  dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
+    const T* ap = a.data<T>();
+    const T* bp = b.data<T>();
+    T* cp = out.data<T>();
+    bool outer = nb >= omp_get_max_threads() && nb > 1 && nb * M * N * K > 65536;
+#pragma omp parallel for schedule(static) if (outer)
+    for (int64_t i = 0; i < nb; ++i)
+      cpu::gemm<T>(M, N, K, ap + offs[i][0], a_rs, a_cs, bp + offs[i][1], b_rs, b_cs,
+                   cp + i * M * N, N, false, !outer);
+  });
+  return out;
+}
+
+Tensor mT(const Tensor& t) {
+  Shape s = t.shape(), st = t.strides();
+  std::swap(s[s.size() - 1], s[s.size() - 2]);
+  std::swap(st[st.size() - 1], st[st.size() - 2]);
+  return make_view(t, s, st, t.offset());
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b) {
+  check<DtypeError>(a.dtype() == b.dtype(), "matmul: expected operands of one dtype, but got ",
+                    dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
+  check<DeviceError>(a.device() == b.device(), "matmul: expected operands on one device, but got ",
+                     a.device().str(), " and ", b.device().str());
+  check_cpu(a, "matmul");
+  check<ShapeError>(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got a",
+                    shape_str(a.shape()), " b", shape_str(b.shape()));
+  const int64_t ka = a.shape().back();
+  const int64_t kb = b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2];
+  check<ShapeError>(ka == kb, "matmul: expected a.shape[-1] == b.shape[-2], got a",
+                    shape_str(a.shape()), " b", shape_str(b.shape()));
+  Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
+  Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
+  Tensor out = mm_data(a2, b2);
+  record(OpId::Matmul, {a2, b2}, {out}, {a2, b2}, [](const Node& n, const Grads& g) {
+    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+    return Grads{n.needs_input_grad(0) ? sum_to(mm_data(g[0], mT(y)), x.shape()) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(mm_data(mT(x), g[0]), y.shape()) : Tensor()};
+  });
+  if (a.dim() == 1) out = squeeze(out, -2);
+  if (b.dim() == 1) out = squeeze(out, -1);
+  return out;
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  check<ShapeError>(a.dim() == 3 && b.dim() == 3 && a.shape()[0] == b.shape()[0] &&
+                        a.shape()[2] == b.shape()[1],
+                    "bmm: expected a[B,M,K] and b[B,K,N], but got a", shape_str(a.shape()), " b",
+                    shape_str(b.shape()));
+  return matmul(a, b);
+}
+
+void register_linalg_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  t.push_back({OpId::Matmul, {"cpu"}, {"a", "b"},
+               {{"2-D [5,7]@[7,3]", [] { return V{gc_input({5, 7}, -1, 1, 1), gc_input({7, 3}, -1, 1, 2)}; },
+                 [](const V& v) { return matmul(v[0], v[1]); }},
+                {"batch broadcast [2,1,3,4]@[3,4,2]", [] { return V{gc_input({2, 1, 3, 4}, -1, 1, 1), gc_input({3, 4, 2}, -1, 1, 2)}; },
+                 [](const V& v) { return matmul(v[0], v[1]); }},
+                {"1-D @ 2-D and transposed b", [] { return V{gc_input({4}, -1, 1, 1), gc_input({3, 4}, -1, 1, 2)}; },
+                 [](const V& v) { return matmul(v[0], transpose(v[1], 0, 1)); }},
+                {"1-D @ 1-D", [] { return V{gc_input({4}, -1, 1, 1), gc_input({4}, -1, 1, 2)}; },
+                 [](const V& v) { return matmul(v[0], v[1]); }}}});
+}
+
+}  // namespace tmem

@@ -1,0 +1,35 @@
+#include "ops/op_table.h"
+
+#include <algorithm>
+
+#include "core/rng.h"
+
+namespace tmem {
+
+const std::vector<OpInfo>& op_table() {
+  static const std::vector<OpInfo> table = [] {
+    std::vector<OpInfo> t;
+    register_elementwise_ops(t);
+    register_reduction_ops(t);
+    register_linalg_ops(t);
+    register_shape_ops(t);
+    std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.id < b.id; });
+    return t;
+  }();
+  return table;
+}
+
+const OpInfo& op_info(OpId id) {
+  for (const OpInfo& info : op_table())
+    if (info.id == id) return info;
+  throw ValueError(detail::cat("op_info: op ", op_name(id), " is not registered"));
+}
+
+Tensor gc_input(const Shape& shape, double lo, double hi, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = rand(shape, lo, hi, DType::Float64, gen);
+  t.requires_grad_();
+  return t;
+}
+
+}  // namespace tmem

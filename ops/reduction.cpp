@@ -1,0 +1,228 @@
+// Reductions. Shapes: input any rank; the reduced dims are moved last and made
+// contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced).
+#include "ops/reduction.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "core/autograd.h"
+#include "ops/cpu/simd.h"
+#include "ops/elementwise.h"
+#include "ops/op_table.h"
+#include "ops/shape.h"
+
+namespace tmem {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+struct Plan {
+  Shape in, keep, out, perm;  // perm: kept dims then reduced dims
+  int64_t O = 1, R = 1;
+};
+
+Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
+  check_cpu(a, op);
+  Plan p;
+  p.in = a.shape();
+  const int64_t r = a.dim();
+  std::vector<bool> red(r, dims.empty());
+  for (int64_t d : dims) {
+    check<IndexError>(r > 0 || d == 0 || d == -1, op, ": dim ", d, " is out of range for a 0-d tensor");
+    if (r == 0) continue;
+    int64_t k = normalize_dim(d, r, op);
+    check<ValueError>(!red[k], op, ": dim ", d, " appears more than once in dims");
+    red[k] = true;
+  }
+  for (int64_t i = 0; i < r; ++i) {
+    p.keep.push_back(red[i] ? 1 : p.in[i]);
+    if (!red[i]) {
+      p.perm.push_back(i);
+      p.O *= p.in[i];
+    }
+  }
+  for (int64_t i = 0; i < r; ++i)
+    if (red[i]) {
+      p.perm.push_back(i);
+      p.R *= p.in[i];
+    }
+  for (int64_t i = 0; i < r; ++i)
+    if (!red[i] || keepdim) p.out.push_back(p.keep[i]);
+  return p;
+}
+
+// The input's data as contiguous rows [O, R].
+Tensor rows_of(const Tensor& a, const Plan& p) {
+  Shape shape, strides;
+  for (int64_t d : p.perm) {
+    shape.push_back(a.shape()[d]);
+    strides.push_back(a.strides()[d]);
+  }
+  return contiguous_data(make_view(a, shape, strides, a.offset()));
+}
+
+// g (shape p.out or p.keep) broadcast to the input's shape, times `scale`.
+Tensor expand_grad(const Tensor& g, const Plan& p, double scale) {
+  Tensor gk = reshape_data(g, p.keep);
+  Tensor out = empty(p.in, g.dtype());
+  dispatch_floating(g.dtype(), "sum", [&]<class T>() {
+    cpu::apply<T>(out, [scale](auto x) { return x * decltype(x)(scale); }, gk);
+  });
+  return out;
+}
+
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  using B = cpu::Batch<T>;
+  constexpr int64_t W = B::size;
+  B acc0(T(0)), acc1(T(0));
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    acc0 += B::load_unaligned(x + i);
+    acc1 += B::load_unaligned(x + i + W);
+  }
+  T s = xsimd::hadd(acc0 + acc1);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
+Tensor reduce_sum(const Tensor& a, const Plan& p, double scale, const char* op) {
+  Tensor rows = rows_of(a, p);
+  Tensor out = empty(p.out, a.dtype());
+  dispatch_floating(a.dtype(), op, [&]<class T>() {
+    const T* x = rows.data<T>();
+    T* o = out.data<T>();
+    const int64_t O = p.O, R = p.R;
+#pragma omp parallel for if (O * R >= kParallelGrain && O > 1)
+    for (int64_t i = 0; i < O; ++i) o[i] = row_sum(x + i * R, R) * static_cast<T>(scale);
+  });
+  return out;
+}
+
+ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
+  OpId id = is_max ? OpId::Max : OpId::Min;
+  const char* name = op_name(id).data();
+  Plan p = make_plan(a, {dim}, keepdim, name);
+  check<ShapeError>(p.R > 0, name, ": cannot reduce an empty dim of shape ", shape_str(a.shape()));
+  Tensor rows = rows_of(a, p);
+  Tensor values = empty(p.out, a.dtype());
+  Tensor indices = empty(p.out, DType::Int64);
+  dispatch_floating(a.dtype(), name, [&]<class T>() {
+    const T* x = rows.data<T>();
+    T* v = values.data<T>();
+    int64_t* ix = indices.data<int64_t>();
+    for (int64_t i = 0; i < p.O; ++i) {
+      const T* row = x + i * p.R;
+      int64_t best = 0;
+      for (int64_t k = 1; k < p.R && !std::isnan(row[best]); ++k)
+        if (std::isnan(row[k]) || (is_max ? row[k] > row[best] : row[k] < row[best])) best = k;
+      v[i] = row[best];
+      ix[i] = best;
+    }
+  });
+  record(id, {a}, {values}, {indices}, [p](const Node& n, const Grads& g) {
+    const Tensor& ix = n.saved_tensor(0);
+    Shape perm_shape;
+    for (int64_t d : p.perm) perm_shape.push_back(p.in[d]);
+    Tensor rows = zeros(perm_shape, g[0].dtype());
+    Tensor gc = contiguous_data(g[0]);
+    dispatch_floating(g[0].dtype(), "max", [&]<class T>() {
+      const T* gp = gc.data<T>();
+      const int64_t* ip = ix.data<int64_t>();
+      T* r = rows.data<T>();
+      for (int64_t i = 0; i < p.O; ++i) r[i * p.R + ip[i]] = gp[i];
+    });
+    std::vector<int64_t> inv(p.perm.size());
+    for (size_t k = 0; k < p.perm.size(); ++k) inv[p.perm[k]] = static_cast<int64_t>(k);
+    return Grads{contiguous_data(permute(rows, inv))};
+  });
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  Plan p = make_plan(a, dims, keepdim, "sum");
+  Tensor out = reduce_sum(a, p, 1.0, "sum");
+  record(OpId::Sum, {a}, {out}, {}, [p](const Node& n, const Grads& g) {
+    return Grads{expand_grad(g[0], p, 1.0)};
+  });
+  return out;
+}
+
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  Plan p = make_plan(a, dims, keepdim, "mean");
+  double scale = 1.0 / static_cast<double>(p.R);
+  Tensor out = reduce_sum(a, p, scale, "mean");
+  record(OpId::Mean, {a}, {out}, {}, [p, scale](const Node& n, const Grads& g) {
+    return Grads{expand_grad(g[0], p, scale)};
+  });
+  return out;
+}
+
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  Plan p = make_plan(a, dims, keepdim, "var");
+  double denom = static_cast<double>(p.R - correction);
+  Tensor rows = rows_of(a, p);
+  Tensor out = empty(p.out, a.dtype());
+  Tensor mu = empty(p.keep, a.dtype());
+  dispatch_floating(a.dtype(), "var", [&]<class T>() {
+    const T* x = rows.data<T>();
+    T* o = out.data<T>();
+    T* m = mu.data<T>();
+    for (int64_t i = 0; i < p.O; ++i) {
+      const T* row = x + i * p.R;
+      T mean_v = row_sum(row, p.R) / static_cast<T>(p.R);
+      T ss = 0;
+      for (int64_t k = 0; k < p.R; ++k) ss += (row[k] - mean_v) * (row[k] - mean_v);
+      m[i] = mean_v;
+      o[i] = ss / static_cast<T>(denom);
+    }
+  });
+  record(OpId::Var, {a}, {out}, {a, mu}, [p, denom](const Node& n, const Grads& g) {
+    Tensor gk = reshape_data(g[0], p.keep);
+    Tensor centred = sub(n.saved_tensor(0), n.saved_tensor(1));
+    return Grads{mul(mul(centred, gk), 2.0 / denom)};
+  });
+  return out;
+}
+
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, true); }
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, false); }
+Tensor max(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, true).values; }
+Tensor min(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, false).values; }
+
+Tensor sum_to(const Tensor& g, const Shape& shape) {
+  if (g.shape() == shape) return g;
+  check<ShapeError>(shape.size() <= g.shape().size() &&
+                        broadcast_shapes(shape, g.shape(), "sum_to") == g.shape(),
+                    "sum_to: shape ", shape_str(shape), " does not broadcast to ",
+                    shape_str(g.shape()));
+  std::vector<int64_t> dims;
+  size_t lead = g.shape().size() - shape.size();
+  for (size_t i = 0; i < g.shape().size(); ++i)
+    if (i < lead || (shape[i - lead] == 1 && g.shape()[i] != 1)) dims.push_back(static_cast<int64_t>(i));
+  return reshape(sum(g, dims, true), shape);
+}
+
+void register_reduction_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  auto in = [] { return V{gc_input({3, 4, 5})}; };
+  t.push_back({OpId::Sum, {"cpu"}, {"input"},
+               {{"all", in, [](const V& v) { return sum(v[0]); }},
+                {"dims {0,2} keepdim", in, [](const V& v) { return sum(v[0], {0, 2}, true); }}}});
+  t.push_back({OpId::Mean, {"cpu"}, {"input"},
+               {{"dim -1", in, [](const V& v) { return mean(v[0], {-1}); }}}});
+  t.push_back({OpId::Var, {"cpu"}, {"input"},
+               {{"dim 1 unbiased", in, [](const V& v) { return var(v[0], {1}); }},
+                {"all, correction 0", in, [](const V& v) { return var(v[0], {}, 0); }}}});
+  t.push_back({OpId::Max, {"cpu"}, {"input"},
+               {{"dim 1", in, [](const V& v) { return max(v[0], 1).values; }},
+                {"all", in, [](const V& v) { return max(v[0]); }}}});
+  t.push_back({OpId::Min, {"cpu"}, {"input"},
+               {{"dim 0 keepdim", in, [](const V& v) { return min(v[0], 0, true).values; }}}});
+}
+
+}  // namespace tmem

@@ -1,0 +1,38 @@
+// Reductions (DESIGN.md 3): sum, mean, max/min (values + indices), var, over
+// any set of dims, with keepdim. Empty `dims` means every dim. Float inputs.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// Sum over `dims` (all when empty). Throws IndexError for a bad dim.
+Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+/// Mean over `dims` (all when empty).
+Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
+/// Variance over `dims` with Bessel-style `correction` (PyTorch: 1 = unbiased),
+/// computed in two passes (mean first), so large offsets do not cancel.
+Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
+           bool keepdim = false);
+
+/// Values and int64 indices of a max/min along one dim.
+struct ValuesIndices {
+  Tensor values;
+  Tensor indices;
+};
+/// Max along `dim`: the first index of the maximum; NaN counts as the maximum
+/// (PyTorch). The gradient goes to that index only. Throws ShapeError on an
+/// empty dim.
+ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
+ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
+/// Max / min over all elements (0-d result; the gradient goes to the first
+/// extreme element).
+Tensor max(const Tensor& a);
+Tensor min(const Tensor& a);
+
+/// Sums `g` down to `shape`, which must broadcast to g's shape (the backward
+/// of broadcasting). Throws ShapeError otherwise.
+Tensor sum_to(const Tensor& g, const Shape& shape);
+
+}  // namespace tmem

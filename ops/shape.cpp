@@ -1,0 +1,385 @@
+// Shape ops: views (reshape, permute, slice, expand) and copying ops (gather,
+// index_select, cat, pad, repeat_interleave), each with its backward.
+#include "ops/shape.h"
+
+#include <algorithm>
+
+#include "core/autograd.h"
+#include "core/strided.h"
+#include "ops/op_table.h"
+#include "ops/reduction.h"
+
+namespace tmem {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+Shape infer_shape(const Tensor& a, Shape shape, const char* op) {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      check<ShapeError>(infer < 0, op, ": only one dim can be -1, got ", shape_str(shape));
+      infer = static_cast<int64_t>(i);
+    } else {
+      check<ShapeError>(shape[i] >= 0, op, ": invalid size in shape ", shape_str(shape));
+      known *= shape[i];
+    }
+  }
+  if (infer >= 0) {
+    check<ShapeError>(known > 0 && a.numel() % known == 0, op, ": shape ", shape_str(shape),
+                      " is invalid for input of shape ", shape_str(a.shape()));
+    shape[infer] = a.numel() / known;
+  }
+  check<ShapeError>(numel_of(shape) == a.numel(), op, ": shape ", shape_str(shape),
+                    " is invalid for input of shape ", shape_str(a.shape()), " (",
+                    a.numel(), " elements)");
+  return shape;
+}
+
+Tensor reshape_impl(const Tensor& a, Shape shape, bool allow_copy, const char* op) {
+  shape = infer_shape(a, std::move(shape), op);
+  check<ShapeError>(allow_copy || a.is_contiguous(), op, ": input of shape ",
+                    shape_str(a.shape()), " is not contiguous; use reshape");
+  Tensor out = a.is_contiguous()
+                   ? make_view(a, shape, contiguous_strides(shape), a.offset())
+                   : reshape_data(a, shape);
+  record(OpId::Reshape, {a}, {out}, {}, [in = a.shape()](const Node&, const Grads& g) {
+    return Grads{reshape_data(g[0], in)};
+  });
+  return out;
+}
+
+void check_index(const Tensor& index, const char* op) {
+  check<DtypeError>(index.dtype() == DType::Int64, op, ": expected an int64 index, but got ",
+                    dtype_name(index.dtype()));
+  check_cpu(index, op);
+}
+
+void check_in_range(int64_t v, int64_t size, const char* op) {
+  check<IndexError>(v >= 0 && v < size, op, ": index ", v, " is out of range for a dim of size ", size);
+}
+
+}  // namespace
+
+Tensor reshape(const Tensor& a, Shape shape) { return reshape_impl(a, std::move(shape), true, "reshape"); }
+Tensor view(const Tensor& a, Shape shape) { return reshape_impl(a, std::move(shape), false, "view"); }
+
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
+  const int64_t r = a.dim();
+  check<ValueError>(static_cast<int64_t>(dims.size()) == r, "permute: expected ", r,
+                    " dims for a tensor of shape ", shape_str(a.shape()), ", but got ", dims.size());
+  Shape shape(r), strides(r);
+  std::vector<bool> used(r, false);
+  std::vector<int64_t> inv(r);
+  for (int64_t i = 0; i < r; ++i) {
+    int64_t d = normalize_dim(dims[i], r, "permute");
+    check<ValueError>(!used[d], "permute: dim ", d, " repeated");
+    used[d] = true;
+    shape[i] = a.shape()[d];
+    strides[i] = a.strides()[d];
+    inv[d] = i;
+  }
+  Tensor out = make_view(a, shape, strides, a.offset());
+  record(OpId::Permute, {a}, {out}, {}, [inv](const Node&, const Grads& g) {
+    return Grads{contiguous_data(permute(g[0], inv))};
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
+  std::vector<int64_t> dims(a.dim());
+  for (int64_t i = 0; i < a.dim(); ++i) dims[i] = i;
+  std::swap(dims[normalize_dim(d0, a.dim(), "transpose")], dims[normalize_dim(d1, a.dim(), "transpose")]);
+  return permute(a, dims);
+}
+
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  check<ShapeError>(a.dim() > 0, "slice: cannot slice a 0-d tensor");
+  int64_t d = normalize_dim(dim, a.dim(), "slice");
+  check<ValueError>(step >= 1, "slice: expected step >= 1, but got ", step);
+  int64_t n = a.shape()[d];
+  auto clampi = [n](int64_t v) { return std::clamp(v < 0 ? v + n : v, int64_t{0}, n); };
+  start = clampi(start);
+  end = std::max(clampi(end), start);
+  Shape shape = a.shape(), strides = a.strides();
+  shape[d] = (end - start + step - 1) / step;
+  strides[d] *= step;
+  Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[d]);
+  record(OpId::Slice, {a}, {out}, {}, [in = a.shape(), d, start, step](const Node&, const Grads& g) {
+    Tensor gin = zeros(in, g[0].dtype());
+    Shape st = gin.strides();
+    int64_t off = start * st[d];
+    st[d] *= step;
+    copy_data(make_view(gin, g[0].shape(), st, off), g[0]);
+    return Grads{gin};
+  });
+  return out;
+}
+
+Tensor expand(const Tensor& a, const Shape& shape) {
+  check<ShapeError>(shape.size() >= a.shape().size(), "expand: cannot expand ",
+                    shape_str(a.shape()), " to fewer dims ", shape_str(shape));
+  size_t lead = shape.size() - a.shape().size();
+  Shape out_shape(shape.size()), strides(shape.size(), 0);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (i < lead) {
+      check<ShapeError>(shape[i] >= 0, "expand: -1 is not allowed for a new leading dim in ",
+                        shape_str(shape));
+      out_shape[i] = shape[i];
+      continue;
+    }
+    int64_t have = a.shape()[i - lead];
+    int64_t want = shape[i] == -1 ? have : shape[i];
+    check<ShapeError>(have == want || have == 1, "expand: the input of shape ", shape_str(a.shape()),
+                      " cannot be expanded to ", shape_str(shape));
+    out_shape[i] = want;
+    strides[i] = have == want ? a.strides()[i - lead] : 0;
+  }
+  Tensor out = make_view(a, out_shape, strides, a.offset());
+  record(OpId::Expand, {a}, {out}, {}, [in = a.shape()](const Node&, const Grads& g) {
+    return Grads{sum_to(g[0], in)};
+  });
+  return out;
+}
+
+Tensor squeeze(const Tensor& a, int64_t dim) {
+  int64_t d = normalize_dim(dim, a.dim(), "squeeze");
+  check<ShapeError>(a.dim() > 0 && a.shape()[d] == 1, "squeeze: dim ", dim, " of shape ",
+                    shape_str(a.shape()), " does not have size 1");
+  Shape s = a.shape();
+  s.erase(s.begin() + d);
+  return reshape(a, s);
+}
+
+Tensor unsqueeze(const Tensor& a, int64_t dim) {
+  int64_t d = normalize_dim(dim, a.dim() + 1, "unsqueeze");
+  Shape s = a.shape();
+  s.insert(s.begin() + d, 1);
+  return reshape(a, s);
+}
+
+Tensor contiguous(const Tensor& a) {
+  if (a.is_contiguous()) return a;
+  Tensor out = contiguous_data(a);
+  record(OpId::Contiguous, {a}, {out}, {}, [](const Node&, const Grads& g) { return Grads{g[0]}; });
+  return out;
+}
+
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  check_cpu(a, "index_select");
+  check_index(index, "index_select");
+  check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
+                    shape_str(index.shape()));
+  int64_t d = normalize_dim(dim, a.dim(), "index_select");
+  std::vector<int64_t> idx = index.to_int_vector();
+  for (int64_t v : idx) check_in_range(v, a.shape()[d], "index_select");
+  Shape shape = a.shape();
+  shape[d] = static_cast<int64_t>(idx.size());
+  Tensor out = empty(shape, a.dtype());
+  Shape st = a.strides();
+  Shape sub_shape = a.shape();
+  sub_shape[d] = 1;
+  Shape out_st = out.strides();
+  for (size_t k = 0; k < idx.size(); ++k)
+    copy_data(make_view(out, sub_shape, out_st, static_cast<int64_t>(k) * out_st[d]),
+              make_view(a, sub_shape, st, a.offset() + idx[k] * st[d]));
+  record(OpId::IndexSelect, {a}, {out}, {}, [in = a.shape(), d, idx](const Node&, const Grads& g) {
+    Tensor gin = zeros(in, g[0].dtype());
+    Shape sub = g[0].shape();
+    sub[d] = 1;
+    for (size_t k = 0; k < idx.size(); ++k) {
+      Tensor dst = make_view(gin, sub, gin.strides(), idx[k] * gin.strides()[d]);
+      Tensor src = make_view(g[0], sub, g[0].strides(),
+                             g[0].offset() + static_cast<int64_t>(k) * g[0].strides()[d]);
+      dispatch_floating(gin.dtype(), "index_select", [&]<class T>() {
+        T* dp = dst.data<T>();
+        const T* sp = src.data<T>();
+        for_each_element<2>(sub, {dst.strides(), src.strides()},
+                            [&](std::array<int64_t, 2> o) { dp[o[0]] += sp[o[1]]; });
+      });
+    }
+    return Grads{gin};
+  });
+  return out;
+}
+
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  check_cpu(a, "gather");
+  check_index(index, "gather");
+  int64_t d = normalize_dim(dim, a.dim(), "gather");
+  check<ShapeError>(index.dim() == a.dim(), "gather: expected index of rank ", a.dim(),
+                    ", but got index ", shape_str(index.shape()), " for input ", shape_str(a.shape()));
+  for (int64_t i = 0; i < a.dim(); ++i)
+    check<ShapeError>(i == d || index.shape()[i] <= a.shape()[i], "gather: index ",
+                      shape_str(index.shape()), " is larger than input ", shape_str(a.shape()),
+                      " in dim ", i);
+  Tensor out = empty(index.shape(), a.dtype());
+  const int64_t n = a.shape()[d];
+  const int64_t* ip = index.data<int64_t>();
+  Shape a_st = a.strides();
+  a_st[d] = 0;  // the indexed dim is added from the index value
+  const int64_t step = a.strides()[d];
+  dispatch_floating(a.dtype(), "gather", [&]<class T>() {
+    const T* ap = a.data<T>();
+    T* op = out.data<T>();
+    for_each_element<3>(index.shape(), {out.strides(), index.strides(), a_st},
+                        [&](std::array<int64_t, 3> o) {
+                          int64_t v = ip[o[1]];
+                          check_in_range(v, n, "gather");
+                          op[o[0]] = ap[o[2] + v * step];
+                        });
+  });
+  record(OpId::Gather, {a}, {out}, {index}, [in = a.shape(), d](const Node& nd, const Grads& g) {
+    const Tensor& ix = nd.saved_tensor(0);
+    Tensor gin = zeros(in, g[0].dtype());
+    Shape st = gin.strides();
+    int64_t step_in = st[d];
+    st[d] = 0;
+    const int64_t* ipp = ix.data<int64_t>();
+    dispatch_floating(gin.dtype(), "gather", [&]<class T>() {
+      T* gp = gin.data<T>();
+      const T* go = g[0].data<T>();
+      for_each_element<3>(ix.shape(), {g[0].strides(), ix.strides(), st},
+                          [&](std::array<int64_t, 3> o) { gp[o[2] + ipp[o[1]] * step_in] += go[o[0]]; });
+    });
+    return Grads{gin};
+  });
+  return out;
+}
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  check<ValueError>(!ts.empty(), "cat: expected a non-empty list of tensors");
+  const Tensor& first = ts[0];
+  int64_t d = normalize_dim(dim, first.dim(), "cat");
+  Shape shape = first.shape();
+  shape[d] = 0;
+  std::vector<int64_t> sizes;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    const Tensor& t = ts[k];
+    check_cpu(t, "cat");
+    check<DtypeError>(t.dtype() == first.dtype(), "cat: expected one dtype, but got ",
+                      dtype_name(first.dtype()), " and ", dtype_name(t.dtype()), " (tensor ", k, ")");
+    bool ok = t.dim() == first.dim();
+    for (int64_t i = 0; ok && i < t.dim(); ++i) ok = i == d || t.shape()[i] == first.shape()[i];
+    check<ShapeError>(ok, "cat: expected tensor ", k, " to match ", shape_str(first.shape()),
+                      " except in dim ", d, ", but got ", shape_str(t.shape()));
+    sizes.push_back(t.shape()[d]);
+    shape[d] += t.shape()[d];
+  }
+  Tensor out = empty(shape, first.dtype());
+  int64_t at = 0;
+  for (const Tensor& t : ts) {
+    copy_data(make_view(out, t.shape(), out.strides(), at * out.strides()[d]), t);
+    at += t.shape()[d];
+  }
+  record(OpId::Cat, ts, {out}, {}, [d, sizes](const Node& n, const Grads& g) {
+    Grads gs;
+    int64_t pos = 0;
+    for (size_t k = 0; k < sizes.size(); ++k) {
+      gs.push_back(n.needs_input_grad(k) ? contiguous_data(slice(g[0], d, pos, pos + sizes[k]))
+                                         : Tensor());
+      pos += sizes[k];
+    }
+    return gs;
+  });
+  return out;
+}
+
+Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
+  check<ValueError>(!ts.empty(), "stack: expected a non-empty list of tensors");
+  int64_t d = normalize_dim(dim, ts[0].dim() + 1, "stack");
+  std::vector<Tensor> parts;
+  for (size_t k = 0; k < ts.size(); ++k) {
+    check<ShapeError>(ts[k].shape() == ts[0].shape(), "stack: expected every tensor to have shape ",
+                      shape_str(ts[0].shape()), ", but tensor ", k, " has ", shape_str(ts[k].shape()));
+    parts.push_back(unsqueeze(ts[k], d));
+  }
+  return cat(parts, d);
+}
+
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  check<ValueError>(split_size > 0, "split: expected a positive split_size, but got ", split_size);
+  int64_t d = normalize_dim(dim, a.dim(), "split");
+  std::vector<Tensor> out;
+  for (int64_t s = 0; s < a.shape()[d]; s += split_size) out.push_back(slice(a, d, s, s + split_size));
+  return out;
+}
+
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
+  check_cpu(a, "pad");
+  check<ValueError>(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(),
+                    "pad: expected an even number of pads, at most 2 per dim, but got ", pads.size(),
+                    " for shape ", shape_str(a.shape()));
+  for (int64_t p : pads) check<ValueError>(p >= 0, "pad: negative padding ", p, " is not supported");
+  Shape shape = a.shape();
+  int64_t off = 0;
+  std::vector<int64_t> lefts(a.dim(), 0);
+  for (size_t k = 0; k < pads.size() / 2; ++k) {
+    int64_t d = a.dim() - 1 - static_cast<int64_t>(k);
+    lefts[d] = pads[2 * k];
+    shape[d] += pads[2 * k] + pads[2 * k + 1];
+  }
+  Tensor out = full(shape, value, a.dtype());
+  for (int64_t d = 0; d < a.dim(); ++d) off += lefts[d] * out.strides()[d];
+  copy_data(make_view(out, a.shape(), out.strides(), off), a);
+  record(OpId::Pad, {a}, {out}, {}, [in = a.shape(), lefts](const Node&, const Grads& g) {
+    Tensor v = g[0];
+    for (size_t d = 0; d < in.size(); ++d) v = slice(v, static_cast<int64_t>(d), lefts[d], lefts[d] + in[d]);
+    return Grads{contiguous_data(v)};
+  });
+  return out;
+}
+
+Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim) {
+  check<ValueError>(repeats >= 1, "repeat_interleave: expected repeats >= 1, but got ", repeats);
+  int64_t d = normalize_dim(dim, a.dim(), "repeat_interleave");
+  // [.., n, ..] -> [.., n, r, ..] (expanded) -> [.., n*r, ..]
+  Shape exp_shape = a.shape();
+  exp_shape.insert(exp_shape.begin() + d + 1, repeats);
+  Shape strides = a.strides();
+  strides.insert(strides.begin() + d + 1, 0);
+  Shape out_shape = a.shape();
+  out_shape[d] *= repeats;
+  Tensor out = reshape_data(make_view(a, exp_shape, strides, a.offset()), out_shape);
+  if (out.impl().storage == a.impl().storage) out = contiguous_data(out);
+  record(OpId::RepeatInterleave, {a}, {out}, {}, [in = a.shape(), exp_shape, d](const Node&, const Grads& g) {
+    return Grads{reshape_data(sum(reshape_data(g[0], exp_shape), {d + 1}), in)};
+  });
+  return out;
+}
+
+void register_shape_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  auto in = [] { return V{gc_input({2, 3, 4})}; };
+  t.push_back({OpId::Reshape, {"cpu"}, {"input"},
+               {{"to [4,-1]", in, [](const V& v) { return reshape(v[0], {4, -1}); }},
+                {"of a transposed view", in, [](const V& v) { return reshape(transpose(v[0], 0, 2), {-1}); }}}});
+  t.push_back({OpId::Permute, {"cpu"}, {"input"},
+               {{"(2,0,1)", in, [](const V& v) { return permute(v[0], {2, 0, 1}); }}}});
+  t.push_back({OpId::Slice, {"cpu"}, {"input"},
+               {{"dim 2, 1:4:2", in, [](const V& v) { return slice(v[0], 2, 1, 4, 2); }},
+                {"negative start", in, [](const V& v) { return slice(v[0], 1, -2, 3); }}}});
+  t.push_back({OpId::Expand, {"cpu"}, {"input"},
+               {{"[3,1] -> [2,3,4]", [] { return V{gc_input({3, 1})}; },
+                 [](const V& v) { return expand(v[0], {2, 3, 4}); }}}});
+  t.push_back({OpId::Contiguous, {"cpu"}, {"input"},
+               {{"of a permuted view", in, [](const V& v) { return contiguous(permute(v[0], {1, 2, 0})); }}}});
+  t.push_back({OpId::IndexSelect, {"cpu"}, {"input"},
+               {{"repeated rows", in, [](const V& v) { return index_select(v[0], 1, tensor_int({2, 0, 2}, {3})); }}}});
+  t.push_back({OpId::Gather, {"cpu"}, {"input"},
+               {{"dim 2", in, [](const V& v) {
+                   return gather(v[0], 2, tensor_int({0, 3, 3, 1, 2, 2, 0, 0, 1, 3, 2, 1}, {2, 3, 2}));
+                 }}}});
+  t.push_back({OpId::Cat, {"cpu"}, {"a", "b"},
+               {{"dim 1", [] { return V{gc_input({2, 3}, -1, 1, 1), gc_input({2, 2}, -1, 1, 2)}; },
+                 [](const V& v) { return cat({v[0], v[1]}, 1); }},
+                {"stack dim 0", [] { return V{gc_input({2, 3}, -1, 1, 1), gc_input({2, 3}, -1, 1, 2)}; },
+                 [](const V& v) { return stack({v[0], v[1]}, 0); }}}});
+  t.push_back({OpId::Pad, {"cpu"}, {"input"},
+               {{"(1,2,0,1)", in, [](const V& v) { return pad(v[0], {1, 2, 0, 1}, 0.5); }}}});
+  t.push_back({OpId::RepeatInterleave, {"cpu"}, {"input"},
+               {{"x3 along dim 1", in, [](const V& v) { return repeat_interleave(v[0], 3, 1); }}}});
+}
+
+}  // namespace tmem

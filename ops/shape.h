@@ -1,0 +1,52 @@
+// Shape ops (DESIGN.md 3). reshape (of a contiguous tensor), view, permute,
+// transpose, slice, expand, squeeze and unsqueeze return views that share
+// storage and version counter with their input; the others copy. All are
+// differentiable; semantics follow PyTorch's functions of the same names.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// a with a new shape of the same numel; one dim may be -1 (inferred). A view
+/// when a is contiguous, else a copy. Throws ShapeError on a numel mismatch.
+Tensor reshape(const Tensor& a, Shape shape);
+/// As reshape, but never copies: throws ShapeError for a non-contiguous a.
+Tensor view(const Tensor& a, Shape shape);
+/// Reorders dims: out.shape[i] = a.shape[dims[i]]. Throws IndexError/ValueError
+/// unless dims is a permutation of 0..rank-1.
+Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
+/// Swaps two dims.
+Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
+/// Elements start, start+step, ... < end along dim (negative start/end count
+/// from the end and are clamped to the dim, as Python slicing). step >= 1.
+Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+/// Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a dim.
+/// Throws ShapeError when a cannot be expanded.
+Tensor expand(const Tensor& a, const Shape& shape);
+/// Removes dim (which must have size 1), or inserts a size-1 dim at dim.
+Tensor squeeze(const Tensor& a, int64_t dim);
+Tensor unsqueeze(const Tensor& a, int64_t dim);
+/// a itself when contiguous, else a contiguous copy (differentiable).
+Tensor contiguous(const Tensor& a);
+
+/// out = a indexed along dim by the int64 vector `index` [K]: out.shape[dim] = K.
+/// Throws IndexError naming the bad index and the dim size.
+Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
+/// PyTorch gather: out[i][j][k] = a[i][index[i][j][k]][k] for dim 1, etc.;
+/// index has a's rank and index.size(d) <= a.size(d) for d != dim.
+Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
+/// Concatenates along dim; all other dims must match (ShapeError otherwise).
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
+/// Stacks along a new dim.
+Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
+/// Splits into chunks of split_size along dim (the last may be smaller).
+std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
+/// Constant padding as torch.nn.functional.pad: pads = (left, right) for the
+/// last dim, then (left, right) for the one before, ...; pads >= 0.
+Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0.0);
+/// Repeats each element `repeats` times along dim (torch.repeat_interleave).
+Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim);
+
+}  // namespace tmem

@@ -1,0 +1,41 @@
+// Helpers shared by the test files.
+#pragma once
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "ops/ops.h"
+
+namespace tmem::test {
+
+/// Element-wise |a - b| <= atol + rtol |b| for every element, with a message
+/// naming the first element that fails.
+inline void check_close(const std::vector<double>& a, const std::vector<double>& b,
+                        double atol = 1e-6, double rtol = 1e-5) {
+  REQUIRE(a.size() == b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    bool ok = std::abs(a[i] - b[i]) <= atol + rtol * std::abs(b[i]) ||
+              (std::isnan(a[i]) && std::isnan(b[i])) || (std::isinf(a[i]) && a[i] == b[i]);
+    if (!ok) {
+      FAIL_CHECK("element " << i << ": got " << a[i] << ", expected " << b[i]);
+      return;
+    }
+  }
+}
+
+inline void check_close(const Tensor& a, const std::vector<double>& b, double atol = 1e-6,
+                        double rtol = 1e-5) {
+  check_close(a.to_vector(), b, atol, rtol);
+}
+
+/// Runs gradcheck and fails the test with its message when it does not pass.
+inline void require_gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
+                              const std::vector<Tensor>& inputs, double eps = 1e-6,
+                              double atol = 1e-5, double rtol = 1e-3) {
+  GradcheckResult r = gradcheck(f, inputs, eps, atol, rtol);
+  INFO(r.message);
+  CHECK(r.ok);
+}
+
+}  // namespace tmem::test
