@@ -1,0 +1,126 @@
+// Values of the core ops: views, broadcasting, reductions, matmul vs a naive
+// reference, shape ops. (Gradients are covered by the op-table gradchecks.)
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+
+namespace {
+// Reference C = A @ B for 2-D row-major data.
+std::vector<double> naive_mm(const std::vector<double>& a, const std::vector<double>& b, int64_t M,
+                             int64_t K, int64_t N) {
+  std::vector<double> c(M * N, 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t j = 0; j < N; ++j) c[i * N + j] += a[i * K + k] * b[k * N + j];
+  return c;
+}
+}  // namespace
+
+TEST_CASE("views share storage and the version counter") {
+  Tensor a = reshape(arange(0, 6), {2, 3});
+  Tensor t = transpose(a, 0, 1);
+  CHECK(t.shape() == Shape{3, 2});
+  CHECK(!t.is_contiguous());
+  check_close(t, {0, 3, 1, 4, 2, 5});
+  CHECK(t.impl().storage == a.impl().storage);
+  uint64_t v = a.version();
+  fill_data(t, 1.0);
+  CHECK(a.version() == v + 1);
+  check_close(a, {1, 1, 1, 1, 1, 1});
+  check_close(slice(reshape(arange(0, 10), {10}), 0, 1, 8, 3), {1, 4, 7});
+  check_close(expand(tensor({1, 2}, {2, 1}), {2, 3}), {1, 1, 1, 2, 2, 2});
+  CHECK_THROWS_AS(view(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), ShapeError);
+  check_close(reshape(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), {0, 3, 1, 4, 2, 5});
+}
+
+TEST_CASE("broadcasting follows NumPy rules") {
+  Tensor a = reshape(arange(0, 3), {3, 1});
+  Tensor b = arange(0, 4);
+  Tensor c = a * 10.0 + b;
+  CHECK(c.shape() == Shape{3, 4});
+  check_close(c, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  CHECK(broadcast_shapes({2, 1, 4, 64}, {2, 1, 4, 1}, "t") == Shape{2, 1, 4, 64});
+  CHECK_THROWS_AS(broadcast_shapes({2, 3}, {4}, "t"), ShapeError);
+}
+
+TEST_CASE("reductions: sum, mean, var, max/min with indices") {
+  Tensor x = tensor({1, 5, 3, -2, 8, 0}, {2, 3});
+  check_close(sum(x), {15});
+  check_close(sum(x, {0}), {-1, 13, 3});
+  check_close(mean(x, {1}, true), {3, 2});
+  CHECK(mean(x, {1}, true).shape() == Shape{2, 1});
+  check_close(var(x, {1}), {4, 28});
+  check_close(var(x, {1}, 0), {8.0 / 3, 56.0 / 3}, 1e-5);
+  auto mx = max(x, 1);
+  check_close(mx.values, {5, 8});
+  CHECK(mx.indices.to_int_vector() == std::vector<int64_t>{1, 1});
+  auto mn = min(x, 0);
+  check_close(mn.values, {-2, 5, 0});
+  CHECK(mn.indices.to_int_vector() == std::vector<int64_t>{1, 0, 1});
+  check_close(max(x), {8});
+  // var of large values with a tiny spread: the two-pass formula keeps it.
+  check_close(var(tensor({40000, 40001, 40002, 40003}, {4}), {}, 0), {1.25}, 1e-4);
+  CHECK_THROWS_AS(sum(x, {2}), IndexError);
+}
+
+TEST_CASE("matmul matches a naive product across shapes, strides and blocking edges") {
+  Generator gen(7);
+  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
+           {1, 1, 1}, {5, 7, 3}, {6, 32, 32}, {13, 257, 35}, {97, 300, 70}, {128, 64, 129}}) {
+    Tensor a = randn({M, K}, 0, 1, DType::Float64, gen);
+    Tensor b = randn({K, N}, 0, 1, DType::Float64, gen);
+    INFO("M " << M << " K " << K << " N " << N);
+    check_close(matmul(a, b), naive_mm(a.to_vector(), b.to_vector(), M, K, N), 1e-10, 1e-10);
+    // transposed operands are read through strides
+    Tensor at = contiguous(transpose(a, 0, 1));
+    Tensor bt = contiguous(transpose(b, 0, 1));
+    check_close(matmul(transpose(at, 0, 1), transpose(bt, 0, 1)),
+                naive_mm(a.to_vector(), b.to_vector(), M, K, N), 1e-10, 1e-10);
+    Tensor af = to_dtype(a, DType::Float32), bf = to_dtype(b, DType::Float32);
+    check_close(matmul(af, bf), naive_mm(af.to_vector(), bf.to_vector(), M, K, N), 1e-3, 1e-4);
+  }
+}
+
+TEST_CASE("matmul broadcasting batch dims and 1-D operands") {
+  Tensor a = reshape(arange(0, 12), {2, 1, 2, 3});
+  Tensor b = reshape(arange(0, 18), {3, 3, 2});
+  Tensor c = matmul(a, b);
+  CHECK(c.shape() == Shape{2, 3, 2, 2});
+  // c[1][2] = a[1][0] @ b[2]
+  Tensor c12 = contiguous(slice(slice(c, 0, 1, 2), 1, 2, 3));
+  std::vector<double> a1 = slice(a, 0, 1, 2).to_vector(), b2 = slice(b, 0, 2, 3).to_vector();
+  check_close(c12, naive_mm(a1, b2, 2, 3, 2));
+  CHECK(matmul(arange(0, 3), arange(0, 3)).dim() == 0);
+  check_close(matmul(arange(0, 3), arange(0, 3)), {5});
+  CHECK(matmul(arange(0, 3), reshape(arange(0, 6), {3, 2})).shape() == Shape{2});
+  CHECK_THROWS_AS(bmm(zeros({2, 3, 4}), zeros({3, 4, 5})), ShapeError);
+}
+
+TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_interleave") {
+  Tensor a = reshape(arange(0, 6), {2, 3});
+  check_close(cat({a, a * 10.0}, 0), {0, 1, 2, 3, 4, 5, 0, 10, 20, 30, 40, 50});
+  CHECK(stack({a, a}, 1).shape() == Shape{2, 2, 3});
+  auto parts = split(arange(0, 5), 2, 0);
+  REQUIRE(parts.size() == 3);
+  check_close(parts[2], {4});
+  check_close(pad(tensor({1, 2}, {1, 2}), {1, 0, 0, 1}, -1), {-1, 1, 2, -1, -1, -1});
+  check_close(gather(a, 1, tensor_int({2, 0, 1, 1}, {2, 2})), {2, 0, 4, 4});
+  check_close(index_select(a, 0, tensor_int({1, 1, 0}, {3})), {3, 4, 5, 3, 4, 5, 0, 1, 2});
+  check_close(repeat_interleave(tensor({1, 2}, {2}), 3, 0), {1, 1, 1, 2, 2, 2});
+  CHECK_THROWS_AS(index_select(a, 0, tensor_int({2}, {1})), IndexError);
+  CHECK_THROWS_AS(gather(a, 1, tensor_int({3, 0}, {2, 1})), IndexError);
+  CHECK_THROWS_AS(cat({a, zeros({2, 2})}, 0), ShapeError);
+}
+
+TEST_CASE("elementwise values at edge points match PyTorch's definitions") {
+  check_close(relu(tensor({-1, 0, 2}, {3})), {0, 0, 2});
+  check_close(softplus(tensor({-30, 0, 30}, {3})), {9.357623e-14, 0.6931472, 30}, 1e-6);
+  check_close(pow(tensor({0, -2}, {2}), 0.0), {1, 1});
+  check_close(pow(tensor({-2}, {1}), 3.0), {-8});
+  check_close(gelu(tensor({1}, {1})), {0.8413447});
+  check_close(gelu(tensor({1}, {1}), true), {0.8411920});
+  check_close(clamp(tensor({-2, 0.5, 3}, {3}), -1, 1), {-1, 0.5, 1});
+  check_close(where(tensor({1, 0}, {2}), tensor({1, 2}, {2}), tensor({3, 4}, {2})), {1, 4});
+  check_close(masked_fill(tensor({1, 2}, {2}), tensor({0, 1}, {2}), -5), {1, -5});
+}
