@@ -1,0 +1,59 @@
+// Module: the base of every layer and model (PyTorch nn.Module semantics).
+// A module owns named parameters and buffers and named child modules;
+// parameter names are dotted paths ("blocks.0.attn.qkv.weight").
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tmem::nn {
+
+using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
+
+class Module {
+ public:
+  virtual ~Module() = default;
+
+  /// Every parameter of this module and its children, depth first, in
+  /// registration order, with dotted names.
+  NamedTensors named_parameters() const;
+  std::vector<Tensor> parameters() const;
+  /// Parameters and buffers by dotted name (PyTorch state_dict).
+  std::map<std::string, Tensor> state_dict() const;
+  /// Copies values into this module's parameters and buffers. strict: every
+  /// key must match both ways. Throws ValueError naming a missing or unexpected
+  /// key, ShapeError naming the key and both shapes.
+  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  /// Training mode (dropout active) for this module and all children.
+  void train(bool on = true);
+  void eval() { train(false); }
+  bool is_training() const { return training_; }
+  /// Clears the .grad of every parameter.
+  void zero_grad();
+  /// Total number of parameter elements.
+  int64_t num_parameters() const;
+
+ protected:
+  /// Registers a parameter (marked requires_grad) and returns it.
+  Tensor register_parameter(const std::string& name, Tensor t);
+  /// Registers a buffer: state saved in state_dict that is not trained.
+  Tensor register_buffer(const std::string& name, Tensor t);
+  /// Registers a child module and returns it.
+  template <class M>
+  std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    children_.emplace_back(name, m);
+    return m;
+  }
+
+ private:
+  void collect(const std::string& prefix, NamedTensors& params, NamedTensors* buffers) const;
+  NamedTensors params_, buffers_;
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  bool training_ = true;
+};
+
+}  // namespace tmem::nn

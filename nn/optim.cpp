@@ -1,0 +1,140 @@
+#include "nn/optim.h"
+
+#include <cmath>
+
+#include "core/autograd.h"
+
+namespace tmem::nn {
+
+namespace {
+
+void check_param(const Tensor& p, const char* op) {
+  check<DtypeError>(p.dtype() == DType::Float32 || p.dtype() == DType::Float64, op,
+                    ": parameters must be floating, got ", dtype_name(p.dtype()));
+  check<ValueError>(p.is_contiguous(), op, ": parameters must be contiguous, got strides ",
+                    shape_str(p.strides()));
+  check_cpu(p, op);
+}
+
+// Calls f(p, g, i) with typed pointers of parameter i and its gradient.
+template <class F>
+void for_each_grad(const std::vector<Tensor>& params, F&& f) {
+  for (size_t i = 0; i < params.size(); ++i) {
+    const Tensor& p = params[i];
+    Tensor g = p.grad();
+    if (!g.defined()) continue;
+    Tensor gc = contiguous_data(g);
+    dispatch_floating(p.dtype(), "optimizer", [&]<class T>() { f(p.data<T>(), gc.data<T>(), i, p.numel()); });
+    p.bump_version();
+  }
+}
+
+}  // namespace
+
+SGD::SGD(std::vector<Tensor> params, double lr_, double momentum, double weight_decay)
+    : lr(lr_), params_(std::move(params)), momentum_(momentum), weight_decay_(weight_decay) {
+  check<ValueError>(lr >= 0 && momentum >= 0 && weight_decay >= 0,
+                    "SGD: expected lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
+                    ", ", weight_decay);
+  for (const Tensor& p : params_) check_param(p, "SGD");
+  bufs_.resize(params_.size());
+}
+
+void SGD::step() {
+  for_each_grad(params_, [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
+    const bool first = momentum_ != 0 && !bufs_[i].defined();
+    if (first) bufs_[i] = empty(params_[i].shape(), params_[i].dtype());
+    T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
+    for (int64_t k = 0; k < n; ++k) {
+      T d = g[k] + static_cast<T>(weight_decay_) * p[k];
+      if (b) {
+        b[k] = first ? d : static_cast<T>(momentum_) * b[k] + d;
+        d = b[k];
+      }
+      p[k] -= static_cast<T>(lr) * d;
+    }
+    if (b) bufs_[i].bump_version();
+  });
+}
+
+void SGD::zero_grad() {
+  for (const Tensor& p : params_) p.zero_grad();
+}
+
+AdamW::AdamW(std::vector<Tensor> params, double lr_, double beta1, double beta2, double eps,
+             double weight_decay)
+    : lr(lr_), params_(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps),
+      weight_decay_(weight_decay) {
+  check<ValueError>(lr >= 0, "AdamW: expected lr >= 0, but got ", lr);
+  check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
+                    "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
+  check<ValueError>(eps >= 0 && weight_decay >= 0, "AdamW: expected eps, weight_decay >= 0, but got ",
+                    eps, ", ", weight_decay);
+  for (const Tensor& p : params_) {
+    check_param(p, "AdamW");
+    m_.push_back(zeros(p.shape(), p.dtype()));
+    v_.push_back(zeros(p.shape(), p.dtype()));
+  }
+}
+
+void AdamW::step() {
+  ++t_;
+  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
+  const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
+  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+  for_each_grad(params_, [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
+    T* m = m_[i].template data<T>();
+    T* v = v_[i].template data<T>();
+    const T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
+    const T decay = static_cast<T>(1.0 - lr * weight_decay_);
+#pragma omp parallel for if (n > 65536)
+    for (int64_t k = 0; k < n; ++k) {
+      p[k] *= decay;
+      m[k] = b1 * m[k] + (T(1) - b1) * g[k];
+      v[k] = b2 * v[k] + (T(1) - b2) * g[k] * g[k];
+      T denom = std::sqrt(v[k]) / static_cast<T>(bc2_sqrt) + static_cast<T>(eps_);
+      p[k] -= static_cast<T>(step_size) * m[k] / denom;
+    }
+  });
+}
+
+void AdamW::zero_grad() {
+  for (const Tensor& p : params_) p.zero_grad();
+}
+
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  check<ValueError>(max_norm > 0, "clip_grad_norm_: expected max_norm > 0, but got ", max_norm);
+  double scale = 0, ss = 0;
+  bool finite = true;
+  std::vector<std::vector<double>> grads;
+  for (const Tensor& p : params) {
+    Tensor g = p.grad();
+    grads.push_back(g.defined() ? g.to_vector() : std::vector<double>());
+    for (double x : grads.back()) {
+      if (!std::isfinite(x)) finite = false;
+      scale = std::max(scale, std::abs(x));
+    }
+  }
+  check<ValueError>(finite, "clip_grad_norm_: the total gradient norm is non-finite (NaN or Inf "
+                            "in a gradient); gradients left unchanged, skip this step");
+  if (scale > 0)
+    for (const auto& v : grads)
+      for (double x : v) ss += (x / scale) * (x / scale);
+  const double norm = scale * std::sqrt(ss);
+  const double coef = max_norm / (norm + 1e-6);
+  if (coef < 1.0) {
+    NoGradGuard no_grad;
+    for (const Tensor& p : params) {
+      Tensor g = p.grad();
+      if (!g.defined()) continue;
+      dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
+        T* d = g.data<T>();
+        for (int64_t k = 0; k < g.numel(); ++k) d[k] *= static_cast<T>(coef);
+      });
+      g.bump_version();
+    }
+  }
+  return norm;
+}
+
+}  // namespace tmem::nn

@@ -1,0 +1,53 @@
+// Optimizers and gradient clipping, with PyTorch's update rules (torch.optim
+// SGD and AdamW, torch.nn.utils.clip_grad_norm_). Updates run in place on the
+// parameters' storage without recording on the tape.
+#pragma once
+#include <vector>
+
+#include "core/tensor.h"
+
+namespace tmem::nn {
+
+/// SGD with momentum (PyTorch): b = momentum * b + g (b = g on the first
+/// step); p -= lr * b. weight_decay adds wd * p to g first.
+class SGD {
+ public:
+  SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  /// One update from the parameters' .grad (parameters without a grad are skipped).
+  void step();
+  void zero_grad();
+  double lr;
+
+ private:
+  std::vector<Tensor> params_, bufs_;
+  double momentum_, weight_decay_;
+};
+
+/// AdamW (Loshchilov & Hutter 2019; PyTorch torch.optim.AdamW): decoupled
+/// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+/// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
+/// after the square root). Throws ValueError for lr < 0, betas outside [0,1)
+/// or eps < 0.
+class AdamW {
+ public:
+  AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0.01);
+  void step();
+  void zero_grad();
+  int64_t steps() const { return t_; }
+  double lr;
+
+ private:
+  std::vector<Tensor> params_, m_, v_;
+  double beta1_, beta2_, eps_, weight_decay_;
+  int64_t t_ = 0;
+};
+
+/// Scales all gradients so their joint L2 norm is at most max_norm (PyTorch:
+/// coefficient max_norm / (norm + 1e-6), applied when below 1). The norm is
+/// computed with scaling, so it does not overflow for huge gradients. Returns
+/// the norm before clipping. A non-finite norm throws ValueError and leaves
+/// every gradient untouched (the caller skips the step).
+double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm);
+
+}  // namespace tmem::nn

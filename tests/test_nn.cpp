@@ -1,0 +1,111 @@
+// nn/: Module bookkeeping, Linear, and the optimizers against torch.optim.
+#include "fixture.h"
+#include "nn/linear.h"
+#include "nn/optim.h"
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+using tmem::test::fixture_tensor;
+using tmem::test::fixture_values;
+using tmem::test::load_fixture;
+
+namespace {
+
+struct TwoLayer : nn::Module {
+  std::shared_ptr<nn::Linear> fc1, fc2;
+  TwoLayer() {
+    fc1 = register_module("fc1", std::make_shared<nn::Linear>(4, 8));
+    fc2 = register_module("fc2", std::make_shared<nn::Linear>(8, 2, false));
+  }
+};
+
+std::vector<Tensor> fixture_params(const nlohmann::json& list) {
+  std::vector<Tensor> ps;
+  for (const auto& j : list) ps.push_back(fixture_tensor(j).requires_grad_());
+  return ps;
+}
+
+template <class Opt>
+void run_steps(Opt& opt, std::vector<Tensor>& ps, const nlohmann::json& grads) {
+  for (const auto& step : grads) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ps[i].zero_grad();
+      accumulate_grad(ps[i].impl(), fixture_tensor(step[i]), "test");
+    }
+    opt.step();
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Module: dotted parameter names, state_dict round trip, strict key checks") {
+  TwoLayer m;
+  auto named = m.named_parameters();
+  REQUIRE(named.size() == 3);
+  CHECK(named[0].first == "fc1.weight");
+  CHECK(named[1].first == "fc1.bias");
+  CHECK(named[2].first == "fc2.weight");
+  CHECK(m.num_parameters() == 4 * 8 + 8 + 8 * 2);
+  TwoLayer other;
+  other.load_state_dict(m.state_dict());
+  check_close(other.fc1->weight, m.fc1->weight.to_vector());
+  auto bad = m.state_dict();
+  bad["fc3.weight"] = zeros({1});
+  CHECK_THROWS_AS(other.load_state_dict(bad), ValueError);
+  auto wrong = m.state_dict();
+  wrong["fc1.bias"] = zeros({3});
+  CHECK_THROWS_WITH_AS(other.load_state_dict(wrong), doctest::Contains("fc1.bias"), ShapeError);
+  m.eval();
+  CHECK(!m.fc1->is_training());
+}
+
+TEST_CASE("Linear: y = x W^T + b, PyTorch init bounds, shape errors") {
+  nn::Linear lin(3, 2);
+  for (double w : lin.weight.to_vector()) CHECK(std::abs(w) <= 1 / std::sqrt(3.0));
+  Tensor x = tensor({1, 2, 3}, {1, 3});
+  std::vector<double> w = lin.weight.to_vector(), b = lin.bias.to_vector();
+  check_close(lin.forward(x), {w[0] + 2 * w[1] + 3 * w[2] + b[0], w[3] + 2 * w[4] + 3 * w[5] + b[1]}, 1e-5);
+  CHECK_THROWS_AS(lin.forward(zeros({2, 4})), ShapeError);
+}
+
+TEST_CASE("AdamW: three steps match torch.optim.AdamW to 1e-6") {
+  auto fx = load_fixture("optim")["adamw"];
+  auto ps = fixture_params(fx["init"]);
+  auto cfg = fx["config"];
+  nn::AdamW opt(ps, cfg["lr"], cfg["beta1"], cfg["beta2"], cfg["eps"], cfg["weight_decay"]);
+  run_steps(opt, ps, fx["grads"]);
+  for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
+}
+
+TEST_CASE("SGD with momentum and weight decay matches torch.optim.SGD") {
+  auto fx = load_fixture("optim")["sgd"];
+  auto ps = fixture_params(fx["init"]);
+  auto cfg = fx["config"];
+  nn::SGD opt(ps, cfg["lr"], cfg["momentum"], cfg["weight_decay"]);
+  run_steps(opt, ps, fx["grads"]);
+  for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
+}
+
+TEST_CASE("clip_grad_norm_ matches PyTorch; a non-finite norm raises and leaves grads unchanged") {
+  auto fx = load_fixture("optim")["clip"];
+  std::vector<Tensor> ps;
+  for (const auto& g : fx["grads"]) {
+    Tensor p = zeros(g["shape"].get<Shape>()).requires_grad_();
+    accumulate_grad(p.impl(), fixture_tensor(g), "test");
+    ps.push_back(p);
+  }
+  double norm = nn::clip_grad_norm_(ps, fx["max_norm"]);
+  CHECK(norm == doctest::Approx(fx["norm"].get<double>()).epsilon(1e-6));
+  for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i].grad(), fixture_values(fx["clipped"][i]), 1e-7, 1e-6);
+
+  Tensor q = zeros({2}).requires_grad_();
+  accumulate_grad(q.impl(), tensor({1.0, std::numeric_limits<double>::infinity()}, {2}), "test");
+  CHECK_THROWS_AS(nn::clip_grad_norm_({q}, 1.0), ValueError);
+  CHECK(q.grad().to_vector()[0] == 1.0);
+
+  Tensor big = zeros({2}).requires_grad_();
+  accumulate_grad(big.impl(), tensor({3e30, 4e30}, {2}), "test");
+  CHECK(nn::clip_grad_norm_({big}, 1.0) == doctest::Approx(5e30));
+  check_close(big.grad(), {0.6, 0.8}, 1e-6);
+}
