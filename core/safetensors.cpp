@@ -1,0 +1,132 @@
+#include "core/safetensors.h"
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <vector>
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+namespace tmem {
+
+namespace {
+
+const char* st_dtype(DType t) {
+  switch (t) {
+    case DType::Float32: return "F32";
+    case DType::Float64: return "F64";
+    case DType::Int64: return "I64";
+  }
+  return "?";
+}
+
+DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
+  if (s == "F32") return DType::Float32;
+  if (s == "F64") return DType::Float64;
+  if (s == "I64") return DType::Int64;
+  throw IOError("load_safetensors: " + path + ": tensor \"" + name + "\" has unsupported dtype " + s);
+}
+
+constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MiB, as the reference implementation
+
+}  // namespace
+
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const StringMap& metadata) {
+  nlohmann::json header = nlohmann::json::object();
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  std::vector<Tensor> data;
+  uint64_t offset = 0;
+  for (const auto& [name, t] : tensors) {
+    check<IOError>(name != "__metadata__", "save_safetensors: a tensor cannot be named __metadata__");
+    check_cpu(t, "save_safetensors");
+    Tensor c = contiguous_data(t);
+    uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
+    header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
+    offset += n;
+    data.push_back(c);
+  }
+  std::string h = header.dump();
+  h.append((8 - h.size() % 8) % 8, ' ');
+  const std::string tmp = path + ".tmp";
+  FILE* f = std::fopen(tmp.c_str(), "wb");
+  check<IOError>(f != nullptr, "save_safetensors: cannot open ", tmp, " for writing: ", std::strerror(errno));
+  uint64_t hlen = h.size();
+  unsigned char len_le[8];
+  for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
+  bool ok = std::fwrite(len_le, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  for (const Tensor& c : data) {
+    size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    ok = ok && std::fwrite(c.raw_data(), 1, n, f) == n;
+  }
+  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+  ok = (std::fclose(f) == 0) && ok;
+  if (!ok) {
+    std::remove(tmp.c_str());
+    throw IOError("save_safetensors: writing " + tmp + " failed: " + std::strerror(errno));
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) {
+    std::remove(tmp.c_str());
+    throw IOError("save_safetensors: renaming " + tmp + " to " + path + " failed: " + ec.message());
+  }
+}
+
+SafetensorsFile load_safetensors(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  check<IOError>(static_cast<bool>(in), "load_safetensors: cannot open ", path);
+  in.seekg(0, std::ios::end);
+  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  in.seekg(0);
+  check<IOError>(size >= 8, "load_safetensors: ", path, " is truncated (", size, " bytes, no header length)");
+  unsigned char len_le[8];
+  in.read(reinterpret_cast<char*>(len_le), 8);
+  uint64_t hlen = 0;
+  for (int i = 0; i < 8; ++i) hlen |= static_cast<uint64_t>(len_le[i]) << (8 * i);
+  check<IOError>(hlen <= kMaxHeader && hlen <= size - 8, "load_safetensors: ", path, " declares a ",
+                 hlen, "-byte header but the file has ", size, " bytes");
+  std::string h(hlen, '\0');
+  in.read(h.data(), static_cast<std::streamsize>(hlen));
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(h);
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError("load_safetensors: " + path + ": malformed header: " + e.what());
+  }
+  check<IOError>(header.is_object(), "load_safetensors: ", path, ": the header is not a JSON object");
+  const uint64_t data_start = 8 + hlen, data_size = size - data_start;
+  SafetensorsFile out;
+  try {
+    for (const auto& [name, entry] : header.items()) {
+      if (name == "__metadata__") {
+        out.metadata = entry.get<StringMap>();
+        continue;
+      }
+      DType dt = from_st_dtype(entry.at("dtype").get<std::string>(), path, name);
+      Shape shape = entry.at("shape").get<Shape>();
+      auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      for (int64_t d : shape)
+        check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", name, "\" has a negative dim");
+      uint64_t n = static_cast<uint64_t>(numel_of(shape)) * dtype_size(dt);
+      check<IOError>(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size &&
+                         offs[1] - offs[0] == n,
+                     "load_safetensors: ", path, ": tensor \"", name, "\" of shape ", shape_str(shape),
+                     " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
+      Tensor t = empty(shape, dt);
+      in.seekg(static_cast<std::streamoff>(data_start + offs[0]));
+      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(n));
+      check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read for \"", name, "\"");
+      out.tensors[name] = t;
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw IOError("load_safetensors: " + path + ": malformed header entry: " + e.what());
+  }
+  return out;
+}
+
+}  // namespace tmem

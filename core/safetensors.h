@@ -1,0 +1,31 @@
+// Checkpoints in the safetensors format (huggingface/safetensors; readable by
+// PyTorch): 8-byte little-endian header length N, an N-byte JSON header
+// {"__metadata__": {str: str}, name: {"dtype": "F32"|"F64"|"I64", "shape": [...],
+// "data_offsets": [begin, end]}}, then the raw little-endian data.
+#pragma once
+#include <map>
+#include <string>
+
+#include "core/tensor.h"
+
+namespace tmem {
+
+using StringMap = std::map<std::string, std::string>;
+
+/// Writes `tensors` (CPU; any layout) and `metadata` to `path` atomically:
+/// the file is written to "<path>.tmp", flushed to disk and renamed, so a
+/// crash never leaves a half-written checkpoint. Throws IOError.
+void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
+                      const StringMap& metadata = {});
+
+struct SafetensorsFile {
+  std::map<std::string, Tensor> tensors;
+  StringMap metadata;
+};
+
+/// Reads a safetensors file. Throws IOError naming the file and the fault for
+/// a truncated file, an oversized or malformed header, an unknown dtype, or
+/// data offsets that do not match the shape or lie outside the file.
+SafetensorsFile load_safetensors(const std::string& path);
+
+}  // namespace tmem
