@@ -211,10 +211,11 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       if (!grads[k].defined())
         grads[k] = zeros(node->output_shapes[k], node->output_dtypes[k], node->device);
     for (const SavedTensor& s : node->saved)
-      check<ValueError>(!s.data.defined() || s.data.version() == s.version, "backward: ",
-                        node->name(), ": a tensor saved for its backward was modified in place "
-                        "(saved at version ", s.version, ", now version ", s.data.version(),
-                        "); use an out-of-place op or clone it first");
+      if (s.data.defined() && s.data.version() != s.version)
+        throw ValueError(detail::cat("backward: ", node->name(), ": a tensor saved for its backward "
+                                     "was modified in place (saved at version ", s.version,
+                                     ", now version ", s.data.version(),
+                                     "); use an out-of-place op or clone it first"));
     std::vector<Tensor> in_grads = node->backward(*node, grads);
     check<ValueError>(in_grads.size() == node->next.size(), "backward: ", node->name(),
                       " returned ", in_grads.size(), " gradients for ", node->next.size(),

@@ -166,3 +166,15 @@ TEST_CASE("seeded RNG is reproducible") {
   Generator g3(43);
   CHECK(rand({8}, 0, 1, DType::Float32, g1).to_vector() != rand({8}, 0, 1, DType::Float32, g3).to_vector());
 }
+
+TEST_CASE("an op may save an undefined tensor (an optional input)") {
+  Tensor x = ones({2});
+  x.requires_grad_();
+  Tensor y = x * 2.0;
+  record(OpId::MulScalar, {x}, {y}, {Tensor(), x}, [](const Node& n, const std::vector<Tensor>& g) {
+    CHECK(!n.saved_tensor(0).defined());
+    return std::vector<Tensor>{g[0] * 3.0};
+  });
+  sum(y).backward();
+  check_close(x.grad(), {3, 3});
+}
