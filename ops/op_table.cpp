@@ -13,6 +13,16 @@ const std::vector<OpInfo>& op_table() {
     register_reduction_ops(t);
     register_linalg_ops(t);
     register_shape_ops(t);
+    register_softmax_ops(t);
+    register_layer_norm_ops(t);
+    register_embedding_ops(t);
+    register_loss_ops(t);
+    register_dropout_ops(t);
+    register_attention_ops(t);
+    register_grid_sample_ops(t);
+    register_gaussian_splat_ops(t);
+    register_conv3d_ops(t);
+    register_convlstm_ops(t);
     std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.id < b.id; });
     return t;
   }();

@@ -1,0 +1,36 @@
+// Scaled dot-product attention (DESIGN.md 3), PyTorch semantics
+// (torch.nn.functional.scaled_dot_product_attention, math path), composed of
+// differentiable ops (matmul, softmax, masked_fill, dropout), so its backward
+// is theirs. Shapes: B batch, H heads, T queries, S keys, Dh query/key width,
+// Dv value width.
+#pragma once
+#include <cstdint>
+#include <optional>
+
+#include "core/rng.h"
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// out = dropout(softmax(q k^T * scale + attn_mask + band), dropout_p) v
+/// (Vaswani et al. 2017; torch.nn.functional.scaled_dot_product_attention):
+///   q[B, H, T, Dh], k[B, H, S, Dh], v[B, H, S, Dv] -> out[B, H, T, Dv].
+/// attn_mask: an additive float tensor broadcastable to [B, H, T, S] (e.g. [T, S]
+/// with 0 and -inf), or undefined. is_causal: query t sees keys s <= t (PyTorch's
+/// top-left alignment, tril of a [T, S] ones matrix). window > 0: query t sees
+/// only keys in (t - window, t] (a causal sliding window, with or without
+/// is_causal); window == 0 is unlimited. Masked-out scores are -inf; a query
+/// that sees no key at all gets a zero output row and zero gradient, not NaN.
+/// dropout_p > 0 applies dropout (drawn from `gen`) to the attention weights,
+/// as PyTorch does whenever dropout_p > 0. scale defaults to 1/sqrt(Dh).
+/// Throws ShapeError when q, k, v are not 4-D with matching B, H, Dh and S, or
+/// when attn_mask does not broadcast to [B, H, T, S] (naming both shapes);
+/// DtypeError for mixed dtypes; ValueError for window < 0 or dropout_p
+/// outside [0, 1].
+Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const Tensor& attn_mask = Tensor(), bool is_causal = false,
+                                    int64_t window = 0, double dropout_p = 0.0,
+                                    std::optional<double> scale = std::nullopt,
+                                    Generator& gen = default_generator());
+
+}  // namespace tmem

@@ -1,0 +1,85 @@
+// Embedding: forward gather and backward scatter-add side by side.
+// Shapes: weight[V, D], indices[...] (K = numel indices) -> out[..., D];
+// saved for backward: the indices.
+#include "ops/embedding.h"
+
+#include <algorithm>
+
+#include "core/autograd.h"
+#include "core/strided.h"
+#include "ops/cpu/simd.h"
+#include "ops/op_table.h"
+
+namespace tmem {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+}  // namespace
+
+Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  check_cpu(weight, "embedding");
+  check_cpu(indices, "embedding");
+  check<ShapeError>(weight.dim() == 2, "embedding: expected weight of shape [V, D], but got weight",
+                    shape_str(weight.shape()), " with indices", shape_str(indices.shape()));
+  check<DtypeError>(indices.dtype() == DType::Int64,
+                    "embedding: expected int64 indices, but got ", dtype_name(indices.dtype()));
+  const int64_t V = weight.shape()[0], D = weight.shape()[1];
+  Tensor idx = contiguous_data(indices);
+  const int64_t K = idx.numel();
+  const int64_t* ip = idx.data<int64_t>();
+  for (int64_t k = 0; k < K; ++k)
+    check<IndexError>(ip[k] >= 0 && ip[k] < V, "embedding: index ", ip[k], " (at flat position ",
+                      k, " of indices", shape_str(indices.shape()),
+                      ") is out of range for a table of ", V, " rows (weight",
+                      shape_str(weight.shape()), ")");
+  Shape out_shape = indices.shape();
+  out_shape.push_back(D);
+  Tensor w = contiguous_data(weight);
+  Tensor out = empty(out_shape, weight.dtype());
+  dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
+    const T* wp = w.data<T>();
+    T* op = out.data<T>();
+#pragma omp parallel for if (K * D >= kParallelGrain && K > 1)
+    for (int64_t k = 0; k < K; ++k) std::copy_n(wp + ip[k] * D, D, op + k * D);
+  });
+  record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D](const Node& n, const Grads& g) {
+    if (!n.needs_input_grad(0)) return Grads{Tensor(), Tensor()};
+    const Tensor& ix = n.saved_tensor(0);
+    Tensor go = contiguous_data(g[0]);
+    Tensor gw = zeros({V, D}, go.dtype());
+    dispatch_floating(go.dtype(), "embedding_backward", [&]<class T>() {
+      using B = cpu::Batch<T>;
+      constexpr int64_t W = B::size;
+      const int64_t* ip = ix.data<int64_t>();
+      const T* gp = go.data<T>();
+      T* wp = gw.data<T>();
+      const int64_t K = ix.numel();
+      // Serial over k: repeated indices add into the same row.
+      for (int64_t k = 0; k < K; ++k) {
+        T* dst = wp + ip[k] * D;
+        const T* src = gp + k * D;
+        int64_t d = 0;
+        for (; d + W <= D; d += W)
+          (B::load_unaligned(dst + d) + B::load_unaligned(src + d)).store_unaligned(dst + d);
+        for (; d < D; ++d) dst[d] += src[d];
+      }
+    });
+    return Grads{gw, Tensor()};
+  });
+  return out;
+}
+
+void register_embedding_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  t.push_back({OpId::Embedding, {"cpu"}, {"weight"},
+               {{"[5,3] table, [2,3] indices with repeats",
+                 [] { return V{gc_input({5, 3}), tensor_int({4, 0, 4, 2, 2, 4}, {2, 3})}; },
+                 [](const V& v) { return embedding(v[0], v[1]); }},
+                {"[4,19] table (vector body + tail), 0-d index",
+                 [] { return V{gc_input({4, 19}, -1, 1, 2), tensor_int({3}, {})}; },
+                 [](const V& v) { return embedding(v[0], v[1]); }}}});
+}
+
+}  // namespace tmem

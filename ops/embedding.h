@@ -1,0 +1,18 @@
+// Embedding lookup (DESIGN.md 3), PyTorch semantics
+// (torch.nn.functional.embedding without padding_idx or max_norm).
+// Shapes: weight[V, D] (V rows of width D), indices[...] int64 -> out[..., D].
+#pragma once
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// out[i..., :] = weight[indices[i...], :] (torch.nn.functional.embedding).
+/// Every index is range-checked before anything is read: one outside
+/// [0, V) throws IndexError naming the index, its position and the table size.
+/// Backward: dweight = scatter-add of g's rows into the rows they were read
+/// from (an index used twice receives both gradients); indices get none.
+/// Throws ShapeError when weight is not 2-D, DtypeError when indices are not
+/// int64 or weight is not floating, DeviceError off CPU.
+Tensor embedding(const Tensor& weight, const Tensor& indices);
+
+}  // namespace tmem

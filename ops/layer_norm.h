@@ -1,0 +1,22 @@
+// Layer normalisation over the last dim (DESIGN.md 3), PyTorch semantics
+// (torch.nn.functional.layer_norm with normalized_shape = [C]).
+// Shapes: x[..., C] (N = numel / C rows), weight[C], bias[C] -> y[..., C].
+#pragma once
+#include "core/tensor.h"
+
+namespace tmem {
+
+/// Per row of C elements: mu = mean(x), var = mean((x - mu)^2) (biased, as
+/// PyTorch; two passes: the mean first, then the mean of squared deviations,
+/// so a large common offset such as 40000 does not cancel), rstd =
+/// 1/sqrt(var + eps), xhat = (x - mu) * rstd, y = xhat * weight + bias
+/// (Ba, Kiros & Hinton 2016; torch.nn.functional.layer_norm). weight and bias
+/// may each be an undefined Tensor (no scale / no shift).
+/// Backward: dxhat = g * weight; dx = rstd * (dxhat - mean(dxhat) - xhat *
+/// mean(dxhat * xhat)); dweight = sum over rows of g * xhat; dbias = sum of g.
+/// Throws ShapeError for a 0-d x or a weight/bias whose shape is not [C]
+/// (naming both shapes), DtypeError for mixed or int64 dtypes, DeviceError off
+/// CPU, ValueError for a negative eps.
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
+
+}  // namespace tmem

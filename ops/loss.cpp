@@ -1,0 +1,160 @@
+// Cross-entropy: forward and backward side by side, fused over a stable
+// log-softmax. Shapes: logits[N, C], target[N] int64 -> loss [] or [N];
+// saved for backward: lsm = log_softmax(logits)[N, C] and the target.
+#include "ops/loss.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "core/strided.h"
+#include "ops/cpu/simd.h"
+#include "ops/op_table.h"
+#include "ops/softmax.h"
+
+namespace tmem {
+
+namespace {
+
+using Grads = std::vector<Tensor>;
+
+enum class Reduction { None, Sum, Mean };
+
+Reduction parse_reduction(const std::string& r) {
+  if (r == "none") return Reduction::None;
+  if (r == "sum") return Reduction::Sum;
+  check<ValueError>(r == "mean", "cross_entropy: expected reduction \"mean\", \"sum\" or ",
+                    "\"none\", but got \"", r, "\"");
+  return Reduction::Mean;
+}
+
+}  // namespace
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                     double label_smoothing, const std::string& reduction) {
+  check_cpu(logits, "cross_entropy");
+  check_cpu(target, "cross_entropy");
+  check<ShapeError>(logits.dim() == 2 && target.dim() == 1 &&
+                        target.shape()[0] == logits.shape()[0],
+                    "cross_entropy: expected logits [N, C] and target [N], but got logits",
+                    shape_str(logits.shape()), " target", shape_str(target.shape()));
+  check<DtypeError>(target.dtype() == DType::Int64,
+                    "cross_entropy: expected an int64 target (class indices), but got ",
+                    dtype_name(target.dtype()));
+  check<ValueError>(label_smoothing >= 0.0 && label_smoothing <= 1.0,
+                    "cross_entropy: expected label_smoothing in [0, 1], but got ", label_smoothing);
+  const Reduction red = parse_reduction(reduction);
+  const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  Tensor tgt = contiguous_data(target);
+  const int64_t* tp = tgt.data<int64_t>();
+  int64_t count = 0;
+  for (int64_t n = 0; n < N; ++n) {
+    if (tp[n] == ignore_index) continue;
+    check<IndexError>(tp[n] >= 0 && tp[n] < C, "cross_entropy: target ", tp[n], " (sample ", n,
+                      ") is out of range for ", C, " classes (logits", shape_str(logits.shape()),
+                      ") and is not ignore_index ", ignore_index);
+    ++count;
+  }
+  Tensor lsm;
+  {
+    NoGradGuard no_grad;
+    lsm = log_softmax(logits, 1);
+  }
+  const double eps = label_smoothing;
+  Tensor per = empty({N}, logits.dtype());
+  Tensor out = red == Reduction::None ? per : empty({}, logits.dtype());
+  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
+    const T* lp = lsm.data<T>();
+    T* pp = per.data<T>();
+#pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
+    for (int64_t n = 0; n < N; ++n) {
+      if (tp[n] == ignore_index) {
+        pp[n] = T(0);
+        continue;
+      }
+      const T* row = lp + n * C;
+      T loss = -(T(1) - T(eps)) * row[tp[n]];
+      if (eps > 0) {
+        using B = cpu::Batch<T>;
+        constexpr int64_t W = B::size;
+        B acc(T(0));
+        int64_t c = 0;
+        for (; c + W <= C; c += W) acc += B::load_unaligned(row + c);
+        T s = xsimd::hadd(acc);
+        for (; c < C; ++c) s += row[c];
+        loss -= T(eps) * s / static_cast<T>(C);
+      }
+      pp[n] = loss;
+    }
+    if (red == Reduction::None) return;
+    T total = 0;
+    for (int64_t n = 0; n < N; ++n) total += pp[n];
+    out.data<T>()[0] = red == Reduction::Sum ? total : total / static_cast<T>(count);
+  });
+  record(OpId::CrossEntropy, {logits, target}, {out}, {lsm, tgt},
+         [N, C, ignore_index, eps, red, count](const Node& nd, const Grads& g) {
+           const Tensor& ls = nd.saved_tensor(0);
+           const Tensor& tg = nd.saved_tensor(1);
+           Tensor go = contiguous_data(g[0]);
+           Tensor gx = empty({N, C}, ls.dtype());
+           dispatch_floating(ls.dtype(), "cross_entropy_backward", [&]<class T>() {
+             using B = cpu::Batch<T>;
+             constexpr int64_t W = B::size;
+             const T* lp = ls.data<T>();
+             const int64_t* tp = tg.data<int64_t>();
+             const T* gp = go.data<T>();
+             T* xp = gx.data<T>();
+             const T hit = T(1) - T(eps), spread = T(eps) / static_cast<T>(C);
+#pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
+             for (int64_t n = 0; n < N; ++n) {
+               T* row = xp + n * C;
+               if (tp[n] == ignore_index) {
+                 std::fill(row, row + C, T(0));
+                 continue;
+               }
+               const T s = red == Reduction::None ? gp[n]
+                           : red == Reduction::Sum ? gp[0]
+                                                   : gp[0] / static_cast<T>(count);
+               const T* lr = lp + n * C;
+               int64_t c = 0;
+               for (; c + W <= C; c += W)
+                 (B(s) * (xsimd::exp(B::load_unaligned(lr + c)) - B(spread)))
+                     .store_unaligned(row + c);
+               for (; c < C; ++c) row[c] = s * (std::exp(lr[c]) - spread);
+               row[tp[n]] -= s * hit;
+             }
+           });
+           return Grads{gx, Tensor()};
+         });
+  return out;
+}
+
+void register_loss_ops(std::vector<OpInfo>& t) {
+  using V = std::vector<Tensor>;
+  auto in = [] { return V{gc_input({4, 5}, -2, 2), tensor_int({1, 4, 0, 4}, {4})}; };
+  auto ignored_default = [] {
+    return V{gc_input({5, 3}, -2, 2, 2), tensor_int({2, -100, 0, -100, 1}, {5})};
+  };
+  auto ignored_7 = [] { return V{gc_input({5, 3}, -2, 2, 2), tensor_int({2, 7, 0, 7, 1}, {5})}; };
+  t.push_back({OpId::CrossEntropy, {"cpu"}, {"logits"},
+               {{"mean", in, [](const V& v) { return cross_entropy(v[0], v[1]); }},
+                {"sum", in, [](const V& v) { return cross_entropy(v[0], v[1], -100, 0.0, "sum"); }},
+                {"none", in,
+                 [](const V& v) { return cross_entropy(v[0], v[1], -100, 0.0, "none"); }},
+                {"ignore_index -100 (default), mean", ignored_default,
+                 [](const V& v) { return cross_entropy(v[0], v[1]); }},
+                {"ignore_index 7, sum", ignored_7,
+                 [](const V& v) { return cross_entropy(v[0], v[1], 7, 0.0, "sum"); }},
+                {"label smoothing 0.1 with ignore_index 7, mean", ignored_7,
+                 [](const V& v) { return cross_entropy(v[0], v[1], 7, 0.1, "mean"); }},
+                {"label smoothing 0.25, none", in,
+                 [](const V& v) { return cross_entropy(v[0], v[1], -100, 0.25, "none"); }},
+                {"[3,19] (vector body + tail), label smoothing 0.1",
+                 [] { return V{gc_input({3, 19}, -2, 2, 4), tensor_int({0, 18, 7}, {3})}; },
+                 [](const V& v) { return cross_entropy(v[0], v[1], -100, 0.1); }},
+                {"logits offset by 1000",
+                 [] { return V{gc_input({3, 4}, 999, 1001, 3), tensor_int({0, 3, 1}, {3})}; },
+                 [](const V& v) { return cross_entropy(v[0], v[1]); }}}});
+}
+
+}  // namespace tmem
