@@ -1,7 +1,9 @@
 #include "core/json_dump.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <map>
 
 namespace tmem {
 
@@ -118,6 +120,90 @@ std::vector<json> read_grad_dump(const std::string& path) {
     }
   }
   return steps;
+}
+
+namespace {
+
+const json& field_of(const json& step, const char* key) {
+  if (!step.is_object() || !step.contains(key))
+    throw IOError(std::string("grad dump: a step object has no \"") + key + "\" field");
+  return step[key];
+}
+
+double rel_diff(double a, double b) {
+  if (std::isnan(a) && std::isnan(b)) return 0;
+  if (a == b) return 0;
+  if (!std::isfinite(a) || !std::isfinite(b)) return std::numeric_limits<double>::infinity();
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30});
+}
+
+}  // namespace
+
+std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, double vanish_threshold) {
+  std::vector<GradSeries> out;
+  std::map<std::string, size_t> index;
+  for (const json& s : steps) {
+    int64_t step = field_of(s, "step").get<int64_t>();
+    for (const json& t : field_of(s, "tensors")) {
+      std::string name = t.at("name").get<std::string>();
+      auto [it, fresh] = index.emplace(name, out.size());
+      if (fresh) out.push_back({name});
+      GradSeries& g = out[it->second];
+      g.steps.push_back(step);
+      g.norms.push_back(number_from_json(t.at("norm")));
+      g.nan += t.value("nan", int64_t{0});
+      g.inf += t.value("inf", int64_t{0});
+    }
+  }
+  for (GradSeries& g : out) g.vanishing = !g.norms.empty() && g.norms.back() < vanish_threshold;
+  return out;
+}
+
+std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const std::vector<json>& b,
+                                            size_t top) {
+  auto by_step = [](const std::vector<json>& d) {
+    std::map<int64_t, std::map<std::string, json>> m;
+    for (const json& s : d)
+      for (const json& t : field_of(s, "tensors"))
+        m[field_of(s, "step").get<int64_t>()][t.at("name").get<std::string>()] = t;
+    return m;
+  };
+  auto ma = by_step(a), mb = by_step(b);
+  const double inf = std::numeric_limits<double>::infinity();
+  std::vector<DumpDifference> diffs;
+  for (const auto& [step, ta] : ma) {
+    auto sb = mb.find(step);
+    for (const auto& [name, ja] : ta) {
+      if (sb == mb.end() || !sb->second.count(name)) {
+        diffs.push_back({step, name, "missing", 0, 0, inf});
+        continue;
+      }
+      const json& jb = sb->second.at(name);
+      for (const char* f : {"norm", "mean", "std", "min", "max"}) {
+        if (!ja.contains(f) || !jb.contains(f)) continue;
+        double x = number_from_json(ja[f]), y = number_from_json(jb[f]);
+        diffs.push_back({step, name, f, x, y, rel_diff(x, y)});
+      }
+      if (ja.contains("values") && jb.contains("values")) {
+        const json &va = ja["values"], &vb = jb["values"];
+        if (va.size() != vb.size()) {
+          diffs.push_back({step, name, "values size", double(va.size()), double(vb.size()), inf});
+          continue;
+        }
+        for (size_t i = 0; i < va.size(); ++i) {
+          double x = number_from_json(va[i]), y = number_from_json(vb[i]);
+          diffs.push_back({step, name, "values[" + std::to_string(i) + "]", x, y, rel_diff(x, y)});
+        }
+      }
+    }
+  }
+  for (const auto& [step, tb] : mb)
+    for (const auto& [name, jb] : tb)
+      if (!ma.count(step) || !ma.at(step).count(name)) diffs.push_back({step, name, "missing", 0, 0, inf});
+  std::stable_sort(diffs.begin(), diffs.end(),
+                   [](const DumpDifference& x, const DumpDifference& y) { return x.rel > y.rel; });
+  if (diffs.size() > top) diffs.resize(top);
+  return diffs;
 }
 
 }  // namespace tmem

@@ -46,8 +46,37 @@ class GradDumpWriter {
   std::ofstream out_;
 };
 
-/// Reads every step object of a dump file (one object a line, or one JSON
-/// array of objects). Throws IOError naming the file and line on bad JSON.
+/// Reads every step object of a dump file (one object a line; a line may
+/// also hold an array of objects). Throws IOError naming the file and line on
+/// bad JSON.
 std::vector<nlohmann::json> read_grad_dump(const std::string& path);
+
+/// One tensor's statistics over the dumped steps.
+struct GradSeries {
+  std::string name;
+  std::vector<int64_t> steps;
+  std::vector<double> norms;
+  int64_t nan = 0, inf = 0;  // summed over steps
+  bool vanishing = false;     // norm below the threshold at the last step
+};
+/// Per-tensor norm series of a dump, in first-seen order. Throws IOError for
+/// a step object without "step" or "tensors".
+std::vector<GradSeries> summarize_grad_dump(const std::vector<nlohmann::json>& steps,
+                                            double vanish_threshold = 1e-10);
+
+/// One difference between two dumps: a statistic (or value index) of one
+/// tensor at one step.
+struct DumpDifference {
+  int64_t step;
+  std::string name, field;
+  double a, b;
+  double rel;  // |a - b| / max(|a|, |b|, 1e-30); +inf when exactly one is non-finite
+};
+/// The `top` largest relative differences between two dumps over the steps
+/// and tensors present in both (norm, mean, std, min, max, and every value
+/// when both dumps have values). Tensors or steps present in only one dump
+/// are reported as differences with field "missing".
+std::vector<DumpDifference> diff_grad_dumps(const std::vector<nlohmann::json>& a,
+                                            const std::vector<nlohmann::json>& b, size_t top = 10);
 
 }  // namespace tmem

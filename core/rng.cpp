@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <sstream>
 
 namespace tmem {
 
@@ -25,6 +26,25 @@ int64_t Generator::randint(int64_t n) {
   uint64_t x;
   do x = engine_(); while (x >= limit);
   return static_cast<int64_t>(x % un);
+}
+
+std::string Generator::state() const {
+  std::ostringstream os;
+  os.precision(17);
+  os << engine_ << ' ' << has_spare_ << ' ' << std::hexfloat << spare_;
+  return os.str();
+}
+
+void Generator::set_state(const std::string& s) {
+  std::istringstream is(s);
+  std::mt19937_64 e;
+  bool has = false;
+  double spare = 0;
+  is >> e >> has >> std::hexfloat >> spare;
+  check<ValueError>(!is.fail(), "Generator::set_state: malformed state text");
+  engine_ = e;
+  has_spare_ = has;
+  spare_ = spare;
 }
 
 Generator& default_generator() {

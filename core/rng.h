@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <random>
+#include <string>
 
 #include "core/tensor.h"
 
@@ -20,6 +21,10 @@ class Generator {
   /// Uniform integer in [0, n). Throws ValueError for n <= 0.
   int64_t randint(int64_t n);
   uint64_t next_u64() { return engine_(); }
+  /// The full generator state as text (for checkpoints), and its inverse;
+  /// set_state throws ValueError on malformed text.
+  std::string state() const;
+  void set_state(const std::string& s);
 
  private:
   std::mt19937_64 engine_;

@@ -98,6 +98,33 @@ void AdamW::step() {
   });
 }
 
+std::map<std::string, Tensor> AdamW::state_dict() const {
+  std::map<std::string, Tensor> s;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    s["m." + std::to_string(i)] = m_[i];
+    s["v." + std::to_string(i)] = v_[i];
+  }
+  s["step"] = tensor_int({t_}, {1});
+  return s;
+}
+
+void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
+  auto get = [&](const std::string& k) -> const Tensor& {
+    auto it = s.find(k);
+    check<ValueError>(it != s.end(), "AdamW::load_state_dict: missing key \"", k, "\"");
+    return it->second;
+  };
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (auto* moments : {&m_, &v_}) {
+      const std::string key = (moments == &m_ ? "m." : "v.") + std::to_string(i);
+      const Tensor& t = get(key);
+      check<ShapeError>(t.shape() == params_[i].shape(), "AdamW::load_state_dict: \"", key,
+                        "\" expected shape ", shape_str(params_[i].shape()), ", but got ", shape_str(t.shape()));
+      copy_data((*moments)[i], t);
+    }
+  t_ = get("step").to_int_vector().at(0);
+}
+
 void AdamW::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
 }

@@ -2,6 +2,8 @@
 // SGD and AdamW, torch.nn.utils.clip_grad_norm_). Updates run in place on the
 // parameters' storage without recording on the tape.
 #pragma once
+#include <map>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -35,6 +37,11 @@ class AdamW {
   void step();
   void zero_grad();
   int64_t steps() const { return t_; }
+  /// Moments as "m.<i>", "v.<i>" and the step count as "step" [1] (int64),
+  /// for checkpoints; load_state_dict throws ValueError/ShapeError on a
+  /// missing key or a shape that does not match parameter i.
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
   double lr;
 
  private:

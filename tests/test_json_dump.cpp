@@ -61,3 +61,40 @@ TEST_CASE("finite doubles round-trip bit-exactly; bad strings are rejected") {
   CHECK_THROWS_AS(number_from_json(nlohmann::json("nan")), IOError);
   CHECK_THROWS_AS(read_grad_dump("/nonexistent/dump.jsonl"), IOError);
 }
+
+TEST_CASE("summarize and diff gradient dumps") {
+  std::string pa = (std::filesystem::temp_directory_path() / "tmem_dump_a.jsonl").string();
+  std::string pb = (std::filesystem::temp_directory_path() / "tmem_dump_b.jsonl").string();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  {
+    GradDumpWriter a(pa), b(pb);
+    a.write_step(0, 1.0, {{"w", tensor({3, 4}, {2})}, {"v", tensor({1e-3}, {1})}}, true);
+    a.write_step(10, 0.5, {{"w", tensor({0.3, 0.4}, {2})}, {"v", tensor({0}, {1})}}, true);
+    b.write_step(0, 1.0, {{"w", tensor({3, 4.4}, {2})}, {"v", tensor({1e-3}, {1})}}, true);
+    b.write_step(10, 0.5, {{"w", tensor({0.3, nan}, {2})}, {"v", tensor({0}, {1})}}, true);
+  }
+  auto series = summarize_grad_dump(read_grad_dump(pa));
+  REQUIRE(series.size() == 2);
+  CHECK(series[0].name == "w");
+  REQUIRE(series[0].norms.size() == 2);
+  CHECK(series[0].norms[0] == doctest::Approx(5.0));
+  CHECK(series[0].norms[1] == doctest::Approx(0.5));
+  CHECK(series[0].steps == std::vector<int64_t>{0, 10});
+  CHECK(!series[0].vanishing);
+  CHECK(series[1].vanishing);
+  auto sb = summarize_grad_dump(read_grad_dump(pb));
+  CHECK(sb[0].nan == 1);
+
+  auto diffs = diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pb), 100);
+  CHECK(diffs[0].step == 10);  // NaN against a number is the largest difference
+  CHECK(diffs[0].rel == std::numeric_limits<double>::infinity());
+  for (size_t i = 1; i < diffs.size(); ++i) CHECK(diffs[i - 1].rel >= diffs[i].rel);
+  double worst_step0 = 0;
+  for (const auto& d : diffs)
+    if (d.step == 0) worst_step0 = std::max(worst_step0, d.rel);
+  CHECK(worst_step0 == doctest::Approx(0.4 / 1.4));  // std of w: 1/sqrt(2) vs 1.4/sqrt(2)
+  CHECK(diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pb), 3).size() == 3);
+  CHECK(diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pa), 5)[0].rel == 0);
+  std::filesystem::remove(pa);
+  std::filesystem::remove(pb);
+}

@@ -1,11 +1,15 @@
 // The `tmem` command-line program. Subcommands:
-//   tmem ops   the op table: devices, differentiable inputs, gradcheck coverage
+//   tmem ops     the op table: devices, differentiable inputs, gradcheck coverage
+//   tmem train   train a diagnostic task (see tools/train_cmd.h)
+//   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
+#include <cmath>
 #include <cstdio>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "ops/ops.h"
+#include "tools/train_cmd.h"
 
 namespace {
 
@@ -51,6 +55,42 @@ int run_ops(bool run_checks) {
   return failures || missing ? 1 : 0;
 }
 
+// Per-tensor gradient norms over the dumped steps; flags NaN/Inf and
+// vanishing gradients. Returns 1 when any tensor was flagged.
+int run_grads_summarize(const std::string& path) {
+  using namespace tmem;
+  auto steps = read_grad_dump(path);
+  auto series = summarize_grad_dump(steps);
+  std::printf("%s: %zu dumped steps, %zu tensors\n", path.c_str(), steps.size(), series.size());
+  std::printf("%-40s %12s %12s %12s %12s  %s\n", "tensor", "norm first", "norm last", "norm min",
+              "norm max", "flags");
+  int flagged = 0;
+  for (const GradSeries& g : series) {
+    double lo = INFINITY, hi = -INFINITY;
+    for (double n : g.norms) lo = std::min(lo, n), hi = std::max(hi, n);
+    std::string flags;
+    if (g.nan) flags += "NaN x" + std::to_string(g.nan) + " ";
+    if (g.inf) flags += "Inf x" + std::to_string(g.inf) + " ";
+    if (g.vanishing) flags += "vanishing";
+    flagged += !flags.empty();
+    std::printf("%-40s %12.4e %12.4e %12.4e %12.4e  %s\n", g.name.c_str(), g.norms.front(),
+                g.norms.back(), lo, hi, flags.empty() ? "ok" : flags.c_str());
+  }
+  std::printf("%d tensor%s flagged\n", flagged, flagged == 1 ? "" : "s");
+  return flagged ? 1 : 0;
+}
+
+// The largest relative differences between two dumps (e.g. CPU vs CUDA).
+int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
+  using namespace tmem;
+  auto diffs = diff_grad_dumps(read_grad_dump(a), read_grad_dump(b), top);
+  std::printf("%-8s %-40s %-12s %14s %14s %12s\n", "step", "tensor", "field", "A", "B", "rel diff");
+  for (const DumpDifference& d : diffs)
+    std::printf("%-8lld %-40s %-12s %14.6e %14.6e %12.3e\n", static_cast<long long>(d.step),
+                d.name.c_str(), d.field.c_str(), d.a, d.b, d.rel);
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -59,9 +99,29 @@ int main(int argc, char** argv) {
   bool run_checks = true;
   auto* ops = app.add_subcommand("ops", "Print the op table with gradcheck coverage");
   ops->add_flag("!--no-check", run_checks, "List coverage without running the gradchecks");
+  auto* grads = app.add_subcommand("grads", "Read gradient dumps");
+  grads->require_subcommand(1);
+  std::string dump_a, dump_b;
+  size_t top = 20;
+  auto* summarize = grads->add_subcommand("summarize", "Per-tensor norms over time; flags NaN/Inf and vanishing gradients");
+  summarize->add_option("file", dump_a, "Dump file")->required();
+  auto* diff = grads->add_subcommand("diff", "Largest relative differences between two dumps");
+  diff->add_option("a", dump_a, "First dump")->required();
+  diff->add_option("b", dump_b, "Second dump")->required();
+  diff->add_option("--top", top, "How many differences to print")->capture_default_str();
+  std::function<int()> train;
+  try {
+    train = tmem::tools::add_train_command(app, argc, argv);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tmem: error: %s\n", e.what());
+    return 1;
+  }
   CLI11_PARSE(app, argc, argv);
   try {
     if (*ops) return run_ops(run_checks);
+    if (*summarize) return run_grads_summarize(dump_a);
+    if (*diff) return run_grads_diff(dump_a, dump_b, top);
+    if (int rc = train(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,208 @@
+#include "models/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <filesystem>
+
+#include "core/autograd.h"
+#include "core/json_dump.h"
+#include "core/safetensors.h"
+#include "models/coord_binding.h"
+#include "nn/optim.h"
+#include "ops/elementwise.h"
+#include "ops/loss.h"
+#include "ops/reduction.h"
+#include "ops/shape.h"
+
+namespace tmem::models {
+
+using nlohmann::json;
+
+json config_to_json(const TrainConfig& c) {
+  const auto& m = c.model;
+  return {{"task", c.task}, {"W", c.W}, {"noise", c.noise}, {"queries", c.queries},
+          {"steps", c.steps}, {"batch", c.batch}, {"seed", c.seed}, {"lr", c.lr},
+          {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"eval_batches", c.eval_batches},
+          {"method", m.method}, {"dim", m.dim}, {"layers", m.layers}, {"heads", m.heads},
+          {"max_len", m.max_len}, {"dropout", m.dropout}, {"leaky_memory", m.leaky_memory},
+          {"mem_channels", m.memory.channels}, {"mem_grid", {m.memory.D, m.memory.H, m.memory.W}},
+          {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
+          {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
+          {"shared_coords", m.memory.shared_coords}};
+}
+
+void apply_config_json(TrainConfig& c, const json& j) {
+  check<ValueError>(j.is_object(), "config: expected a JSON object, but got ", j.dump());
+  auto& m = c.model;
+  for (const auto& [key, v] : j.items()) {
+    try {
+      if (key == "task") c.task = v.get<std::string>();
+      else if (key == "W") c.W = v.get<int64_t>();
+      else if (key == "noise") c.noise = v.get<double>();
+      else if (key == "queries") c.queries = v.get<int64_t>();
+      else if (key == "steps") c.steps = v.get<int64_t>();
+      else if (key == "batch") c.batch = v.get<int64_t>();
+      else if (key == "seed") c.seed = v.get<uint64_t>();
+      else if (key == "lr") c.lr = v.get<double>();
+      else if (key == "weight_decay") c.weight_decay = v.get<double>();
+      else if (key == "clip") c.clip = v.get<double>();
+      else if (key == "eval_batches") c.eval_batches = v.get<int64_t>();
+      else if (key == "method") m.method = v.get<std::string>();
+      else if (key == "dim") m.dim = v.get<int64_t>();
+      else if (key == "layers") m.layers = v.get<int64_t>();
+      else if (key == "heads") m.heads = v.get<int64_t>();
+      else if (key == "max_len") m.max_len = v.get<int64_t>();
+      else if (key == "dropout") m.dropout = v.get<double>();
+      else if (key == "leaky_memory") m.leaky_memory = v.get<bool>();
+      else if (key == "mem_channels") m.memory.channels = v.get<int64_t>();
+      else if (key == "mem_grid") {
+        auto g = v.get<std::vector<int64_t>>();
+        check<ValueError>(g.size() == 3, "config: mem_grid expects [D, H, W], got ", v.dump());
+        m.memory.D = g[0], m.memory.H = g[1], m.memory.W = g[2];
+      } else if (key == "chunk") m.memory.chunk = v.get<int64_t>();
+      else if (key == "sigma_scale") m.memory.sigma_scale = v.get<double>();
+      else if (key == "gamma_init") m.memory.gamma_init = v.get<double>();
+      else if (key == "mem_dropout") m.memory.dropout = v.get<double>();
+      else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
+      else throw ValueError("config: unknown key \"" + key + "\"");
+    } catch (const json::exception& e) {
+      throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + v.dump() + ")");
+    }
+  }
+}
+
+namespace {
+
+// Query accuracy: argmax of logits [B, T, V] against targets [B, T] where
+// targets != -100. Returns {correct, total}.
+std::pair<int64_t, int64_t> query_hits(const Tensor& logits, const Tensor& targets) {
+  std::vector<int64_t> pred = max(logits, -1).indices.to_int_vector(), t = targets.to_int_vector();
+  int64_t hit = 0, total = 0;
+  for (size_t i = 0; i < t.size(); ++i)
+    if (t[i] != -100) {
+      ++total;
+      hit += pred[i] == t[i];
+    }
+  return {hit, total};
+}
+
+Tensor loss_of(const Tensor& logits, const Tensor& targets) {
+  const int64_t V = logits.shape().back();
+  return cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}));
+}
+
+// Memory-layer internals for gradient dumps.
+json memory_internals(const CoordBindingModel& model) {
+  json layers = json::array();
+  for (size_t l = 0; l < model.backbone->blocks().size(); ++l) {
+    const auto& mem = model.backbone->blocks()[l]->memory;
+    if (!mem) continue;
+    json j;
+    j["layer"] = l;
+    j["gate"] = 1.0 / (1.0 + std::exp(-mem->gamma.item()));
+    j["write_sigma"] = tensor_summary("write_sigma", mem->last_sigma);
+    j["read_coords"] = tensor_summary("read_coords", mem->last_mu_read);
+    j["write_coords"] = tensor_summary("write_coords", mem->last_mu_write);
+    layers.push_back(j);
+  }
+  return layers;
+}
+
+}  // namespace
+
+TrainResult train_coord_binding(const TrainConfig& cfg,
+                                const std::function<void(const TrainProgress&)>& progress) {
+  check<ValueError>(cfg.task == "coord-binding", "train_coord_binding: unsupported task \"", cfg.task, "\"");
+  check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
+  check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
+  BackboneConfig mcfg = cfg.model;
+  mcfg.max_len = std::max(mcfg.max_len, cfg.W + cfg.queries);
+  Generator init_gen(cfg.seed), data_gen(cfg.seed + 1), eval_gen(cfg.seed + 2);
+  CoordBindingModel model(mcfg, init_gen);
+  std::vector<Tensor> params = model.parameters();
+  nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
+
+  TrainResult res;
+  res.parameters = model.num_parameters();
+  const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/checkpoint.safetensors";
+  if (!cfg.run_dir.empty()) std::filesystem::create_directories(cfg.run_dir);
+  std::deque<std::pair<int64_t, int64_t>> recent;  // hits of the last 100 steps
+  if (cfg.resume && std::filesystem::exists(ckpt)) {
+    SafetensorsFile f = load_safetensors(ckpt);
+    std::map<std::string, Tensor> model_state, opt_state;
+    for (auto& [k, t] : f.tensors) {
+      if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
+      else if (k.rfind("optim.", 0) == 0) opt_state[k.substr(6)] = t;
+    }
+    model.load_state_dict(model_state);
+    opt.load_state_dict(opt_state);
+    data_gen.set_state(f.metadata.at("data_rng"));
+    init_gen.set_state(f.metadata.at("model_rng"));
+    res.start_step = std::stoll(f.metadata.at("step"));
+    for (const auto& h : json::parse(f.metadata.at("recent_hits")))
+      recent.emplace_back(h[0].get<int64_t>(), h[1].get<int64_t>());
+  }
+  auto save_checkpoint = [&](int64_t step) {
+    std::map<std::string, Tensor> all;
+    for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
+    for (auto& [k, t] : opt.state_dict()) all["optim." + k] = t;
+    json hits = json::array();
+    for (auto& [h, n] : recent) hits.push_back({h, n});
+    save_safetensors(ckpt, all, {{"step", std::to_string(step)}, {"data_rng", data_gen.state()},
+                                 {"model_rng", init_gen.state()},
+                                 {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()}});
+  };
+
+  std::unique_ptr<GradDumpWriter> dump;
+  if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads);
+  auto named = model.named_parameters();
+  model.train();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = res.start_step; step < cfg.steps; ++step) {
+    CoordBindingBatch batch = coord_binding_batch(cfg.batch, cfg.W, cfg.noise, cfg.queries, data_gen);
+    Tensor logits = model.forward(batch);
+    Tensor loss = loss_of(logits, batch.targets);
+    loss.backward();
+    const double loss_v = loss.item();
+    if (dump && (step % cfg.dump_every == 0 || step + 1 == cfg.steps)) {
+      std::vector<std::pair<std::string, Tensor>> grads;
+      for (auto& [n, p] : named)
+        if (p.grad().defined()) grads.emplace_back(n, p.grad());
+      dump->write_step(step, loss_v, grads, cfg.dump_values, {{"memory", memory_internals(model)}});
+    }
+    nn::clip_grad_norm_(params, cfg.clip);
+    opt.step();
+    opt.zero_grad();
+    res.losses.push_back(loss_v);
+    recent.push_back(query_hits(logits, batch.targets));
+    if (recent.size() > 100) recent.pop_front();
+    if (!ckpt.empty() && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
+      save_checkpoint(step + 1);
+    if (progress) {
+      int64_t h = 0, n = 0;
+      for (auto& [a, b] : recent) h += a, n += b;
+      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      progress({step + 1, cfg.steps, loss_v, n ? static_cast<double>(h) / n : 0.0,
+                static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9)});
+    }
+  }
+  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (!ckpt.empty()) save_checkpoint(cfg.steps);
+  int64_t h = 0, n = 0;
+  for (auto& [a, b] : recent) h += a, n += b;
+  res.train_accuracy = n ? static_cast<double>(h) / n : 0.0;
+
+  model.eval();
+  NoGradGuard no_grad;
+  h = n = 0;
+  for (int64_t e = 0; e < cfg.eval_batches; ++e) {
+    CoordBindingBatch batch = coord_binding_batch(cfg.batch, cfg.W, cfg.noise, cfg.queries, eval_gen);
+    auto [a, b] = query_hits(model.forward(batch), batch.targets);
+    h += a, n += b;
+  }
+  res.eval_accuracy = n ? static_cast<double>(h) / n : 0.0;
+  return res;
+}
+
+}  // namespace tmem::models

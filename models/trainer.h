@@ -1,0 +1,59 @@
+// Training runs of the diagnostic tasks: the loop (forward, backward,
+// clip_grad_norm_, AdamW), evaluation, checkpoints with bit-exact resume, and
+// JSON gradient dumps with the memory layers' internals.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/transformer.h"
+
+namespace tmem::models {
+
+struct TrainConfig {
+  std::string task = "coord-binding";
+  int64_t W = 20;            // write tokens
+  double noise = 0.05;       // query key noise s
+  int64_t queries = 4;
+  int64_t steps = 2000, batch = 128;
+  uint64_t seed = 42;
+  double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
+  int64_t eval_batches = 16;  // held-out batches for the final accuracy
+  BackboneConfig model;       // method, dim, layers, heads, memory, leaky_memory
+  std::string run_dir;        // checkpoints and dumps go here ("" = none)
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
+  bool resume = false;           // continue from run_dir/checkpoint.safetensors
+  std::string dump_grads;        // gradient dump file ("" = none)
+  int64_t dump_every = 100;
+  bool dump_values = false;
+};
+
+/// Every key of a TrainConfig as JSON (the exact config of a run).
+nlohmann::json config_to_json(const TrainConfig& c);
+/// Applies the keys of `j` to `c`. Throws ValueError naming any unknown key,
+/// and for a value of the wrong type.
+void apply_config_json(TrainConfig& c, const nlohmann::json& j);
+
+struct TrainProgress {
+  int64_t step, steps;
+  double loss, accuracy, steps_per_second;
+};
+
+struct TrainResult {
+  std::vector<double> losses;       // per step, for every step run in this call
+  double train_accuracy = 0;        // query accuracy over the last 100 steps
+  double eval_accuracy = 0;         // on eval_batches fresh batches
+  double seconds = 0;
+  int64_t parameters = 0;
+  int64_t start_step = 0;           // > 0 when resumed
+};
+
+/// Trains one (method, W, noise, seed) cell of coord-binding. `progress` is
+/// called every step. Throws ValueError for a bad config, IOError for
+/// checkpoint or dump failures.
+TrainResult train_coord_binding(const TrainConfig& cfg,
+                                const std::function<void(const TrainProgress&)>& progress = {});
+
+}  // namespace tmem::models

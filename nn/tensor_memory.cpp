@@ -1,0 +1,95 @@
+#include "nn/tensor_memory.h"
+
+#include <cmath>
+
+#include "ops/dropout.h"
+#include "ops/elementwise.h"
+#include "ops/gaussian_splat.h"
+#include "ops/grid_sample.h"
+#include "ops/shape.h"
+
+namespace tmem::nn {
+
+ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, Generator& gen) : in_channels(cx), channels(c) {
+  const int64_t cz = cx + c;
+  auto identity_taps = [cz] {  // centre tap 1, others 0
+    Tensor t = zeros({cz, 3});
+    fill_data(make_view(t, {cz}, {3}, 1), 1.0);
+    return t;
+  };
+  w.dw_d = register_parameter("dw_d", identity_taps());
+  w.dw_h = register_parameter("dw_h", identity_taps());
+  w.dw_w = register_parameter("dw_w", identity_taps());
+  w.db_d = register_parameter("db_d", zeros({cz}));
+  w.db_h = register_parameter("db_h", zeros({cz}));
+  w.db_w = register_parameter("db_w", zeros({cz}));
+  const double bound = std::sqrt(6.0 / static_cast<double>(cz + 4 * c));
+  w.pw = register_parameter("pw", rand({4 * c, cz}, -bound, bound, DType::Float32, gen));
+  w.pb = register_parameter("pb", zeros({4 * c}));
+}
+
+ConvLSTM3DState ConvLSTM3D::forward(const Tensor& x, const ConvLSTM3DState& s) const {
+  return convlstm3d_cell(x, s.h, s.c, w);
+}
+
+TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator& gen)
+    : dim(dim_), opt(o), gen_(&gen) {
+  check<ValueError>(o.channels > 0 && o.D > 0 && o.H > 0 && o.W > 0 && o.chunk > 0,
+                    "TensorMemory: expected positive channels, grid and chunk, but got C ", o.channels,
+                    " grid ", o.D, "x", o.H, "x", o.W, " chunk ", o.chunk);
+  check<ValueError>(o.sigma_scale > 0, "TensorMemory: expected sigma_scale > 0, but got ", o.sigma_scale);
+  write_proj = register_module("write_proj", std::make_shared<Linear>(o.chunk * dim, dim, true, gen));
+  coord = register_module("coord", std::make_shared<Linear>(dim, 3, true, gen));
+  if (!o.shared_coords) coord_write = register_module("coord_write", std::make_shared<Linear>(dim, 3, true, gen));
+  read_out = register_module("read_out", std::make_shared<Linear>(o.channels, dim, true, gen));
+  content = register_module("content", std::make_shared<Linear>(dim, o.channels, true, gen));
+  sigma = register_module("sigma", std::make_shared<Linear>(dim, 1, true, gen));
+  fill_data(sigma->bias, 1.0);
+  cell = register_module("cell", std::make_shared<ConvLSTM3D>(o.channels, o.channels, gen));
+  gamma = register_parameter("gamma", full({1}, o.gamma_init));
+}
+
+ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {
+  Shape s{B, opt.channels, opt.D, opt.H, opt.W};
+  return {zeros(s), zeros(s)};
+}
+
+Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {
+  check<ShapeError>(x.dim() == 3 && x.shape()[2] == dim, "TensorMemory: expected x [B, N, ", dim,
+                    "], but got ", shape_str(x.shape()));
+  const int64_t B = x.shape()[0], N = x.shape()[1], K = opt.chunk;
+  const Shape state_shape{B, opt.channels, opt.D, opt.H, opt.W};
+  check<ShapeError>(state.h.shape() == state_shape && state.c.shape() == state_shape,
+                    "TensorMemory: expected state h, c ", shape_str(state_shape), ", but got h ",
+                    shape_str(state.h.shape()), " c ", shape_str(state.c.shape()));
+  const int64_t nc = (N + K - 1) / K;
+  Tensor xp = nc * K == N ? x : pad(x, {0, 0, 0, nc * K - N});
+  Tensor chunks = reshape(xp, {B, nc, K, dim});
+  Tensor r = squeeze(slice(chunks, 2, 0, 1), 2);                      // [B, nc, C]
+  Tensor wtok = write_proj->forward(reshape(chunks, {B, nc, K * dim}));  // [B, nc, C]
+  Tensor mu_r = tanh(coord->forward(r));                                 // [B, nc, 3]
+  Tensor mu_w = tanh((coord_write ? coord_write : coord)->forward(wtok));
+  Tensor cont = content->forward(wtok);                                  // [B, nc, Cm]
+  Tensor sig = (softplus(sigma->forward(wtok)) + 1e-4) * opt.sigma_scale;  // [B, nc, 1]
+  last_mu_read = mu_r.detach();
+  last_mu_write = mu_w.detach();
+  last_sigma = sig.detach();
+
+  std::vector<Tensor> reads;
+  reads.reserve(nc);
+  for (int64_t k = 0; k < nc; ++k) {
+    Tensor grid = reshape(slice(mu_r, 1, k, k + 1), {B, 1, 1, 1, 3});
+    Tensor m = grid_sample(state.h, grid, GridSampleMode::Bilinear, GridSamplePadding::Border, true);
+    reads.push_back(reshape(m, {B, opt.channels}));
+    Tensor v = gaussian_splat(reshape(slice(cont, 1, k, k + 1), {B, opt.channels}),
+                              reshape(slice(mu_w, 1, k, k + 1), {B, 3}),
+                              reshape(slice(sig, 1, k, k + 1), {B}), opt.D, opt.H, opt.W);
+    state = cell->forward(v, state);
+  }
+  Tensor out = read_out->forward(stack(reads, 1));  // [B, nc, C]
+  if (K > 1) out = slice(repeat_interleave(out, K, 1), 1, 0, N);
+  if (opt.dropout > 0 && is_training()) out = dropout(out, opt.dropout, true, *gen_);
+  return sigmoid(gamma) * out;
+}
+
+}  // namespace tmem::nn

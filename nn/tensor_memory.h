@@ -1,0 +1,73 @@
+// The Tensor Memory layer (Swain et al. 2026, arXiv 2605.27686; DESIGN.md 4):
+// a fixed-size recurrent 3-D state (h, c), each [B, Cm, D, H, W], that tokens
+// read by trilinear sampling at predicted coordinates and write with Gaussian
+// soft writes, updated by a ConvLSTM3D cell once per chunk of K tokens.
+#pragma once
+#include <memory>
+
+#include "core/rng.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "ops/convlstm.h"
+
+namespace tmem::nn {
+
+/// The ConvLSTM3D update as a module: the weights of convlstm3d_cell
+/// (ops/convlstm.h) with the method's initialisation: depthwise taps identity
+/// (centre 1, others 0), depthwise biases 0, pointwise Xavier-uniform, bias 0.
+class ConvLSTM3D : public Module {
+ public:
+  ConvLSTM3D(int64_t in_channels, int64_t channels, Generator& gen = default_generator());
+  /// One step: x[B, Cx, D, H, W], state h, c [B, C, D, H, W] -> new state.
+  ConvLSTM3DState forward(const Tensor& x, const ConvLSTM3DState& state) const;
+  int64_t in_channels, channels;
+  ConvLSTM3DWeights w;
+};
+
+struct TensorMemoryOptions {
+  int64_t channels = 16;             // Cm, state channels
+  int64_t D = 6, H = 6, W = 6;       // state grid
+  int64_t chunk = 1;                 // K tokens per read/write step
+  double sigma_scale = 0.25;         // write width multiplier (tmem's default)
+  double gamma_init = 0.0;           // gate logit: 0 for text/toys, -2 for ViT/video
+  double dropout = 0.0;              // on the read output
+  bool shared_coords = true;         // one coordinate head for read and write (tied)
+};
+
+/// Per-layer Tensor Memory. forward(x, state) takes the layer-normed tokens
+/// x[B, N, C] and returns sigmoid(gamma) * dropout(out)[B, N, C] for the
+/// residual stream, advancing `state` by ceil(N / K) steps. For chunk k:
+///   r_k = first token of the chunk, w_k = Linear(K*C -> C)(flattened chunk)
+///   mu = tanh(Linear(C -> 3)(.)), order (x, y, z), tied for read and write
+///   read:  m_k = grid_sample(h_{k-1}, mu(r_k), trilinear, border,
+///          align_corners=true) [B, Cm];  out_k = Linear(Cm -> C)(m_k) for
+///          every token of chunk k
+///   write: content = Linear(C -> Cm)(w_k); sigma = (softplus(Linear(C -> 1)(w_k))
+///          + 1e-4) * sigma_scale (that Linear's bias starts at 1.0);
+///          v_k = gaussian_splat(content, mu(w_k), sigma)
+///   update: (h_k, c_k) = ConvLSTM3D(v_k, (h_{k-1}, c_{k-1}))
+/// Read happens before write, so out_k depends only on chunks before k: the
+/// layer is causal. The last chunk is right-padded with zeros.
+/// Throws ShapeError for x not [B, N, C] or a state of the wrong shape.
+class TensorMemory : public Module {
+ public:
+  TensorMemory(int64_t dim, const TensorMemoryOptions& opt, Generator& gen = default_generator());
+  /// The zero state for a batch of B sequences.
+  ConvLSTM3DState initial_state(int64_t B) const;
+  Tensor forward(const Tensor& x, ConvLSTM3DState& state) const;
+
+  int64_t dim;
+  TensorMemoryOptions opt;
+  std::shared_ptr<Linear> write_proj, coord, coord_write, read_out, content, sigma;
+  std::shared_ptr<ConvLSTM3D> cell;
+  Tensor gamma;  // [1], the gate logit
+
+  /// Detached internals of the last forward, for gradient dumps:
+  /// read/write coordinates [B, nchunks, 3] and write widths [B, nchunks, 1].
+  mutable Tensor last_mu_read, last_mu_write, last_sigma;
+
+ private:
+  Generator* gen_;
+};
+
+}  // namespace tmem::nn

@@ -1,0 +1,185 @@
+#include "tools/train_cmd.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <omp.h>
+
+#include "models/trainer.h"
+
+namespace tmem::tools {
+
+namespace {
+
+using nlohmann::json;
+
+struct TrainArgs {
+  std::string task;
+  std::vector<std::string> methods{"base", "tensor"};
+  std::vector<int64_t> Ws{20};
+  std::vector<double> noises{0.05};
+  std::vector<uint64_t> seeds{42};
+  std::string config_file, name;
+  int threads = 0;
+  models::TrainConfig cfg;
+};
+
+std::string fmt_time(double s) {
+  char buf[32];
+  int t = static_cast<int>(std::lround(s));
+  std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+void print_progress(const std::string& label, const models::TrainProgress& p, bool tty) {
+  const int width = 24;
+  int filled = static_cast<int>(width * p.step / std::max<int64_t>(p.steps, 1));
+  std::string bar(filled, '#');
+  bar.append(width - filled, '.');
+  double eta = p.steps_per_second > 0 ? (p.steps - p.step) / p.steps_per_second : 0;
+  bool milestone = p.step == p.steps || p.step % std::max<int64_t>(p.steps / 10, 1) == 0;
+  if (!tty && !milestone) return;
+  std::printf("%s%s [%s] step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f steps/s  ETA %s%s", tty ? "\r" : "",
+              label.c_str(), bar.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.steps),
+              p.loss, 100 * p.accuracy, p.steps_per_second, fmt_time(eta).c_str(),
+              tty && p.step != p.steps ? "" : "\n");
+  std::fflush(stdout);
+}
+
+std::string noise_str(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", s);
+  return buf;
+}
+
+int run(TrainArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.task != "coord-binding")
+    throw ValueError("train: unknown task \"" + a.task + "\" (available: coord-binding)");
+  for (const auto& m : a.methods) models::mlp_ratio_of(m);
+  if (a.name.empty()) {
+    char buf[64];
+    std::time_t now = std::time(nullptr);
+    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
+    a.name = a.task + "-" + buf;
+  }
+  const std::string root = "runs/" + a.name;
+  std::filesystem::create_directories(root);
+  const bool tty = isatty(fileno(stdout));
+  std::printf("tmem train %s: methods %zu x W %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
+              a.task.c_str(), a.methods.size(), a.Ws.size(), a.noises.size(), a.seeds.size(),
+              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), omp_get_max_threads(),
+              root.c_str());
+  json cells = json::array();
+  std::map<std::tuple<std::string, double, int64_t>, std::vector<double>> table;
+  for (const auto& method : a.methods)
+    for (double noise : a.noises)
+      for (int64_t W : a.Ws)
+        for (uint64_t seed : a.seeds) {
+          models::TrainConfig c = a.cfg;
+          c.model.method = method;
+          c.W = W;
+          c.noise = noise;
+          c.seed = seed;
+          std::string cell = method + "_W" + std::to_string(W) + "_s" + noise_str(noise) + "_seed" + std::to_string(seed);
+          c.run_dir = root + "/" + cell;
+          if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
+          std::filesystem::create_directories(c.run_dir);
+          std::string label = method + " W=" + std::to_string(W) + " s=" + noise_str(noise) + " seed " + std::to_string(seed);
+          models::TrainResult r = models::train_coord_binding(c, [&](const models::TrainProgress& p) {
+            print_progress(label, p, tty);
+          });
+          std::printf("%s: eval query accuracy %.1f%% (train, last 100 steps %.1f%%), %lld params, %.1f s\n",
+                      label.c_str(), 100 * r.eval_accuracy, 100 * r.train_accuracy,
+                      static_cast<long long>(r.parameters), r.seconds);
+          table[{method, noise, W}].push_back(r.eval_accuracy);
+          json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
+                    {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
+                    {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step}};
+          cells.push_back(j);
+          std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
+          std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
+        }
+  std::printf("\nquery accuracy (%%; mean over %zu seed%s), coord-binding, %lld steps\n", a.seeds.size(),
+              a.seeds.size() == 1 ? "" : "s", static_cast<long long>(a.cfg.steps));
+  std::printf("%-12s %-7s", "method", "noise");
+  for (int64_t W : a.Ws) std::printf(" %9s", ("W=" + std::to_string(W)).c_str());
+  std::printf("\n");
+  for (const auto& method : a.methods)
+    for (double noise : a.noises) {
+      std::printf("%-12s %-7s", method.c_str(), noise_str(noise).c_str());
+      for (int64_t W : a.Ws) {
+        const auto& v = table[{method, noise, W}];
+        double mean = 0;
+        for (double x : v) mean += x / v.size();
+        std::printf(" %9.1f", 100 * mean);
+      }
+      std::printf("\n");
+    }
+  json results = {{"task", a.task}, {"cells", cells}};
+  std::ofstream(root + "/results.json") << results.dump(2) << "\n";
+  std::printf("results written to %s/results.json\n", root.c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
+  auto a = std::make_shared<TrainArgs>();
+  // --config values are defaults that explicit flags override.
+  for (int i = 1; i + 1 < argc; ++i)
+    if (std::string(argv[i]) == "--config") {
+      std::ifstream in(argv[i + 1]);
+      if (!in) throw IOError(std::string("train: cannot open config file ") + argv[i + 1]);
+      json j;
+      try {
+        j = json::parse(in);
+      } catch (const json::exception& e) {
+        throw IOError(std::string("train: config file ") + argv[i + 1] + " is not valid JSON: " + e.what());
+      }
+      models::apply_config_json(a->cfg, j);
+      if (j.contains("method")) a->methods = {a->cfg.model.method};
+      if (j.contains("W")) a->Ws = {a->cfg.W};
+      if (j.contains("noise")) a->noises = {a->cfg.noise};
+      if (j.contains("seed")) a->seeds = {a->cfg.seed};
+    }
+  auto& c = a->cfg;
+  auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / tensor side by side");
+  t->add_option("task", a->task, "Task: coord-binding")->required();
+  t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
+  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, tensor")->delimiter(',')->capture_default_str();
+  t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--noise", a->noises, "Query noise levels s, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--seed", a->seeds, "Seeds, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(CLI::NonNegativeNumber);
+  t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str();
+  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
+  t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
+  t->add_option("--dim", c.model.dim, "Model width d")->capture_default_str();
+  t->add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str();
+  t->add_option("--heads", c.model.heads, "Attention heads")->capture_default_str();
+  t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str();
+  t->add_option("--mem-grid", c.model.memory.D, "Memory grid size (D = H = W)")->capture_default_str()
+      ->each([&c](const std::string&) { c.model.memory.H = c.model.memory.W = c.model.memory.D; });
+  t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str();
+  t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str();
+  t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
+  t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str();
+  t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
+  t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/");
+  t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)");
+  t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory");
+  t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str();
+  t->add_flag("--dump-values", c.dump_values, "Include every gradient value in the dumps");
+  return [t, a]() { return *t ? run(*a) : -1; };
+}
+
+}  // namespace tmem::tools
