@@ -30,6 +30,22 @@ void add_into(const Tensor& dst, const Tensor& src) {
   dst.bump_version();
 }
 
+// a + b (same shape) into a new contiguous tensor, in one pass.
+Tensor sum_data(const Tensor& a, const Tensor& b) {
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  dispatch_floating(a.dtype(), "accumulate_grad", [&]<class T>() {
+    T* o = out.data<T>();
+    const T* x = a.data<T>();
+    const T* y = b.data<T>();
+    for_each_row<3>(a.shape(), {out.strides(), a.strides(), b.strides()},
+                    [&](std::array<int64_t, 3> off, int64_t len, std::array<int64_t, 3> st) {
+                      for (int64_t i = 0; i < len; ++i)
+                        o[off[0] + i] = x[off[1] + i * st[1]] + y[off[2] + i * st[2]];
+                    });
+  });
+  return out;
+}
+
 Tensor clone_data(const Tensor& t) {
   Tensor out = empty(t.shape(), t.dtype(), t.device());
   copy_data(out, t);
@@ -236,13 +252,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       auto& slot = pending[e.fn.get()];
       slot.resize(e.fn->output_shapes.size());
       Tensor& acc = slot[e.output_nr];
-      if (!acc.defined()) {
-        acc = in_grads[i];
-      } else {
-        Tensor sum = clone_data(acc);
-        add_into(sum, in_grads[i]);
-        acc = sum;
-      }
+      acc = acc.defined() ? sum_data(acc, in_grads[i]) : in_grads[i];
     }
     if (!retain_graph) {
       node->released = true;

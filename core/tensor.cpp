@@ -4,24 +4,22 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "core/allocator.h"
 #include "core/strided.h"
 
 namespace tmem {
 
 namespace {
 std::atomic<int64_t> g_live_tensors{0};
-constexpr size_t kAlign = 64;
 }  // namespace
 
 Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
   check<DeviceError>(dev.is_cpu(), "Storage: device ", dev.str(),
                      " is not available in this build (no CUDA allocator)");
-  size_t rounded = (n + kAlign - 1) / kAlign * kAlign;
-  data = std::aligned_alloc(kAlign, rounded ? rounded : kAlign);
-  if (!data) throw std::bad_alloc();
+  data = cpu_allocate(n);
 }
 
-Storage::~Storage() { std::free(data); }
+Storage::~Storage() { cpu_release(data, nbytes); }
 
 TensorImpl::TensorImpl() { g_live_tensors.fetch_add(1, std::memory_order_relaxed); }
 TensorImpl::~TensorImpl() { g_live_tensors.fetch_sub(1, std::memory_order_relaxed); }

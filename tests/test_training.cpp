@@ -1,5 +1,6 @@
 // End-to-end training through the C++ API: memory stays flat over many steps
 // (the tape is freed after each backward), and a small regression converges.
+#include "core/allocator.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -16,6 +17,7 @@ TEST_CASE("10,000 MLP training steps keep the tape and live tensors flat") {
 
   const int64_t nodes_before = live_node_count();
   int64_t tensors_after_first = -1;
+  size_t bytes_after_first = 0;
   double first_loss = 0, last_loss = 0;
   for (int step = 0; step < 10000; ++step) {
     {
@@ -30,8 +32,12 @@ TEST_CASE("10,000 MLP training steps keep the tape and live tensors flat") {
       }
     }
     REQUIRE(live_node_count() == nodes_before);
-    if (step == 0) tensors_after_first = live_tensor_count();
+    if (step == 0) {
+      tensors_after_first = live_tensor_count();
+      bytes_after_first = cpu_allocator_stats().in_use;
+    }
     REQUIRE(live_tensor_count() == tensors_after_first);
+    REQUIRE(cpu_allocator_stats().in_use == bytes_after_first);
   }
   CHECK(last_loss < 0.2 * first_loss);
 }
@@ -45,4 +51,19 @@ TEST_CASE("nodes are freed after backward even while the loss tensor is alive") 
   loss.backward();
   // The root keeps its own (released) node; its inputs' nodes are gone.
   CHECK(live_node_count() == before + 1);
+}
+
+TEST_CASE("the caching allocator reuses freed blocks of the same size class") {
+  cpu_empty_cache();
+  const size_t base = cpu_allocator_stats().in_use;
+  void* p = cpu_allocate(3000);
+  CHECK(cpu_allocator_stats().in_use == base + 4096);
+  CHECK(reinterpret_cast<uintptr_t>(p) % 64 == 0);
+  cpu_release(p, 3000);
+  CHECK(cpu_allocator_stats().cached == 4096);
+  void* q = cpu_allocate(4000);  // same class: the cached block comes back
+  CHECK(q == p);
+  cpu_release(q, 4000);
+  cpu_empty_cache();
+  CHECK(cpu_allocator_stats().cached == 0);
 }

@@ -1,0 +1,111 @@
+#include "core/allocator.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <new>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace tmem {
+
+namespace {
+
+constexpr size_t kAlign = 64;
+constexpr size_t kMiB = size_t{1} << 20;
+
+size_t size_class(size_t n) {
+  n = std::max(n, kAlign);
+  if (n <= kMiB) {
+    size_t c = kAlign;
+    while (c < n) c <<= 1;
+    return c;
+  }
+  return (n + kMiB - 1) / kMiB * kMiB;
+}
+
+size_t cache_limit() {
+  static const size_t limit = [] {
+    const char* env = std::getenv("TMEM_CPU_CACHE_MB");
+    return env ? static_cast<size_t>(std::stoull(env)) * kMiB : size_t{1024} * kMiB;
+  }();
+  return limit;
+}
+
+struct Cache {
+  std::mutex mu;
+  std::unordered_map<size_t, std::vector<void*>> free;
+  AllocatorStats stats;
+};
+
+Cache& cache() {
+  static Cache* c = new Cache;  // never destroyed: storages may outlive static destructors
+  return *c;
+}
+
+}  // namespace
+
+void* cpu_allocate(size_t n) {
+  const size_t cls = size_class(n);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    auto it = c.free.find(cls);
+    if (it != c.free.end() && !it->second.empty()) {
+      void* p = it->second.back();
+      it->second.pop_back();
+      c.stats.cached -= cls;
+      c.stats.in_use += cls;
+      c.stats.peak_in_use = std::max(c.stats.peak_in_use, c.stats.in_use);
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(kAlign, cls);
+  if (!p) {
+    cpu_empty_cache();
+    p = std::aligned_alloc(kAlign, cls);
+    if (!p) throw std::bad_alloc();
+  }
+  std::lock_guard<std::mutex> lock(c.mu);
+  c.stats.in_use += cls;
+  c.stats.peak_in_use = std::max(c.stats.peak_in_use, c.stats.in_use);
+  return p;
+}
+
+void cpu_release(void* p, size_t n) {
+  if (!p) return;
+  const size_t cls = size_class(n);
+  Cache& c = cache();
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.stats.in_use -= cls;
+    if (c.stats.cached + cls <= cache_limit()) {
+      c.free[cls].push_back(p);
+      c.stats.cached += cls;
+      return;
+    }
+  }
+  std::free(p);
+}
+
+AllocatorStats cpu_allocator_stats() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  return cache().stats;
+}
+
+void cpu_allocator_reset_peak() {
+  std::lock_guard<std::mutex> lock(cache().mu);
+  cache().stats.peak_in_use = cache().stats.in_use;
+}
+
+void cpu_empty_cache() {
+  Cache& c = cache();
+  std::lock_guard<std::mutex> lock(c.mu);
+  for (auto& [cls, list] : c.free)
+    for (void* p : list) std::free(p);
+  c.free.clear();
+  c.stats.cached = 0;
+}
+
+}  // namespace tmem

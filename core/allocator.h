@@ -1,0 +1,27 @@
+// The CPU caching allocator. Training loops allocate the same sizes every
+// step; handing freed blocks back to the next request of the same size class
+// avoids the mmap/munmap and page faults that large malloc/free pairs cost.
+// Size classes: powers of two up to 1 MiB, then multiples of 1 MiB. Blocks
+// are 64-byte aligned. Thread-safe.
+#pragma once
+#include <cstddef>
+
+namespace tmem {
+
+struct AllocatorStats {
+  size_t in_use = 0;       // bytes handed out and not yet released
+  size_t peak_in_use = 0;  // maximum of in_use since start (or reset_peak)
+  size_t cached = 0;       // bytes held in free lists
+};
+
+/// A block of at least n bytes (64-byte aligned). Throws std::bad_alloc.
+void* cpu_allocate(size_t n);
+/// Returns a block from cpu_allocate(n) (same n). Blocks beyond the cache
+/// limit (1 GiB, or TMEM_CPU_CACHE_MB) go back to the system.
+void cpu_release(void* p, size_t n);
+AllocatorStats cpu_allocator_stats();
+void cpu_allocator_reset_peak();
+/// Frees every cached block.
+void cpu_empty_cache();
+
+}  // namespace tmem
