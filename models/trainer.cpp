@@ -8,7 +8,7 @@
 #include "core/autograd.h"
 #include "core/json_dump.h"
 #include "core/safetensors.h"
-#include "models/coord_binding.h"
+#include "models/diagnostic.h"
 #include "nn/optim.h"
 #include "ops/elementwise.h"
 #include "ops/loss.h"
@@ -21,7 +21,9 @@ using nlohmann::json;
 
 json config_to_json(const TrainConfig& c) {
   const auto& m = c.model;
-  return {{"task", c.task}, {"W", c.W}, {"noise", c.noise}, {"queries", c.queries},
+  const auto& t = c.task_cfg;
+  return {{"task", c.task}, {"W", t.W}, {"noise", t.noise}, {"queries", t.queries}, {"T", t.T},
+          {"L", t.L}, {"length", t.length},
           {"steps", c.steps}, {"batch", c.batch}, {"seed", c.seed}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"eval_batches", c.eval_batches},
           {"method", m.method}, {"dim", m.dim}, {"layers", m.layers}, {"heads", m.heads},
@@ -38,9 +40,12 @@ void apply_config_json(TrainConfig& c, const json& j) {
   for (const auto& [key, v] : j.items()) {
     try {
       if (key == "task") c.task = v.get<std::string>();
-      else if (key == "W") c.W = v.get<int64_t>();
-      else if (key == "noise") c.noise = v.get<double>();
-      else if (key == "queries") c.queries = v.get<int64_t>();
+      else if (key == "W") c.task_cfg.W = v.get<int64_t>();
+      else if (key == "noise") c.task_cfg.noise = v.get<double>();
+      else if (key == "queries") c.task_cfg.queries = v.get<int64_t>();
+      else if (key == "T") c.task_cfg.T = v.get<int64_t>();
+      else if (key == "L") c.task_cfg.L = v.get<int64_t>();
+      else if (key == "length") c.task_cfg.length = v.get<int64_t>();
       else if (key == "steps") c.steps = v.get<int64_t>();
       else if (key == "batch") c.batch = v.get<int64_t>();
       else if (key == "seed") c.seed = v.get<uint64_t>();
@@ -74,17 +79,26 @@ void apply_config_json(TrainConfig& c, const json& j) {
 
 namespace {
 
-// Query accuracy: argmax of logits [B, T, V] against targets [B, T] where
-// targets != -100. Returns {correct, total}.
-std::pair<int64_t, int64_t> query_hits(const Tensor& logits, const Tensor& targets) {
-  std::vector<int64_t> pred = max(logits, -1).indices.to_int_vector(), t = targets.to_int_vector();
-  int64_t hit = 0, total = 0;
+// Accuracy counts: argmax of logits [B, T, V] against targets [B, T] where
+// targets != -100 (and, with a mask, where the mask is non-zero).
+struct Hits {
+  int64_t hit = 0, total = 0, hit_obs = 0, total_obs = 0;
+};
+
+Hits query_hits(const Tensor& logits, const TaskBatch& batch) {
+  std::vector<int64_t> pred = max(logits, -1).indices.to_int_vector(), t = batch.targets.to_int_vector();
+  std::vector<int64_t> obs = batch.observed.defined() ? batch.observed.to_int_vector() : std::vector<int64_t>();
+  Hits h;
   for (size_t i = 0; i < t.size(); ++i)
     if (t[i] != -100) {
-      ++total;
-      hit += pred[i] == t[i];
+      ++h.total;
+      h.hit += pred[i] == t[i];
+      if (!obs.empty() && obs[i]) {
+        ++h.total_obs;
+        h.hit_obs += pred[i] == t[i];
+      }
     }
-  return {hit, total};
+  return h;
 }
 
 Tensor loss_of(const Tensor& logits, const Tensor& targets) {
@@ -93,7 +107,7 @@ Tensor loss_of(const Tensor& logits, const Tensor& targets) {
 }
 
 // Memory-layer internals for gradient dumps.
-json memory_internals(const CoordBindingModel& model) {
+json memory_internals(const DiagnosticModel& model) {
   json layers = json::array();
   for (size_t l = 0; l < model.backbone->blocks().size(); ++l) {
     const auto& mem = model.backbone->blocks()[l]->memory;
@@ -111,15 +125,16 @@ json memory_internals(const CoordBindingModel& model) {
 
 }  // namespace
 
-TrainResult train_coord_binding(const TrainConfig& cfg,
-                                const std::function<void(const TrainProgress&)>& progress) {
-  check<ValueError>(cfg.task == "coord-binding", "train_coord_binding: unsupported task \"", cfg.task, "\"");
+TrainResult train_diagnostic(const TrainConfig& cfg,
+                             const std::function<void(const TrainProgress&)>& progress) {
+  std::unique_ptr<Task> task = make_task(cfg.task, cfg.task_cfg);
   check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
   check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
   BackboneConfig mcfg = cfg.model;
-  mcfg.max_len = std::max(mcfg.max_len, cfg.W + cfg.queries);
+  mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
+  if (mcfg.memory.chunk == 0) mcfg.memory.chunk = task->default_chunk();
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1), eval_gen(cfg.seed + 2);
-  CoordBindingModel model(mcfg, init_gen);
+  DiagnosticModel model(*task, mcfg, init_gen);
   std::vector<Tensor> params = model.parameters();
   nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
 
@@ -127,7 +142,7 @@ TrainResult train_coord_binding(const TrainConfig& cfg,
   res.parameters = model.num_parameters();
   const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/checkpoint.safetensors";
   if (!cfg.run_dir.empty()) std::filesystem::create_directories(cfg.run_dir);
-  std::deque<std::pair<int64_t, int64_t>> recent;  // hits of the last 100 steps
+  std::deque<std::pair<int64_t, int64_t>> recent;  // (hits, total) of the last 100 steps
   if (cfg.resume && std::filesystem::exists(ckpt)) {
     SafetensorsFile f = load_safetensors(ckpt);
     std::map<std::string, Tensor> model_state, opt_state;
@@ -160,7 +175,7 @@ TrainResult train_coord_binding(const TrainConfig& cfg,
   model.train();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = res.start_step; step < cfg.steps; ++step) {
-    CoordBindingBatch batch = coord_binding_batch(cfg.batch, cfg.W, cfg.noise, cfg.queries, data_gen);
+    TaskBatch batch = task->sample(cfg.batch, data_gen);
     Tensor logits = model.forward(batch);
     Tensor loss = loss_of(logits, batch.targets);
     loss.backward();
@@ -175,7 +190,8 @@ TrainResult train_coord_binding(const TrainConfig& cfg,
     opt.step();
     opt.zero_grad();
     res.losses.push_back(loss_v);
-    recent.push_back(query_hits(logits, batch.targets));
+    Hits hits = query_hits(logits, batch);
+    recent.emplace_back(hits.hit, hits.total);
     if (recent.size() > 100) recent.pop_front();
     if (!ckpt.empty() && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
       save_checkpoint(step + 1);
@@ -195,13 +211,16 @@ TrainResult train_coord_binding(const TrainConfig& cfg,
 
   model.eval();
   NoGradGuard no_grad;
-  h = n = 0;
+  Hits total;
   for (int64_t e = 0; e < cfg.eval_batches; ++e) {
-    CoordBindingBatch batch = coord_binding_batch(cfg.batch, cfg.W, cfg.noise, cfg.queries, eval_gen);
-    auto [a, b] = query_hits(model.forward(batch), batch.targets);
-    h += a, n += b;
+    TaskBatch batch = task->sample(cfg.batch, eval_gen);
+    Hits hh = query_hits(model.forward(batch), batch);
+    total.hit += hh.hit, total.total += hh.total, total.hit_obs += hh.hit_obs, total.total_obs += hh.total_obs;
   }
-  res.eval_accuracy = n ? static_cast<double>(h) / n : 0.0;
+  res.eval_accuracy = total.total ? static_cast<double>(total.hit) / total.total : 0.0;
+  if (total.total_obs) res.eval_accuracy_observed = static_cast<double>(total.hit_obs) / total.total_obs;
+  for (const auto& blk : model.backbone->blocks())
+    if (blk->memory) res.gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
   return res;
 }
 

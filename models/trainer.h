@@ -8,20 +8,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "models/tasks.h"
 #include "models/transformer.h"
 
 namespace tmem::models {
 
 struct TrainConfig {
+  TrainConfig() { model.memory.chunk = 0; }
   std::string task = "coord-binding";
-  int64_t W = 20;            // write tokens
-  double noise = 0.05;       // query key noise s
-  int64_t queries = 4;
+  TaskConfig task_cfg;        // W, noise, queries, T, L, length
   int64_t steps = 2000, batch = 128;
   uint64_t seed = 42;
   double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
   int64_t eval_batches = 16;  // held-out batches for the final accuracy
-  BackboneConfig model;       // method, dim, layers, heads, memory, leaky_memory
+  BackboneConfig model;       // method, dim, layers, heads, memory (chunk 0 = the task's), leaky_memory
   std::string run_dir;        // checkpoints and dumps go here ("" = none)
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
   bool resume = false;           // continue from run_dir/checkpoint.safetensors
@@ -45,15 +45,17 @@ struct TrainResult {
   std::vector<double> losses;       // per step, for every step run in this call
   double train_accuracy = 0;        // query accuracy over the last 100 steps
   double eval_accuracy = 0;         // on eval_batches fresh batches
+  double eval_accuracy_observed = -1;  // map-building: on queries of observed cells (-1: n/a)
+  std::vector<double> gates;        // sigmoid(gamma) of each memory layer at the end
   double seconds = 0;
   int64_t parameters = 0;
   int64_t start_step = 0;           // > 0 when resumed
 };
 
-/// Trains one (method, W, noise, seed) cell of coord-binding. `progress` is
-/// called every step. Throws ValueError for a bad config, IOError for
-/// checkpoint or dump failures.
-TrainResult train_coord_binding(const TrainConfig& cfg,
-                                const std::function<void(const TrainProgress&)>& progress = {});
+/// Trains one configuration of a diagnostic task (DiagnosticModel, cross
+/// entropy on the target positions). `progress` is called every step. Throws
+/// ValueError for a bad config, IOError for checkpoint or dump failures.
+TrainResult train_diagnostic(const TrainConfig& cfg,
+                             const std::function<void(const TrainProgress&)>& progress = {});
 
 }  // namespace tmem::models

@@ -2,7 +2,7 @@
 // ablation failing it), bit-exact resume, config validation.
 #include <filesystem>
 
-#include "models/coord_binding.h"
+#include "models/diagnostic.h"
 #include "models/trainer.h"
 #include "test_util.h"
 
@@ -62,47 +62,115 @@ TEST_CASE("causality check has teeth: --leaky-memory lets tokens read later writ
 
 TEST_CASE("coord-binding batches: targets are the value of the nearest written key") {
   Generator gen(5);
-  CoordBindingBatch b = coord_binding_batch(3, 5, 0.0, 2, gen);
-  CHECK(b.keys.shape() == Shape{3, 7, 3});
-  auto keys = b.keys.to_vector();
-  auto vals = b.values.to_int_vector(), tg = b.targets.to_int_vector(), ty = b.types.to_int_vector();
+  TaskConfig tc;
+  tc.W = 5;
+  tc.queries = 2;
+  tc.noise = 0.0;
+  auto task = make_task("coord-binding", tc);
+  TaskBatch b = task->sample(3, gen);
+  CHECK(b.features.shape() == Shape{3, 7, 3});
+  auto keys = b.features.to_vector();
+  auto ids = b.ids.to_int_vector(), tg = b.targets.to_int_vector();
   for (int64_t s = 0; s < 3; ++s)
     for (int64_t q = 5; q < 7; ++q) {
-      CHECK(ty[s * 7 + q] == 1);
-      CHECK(vals[s * 7 + q] == kCoordValues);
+      CHECK(ids[s * 7 + q] == 32);
       bool found = false;  // with noise 0 the query key equals a written key
       for (int64_t i = 0; i < 5; ++i) {
         bool same = true;
         for (int a = 0; a < 3; ++a) same = same && keys[(s * 7 + q) * 3 + a] == keys[(s * 7 + i) * 3 + a];
-        if (same && vals[s * 7 + i] == tg[s * 7 + q]) found = true;
+        if (same && ids[s * 7 + i] == tg[s * 7 + q]) found = true;
       }
       CHECK(found);
     }
   CHECK(tg[0] == -100);
-  CHECK_THROWS_AS(coord_binding_batch(0, 5, 0.0, 2, gen), ValueError);
+  tc.W = 0;
+  CHECK_THROWS_AS(make_task("coord-binding", tc), ValueError);
+  CHECK_THROWS_WITH_AS(make_task("coord-bind", TaskConfig{}), doctest::Contains("coord-bind"), ValueError);
+}
+
+TEST_CASE("map-building: the query asks one cell; observed marks cells some patch covered") {
+  Generator gen(8);
+  TaskConfig tc;
+  tc.T = 64;
+  auto task = make_task("map-building", tc);
+  TaskBatch b = task->sample(50, gen);
+  CHECK(b.features.shape() == Shape{50, 65, 7});
+  auto f = b.features.to_vector();
+  auto tg = b.targets.to_int_vector(), obs = b.observed.to_int_vector();
+  int64_t consistent = 0, observed = 0;
+  for (int64_t s = 0; s < 50; ++s) {
+    const double* q = f.data() + (s * 65 + 64) * 7;
+    CHECK(q[6] == 1.0);
+    int qr = static_cast<int>(q[4] * 8 + 0.5), qc = static_cast<int>(q[5] * 8 + 0.5);
+    bool seen = false;
+    for (int64_t t = 0; t < 64; ++t) {
+      const double* x = f.data() + (s * 65 + t) * 7;
+      int r = static_cast<int>(x[4] * 8 + 0.5), c = static_cast<int>(x[5] * 8 + 0.5);
+      if (qr >= r && qr < r + 2 && qc >= c && qc < c + 2) {
+        seen = true;
+        consistent += x[(qr - r) * 2 + (qc - c)] == static_cast<double>(tg[s * 65 + 64]);
+      }
+    }
+    CHECK(obs[s * 65 + 64] == static_cast<int64_t>(seen));
+    observed += seen;
+  }
+  CHECK(observed > 25);  // 64 random 2x2 patches cover most of an 8x8 grid
+  CHECK(consistent > 0);
+}
+
+TEST_CASE("occlusion: the ball moves with constant velocity and is hidden in the last L frames") {
+  Generator gen(9);
+  TaskConfig tc;
+  tc.L = 2;
+  for (bool final_hidden : {true, false}) {
+    auto task = make_task(final_hidden ? "occlusion" : "occlusion-visible", tc);
+    TaskBatch b = task->sample(4, gen);
+    CHECK(b.features.shape() == Shape{4, 128, 19});
+    auto f = b.features.to_vector();
+    for (int64_t s = 0; s < 4; ++s) {
+      int pixels[8] = {};
+      for (int64_t t = 0; t < 128; ++t)
+        for (int k = 0; k < 16; ++k) pixels[t / 16] += f[(s * 128 + t) * 19 + k] > 0.5;
+      for (int fr = 0; fr < 8; ++fr) {
+        bool hidden = final_hidden ? fr >= 6 : (fr >= 5 && fr < 7);
+        CHECK(pixels[fr] == (hidden ? 0 : 4));
+      }
+      int64_t target = b.targets.to_int_vector()[s * 128 + 127];
+      CHECK((target >= 0 && target < 4));
+    }
+  }
+}
+
+TEST_CASE("no-harm: next token is (s + 1) mod 16") {
+  Generator gen(1);
+  auto task = make_task("no-harm", TaskConfig{});
+  TaskBatch b = task->sample(2, gen);
+  auto ids = b.ids.to_int_vector(), tg = b.targets.to_int_vector();
+  for (int64_t t = 0; t + 1 < 32; ++t) CHECK(tg[t] == (ids[t] + 1) % 16);
+  CHECK(tg[31] == -100);
 }
 
 TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted steps") {
   namespace fs = std::filesystem;
   TrainConfig c;
   c.model = tiny("tensor");
-  c.W = 5;
-  c.queries = 2;
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
   c.batch = 4;
   c.eval_batches = 1;
   c.steps = 12;
   c.run_dir = (fs::temp_directory_path() / "tmem_resume_full").string();
   fs::remove_all(c.run_dir);
-  TrainResult full = train_coord_binding(c);
+  TrainResult full = train_diagnostic(c);
 
   TrainConfig half = c;
   half.run_dir = (fs::temp_directory_path() / "tmem_resume_half").string();
   fs::remove_all(half.run_dir);
   half.steps = 6;
-  TrainResult first = train_coord_binding(half);
+  TrainResult first = train_diagnostic(half);
   half.steps = 12;
   half.resume = true;
-  TrainResult second = train_coord_binding(half);
+  TrainResult second = train_diagnostic(half);
   CHECK(second.start_step == 6);
   std::vector<double> joined = first.losses;
   joined.insert(joined.end(), second.losses.begin(), second.losses.end());
@@ -116,7 +184,7 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
 TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key") {
   TrainConfig c;
   apply_config_json(c, {{"W", 10}, {"method", "base"}, {"mem_grid", {4, 4, 4}}});
-  CHECK(c.W == 10);
+  CHECK(c.task_cfg.W == 10);
   CHECK(c.model.memory.H == 4);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"Wx", 10}}), doctest::Contains("Wx"), ValueError);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"steps", "many"}}), doctest::Contains("steps"), ValueError);

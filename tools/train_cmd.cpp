@@ -22,7 +22,7 @@ using nlohmann::json;
 struct TrainArgs {
   std::string task;
   std::vector<std::string> methods{"base", "tensor"};
-  std::vector<int64_t> Ws{20};
+  std::vector<int64_t> Ws{20}, Ts{32}, Ls{2};
   std::vector<double> noises{0.05};
   std::vector<uint64_t> seeds{42};
   std::string config_file, name;
@@ -58,11 +58,28 @@ std::string noise_str(double s) {
   return buf;
 }
 
+// The task parameter a sweep varies, and its values.
+std::pair<std::string, std::vector<int64_t>> sweep_of(const TrainArgs& a) {
+  if (a.task == "coord-binding") return {"W", a.Ws};
+  if (a.task == "map-building") return {"T", a.Ts};
+  if (a.task == "occlusion" || a.task == "occlusion-visible") return {"L", a.Ls};
+  return {"length", {a.cfg.task_cfg.length}};
+}
+
+void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
+  if (name == "W") c.task_cfg.W = v;
+  else if (name == "T") c.task_cfg.T = v;
+  else if (name == "L") c.task_cfg.L = v;
+  else c.task_cfg.length = v;
+}
+
 int run(TrainArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
-  if (a.task != "coord-binding")
-    throw ValueError("train: unknown task \"" + a.task + "\" (available: coord-binding)");
+  models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
   for (const auto& m : a.methods) models::mlp_ratio_of(m);
+  const bool coord = a.task == "coord-binding";
+  if (!coord) a.noises = {a.cfg.task_cfg.noise};
+  auto [sweep, values] = sweep_of(a);
   if (a.name.empty()) {
     char buf[64];
     std::time_t now = std::time(nullptr);
@@ -72,53 +89,64 @@ int run(TrainArgs& a) {
   const std::string root = "runs/" + a.name;
   std::filesystem::create_directories(root);
   const bool tty = isatty(fileno(stdout));
-  std::printf("tmem train %s: methods %zu x W %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
-              a.task.c_str(), a.methods.size(), a.Ws.size(), a.noises.size(), a.seeds.size(),
+  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
+              a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
               static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), omp_get_max_threads(),
               root.c_str());
   json cells = json::array();
-  std::map<std::tuple<std::string, double, int64_t>, std::vector<double>> table;
+  std::map<std::tuple<std::string, double, int64_t>, std::vector<models::TrainResult>> table;
   for (const auto& method : a.methods)
     for (double noise : a.noises)
-      for (int64_t W : a.Ws)
+      for (int64_t v : values)
         for (uint64_t seed : a.seeds) {
           models::TrainConfig c = a.cfg;
+          c.task = a.task;
           c.model.method = method;
-          c.W = W;
-          c.noise = noise;
+          set_sweep(c, sweep, v);
+          c.task_cfg.noise = noise;
           c.seed = seed;
-          std::string cell = method + "_W" + std::to_string(W) + "_s" + noise_str(noise) + "_seed" + std::to_string(seed);
+          std::string tag = sweep + std::to_string(v) + (coord ? "_s" + noise_str(noise) : "");
+          std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
           if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
           std::filesystem::create_directories(c.run_dir);
-          std::string label = method + " W=" + std::to_string(W) + " s=" + noise_str(noise) + " seed " + std::to_string(seed);
-          models::TrainResult r = models::train_coord_binding(c, [&](const models::TrainProgress& p) {
+          std::string label = method + " " + sweep + "=" + std::to_string(v) +
+                              (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
+          models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
             print_progress(label, p, tty);
           });
-          std::printf("%s: eval query accuracy %.1f%% (train, last 100 steps %.1f%%), %lld params, %.1f s\n",
-                      label.c_str(), 100 * r.eval_accuracy, 100 * r.train_accuracy,
-                      static_cast<long long>(r.parameters), r.seconds);
-          table[{method, noise, W}].push_back(r.eval_accuracy);
+          std::printf("%s: eval accuracy %.1f%%", label.c_str(), 100 * r.eval_accuracy);
+          if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
+          for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
+          std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
+          table[{method, noise, v}].push_back(r);
           json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
                     {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
-                    {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step}};
+                    {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
+                    {"gates", r.gates}};
+          if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
           cells.push_back(j);
           std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
           std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
         }
-  std::printf("\nquery accuracy (%%; mean over %zu seed%s), coord-binding, %lld steps\n", a.seeds.size(),
-              a.seeds.size() == 1 ? "" : "s", static_cast<long long>(a.cfg.steps));
-  std::printf("%-12s %-7s", "method", "noise");
-  for (int64_t W : a.Ws) std::printf(" %9s", ("W=" + std::to_string(W)).c_str());
+  const bool observed = a.task == "map-building";
+  std::printf("\n%s accuracy (%%; eval, mean over %zu seed%s%s), %lld steps\n", a.task.c_str(), a.seeds.size(),
+              a.seeds.size() == 1 ? "" : "s", observed ? "; all / observed cells" : "",
+              static_cast<long long>(a.cfg.steps));
+  std::printf("%-12s %-7s", "method", coord ? "noise" : "");
+  for (int64_t v : values) std::printf(" %13s", (sweep + "=" + std::to_string(v)).c_str());
   std::printf("\n");
   for (const auto& method : a.methods)
     for (double noise : a.noises) {
-      std::printf("%-12s %-7s", method.c_str(), noise_str(noise).c_str());
-      for (int64_t W : a.Ws) {
-        const auto& v = table[{method, noise, W}];
-        double mean = 0;
-        for (double x : v) mean += x / v.size();
-        std::printf(" %9.1f", 100 * mean);
+      std::printf("%-12s %-7s", method.c_str(), coord ? noise_str(noise).c_str() : "");
+      for (int64_t v : values) {
+        const auto& rs = table[{method, noise, v}];
+        double acc = 0, obs = 0;
+        for (const auto& r : rs) acc += r.eval_accuracy / rs.size(), obs += r.eval_accuracy_observed / rs.size();
+        char buf[32];
+        if (observed) std::snprintf(buf, sizeof buf, "%.1f / %.1f", 100 * acc, 100 * obs);
+        else std::snprintf(buf, sizeof buf, "%.1f", 100 * acc);
+        std::printf(" %13s", buf);
       }
       std::printf("\n");
     }
@@ -132,6 +160,7 @@ int run(TrainArgs& a) {
 
 std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   auto a = std::make_shared<TrainArgs>();
+  a->task = a->cfg.task;
   // --config values are defaults that explicit flags override.
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--config") {
@@ -144,17 +173,25 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
         throw IOError(std::string("train: config file ") + argv[i + 1] + " is not valid JSON: " + e.what());
       }
       models::apply_config_json(a->cfg, j);
+      if (j.contains("task")) a->task = a->cfg.task;
       if (j.contains("method")) a->methods = {a->cfg.model.method};
-      if (j.contains("W")) a->Ws = {a->cfg.W};
-      if (j.contains("noise")) a->noises = {a->cfg.noise};
+      if (j.contains("W")) a->Ws = {a->cfg.task_cfg.W};
+      if (j.contains("T")) a->Ts = {a->cfg.task_cfg.T};
+      if (j.contains("L")) a->Ls = {a->cfg.task_cfg.L};
+      if (j.contains("noise")) a->noises = {a->cfg.task_cfg.noise};
       if (j.contains("seed")) a->seeds = {a->cfg.seed};
     }
   auto& c = a->cfg;
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / tensor side by side");
-  t->add_option("task", a->task, "Task: coord-binding")->required();
+  t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm")
+      ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, tensor")->delimiter(',')->capture_default_str();
   t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--T", a->Ts, "map-building: observation counts, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--L", a->Ls, "occlusion: hidden-frame counts, comma-separated")->delimiter(',')->capture_default_str();
+  t->add_option("--length", c.task_cfg.length, "no-harm: sequence length")->capture_default_str();
+  t->add_option("--queries", c.task_cfg.queries, "coord-binding: query tokens")->capture_default_str();
   t->add_option("--noise", a->noises, "Query noise levels s, comma-separated")->delimiter(',')->capture_default_str();
   t->add_option("--seed", a->seeds, "Seeds, comma-separated")->delimiter(',')->capture_default_str();
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(CLI::NonNegativeNumber);
@@ -168,7 +205,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str();
   t->add_option("--mem-grid", c.model.memory.D, "Memory grid size (D = H = W)")->capture_default_str()
       ->each([&c](const std::string&) { c.model.memory.H = c.model.memory.W = c.model.memory.D; });
-  t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str();
+  t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K (0: the task's default)")->capture_default_str();
   t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str();
   t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str();

@@ -1,0 +1,206 @@
+#include "models/tasks.h"
+
+#include <algorithm>
+#include <vector>
+
+namespace tmem::models {
+
+namespace {
+
+constexpr int64_t kIgnore = -100;
+
+class CoordBinding : public Task {
+ public:
+  explicit CoordBinding(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.W >= 1 && c.queries >= 1 && c.noise >= 0,
+                      "coord-binding: expected W >= 1, queries >= 1 and noise >= 0, but got W ", c.W,
+                      " queries ", c.queries, " noise ", c.noise);
+  }
+  int64_t feature_dim() const override { return 3; }
+  int64_t vocab() const override { return kValues + 1; }
+  int64_t classes() const override { return kValues; }
+  int64_t seq_len() const override { return c_.W + c_.queries; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t W = c_.W, T = seq_len();
+    std::vector<double> keys(B * T * 3);
+    std::vector<int64_t> ids(B * T, kValues), targets(B * T, kIgnore);
+    for (int64_t b = 0; b < B; ++b) {
+      double* k = keys.data() + b * T * 3;
+      for (int64_t i = 0; i < W; ++i) {
+        for (int a = 0; a < 3; ++a) k[i * 3 + a] = -1.0 + 2.0 * gen.uniform();
+        ids[b * T + i] = gen.randint(kValues);
+      }
+      for (int64_t q = W; q < T; ++q) {
+        const int64_t src = gen.randint(W);
+        for (int a = 0; a < 3; ++a)
+          k[q * 3 + a] = std::clamp(k[src * 3 + a] + c_.noise * gen.normal(), -1.0, 1.0);
+        int64_t best = 0;
+        double best_d = 1e300;
+        for (int64_t i = 0; i < W; ++i) {
+          double d = 0;
+          for (int a = 0; a < 3; ++a) d += (k[q * 3 + a] - k[i * 3 + a]) * (k[q * 3 + a] - k[i * 3 + a]);
+          if (d < best_d) best_d = d, best = i;
+        }
+        targets[b * T + q] = ids[b * T + best];
+      }
+    }
+    return {tensor(keys, {B, T, 3}), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
+  }
+
+  static constexpr int64_t kValues = 32;
+
+ private:
+  TaskConfig c_;
+};
+
+class MapBuilding : public Task {
+ public:
+  explicit MapBuilding(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.T >= 1, "map-building: expected T >= 1, but got ", c.T);
+  }
+  int64_t feature_dim() const override { return 7; }
+  int64_t vocab() const override { return 0; }
+  int64_t classes() const override { return 2; }
+  int64_t seq_len() const override { return c_.T + 1; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t T = seq_len();
+    std::vector<double> f(B * T * 7, 0.0);
+    std::vector<int64_t> targets(B * T, kIgnore), observed(B * T, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      int grid[8][8];
+      bool seen[8][8] = {};
+      for (auto& row : grid)
+        for (int& v : row) v = gen.uniform() < 0.5;
+      for (int64_t t = 0; t < c_.T; ++t) {
+        int r = static_cast<int>(gen.randint(7)), cc = static_cast<int>(gen.randint(7));
+        double* x = f.data() + (b * T + t) * 7;
+        for (int dr = 0; dr < 2; ++dr)
+          for (int dc = 0; dc < 2; ++dc) {
+            x[dr * 2 + dc] = grid[r + dr][cc + dc];
+            seen[r + dr][cc + dc] = true;
+          }
+        x[4] = r / 8.0;
+        x[5] = cc / 8.0;
+      }
+      int qr = static_cast<int>(gen.randint(8)), qc = static_cast<int>(gen.randint(8));
+      double* q = f.data() + (b * T + c_.T) * 7;
+      q[4] = qr / 8.0;
+      q[5] = qc / 8.0;
+      q[6] = 1.0;
+      targets[b * T + c_.T] = grid[qr][qc];
+      observed[b * T + c_.T] = seen[qr][qc];
+    }
+    return {tensor(f, {B, T, 7}), Tensor(), tensor_int(targets, {B, T}), tensor_int(observed, {B, T})};
+  }
+
+ private:
+  TaskConfig c_;
+};
+
+class Occlusion : public Task {
+ public:
+  Occlusion(const TaskConfig& c, bool final_hidden) : c_(c), final_hidden_(final_hidden) {
+    check<ValueError>(c.L >= 0 && c.L < kFrames, "occlusion: expected 0 <= L < ", kFrames, ", but got ", c.L);
+  }
+  int64_t feature_dim() const override { return 19; }
+  int64_t vocab() const override { return 0; }
+  int64_t classes() const override { return 4; }
+  int64_t seq_len() const override { return kFrames * 16; }
+  int64_t default_chunk() const override { return 16; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t T = seq_len();
+    std::vector<double> f(B * T * 19, 0.0);
+    std::vector<int64_t> targets(B * T, kIgnore);
+    // Hidden frames: the last L (final_hidden), or the L before the last.
+    const int64_t hide_end = final_hidden_ ? kFrames : kFrames - 1;
+    const int64_t hide_begin = hide_end - c_.L;
+    for (int64_t b = 0; b < B; ++b) {
+      int x = static_cast<int>(gen.randint(16)), y = static_cast<int>(gen.randint(16));
+      int vx, vy;
+      do {
+        vx = static_cast<int>(gen.randint(3)) - 1;
+        vy = static_cast<int>(gen.randint(3)) - 1;
+      } while (vx == 0 && vy == 0);
+      for (int64_t fr = 0; fr < kFrames; ++fr) {
+        const bool hidden = fr >= hide_begin && fr < hide_end;
+        for (int p = 0; p < 16; ++p) {
+          double* tok = f.data() + (b * T + fr * 16 + p) * 19;
+          tok[16] = fr / 8.0;
+          tok[17] = (p / 4) / 4.0;
+          tok[18] = (p % 4) / 4.0;
+        }
+        if (!hidden)
+          for (int dy = 0; dy < 2; ++dy)
+            for (int dx = 0; dx < 2; ++dx) {
+              int px = (x + dx) % 16, py = (y + dy) % 16;
+              int patch = (py / 4) * 4 + px / 4;
+              f[(b * T + fr * 16 + patch) * 19 + (py % 4) * 4 + px % 4] = 1.0;
+            }
+        if (fr + 1 < kFrames) {
+          x = (x + vx + 16) % 16;
+          y = (y + vy + 16) % 16;
+        }
+      }
+      targets[b * T + T - 1] = (y >= 8) * 2 + (x >= 8);
+    }
+    return {tensor(f, {B, T, 19}), Tensor(), tensor_int(targets, {B, T}), Tensor()};
+  }
+
+  static constexpr int64_t kFrames = 8;
+
+ private:
+  TaskConfig c_;
+  bool final_hidden_;
+};
+
+class NoHarm : public Task {
+ public:
+  explicit NoHarm(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.length >= 2, "no-harm: expected length >= 2, but got ", c.length);
+  }
+  int64_t feature_dim() const override { return 0; }
+  int64_t vocab() const override { return 16; }
+  int64_t classes() const override { return 16; }
+  int64_t seq_len() const override { return c_.length; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t T = seq_len();
+    std::vector<int64_t> ids(B * T), targets(B * T, kIgnore);
+    for (int64_t b = 0; b < B; ++b) {
+      int64_t s = gen.randint(16);
+      for (int64_t t = 0; t < T; ++t) {
+        ids[b * T + t] = s;
+        s = (s + 1) % 16;
+        if (t + 1 < T) targets[b * T + t] = s;
+      }
+    }
+    return {Tensor(), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
+  }
+
+ private:
+  TaskConfig c_;
+};
+
+}  // namespace
+
+std::unique_ptr<Task> make_coord_binding(const TaskConfig& c) { return std::make_unique<CoordBinding>(c); }
+std::unique_ptr<Task> make_map_building(const TaskConfig& c) { return std::make_unique<MapBuilding>(c); }
+std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden) {
+  return std::make_unique<Occlusion>(c, final_hidden);
+}
+std::unique_ptr<Task> make_no_harm(const TaskConfig& c) { return std::make_unique<NoHarm>(c); }
+
+std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
+  if (name == "coord-binding") return make_coord_binding(c);
+  if (name == "map-building") return make_map_building(c);
+  if (name == "occlusion") return make_occlusion(c, true);
+  if (name == "occlusion-visible") return make_occlusion(c, false);
+  if (name == "no-harm") return make_no_harm(c);
+  throw ValueError("unknown task \"" + name +
+                   "\" (expected coord-binding, map-building, occlusion, occlusion-visible or no-harm)");
+}
+
+}  // namespace tmem::models
