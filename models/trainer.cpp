@@ -31,7 +31,8 @@ json config_to_json(const TrainConfig& c) {
           {"mem_channels", m.memory.channels}, {"mem_grid", {m.memory.D, m.memory.H, m.memory.W}},
           {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
           {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
-          {"shared_coords", m.memory.shared_coords}};
+          {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
+          {"factorized", m.memory.factorized}};
 }
 
 void apply_config_json(TrainConfig& c, const json& j) {
@@ -70,6 +71,8 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "gamma_init") m.memory.gamma_init = v.get<double>();
       else if (key == "mem_dropout") m.memory.dropout = v.get<double>();
       else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
+      else if (key == "hard_write") m.memory.hard_write = v.get<bool>();
+      else if (key == "factorized") m.memory.factorized = v.get<bool>();
       else throw ValueError("config: unknown key \"" + key + "\"");
     } catch (const json::exception& e) {
       throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + v.dump() + ")");

@@ -6,9 +6,9 @@
 namespace tmem::models {
 
 double mlp_ratio_of(const std::string& method) {
-  if (method == "base" || method == "tensor") return 4.0;
+  if (method == "base" || method == "tensor" || method == "slots") return 4.0;
   if (method == "base_wide") return 4.5;
-  throw ValueError("unknown method \"" + method + "\" (expected base, base_wide or tensor)");
+  throw ValueError("unknown method \"" + method + "\" (expected base, base_wide, slots or tensor)");
 }
 
 Block::Block(const BackboneConfig& cfg, Generator& gen) {
@@ -19,14 +19,20 @@ Block::Block(const BackboneConfig& cfg, Generator& gen) {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     memory = register_module("memory", std::make_shared<nn::TensorMemory>(cfg.dim, cfg.memory, gen));
   }
+  if (cfg.method == "slots") {
+    ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
+    slots = register_module("slots", std::make_shared<nn::SlotMemory>(cfg.dim, 8, cfg.memory.chunk,
+                                                                      cfg.memory.gamma_init, gen));
+  }
   ln2 = register_module("ln2", std::make_shared<nn::LayerNorm>(cfg.dim));
   mlp = register_module("mlp", std::make_shared<nn::MLP>(cfg.dim, hidden, gen));
   drop = register_module("drop", std::make_shared<nn::Dropout>(cfg.dropout, gen));
 }
 
-Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state) const {
+Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state) const {
   Tensor y = x + drop->forward(attn->forward(ln1->forward(x), true));
   if (memory) y = y + memory->forward(ln_mem->forward(y), *state);
+  if (slots) y = y + slots->forward(ln_mem->forward(y), *slot_state);
   return y + drop->forward(mlp->forward(ln2->forward(y)));
 }
 
@@ -50,6 +56,7 @@ Tensor Backbone::forward(const Tensor& x) const {
   for (const auto& blk : blocks_) {
     ConvLSTM3DState own;
     ConvLSTM3DState* state = nullptr;
+    Tensor slot_state = blk->slots ? blk->slots->initial_state(B) : Tensor();
     if (blk->memory) {
       if (cfg.leaky_memory) {
         if (!shared.h.defined()) shared = blk->memory->initial_state(B);
@@ -59,7 +66,7 @@ Tensor Backbone::forward(const Tensor& x) const {
         state = &own;
       }
     }
-    h = blk->forward(h, state);
+    h = blk->forward(h, state, &slot_state);
   }
   return ln_f_->forward(h);
 }

@@ -8,12 +8,13 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/slot_memory.h"
 #include "nn/tensor_memory.h"
 
 namespace tmem::models {
 
 struct BackboneConfig {
-  std::string method = "tensor";  // base | base_wide | tensor
+  std::string method = "tensor";  // base | base_wide | slots | tensor
   int64_t dim = 64, layers = 2, heads = 4;
   int64_t max_len = 256;          // learned positions
   double dropout = 0.0;
@@ -24,19 +25,23 @@ struct BackboneConfig {
   bool leaky_memory = false;
 };
 
-/// MLP ratio of a method: 4 for base and tensor, 4.5 for base_wide. Throws
-/// ValueError for an unknown method.
+/// MLP ratio of a method: 4 for base, slots and tensor, 4.5 for base_wide.
+/// Throws ValueError for an unknown method.
 double mlp_ratio_of(const std::string& method);
 
-/// Pre-norm block: x += attn(ln1(x)); [x += mem(ln_m(x))]; x += mlp(ln2(x)).
+/// Pre-norm block: x += attn(ln1(x)); [x += mem(ln_m(x))]; x += mlp(ln2(x)),
+/// the memory being TensorMemory (method tensor) or SlotMemory (slots).
 class Block : public nn::Module {
  public:
   Block(const BackboneConfig& cfg, Generator& gen);
-  Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state) const;
+  /// memory_state / slot_state: this layer's recurrent state (used when the
+  /// block has that memory), advanced in place.
+  Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state, Tensor* slot_state = nullptr) const;
   std::shared_ptr<nn::LayerNorm> ln1, ln2, ln_mem;
   std::shared_ptr<nn::MultiheadAttention> attn;
   std::shared_ptr<nn::MLP> mlp;
   std::shared_ptr<nn::TensorMemory> memory;  // null unless method == tensor
+  std::shared_ptr<nn::SlotMemory> slots;     // null unless method == slots
   std::shared_ptr<nn::Dropout> drop;
 };
 

@@ -1,5 +1,6 @@
 #include "nn/tensor_memory.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "ops/dropout.h"
@@ -10,19 +11,25 @@
 
 namespace tmem::nn {
 
-ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, Generator& gen) : in_channels(cx), channels(c) {
+ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen)
+    : in_channels(cx), channels(c) {
   const int64_t cz = cx + c;
   auto identity_taps = [cz] {  // centre tap 1, others 0
     Tensor t = zeros({cz, 3});
     fill_data(make_view(t, {cz}, {3}, 1), 1.0);
     return t;
   };
-  w.dw_d = register_parameter("dw_d", identity_taps());
-  w.dw_h = register_parameter("dw_h", identity_taps());
-  w.dw_w = register_parameter("dw_w", identity_taps());
-  w.db_d = register_parameter("db_d", zeros({cz}));
-  w.db_h = register_parameter("db_h", zeros({cz}));
-  w.db_w = register_parameter("db_w", zeros({cz}));
+  if (factorized) {
+    w.dw_d = register_parameter("dw_d", identity_taps());
+    w.dw_h = register_parameter("dw_h", identity_taps());
+    w.dw_w = register_parameter("dw_w", identity_taps());
+    w.db_d = register_parameter("db_d", zeros({cz}));
+    w.db_h = register_parameter("db_h", zeros({cz}));
+    w.db_w = register_parameter("db_w", zeros({cz}));
+  } else {
+    w.dw_d = w.dw_h = w.dw_w = identity_taps();
+    w.db_d = w.db_h = w.db_w = zeros({cz});
+  }
   const double bound = std::sqrt(6.0 / static_cast<double>(cz + 4 * c));
   w.pw = register_parameter("pw", rand({4 * c, cz}, -bound, bound, DType::Float32, gen));
   w.pb = register_parameter("pb", zeros({4 * c}));
@@ -45,8 +52,22 @@ TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator
   content = register_module("content", std::make_shared<Linear>(dim, o.channels, true, gen));
   sigma = register_module("sigma", std::make_shared<Linear>(dim, 1, true, gen));
   fill_data(sigma->bias, 1.0);
-  cell = register_module("cell", std::make_shared<ConvLSTM3D>(o.channels, o.channels, gen));
+  cell = register_module("cell", std::make_shared<ConvLSTM3D>(o.channels, o.channels, o.factorized, gen));
   gamma = register_parameter("gamma", full({1}, o.gamma_init));
+}
+
+Tensor TensorMemory::nearest_cell(const Tensor& mu) const {
+  const int64_t B = mu.shape()[0];
+  Tensor onehot = zeros({B, 1, opt.D, opt.H, opt.W});
+  std::vector<double> m = mu.to_vector();
+  float* p = onehot.data<float>();
+  auto idx = [](double x, int64_t n) {  // the cell centre nearest x on linspace(-1, 1, n)
+    return n == 1 ? int64_t{0} : std::clamp<int64_t>(std::llround((x + 1) / 2 * (n - 1)), 0, n - 1);
+  };
+  for (int64_t b = 0; b < B; ++b)
+    p[((b * opt.D + idx(m[b * 3 + 2], opt.D)) * opt.H + idx(m[b * 3 + 1], opt.H)) * opt.W +
+      idx(m[b * 3], opt.W)] = 1.0f;
+  return onehot;
 }
 
 ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {
@@ -81,9 +102,11 @@ Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {
     Tensor grid = reshape(slice(mu_r, 1, k, k + 1), {B, 1, 1, 1, 3});
     Tensor m = grid_sample(state.h, grid, GridSampleMode::Bilinear, GridSamplePadding::Border, true);
     reads.push_back(reshape(m, {B, opt.channels}));
-    Tensor v = gaussian_splat(reshape(slice(cont, 1, k, k + 1), {B, opt.channels}),
-                              reshape(slice(mu_w, 1, k, k + 1), {B, 3}),
-                              reshape(slice(sig, 1, k, k + 1), {B}), opt.D, opt.H, opt.W);
+    Tensor ck = reshape(slice(cont, 1, k, k + 1), {B, opt.channels});
+    Tensor muk = reshape(slice(mu_w, 1, k, k + 1), {B, 3});
+    Tensor v = opt.hard_write ? mul(reshape(ck, {B, opt.channels, 1, 1, 1}), nearest_cell(muk))
+                              : gaussian_splat(ck, muk, reshape(slice(sig, 1, k, k + 1), {B}), opt.D,
+                                               opt.H, opt.W);
     state = cell->forward(v, state);
   }
   Tensor out = read_out->forward(stack(reads, 1));  // [B, nc, C]

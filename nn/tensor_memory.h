@@ -15,9 +15,12 @@ namespace tmem::nn {
 /// The ConvLSTM3D update as a module: the weights of convlstm3d_cell
 /// (ops/convlstm.h) with the method's initialisation: depthwise taps identity
 /// (centre 1, others 0), depthwise biases 0, pointwise Xavier-uniform, bias 0.
+/// With factorized = false the depthwise taps stay at identity and their
+/// biases at 0 as constants (not parameters): a pointwise-only update.
 class ConvLSTM3D : public Module {
  public:
-  ConvLSTM3D(int64_t in_channels, int64_t channels, Generator& gen = default_generator());
+  ConvLSTM3D(int64_t in_channels, int64_t channels, bool factorized = true,
+             Generator& gen = default_generator());
   /// One step: x[B, Cx, D, H, W], state h, c [B, C, D, H, W] -> new state.
   ConvLSTM3DState forward(const Tensor& x, const ConvLSTM3DState& state) const;
   int64_t in_channels, channels;
@@ -32,6 +35,9 @@ struct TensorMemoryOptions {
   double gamma_init = 0.0;           // gate logit: 0 for text/toys, -2 for ViT/video
   double dropout = 0.0;              // on the read output
   bool shared_coords = true;         // one coordinate head for read and write (tied)
+  // Ablations (DESIGN.md 5):
+  bool hard_write = false;  // write the content into the nearest cell only (no gradient to mu, sigma)
+  bool factorized = true;   // false: the ConvLSTM3D update is pointwise only (depthwise taps fixed to identity)
 };
 
 /// Per-layer Tensor Memory. forward(x, state) takes the layer-normed tokens
@@ -44,7 +50,8 @@ struct TensorMemoryOptions {
 ///          every token of chunk k
 ///   write: content = Linear(C -> Cm)(w_k); sigma = (softplus(Linear(C -> 1)(w_k))
 ///          + 1e-4) * sigma_scale (that Linear's bias starts at 1.0);
-///          v_k = gaussian_splat(content, mu(w_k), sigma)
+///          v_k = gaussian_splat(content, mu(w_k), sigma)  (hard_write: content
+///          in the cell nearest mu(w_k) only)
 ///   update: (h_k, c_k) = ConvLSTM3D(v_k, (h_{k-1}, c_{k-1}))
 /// Read happens before write, so out_k depends only on chunks before k: the
 /// layer is causal. The last chunk is right-padded with zeros.
@@ -61,6 +68,9 @@ class TensorMemory : public Module {
   std::shared_ptr<Linear> write_proj, coord, coord_write, read_out, content, sigma;
   std::shared_ptr<ConvLSTM3D> cell;
   Tensor gamma;  // [1], the gate logit
+  /// hard_write's volume [B, 1, D, H, W]: 1 in the cell nearest mu[B, 3]
+  /// (order x, y, z), 0 elsewhere; no gradient.
+  Tensor nearest_cell(const Tensor& mu) const;
 
   /// Detached internals of the last forward, for gradient dumps:
   /// read/write coordinates [B, nchunks, 3] and write widths [B, nchunks, 1].

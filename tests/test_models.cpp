@@ -46,14 +46,38 @@ double change_before(const BackboneConfig& cfg, int64_t t, int64_t chunk = 1) {
 
 }  // namespace
 
-TEST_CASE("causality: changing token t changes no output before t (base, base_wide, tensor)") {
-  for (const char* m : {"base", "base_wide", "tensor"})
+TEST_CASE("causality: changing token t changes no output before t (base, base_wide, slots, tensor)") {
+  for (const char* m : {"base", "base_wide", "slots", "tensor"})
     for (int64_t t : {1, 4, 9}) {
       INFO(m << " t=" << t);
       CHECK(change_before(tiny(m), t) == 0.0);
     }
   INFO("tensor with chunk 2: tokens see only earlier chunks through memory");
   CHECK(change_before(tiny("tensor"), 4, 2) == 0.0);
+}
+
+TEST_CASE("causality holds for the ablation variants (hard write, pointwise only, separate coords)") {
+  BackboneConfig c = tiny("tensor");
+  c.memory.hard_write = true;
+  c.memory.factorized = false;
+  c.memory.shared_coords = false;
+  CHECK(change_before(c, 5) == 0.0);
+}
+
+TEST_CASE("ablation variants: pointwise-only has no depthwise parameters; hard write lights one cell") {
+  Generator gen(2);
+  nn::TensorMemoryOptions o;
+  o.channels = 4;
+  o.D = o.H = o.W = 5;
+  nn::TensorMemory full(8, o, gen);
+  o.factorized = false;
+  nn::TensorMemory pointwise(8, o, gen);
+  CHECK(full.num_parameters() - pointwise.num_parameters() == 3 * 8 * (3 + 1));  // 3 axes x Cz=8 x (3 taps + bias)
+  Tensor onehot = pointwise.nearest_cell(tensor({-1, 1, 0.1, 0.49, -0.51, 0.0}, {2, 3}));
+  auto v = onehot.to_vector();
+  CHECK(sum(onehot).item() == 2.0);
+  CHECK(v[(0 * 5 + 2) * 25 + 4 * 5 + 0] == 1.0);          // x=-1 -> 0, y=1 -> 4, z=0.1 -> 2
+  CHECK(v[125 + (2 * 5 + 1) * 5 + 3] == 1.0);             // x=0.49 -> 3, y=-0.51 -> 1, z=0 -> 2
 }
 
 TEST_CASE("causality check has teeth: --leaky-memory lets tokens read later writes") {

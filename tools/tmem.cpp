@@ -1,6 +1,7 @@
 // The `tmem` command-line program. Subcommands:
 //   tmem ops     the op table: devices, differentiable inputs, gradcheck coverage
 //   tmem train   train a diagnostic task (see tools/train_cmd.h)
+//   tmem ablate  the Tensor Memory ablations on coord-binding
 //   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
 #include <cmath>
 #include <cstdio>
@@ -109,9 +110,10 @@ int main(int argc, char** argv) {
   diff->add_option("a", dump_a, "First dump")->required();
   diff->add_option("b", dump_b, "Second dump")->required();
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
-  std::function<int()> train;
+  std::function<int()> train, ablate;
   try {
     train = tmem::tools::add_train_command(app, argc, argv);
+    ablate = tmem::tools::add_ablate_command(app);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;
@@ -122,6 +124,7 @@ int main(int argc, char** argv) {
     if (*summarize) return run_grads_summarize(dump_a);
     if (*diff) return run_grads_diff(dump_a, dump_b, top);
     if (int rc = train(); rc >= 0) return rc;
+    if (int rc = ablate(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;
