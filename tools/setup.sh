@@ -7,7 +7,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libxtensor-dev libxsimd-dev doctest-dev nlohmann-json3-dev zlib1g-dev
-          libcli11-dev libbenchmark-dev libopenblas-dev)
+          libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist)
 if [[ "${TMEM_SETUP_TORCH:-0}" == 1 ]]; then packages+=(python3-torch); fi
 
 missing=()

@@ -1,0 +1,195 @@
+// IDX readers over zlib's gz* stream API (see data/idx.h for the format).
+#include "data/idx.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <climits>
+#include <cstdio>
+#include <filesystem>
+#include <vector>
+
+namespace tmem {
+namespace {
+
+namespace fs = std::filesystem;
+
+/// A gzip-compressed file opened for reading; every read checks zlib's error
+/// state and reports faults as IOError naming the file.
+class GzReader {
+ public:
+  explicit GzReader(const std::string& path) : path_(path) {
+    std::error_code ec;
+    check<IOError>(fs::exists(path, ec), "idx: ", path, ": no such file");
+    check<IOError>(fs::is_regular_file(path, ec), "idx: ", path, ": not a regular file");
+    const std::uintmax_t size = fs::file_size(path, ec);
+    check<IOError>(!ec, "idx: ", path, ": cannot read the file size (", ec.message(), ")");
+    check<IOError>(size > 0, "idx: ", path, ": the file is empty");
+    file_ = gzopen(path.c_str(), "rb");
+    check<IOError>(file_ != nullptr, "idx: ", path, ": cannot open the file");
+    // gzdirect right after gzopen looks at the first bytes: 1 means there is
+    // no gzip header and zlib would pass the bytes through unchanged.
+    if (gzdirect(file_) == 1) {
+      gzclose(file_);
+      file_ = nullptr;
+      throw IOError(detail::cat("idx: ", path,
+                                ": not gzip-compressed (expected a .gz IDX file starting with "
+                                "the gzip bytes 1f 8b)"));
+    }
+  }
+  ~GzReader() {
+    if (file_ != nullptr) gzclose(file_);
+  }
+  GzReader(const GzReader&) = delete;
+  GzReader& operator=(const GzReader&) = delete;
+
+  /// Reads up to n bytes into dst; returns how many were read (fewer only at
+  /// the end of the stream). Throws IOError on a corrupt gzip stream.
+  size_t read(void* dst, size_t n) {
+    size_t done = 0;
+    char* out = static_cast<char*>(dst);
+    while (done < n) {
+      unsigned want = static_cast<unsigned>(std::min<size_t>(n - done, 1u << 30));
+      int got = gzread(file_, out + done, want);
+      check_stream();
+      if (got <= 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return done;
+  }
+
+  /// Throws IOError unless the stream (including its CRC trailer) ends here.
+  void expect_end(uint64_t data_bytes) {
+    char extra[4096];
+    uint64_t left = 0;
+    size_t got;
+    while ((got = read(extra, sizeof extra)) > 0) left += got;
+    check<IOError>(left == 0, "idx: ", path_, ": ", left,
+                   " bytes after the data (the header promises ", data_bytes, " data bytes)");
+  }
+
+  const std::string& path() const { return path_; }
+
+ private:
+  void check_stream() {
+    int errnum = Z_OK;
+    const char* msg = gzerror(file_, &errnum);
+    if (errnum == Z_OK || errnum == Z_STREAM_END) return;
+    if (errnum == Z_BUF_ERROR)
+      throw IOError(detail::cat("idx: ", path_,
+                                ": truncated gzip stream (the compressed data ends early)"));
+    // zlib prefixes its message with the path it was opened with.
+    std::string text = msg != nullptr ? msg : "unknown error";
+    if (text.rfind(path_ + ": ", 0) == 0) text.erase(0, path_.size() + 2);
+    throw IOError(detail::cat("idx: ", path_, ": corrupt gzip stream (zlib: ", text, ")"));
+  }
+
+  std::string path_;
+  gzFile file_ = nullptr;
+};
+
+/// Reads a big-endian 32-bit unsigned integer; `what` names it in errors.
+uint32_t read_u32(GzReader& in, const char* what) {
+  std::array<unsigned char, 4> b{};
+  size_t got = in.read(b.data(), b.size());
+  check<IOError>(got == b.size(), "idx: ", in.path(), ": truncated header (the file ends inside ",
+                 what, ")");
+  return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
+}
+
+std::string hex32(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08X", v);
+  return buf;
+}
+
+/// Reads the header (magic and the `ndims` sizes) and the data bytes of an
+/// unsigned-byte IDX file; returns the sizes and fills `bytes`.
+Shape read_idx_bytes(const std::string& path, uint32_t magic, const char* kind,
+                     std::vector<unsigned char>& bytes) {
+  GzReader in(path);
+  uint32_t got_magic = read_u32(in, "the magic number");
+  check<IOError>(got_magic == magic, "idx: ", path, ": expected the IDX ", kind, " magic number ",
+                 hex32(magic), ", but got ", hex32(got_magic));
+  const size_t ndims = magic & 0xFF;
+  Shape shape;
+  uint64_t count = 1;
+  for (size_t d = 0; d < ndims; ++d) {
+    uint32_t n = read_u32(in, "the dimension sizes");
+    check<IOError>(n <= static_cast<uint32_t>(INT32_MAX), "idx: ", path, ": dimension ", d,
+                   " has an absurd size ", n);
+    shape.push_back(static_cast<int64_t>(n));
+    check<IOError>(n == 0 || count <= (uint64_t{1} << 40) / n, "idx: ", path,
+                   ": the header promises an absurd number of elements");
+    count *= n;
+  }
+  // Read in chunks so a corrupt header cannot make us allocate more memory
+  // than the file really holds.
+  constexpr size_t kChunk = size_t{1} << 20;
+  bytes.clear();
+  while (bytes.size() < count) {
+    size_t want = std::min<uint64_t>(kChunk, count - bytes.size());
+    size_t old = bytes.size();
+    bytes.resize(old + want);
+    size_t got = in.read(bytes.data() + old, want);
+    if (got < want) {
+      throw IOError(detail::cat("idx: ", path, ": truncated file: the header promises ", count,
+                                " data bytes (shape ", shape_str(shape), "), but the file holds ",
+                                old + got));
+    }
+  }
+  in.expect_end(count);
+  return shape;
+}
+
+}  // namespace
+
+Tensor read_idx_images(const std::string& path) {
+  std::vector<unsigned char> bytes;
+  Shape shape = read_idx_bytes(path, kIdxImagesMagic, "images", bytes);
+  Tensor out = empty(shape, DType::Float32);
+  float* dst = out.data<float>();
+  for (size_t i = 0; i < bytes.size(); ++i) dst[i] = static_cast<float>(bytes[i]) / 255.0f;
+  return out;
+}
+
+Tensor read_idx_labels(const std::string& path) {
+  std::vector<unsigned char> bytes;
+  Shape shape = read_idx_bytes(path, kIdxLabelsMagic, "labels", bytes);
+  Tensor out = empty(shape, DType::Int64);
+  int64_t* dst = out.data<int64_t>();
+  for (size_t i = 0; i < bytes.size(); ++i) dst[i] = static_cast<int64_t>(bytes[i]);
+  return out;
+}
+
+ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
+  std::error_code ec;
+  check<IOError>(fs::is_directory(dir, ec), "fashion-mnist: ", dir,
+                 ": no such folder (install the Debian package dataset-fashion-mnist, "
+                 "e.g. bash tools/setup.sh)");
+  const std::string prefix = train ? "train" : "t10k";
+  const std::string image_path = (fs::path(dir) / (prefix + "-images-idx3-ubyte.gz")).string();
+  const std::string label_path = (fs::path(dir) / (prefix + "-labels-idx1-ubyte.gz")).string();
+  for (const std::string& p : {image_path, label_path}) {
+    check<IOError>(fs::exists(p, ec), "fashion-mnist: ", p,
+                   ": no such file (install the Debian package dataset-fashion-mnist, "
+                   "e.g. bash tools/setup.sh)");
+  }
+  ImageDataset ds{read_idx_images(image_path), read_idx_labels(label_path)};
+  const int64_t n_images = ds.images.size(0);
+  const int64_t n_labels = ds.labels.size(0);
+  check<IOError>(n_images == n_labels, "fashion-mnist: ", image_path, " holds ", n_images,
+                 " images but ", label_path, " holds ", n_labels, " labels");
+  check<IOError>(ds.images.size(1) == 28 && ds.images.size(2) == 28, "fashion-mnist: ",
+                 image_path, ": expected 28 x 28 images, but got ", ds.images.size(1), " x ",
+                 ds.images.size(2));
+  const int64_t* labels = ds.labels.data<int64_t>();
+  for (int64_t i = 0; i < n_labels; ++i) {
+    check<IOError>(labels[i] >= 0 && labels[i] <= 9, "fashion-mnist: ", label_path, ": label ",
+                   i, " is ", labels[i], ", expected a class in 0 ... 9");
+  }
+  return ds;
+}
+
+}  // namespace tmem
