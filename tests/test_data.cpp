@@ -14,6 +14,9 @@
 #include "test_util.h"
 
 using namespace tmem;
+using tmem::test::read_all;
+using tmem::test::tmp_path;
+using tmem::test::write_all;
 namespace fs = std::filesystem;
 
 namespace {
@@ -34,14 +37,6 @@ struct TempDir {
   std::string operator/(const std::string& name) const { return (path / name).string(); }
 };
 
-std::string read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_all(const std::string& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
-}
 
 /// Writes bytes gzip-compressed with zlib.
 void write_gz(const std::string& p, const std::string& bytes) {

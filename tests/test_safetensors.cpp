@@ -6,19 +6,13 @@
 #include "test_util.h"
 
 using namespace tmem;
+using tmem::test::read_all;
+using tmem::test::tmp_path;
+using tmem::test::write_all;
 namespace fs = std::filesystem;
 
 namespace {
-std::string tmp_path(const std::string& name) { return (fs::temp_directory_path() / name).string(); }
 
-std::string read_all(const std::string& p) {
-  std::ifstream in(p, std::ios::binary);
-  return std::string(std::istreambuf_iterator<char>(in), {});
-}
-void write_all(const std::string& p, const std::string& s) {
-  std::ofstream out(p, std::ios::binary);
-  out << s;
-}
 }  // namespace
 
 TEST_CASE("safetensors: round trip of float32, float64 and int64 with metadata") {

@@ -3,11 +3,31 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "ops/ops.h"
 
 namespace tmem::test {
+
+/// A path in the system's temp folder.
+inline std::string tmp_path(const std::string& name) {
+  return (std::filesystem::temp_directory_path() / name).string();
+}
+
+/// The bytes of a file ("" when it cannot be read).
+inline std::string read_all(const std::filesystem::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+/// Replaces a file's contents with `bytes`.
+inline void write_all(const std::filesystem::path& p, const std::string& bytes) {
+  std::ofstream out(p, std::ios::binary);
+  out << bytes;
+}
 
 /// Element-wise |a - b| <= atol + rtol |b| for every element, with a message
 /// naming the first element that fails.

@@ -105,6 +105,7 @@ int run(TrainArgs& a) {
           set_sweep(c, sweep, v);
           c.task_cfg.noise = noise;
           c.seed = seed;
+          if (c.model.memory.chunk == 0) c.model.memory.chunk = models::make_task(c.task, c.task_cfg)->default_chunk();
           std::string tag = sweep + std::to_string(v) + (coord ? "_s" + noise_str(noise) : "");
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
