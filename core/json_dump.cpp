@@ -147,7 +147,10 @@ std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, doub
     for (const json& t : field_of(s, "tensors")) {
       std::string name = t.at("name").get<std::string>();
       auto [it, fresh] = index.emplace(name, out.size());
-      if (fresh) out.push_back({name});
+      if (fresh) {
+        out.emplace_back();
+        out.back().name = name;
+      }
       GradSeries& g = out[it->second];
       g.steps.push_back(step);
       g.norms.push_back(number_from_json(t.at("norm")));

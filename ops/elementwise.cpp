@@ -19,6 +19,10 @@ using Grads = std::vector<Tensor>;
 
 const char* nm(OpId id) { return op_name(id).data(); }
 
+// GELU tanh form: 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi).
+constexpr double k = 0.7978845608028654;
+constexpr double c = 0.044715;
+
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   check<DtypeError>(a.dtype() == b.dtype(), op, ": expected operands of one dtype, but got ",
                     dtype_name(a.dtype()), a.str().substr(6), " and ", dtype_name(b.dtype()),
@@ -219,8 +223,6 @@ Tensor relu(const Tensor& a) {
 
 Tensor gelu(const Tensor& a, bool approximate) {
   if (approximate) {
-    constexpr double k = 0.7978845608028654;  // sqrt(2/pi)
-    constexpr double c = 0.044715;
     return unary(OpId::GeluTanh, a, Uses::Input,
                  [](auto x) {
                    using V = decltype(x);

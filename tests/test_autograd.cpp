@@ -62,7 +62,7 @@ TEST_CASE("sigmoid gradient, and in-place change of its saved output is caught")
   }
 }
 
-TEST_CASE("a second backward over a freed graph raises; retain_graph allows it") {
+TEST_CASE("a second backward over a freed graph raises - retain_graph allows it") {
   Tensor x = tensor({2.0}, {1});
   x.requires_grad_();
   Tensor y = exp(x * x);
@@ -76,7 +76,7 @@ TEST_CASE("a second backward over a freed graph raises; retain_graph allows it")
   check_close(x.grad(), {2 * 2 * 2.0 * std::exp(4.0)}, 1e-6, 1e-6);
 }
 
-TEST_CASE("in-place op on a leaf that requires grad is an error; under NoGradGuard it works") {
+TEST_CASE("in-place op on a leaf that requires grad is an error - under NoGradGuard it works") {
   Tensor w = ones({3});
   w.requires_grad_();
   CHECK_THROWS_AS(mul_(w, 2.0), ValueError);

@@ -134,7 +134,7 @@ TEST_CASE("grid_sample: identity grid on a column-index image, border and reflec
   }
 }
 
-TEST_CASE("grid_sample: NaN, Inf and huge grid coordinates never crash; values as documented") {
+TEST_CASE("grid_sample: NaN, Inf and huge grid coordinates never crash - values as documented") {
   const double nan = std::numeric_limits<double>::quiet_NaN();
   const double inf = std::numeric_limits<double>::infinity();
   const std::vector<double> specials = {nan, inf, -inf, 2.5e38, -3.2e38};

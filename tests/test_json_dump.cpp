@@ -53,7 +53,7 @@ TEST_CASE("dump statistics: norm without overflow, mean, unbiased std, min, max"
   CHECK(k["shape"] == std::vector<int64_t>{4});
 }
 
-TEST_CASE("finite doubles round-trip bit-exactly; bad strings are rejected") {
+TEST_CASE("finite doubles round-trip bit-exactly - bad strings are rejected") {
   for (double v : {0.1, -1e-300, 1.0 / 3.0, 6.02214076e23}) {
     nlohmann::json j = nlohmann::json::parse(nlohmann::json(number_to_json(v)).dump());
     CHECK(number_from_json(j) == v);

@@ -64,7 +64,7 @@ TEST_CASE("causality holds for the ablation variants (hard write, pointwise only
   CHECK(change_before(c, 5) == 0.0);
 }
 
-TEST_CASE("ablation variants: pointwise-only has no depthwise parameters; hard write lights one cell") {
+TEST_CASE("ablation variants: pointwise-only has no depthwise parameters - hard write lights one cell") {
   Generator gen(2);
   nn::TensorMemoryOptions o;
   o.channels = 4;
@@ -112,7 +112,7 @@ TEST_CASE("coord-binding batches: targets are the value of the nearest written k
   CHECK_THROWS_WITH_AS(make_task("coord-bind", TaskConfig{}), doctest::Contains("coord-bind"), ValueError);
 }
 
-TEST_CASE("map-building: the query asks one cell; observed marks cells some patch covered") {
+TEST_CASE("map-building: the query asks one cell - observed marks cells some patch covered") {
   Generator gen(8);
   TaskConfig tc;
   tc.T = 64;

@@ -87,7 +87,7 @@ TEST_CASE("SGD with momentum and weight decay matches torch.optim.SGD") {
   for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
 }
 
-TEST_CASE("clip_grad_norm_ matches PyTorch; a non-finite norm raises and leaves grads unchanged") {
+TEST_CASE("clip_grad_norm_ matches PyTorch - a non-finite norm raises and leaves grads unchanged") {
   auto fx = load_fixture("optim")["clip"];
   std::vector<Tensor> ps;
   for (const auto& g : fx["grads"]) {

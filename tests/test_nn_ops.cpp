@@ -171,7 +171,7 @@ TEST_CASE("layer_norm: [40000, 40001, 40002, 40003] in float32 (two-pass varianc
   check_close(y, {-1.3416355, -0.4472118, 0.4472118, 1.3416355}, 2e-6, 1e-6);
 }
 
-TEST_CASE("layer_norm: gradients of x, weight and bias; weight/bias undefined") {
+TEST_CASE("layer_norm: gradients of x, weight and bias - weight/bias undefined") {
   Tensor x = gc_input({2, 3, 7}, -2, 2, 21);
   Tensor w = gc_input({7}, 0.5, 1.5, 22);
   Tensor b = gc_input({7}, -1, 1, 23);

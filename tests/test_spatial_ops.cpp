@@ -168,7 +168,7 @@ TEST_CASE("conv3d_depthwise weight gradient, exact: ones 6x6, 3x3 ones, stride 2
   check_close(w.grad(), want, 0, 0);
 }
 
-TEST_CASE("conv3d_depthwise: only the gradients asked for; non-contiguous input") {
+TEST_CASE("conv3d_depthwise: only the gradients asked for - non-contiguous input") {
   Generator gen(5);
   Tensor x = rand({2, 3, 4, 5, 6}, -1, 1, DType::Float32, gen);
   Tensor w = rand({3, 1, 3, 3, 3}, -1, 1, DType::Float32, gen);
@@ -195,7 +195,7 @@ TEST_CASE("conv3d_depthwise gradcheck, float64: even kernel, padding wider than 
        gc_input({2}, -1, 1, 3)});
 }
 
-TEST_CASE("conv3d_depthwise: bad shapes raise ShapeError with both shapes; bad options ValueError") {
+TEST_CASE("conv3d_depthwise: bad shapes raise ShapeError with both shapes - bad options ValueError") {
   Tensor x = zeros({2, 3, 4, 5, 6});
   Tensor w = zeros({3, 1, 3, 3, 3});
   std::string m = shape_error([&] { conv3d_depthwise(zeros({3, 4, 5, 6}), w, Tensor()); });
@@ -460,7 +460,7 @@ TEST_CASE("gaussian_splat: truncation zeroes exactly the cells beyond the radius
   CHECK(kept == 19);  // radius 0.8 on a 0.5 grid: the centre, 6 at 0.5, 12 at 0.707 (0.866 is out)
 }
 
-TEST_CASE("gaussian_splat: bad shapes raise ShapeError with the shapes; bad sigma ValueError") {
+TEST_CASE("gaussian_splat: bad shapes raise ShapeError with the shapes - bad sigma ValueError") {
   Tensor content = zeros({2, 3}), mu = zeros({2, 3}), sigma = ones({2});
   std::string m = shape_error([&] { gaussian_splat(content, zeros({2, 2}), sigma, 3, 4, 5); });
   CHECK(contains(m, "gaussian_splat"));

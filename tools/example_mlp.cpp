@@ -39,7 +39,7 @@ int main() {
   Tensor w2 = randn({128, 3}, 0, 0.1, DType::Float32, gen).requires_grad_();
   Tensor b2 = zeros({3}).requires_grad_();
   double acc = 0;
-  for (int step = 0; step <= 3000; ++step) {
+  for (int step = 1; step <= 3000; ++step) {
     Tensor logits = matmul(relu(matmul(x, w1) + b1), w2) + b2;
     Tensor loss = cross_entropy(logits, y);
     loss.backward();

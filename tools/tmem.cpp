@@ -23,7 +23,7 @@ std::string join(const std::vector<std::string>& v) {
 // Prints the op table, running each op's gradcheck cases (float64, small).
 int run_ops(bool run_checks) {
   using namespace tmem;
-  std::printf("%-18s %-9s %-28s %-6s %s\n", "op", "devices", "differentiable inputs", "cases",
+  std::printf("%-18s %-9s %-44s %-6s %s\n", "op", "devices", "differentiable inputs", "cases",
               run_checks ? "gradcheck" : "gradcheck covered");
   int failures = 0, missing = 0;
   for (int i = 0; i < static_cast<int>(OpId::Count); ++i) {
@@ -32,7 +32,7 @@ int run_ops(bool run_checks) {
     for (const OpInfo& e : op_table())
       if (e.id == id) info = &e;
     if (!info) {
-      std::printf("%-18s %-9s %-28s %-6s %s\n", std::string(op_name(id)).c_str(), "-", "-", "0",
+      std::printf("%-18s %-9s %-44s %-6s %s\n", std::string(op_name(id)).c_str(), "-", "-", "0",
                   "no (not implemented)");
       ++missing;
       continue;
@@ -47,7 +47,7 @@ int run_ops(bool run_checks) {
                    : "FAIL (" + std::to_string(passed) + "/" + std::to_string(info->cases.size()) + ")";
       failures += passed != static_cast<int>(info->cases.size());
     }
-    std::printf("%-18s %-9s %-28s %-6zu %s\n", std::string(info->name()).c_str(),
+    std::printf("%-18s %-9s %-44s %-6zu %s\n", std::string(info->name()).c_str(),
                 join(info->devices).c_str(), join(info->diff_inputs).c_str(), info->cases.size(),
                 status.c_str());
   }
@@ -84,7 +84,9 @@ int run_grads_summarize(const std::string& path) {
 // The largest relative differences between two dumps (e.g. CPU vs CUDA).
 int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
   using namespace tmem;
-  auto diffs = diff_grad_dumps(read_grad_dump(a), read_grad_dump(b), top);
+  auto dump_a = read_grad_dump(a);
+  auto dump_b = read_grad_dump(b);
+  auto diffs = diff_grad_dumps(dump_a, dump_b, top);
   std::printf("%-8s %-40s %-12s %14s %14s %12s\n", "step", "tensor", "field", "A", "B", "rel diff");
   for (const DumpDifference& d : diffs)
     std::printf("%-8lld %-40s %-12s %14.6e %14.6e %12.3e\n", static_cast<long long>(d.step),
@@ -95,7 +97,7 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"tmem: tape autograd, CPU/CUDA kernels and Tensor Memory models"};
+  CLI::App app{"tmem: tape autograd, CPU kernels and Tensor Memory models"};
   app.require_subcommand(1);
   bool run_checks = true;
   auto* ops = app.add_subcommand("ops", "Print the op table with gradcheck coverage");
@@ -110,6 +112,14 @@ int main(int argc, char** argv) {
   diff->add_option("a", dump_a, "First dump")->required();
   diff->add_option("b", dump_b, "Second dump")->required();
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
+  if (argc > 1 && argv[1][0] != '-') {
+    const std::string cmd = argv[1];
+    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads") {
+      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops; see tmem --help)\n",
+                   cmd.c_str());
+      return 2;
+    }
+  }
   std::function<int()> train, ablate;
   try {
     train = tmem::tools::add_train_command(app, argc, argv);

@@ -11,6 +11,7 @@
 #include <map>
 #include <omp.h>
 
+#include "models/diagnostic.h"
 #include "models/trainer.h"
 
 namespace tmem::tools {
@@ -52,6 +53,13 @@ void print_progress(const std::string& label, const models::TrainProgress& p, bo
   std::fflush(stdout);
 }
 
+const CLI::Validator kPositive(
+    [](const std::string& v) { return std::stoll(v) >= 1 ? std::string() : "must be at least 1, got " + v; },
+    "INT >= 1");
+const CLI::Validator kNonNegative(
+    [](const std::string& v) { return std::stoll(v) >= 0 ? std::string() : "must be at least 0, got " + v; },
+    "INT >= 0");
+
 std::string noise_str(double s) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%g", s);
@@ -80,6 +88,20 @@ int run(TrainArgs& a) {
   const bool coord = a.task == "coord-binding";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
   auto [sweep, values] = sweep_of(a);
+  // Build every cell's model once before training, so a bad option (grid 0,
+  // heads that do not divide dim) fails now, not after earlier cells trained.
+  for (const auto& method : a.methods)
+    for (int64_t v : values) {
+      models::TrainConfig c = a.cfg;
+      c.task = a.task;
+      c.model.method = method;
+      set_sweep(c, sweep, v);
+      auto task = models::make_task(c.task, c.task_cfg);
+      if (c.model.memory.chunk == 0) c.model.memory.chunk = task->default_chunk();
+      c.model.max_len = std::max(c.model.max_len, task->seq_len());
+      Generator gen(0);
+      models::DiagnosticModel check_model(*task, c.model, gen);
+    }
   if (a.name.empty()) {
     char buf[64];
     std::time_t now = std::time(nullptr);
@@ -110,6 +132,8 @@ int run(TrainArgs& a) {
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
           if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
+          if (c.resume && !std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
+            std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), cell.c_str());
           std::filesystem::create_directories(c.run_dir);
           std::string label = method + " " + sweep + "=" + std::to_string(v) +
                               (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
@@ -183,11 +207,11 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
       if (j.contains("seed")) a->seeds = {a->cfg.seed};
     }
   auto& c = a->cfg;
-  auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / tensor side by side");
+  auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side");
   t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
-  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, tensor")->delimiter(',')->capture_default_str();
+  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();
   t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str();
   t->add_option("--T", a->Ts, "map-building: observation counts, comma-separated")->delimiter(',')->capture_default_str();
   t->add_option("--L", a->Ls, "occlusion: hidden-frame counts, comma-separated")->delimiter(',')->capture_default_str();
@@ -195,8 +219,8 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--queries", c.task_cfg.queries, "coord-binding: query tokens")->capture_default_str();
   t->add_option("--noise", a->noises, "Query noise levels s, comma-separated")->delimiter(',')->capture_default_str();
   t->add_option("--seed", a->seeds, "Seeds, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(CLI::NonNegativeNumber);
-  t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(CLI::PositiveNumber);
+  t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(kNonNegative);
+  t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(kPositive);
   t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str();
   t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
   t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
