@@ -17,13 +17,20 @@ thread_local bool t_grad_mode = true;
 thread_local bool t_anomaly = false;
 thread_local std::vector<std::shared_ptr<Node>>* t_free_list = nullptr;
 
-// dst += src, same shape, CPU.
+// dst += src, same shape, CPU, in place.
 void add_into(const Tensor& dst, const Tensor& src) {
   dispatch_floating(dst.dtype(), "accumulate_grad", [&]<class T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
     for_each_row<2>(dst.shape(), {dst.strides(), src.strides()},
                     [&](std::array<int64_t, 2> o, int64_t len, std::array<int64_t, 2> st) {
+                      if (st[0] == 1 && st[1] == 1) {
+                        T* __restrict dd = d + o[0];
+                        const T* __restrict ss = s + o[1];
+#pragma omp simd
+                        for (int64_t i = 0; i < len; ++i) dd[i] += ss[i];
+                        return;
+                      }
                       for (int64_t i = 0; i < len; ++i) d[o[0] + i * st[0]] += s[o[1] + i * st[1]];
                     });
   });
@@ -39,11 +46,29 @@ Tensor sum_data(const Tensor& a, const Tensor& b) {
     const T* y = b.data<T>();
     for_each_row<3>(a.shape(), {out.strides(), a.strides(), b.strides()},
                     [&](std::array<int64_t, 3> off, int64_t len, std::array<int64_t, 3> st) {
+                      if (st[1] == 1 && st[2] == 1) {
+                        T* __restrict oo = o + off[0];
+                        const T* __restrict xx = x + off[1];
+                        const T* __restrict yy = y + off[2];
+#pragma omp simd
+                        for (int64_t i = 0; i < len; ++i) oo[i] = xx[i] + yy[i];
+                        return;
+                      }
                       for (int64_t i = 0; i < len; ++i)
                         o[off[0] + i] = x[off[1] + i * st[1]] + y[off[2] + i * st[2]];
                     });
   });
   return out;
+}
+
+// Whether t is a contiguous CPU tensor whose storage nobody else can see: no
+// other handle, no view and no other tensor on the storage. Such a gradient,
+// handed over by a backward function, may be summed into in place or kept as
+// a leaf's .grad without a copy.
+bool sole_owner(const Tensor& t) {
+  const TensorImpl& i = t.impl();
+  return t.impl_ptr().use_count() == 1 && i.storage.use_count() == 1 && !i.is_view &&
+         i.offset == 0 && i.storage->device.is_cpu() && t.is_contiguous();
 }
 
 Tensor clone_data(const Tensor& t) {
@@ -179,6 +204,36 @@ void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op) {
   }
 }
 
+namespace {
+
+// accumulate_grad for a gradient the engine owns: the leaf's first gradient
+// is kept as it is when nobody else can see it (no copy).
+void accumulate_owned_grad(TensorImpl& leaf, Tensor grad, const char* op) {
+  if (!leaf.grad && grad.impl_ptr()->grad_fn == nullptr && !grad.requires_grad() &&
+      sole_owner(grad)) {
+    check_grad_meta(grad, leaf.shape, leaf.dtype, op, "a leaf");
+    leaf.grad = grad.impl_ptr();
+    return;
+  }
+  accumulate_grad(leaf, grad, op);
+}
+
+// acc += g for two gradients of one tensor: in place in whichever of the two
+// nobody else can see, else into a new tensor. Addition commutes exactly, so
+// every path gives the same bits.
+void sum_into(Tensor& acc, Tensor g) {
+  if (sole_owner(acc)) {
+    add_into(acc, g);
+  } else if (sole_owner(g)) {
+    add_into(g, acc);
+    acc = std::move(g);
+  } else {
+    acc = sum_data(acc, g);
+  }
+}
+
+}  // namespace
+
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   check<ValueError>(root.requires_grad(),
                     "backward: the tensor does not require grad and has no grad_fn");
@@ -246,13 +301,14 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
         check_finite(in_grads[i], "the gradient that " + node->name() + " computed for input " +
                                       std::to_string(i));
       if (e.leaf) {
-        accumulate_grad(*e.leaf, in_grads[i], op.c_str());
+        accumulate_owned_grad(*e.leaf, std::move(in_grads[i]), op.c_str());
         continue;
       }
       auto& slot = pending[e.fn.get()];
       slot.resize(e.fn->output_shapes.size());
       Tensor& acc = slot[e.output_nr];
-      acc = acc.defined() ? sum_data(acc, in_grads[i]) : in_grads[i];
+      if (acc.defined()) sum_into(acc, std::move(in_grads[i]));
+      else acc = std::move(in_grads[i]);
     }
     if (!retain_graph) {
       node->released = true;

@@ -6,23 +6,26 @@
 // Each batch item is one independent task (OpenMP over B). Per item the
 // volume is channels-first [Cz, S]: a depthwise stage along an axis is one
 // contiguous pass over each channel's S voxels, reading the neighbours at
-// +-inner elements (H*W, W or 1) under a precomputed border mask; the 1x1x1
-// conv is one GEMM [4C,Cz] x [Cz,S]; the gates are one xsimd pass over [C,S].
+// +-q elements (H*W, W or 1) under precomputed border masks. The 1x1x1 conv
+// [4C,Cz] x [Cz,S] is small (K = Cz), so it runs as register tiles
+// (cpu::tile_kernel) over a weight packed once per call, reading the
+// activations in place; in the forward a tile holds the four gate rows of two
+// channels, whose gates, c' and h' then follow from an L1-resident row
+// block. Weight gradients are summed lane-wise per thread and reduced once at
+// the end, in thread order, so results do not depend on timing.
 #include "ops/convlstm.h"
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
-#include <memory>
-#include <type_traits>
+#include <cstdint>
 #include <vector>
 
 #include <omp.h>
 #include <xsimd/xsimd.hpp>
 
 #include "core/autograd.h"
-#include "core/strided.h"
 #include "ops/cpu/gemm.h"
+#include "ops/cpu/simd.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -41,192 +44,300 @@ struct Dims {
   int64_t S() const { return D * H * W; }
 };
 
-// ---- vector helpers: one functor body serves xsimd batches and the scalar tail ----
+// ---- vector helpers ----
 
-template <class V, class T>
-V vload(const T* p) {
-  if constexpr (std::is_same_v<V, T>) return *p;
-  else return V::load_unaligned(p);
-}
-template <class V, class T>
-void vstore(T* p, V v) {
-  if constexpr (std::is_same_v<V, T>) *p = v;
-  else v.store_unaligned(p);
-}
-template <class V>
-V sigm(V x) {
-  using std::exp;
-  using xsimd::exp;
-  return V(1) / (V(1) + V(exp(-x)));
-}
-template <class V>
-V tnh(V x) {
-  using std::tanh;
-  using xsimd::tanh;
-  return V(tanh(x));
-}
-// f(j, V{}) for j = 0, W, 2W, ... with V an xsimd batch, then f(j, T{}) on the tail.
-template <class T, class F>
-void simd_for(int64_t n, F&& f) {
-  using Bt = xsimd::batch<T>;
-  constexpr int64_t Wd = static_cast<int64_t>(Bt::size);
-  int64_t j = 0;
-  for (; j + Wd <= n; j += Wd) f(j, Bt{});
-  for (; j < n; ++j) f(j, T{});
-}
-
-// ---- depthwise kernel-3 conv along one axis of a [Cz, D, H, W] volume ----
-
-// For one channel block of S = D*H*W voxels and each axis: the distance
-// `inner` (in elements) to the neighbouring cell along the axis (H*W, W, 1),
-// and per voxel whether a previous / next cell exists (1) or lies in the zero
-// padding (0). Built once per call, so each axis conv is one masked,
-// contiguous pass over the whole channel block.
 template <class T>
-struct Stencil {
-  int64_t S;
-  int64_t inner[3];
-  std::vector<T> prev[3], next[3];
-  explicit Stencil(const Dims& dm) : S(dm.S()), inner{dm.H * dm.W, dm.W, 1} {
+using Vec = xsimd::batch<T>;
+template <class T>
+using Msk = xsimd::batch_bool<T>;
+
+int64_t round_up(int64_t n, int64_t m) { return (n + m - 1) / m * m; }
+
+// ---- the voxel layout of one call ----
+
+// Per channel the S voxels are handled as nv batches of L lanes; working rows
+// hold Sp = nv * L values (the lanes past S are kept at 0) and start on a
+// batch boundary. A depthwise stage along axis a reads the neighbours at
+// +-q[a] elements (H*W, W, 1) under per-batch masks that say whether the
+// previous / next cell along the axis exists (zero padding otherwise). A
+// masked-off lane reads a neighbouring row, or a halo of `halo` (>= H*W)
+// elements in front of and behind every block of rows, and its value is
+// dropped: the masks select rather than multiply by 0, so an Inf next to the
+// border cannot turn into NaN.
+template <class T>
+struct Plan {
+  static constexpr int64_t L = static_cast<int64_t>(Vec<T>::size);
+  int64_t S, nv, nfull, tail, Sp, halo;
+  int64_t q[3];
+  std::vector<Msk<T>> prev[3], next[3];
+  Msk<T> last;  // the lanes of batch nv - 1 that are voxels
+
+  explicit Plan(const Dims& dm)
+      : S(dm.S()), nv((S + L - 1) / L), tail(S - (nv - 1) * L), Sp(nv * L),
+        halo(round_up(dm.H * dm.W, L)), q{dm.H * dm.W, dm.W, 1} {
+    nfull = tail == L ? nv : nv - 1;
     const int64_t n[3] = {dm.D, dm.H, dm.W};
-    for (int a = 0; a < 3; ++a) {
-      prev[a].resize(static_cast<size_t>(S));
-      next[a].resize(static_cast<size_t>(S));
-      for (int64_t j = 0; j < S; ++j) {
-        const int64_t i = (j / inner[a]) % n[a];
-        prev[a][j] = T(i > 0);
-        next[a][j] = T(i < n[a] - 1);
+    bool bp[L], bn[L];
+    for (int a = 0; a < 3; ++a)
+      for (int64_t v = 0; v < nv; ++v) {
+        for (int64_t l = 0; l < L; ++l) {
+          const int64_t j = v * L + l;
+          const int64_t i = (j / q[a]) % n[a];
+          bp[l] = j < S && i > 0;
+          bn[l] = j < S && i < n[a] - 1;
+        }
+        prev[a].push_back(Msk<T>::load_unaligned(bp));
+        next[a].push_back(Msk<T>::load_unaligned(bn));
       }
-    }
+    for (int64_t l = 0; l < L; ++l) bp[l] = (nv - 1) * L + l < S;
+    last = Msk<T>::load_unaligned(bp);
+  }
+
+  // Batch v of a tensor row of S voxels (lanes past S read as 0).
+  Vec<T> rd(const T* row, int64_t v) const {
+    return v < nfull ? Vec<T>::load_unaligned(row + v * L) : cpu::load_head(row + v * L, tail);
+  }
+  // Writes batch v to a tensor row of S voxels (lanes past S are dropped).
+  void wr(T* row, int64_t v, Vec<T> x) const {
+    if (v < nfull) x.store_unaligned(row + v * L);
+    else cpu::store_head(row + v * L, x, tail);
+  }
+  // Copies a tensor row of S voxels into a working row, zeroing the lanes past S.
+  void to_row(const T* src, T* dst) const {
+    for (int64_t v = 0; v < nv; ++v) rd(src, v).store_aligned(dst + v * L);
   }
 };
 
-// out = taps (k0, k1, k2) applied along axis a (k0 reads the previous cell,
-// k2 the next; zero padding) plus bias, for the Cz channel blocks of in.
-// flip applies (k2, k1, k0) instead: the transposed conv, i.e. the input
-// gradient (bias must then be null). Padding cells are skipped by a select, not
-// a multiply by 0, so an Inf next to the border cannot turn into NaN.
+// A 64-byte aligned scratch buffer of n elements, one per thread, grown on
+// demand and kept for the next call (zeroed when it grows, so every lane a
+// masked read may touch holds a finite value).
 template <class T>
-void axis_conv(const Stencil<T>& st, int a, int64_t Cz, const T* in, T* out, const T* w,
-               const T* bias, bool flip) {
-  const int64_t S = st.S, q = st.inner[a];
-  const T* __restrict hp = st.prev[a].data();
-  const T* __restrict hn = st.next[a].data();
-  for (int64_t ch = 0; ch < Cz; ++ch) {
-    T k0 = w[3 * ch], k1 = w[3 * ch + 1], k2 = w[3 * ch + 2];
-    if (flip) std::swap(k0, k2);
-    const T bb = bias ? bias[ch] : T(0);
-    const T* __restrict s = in + ch * S;
-    T* __restrict d = out + ch * S;
-    if (S < 2 * q) {  // a single cell along the axis: no neighbours
-#pragma omp simd
-      for (int64_t j = 0; j < S; ++j) d[j] = bb + k1 * s[j];
+T* thread_scratch(size_t n) {
+  thread_local std::vector<T> buf;
+  const size_t pad = 64 / sizeof(T);
+  if (buf.size() < n + pad) buf.assign(n + pad, T(0));
+  auto p = reinterpret_cast<uintptr_t>(buf.data());
+  return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
+}
+
+// ---- depthwise kernel-3 conv along one axis, one channel row ----
+
+// d = k0 s[j-q] + k1 s[j] + k2 s[j+q] + bias along axis a (zero padding);
+// the lanes of d past S are set to 0.
+template <class T>
+void conv_row(const Plan<T>& pl, int a, const T* s, T* d, T k0, T k1, T k2, T bias) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  const int64_t q = pl.q[a];
+  const V K0(k0), K1(k1), K2(k2), Bv(bias), Z(T(0));
+  const Msk<T>* mp = pl.prev[a].data();
+  const Msk<T>* mn = pl.next[a].data();
+  for (int64_t v = 0; v < pl.nv; ++v) {
+    const T* p = s + v * L;
+    V r = Bv + K1 * V::load_aligned(p);
+    r += xsimd::select(mp[v], K0 * V::load_unaligned(p - q), Z);
+    r += xsimd::select(mn[v], K2 * V::load_unaligned(p + q), Z);
+    if (v == pl.nv - 1) r = xsimd::select(pl.last, r, Z);
+    r.store_aligned(d + v * L);
+  }
+}
+
+// The backward of d = conv_row(x) (taps k0, k1, k2) for one channel row,
+// given g = dL/dd in a working row: adds the lane-wise partial sums of
+// dL/d(taps) to aw[0..2] (if aw) and of dL/d(bias) to *ab (if ab), and, if
+// out, writes dL/dx = the transposed conv of g (into a working row when
+// to_tensor is false, else into a tensor row of S voxels). One pass over g.
+template <class T>
+void conv_back_row(const Plan<T>& pl, int a, const T* x, const T* g, const T* k, Vec<T>* aw,
+                   Vec<T>* ab, T* out, bool to_tensor) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  const int64_t q = pl.q[a];
+  const Msk<T>* mp = pl.prev[a].data();
+  const Msk<T>* mn = pl.next[a].data();
+  const V Z(T(0)), K0(k[0]), K1(k[1]), K2(k[2]);
+  V s0 = aw ? aw[0] : Z, s1 = aw ? aw[1] : Z, s2 = aw ? aw[2] : Z, sb = ab ? *ab : Z;
+  for (int64_t v = 0; v < pl.nv; ++v) {
+    const T* gp = g + v * L;
+    const V gv = V::load_aligned(gp);
+    if (ab) sb += gv;
+    if (aw) {
+      const T* p = x + v * L;
+      s1 = xsimd::fma(gv, V::load_aligned(p), s1);
+      s0 += xsimd::select(mp[v], gv * V::load_unaligned(p - q), Z);
+      s2 += xsimd::select(mn[v], gv * V::load_unaligned(p + q), Z);
+    }
+    if (!out) continue;
+    V r = K1 * gv;
+    r += xsimd::select(mp[v], K2 * V::load_unaligned(gp - q), Z);
+    r += xsimd::select(mn[v], K0 * V::load_unaligned(gp + q), Z);
+    if (to_tensor) {
+      pl.wr(out, v, r);
       continue;
     }
-    // The first cell row has no previous cell, the last no next one.
-#pragma omp simd
-    for (int64_t j = 0; j < q; ++j) d[j] = bb + k1 * s[j] + (hn[j] != T(0) ? k2 * s[j + q] : T(0));
-#pragma omp simd
-    for (int64_t j = q; j < S - q; ++j)
-      d[j] = bb + k1 * s[j] + (hp[j] != T(0) ? k0 * s[j - q] : T(0)) +
-             (hn[j] != T(0) ? k2 * s[j + q] : T(0));
-#pragma omp simd
-    for (int64_t j = S - q; j < S; ++j) d[j] = bb + k1 * s[j] + (hp[j] != T(0) ? k0 * s[j - q] : T(0));
+    if (v == pl.nv - 1) r = xsimd::select(pl.last, r, Z);
+    r.store_aligned(out + v * L);
   }
+  if (aw) aw[0] = s0, aw[1] = s1, aw[2] = s2;
+  if (ab) *ab = sb;
 }
 
-// gw[Cz,3] += dL/d(taps) and gb[Cz] += dL/d(bias) for out = axis_conv(in) with
-// dL/dout = dout; either may be null.
-template <class T>
-void axis_conv_params(const Stencil<T>& st, int a, int64_t Cz, const T* in, const T* dout, T* gw,
-                      T* gb) {
-  const int64_t S = st.S, q = st.inner[a];
-  const T* __restrict hp = st.prev[a].data();
-  const T* __restrict hn = st.next[a].data();
-  for (int64_t ch = 0; ch < Cz; ++ch) {
-    const T* __restrict x = in + ch * S;
-    const T* __restrict g = dout + ch * S;
-    if (gb) {
-      T sb = T(0);
-#pragma omp simd reduction(+ : sb)
-      for (int64_t j = 0; j < S; ++j) sb += g[j];
-      gb[ch] += sb;
-    }
-    if (!gw) continue;
-    T s0 = T(0), s1 = T(0), s2 = T(0);
-#pragma omp simd reduction(+ : s1)
-    for (int64_t j = 0; j < S; ++j) s1 += g[j] * x[j];
-#pragma omp simd reduction(+ : s0)
-    for (int64_t j = q; j < S; ++j) s0 += hp[j] != T(0) ? g[j] * x[j - q] : T(0);
-#pragma omp simd reduction(+ : s2)
-    for (int64_t j = 0; j < S - q; ++j) s2 += hn[j] != T(0) ? g[j] * x[j + q] : T(0);
-    gw[3 * ch] += s0;
-    gw[3 * ch + 1] += s1;
-    gw[3 * ch + 2] += s2;
-  }
-}
+// ---- weights, packed once per call ----
 
 template <class T>
-struct WeightPtrs {
+struct Weights {
   const T *dw[3], *db[3], *pw, *pb;
 };
 
-// z[Cz,S] = cat(x[b], h[b]); then a1, a2, a3 by the three axis convs. a3 is
-// written to `a[2]`; a[0], a[1] hold a1, a2.
+// The 1x1x1 conv's weights as A panels of cpu::tile_kernel (8 rows each):
+//  fwd: channel pair (2u, 2u+1) -> rows (i, f, o, g) of channel 2u then of
+//       2u+1, so one tile yields all four gates of two channels, [Cz][8] each,
+//       with their biases fwd_bias[8];
+//  bwd: pw^T for the input gradient da3 = pw^T dP, z channels 8t..8t+7, [4C][8].
+// Rows past C (odd C) or past Cz are zero.
 template <class T>
-void depthwise_stack(const Dims& dm, const Stencil<T>& st, int64_t b, const T* x, const T* h,
-                     const WeightPtrs<T>& w, T* z, T* const a[3]) {
-  const int64_t S = dm.S();
-  std::memcpy(z, x + b * dm.Cx * S, sizeof(T) * dm.Cx * S);
-  std::memcpy(z + dm.Cx * S, h + b * dm.C * S, sizeof(T) * dm.C * S);
-  axis_conv(st, 0, dm.Cz(), z, a[0], w.dw[0], w.db[0], false);
-  axis_conv(st, 1, dm.Cz(), a[0], a[1], w.dw[1], w.db[1], false);
-  axis_conv(st, 2, dm.Cz(), a[1], a[2], w.dw[2], w.db[2], false);
-}
+struct Packed {
+  int64_t npair, nt8;
+  std::vector<T> fwd, fwd_bias, bwd;
+  Packed(const Dims& dm, const T* pw, const T* pb, bool need_bwd) {
+    const int64_t C = dm.C, Cz = dm.Cz(), C4 = 4 * C;
+    npair = (C + 1) / 2;
+    nt8 = (Cz + 7) / 8;
+    fwd.assign(static_cast<size_t>(npair * Cz * 8), T(0));
+    fwd_bias.assign(static_cast<size_t>(npair * 8), T(0));
+    for (int64_t u = 0; u < npair; ++u)
+      for (int64_t r = 0; r < 8; ++r) {
+        const int64_t ch = 2 * u + r / 4, gate = r % 4;
+        if (ch >= C) continue;
+        const int64_t src = gate * C + ch;
+        if (pb) fwd_bias[u * 8 + r] = pb[src];
+        for (int64_t k = 0; k < Cz; ++k) fwd[(u * Cz + k) * 8 + r] = pw[src * Cz + k];
+      }
+    if (!need_bwd) return;
+    bwd.assign(static_cast<size_t>(nt8 * C4 * 8), T(0));
+    for (int64_t t = 0; t < nt8; ++t)
+      for (int64_t k = 0; k < C4; ++k)
+        for (int64_t i = 0; i < 8 && 8 * t + i < Cz; ++i)
+          bwd[(t * C4 + k) * 8 + i] = pw[k * Cz + 8 * t + i];
+  }
+};
 
-// Batch items in parallel when there are several and the work is worth it;
-// otherwise the GEMM parallelises inside.
+// Batch items in parallel when there are several and the work is worth it.
 bool batch_parallel(const Dims& dm) {
   return dm.B > 1 && omp_get_max_threads() > 1 && dm.B * dm.S() * dm.Cz() * 4 * dm.C >= 65536;
 }
 
+// z = cat(x[b], h[b]) channel ch as a tensor row of S voxels.
 template <class T>
-void cell_forward(const Dims& dm, const T* x, const T* h, const T* c, const WeightPtrs<T>& w,
-                  T* gates, T* cn, T* hn) {
-  const int64_t S = dm.S(), Cz = dm.Cz(), C4 = 4 * dm.C, CS = dm.C * S;
-  const bool outer = batch_parallel(dm);
-  const Stencil<T> st(dm);
-#pragma omp parallel if (outer)
-  {
-    // z, a1, a2, a3 [Cz,S] each; every element is written before it is read.
-    std::unique_ptr<T[]> ws(new T[static_cast<size_t>(4 * Cz * S)]);
-    T* const a[3] = {ws.get() + Cz * S, ws.get() + 2 * Cz * S, ws.get() + 3 * Cz * S};
-#pragma omp for schedule(static)
-    for (int64_t b = 0; b < dm.B; ++b) {
-      depthwise_stack(dm, st, b, x, h, w, ws.get(), a);
-      // Pre-activations p = pw a3 + pb, written where the gates will live.
-      T* p = gates + b * C4 * S;
-      for (int64_t r = 0; r < C4; ++r) std::fill(p + r * S, p + (r + 1) * S, w.pb[r]);
-      cpu::gemm<T>(C4, S, Cz, w.pw, Cz, 1, a[2], S, 1, p, S, true, !outer);
-      T *pi = p, *pf = p + CS, *po = p + 2 * CS, *pg = p + 3 * CS;
-      const T* cb = c + b * CS;
-      T* cnb = cn + b * CS;
-      T* hnb = hn + b * CS;
-      simd_for<T>(CS, [&](int64_t j, auto tag) {
-        using V = decltype(tag);
-        V i = sigm(vload<V>(pi + j)), f = sigm(vload<V>(pf + j)), o = sigm(vload<V>(po + j));
-        V g = tnh(vload<V>(pg + j));
-        V c2 = f * vload<V>(cb + j) + i * g;
-        vstore(pi + j, i);
-        vstore(pf + j, f);
-        vstore(po + j, o);
-        vstore(pg + j, g);
-        vstore(cnb + j, c2);
-        vstore(hnb + j, o * tnh(c2));
-      });
+const T* z_row(const Dims& dm, const T* x, const T* h, int64_t b, int64_t ch) {
+  const int64_t S = dm.S();
+  return ch < dm.Cx ? x + (b * dm.Cx + ch) * S : h + (b * dm.C + ch - dm.Cx) * S;
+}
+
+// Runs f.template operator()<NV>(v0) over the batches of a row in tiles of
+// NV = 3 batches (then 2 or 1 for the rest).
+template <class F>
+void for_tiles(int64_t nv, F&& f) {
+  int64_t v0 = 0;
+  for (; v0 + 3 <= nv; v0 += 3) f.template operator()<3>(v0);
+  if (nv - v0 == 2) f.template operator()<2>(v0);
+  else if (nv - v0 == 1) f.template operator()<1>(v0);
+}
+
+// The depthwise stack for z channels [c0, c1) of item b, stage by stage (so
+// a stage never reads, at an unaligned offset, a row it has just stored):
+// z rows (copied from x and h) into zb, a1 into b1, a2 into b2, a3 into a3;
+// row ch - c0 of each at stride Sp.
+template <class T>
+void depthwise_stages(const Dims& dm, const Plan<T>& pl, const Weights<T>& w, const T* x,
+                      const T* h, int64_t b, int64_t c0, int64_t c1, T* zb, T* b1, T* b2, T* a3) {
+  const int64_t Sp = pl.Sp;
+  for (int64_t ch = c0; ch < c1; ++ch) pl.to_row(z_row(dm, x, h, b, ch), zb + (ch - c0) * Sp);
+  const T* in[3] = {zb, b1, b2};
+  T* out[3] = {b1, b2, a3};
+  for (int a = 0; a < 3; ++a)
+    for (int64_t ch = c0; ch < c1; ++ch) {
+      const T* k = w.dw[a] + 3 * ch;
+      conv_row(pl, a, in[a] + (ch - c0) * Sp, out[a] + (ch - c0) * Sp, k[0], k[1], k[2],
+               w.db[a][ch]);
     }
+}
+
+// ---- forward ----
+
+// Per batch item: the depthwise stack in blocks of 8 channels (L1-resident),
+// writing a3 [Cz, Sp]; then per channel pair the 1x1x1 conv in register
+// tiles (bias first) into P [8, Sp], and from P the gates, c' and h'. gates
+// (saved for backward, [B, 4C, Sp]) may be null.
+template <class T>
+void cell_forward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const Weights<T>& w,
+                  const T* x, const T* h, const T* c, T* gates, T* cn, T* hn) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  const int64_t C = dm.C, Cz = dm.Cz(), S = dm.S(), Sp = pl.Sp, halo = pl.halo;
+  constexpr int64_t kBlock = 8;
+#pragma omp parallel if (batch_parallel(dm))
+  {
+    // z, a1, a2 of a block of kBlock channels, each with a halo; a3 [Cz, Sp];
+    // the pre-activations P [8, Sp] of one channel pair.
+    const int64_t blk = halo + kBlock * Sp + halo;
+    T* ws = thread_scratch<T>(static_cast<size_t>(3 * blk + Cz * Sp + 8 * Sp));
+    T* a3 = ws + 3 * blk;
+    T* P = a3 + Cz * Sp;
+#pragma omp for schedule(static) nowait
+    for (int64_t b = 0; b < dm.B; ++b) {
+      for (int64_t c0 = 0; c0 < Cz; c0 += kBlock)
+        depthwise_stages(dm, pl, w, x, h, b, c0, std::min(Cz, c0 + kBlock), ws + halo,
+                         ws + blk + halo, ws + 2 * blk + halo, a3 + c0 * Sp);
+      for (int64_t u = 0; u < pk.npair; ++u) {
+        const T* Ap = pk.fwd.data() + u * Cz * 8;
+        const T* bias = pk.fwd_bias.data() + u * 8;
+        for_tiles(pl.nv, [&]<int NV>(int64_t v0) {
+          V acc[8][NV];
+          for (int r = 0; r < 8; ++r)
+            for (int j = 0; j < NV; ++j) acc[r][j] = V(bias[r]);
+          cpu::tile_kernel<T, 8, NV>(Cz, Ap, a3 + v0 * L, Sp, acc);
+          for (int r = 0; r < 8; ++r)
+            for (int j = 0; j < NV; ++j) acc[r][j].store_aligned(P + r * Sp + (v0 + j) * L);
+        });
+        // The gates of the pair from the pre-activations P (rows i, f, o, g
+        // of channel 2u, then of 2u + 1), then c' and h'. Two passes over
+        // the voxels, so that no chain of transcendentals waits on another
+        // (tanh(c') needs c', which needs three activations): the first
+        // leaves c' and o in P's rows i and f.
+        for (int e = 0; e < 2 && 2 * u + e < C; ++e) {
+          const int64_t ch = 2 * u + e;
+          const int64_t off = (b * C + ch) * S;
+          T* p = P + 4 * e * Sp;
+          T* g = gates ? gates + (b * 4 * C + ch) * Sp : nullptr;
+          for (int64_t v = 0; v < pl.nv; ++v) {
+            const V i = cpu::sigmoid_v<T>(V::load_aligned(p + v * L));
+            const V f = cpu::sigmoid_v<T>(V::load_aligned(p + Sp + v * L));
+            const V o = cpu::sigmoid_v<T>(V::load_aligned(p + 2 * Sp + v * L));
+            const V gg = cpu::tanh_v<T>(V::load_aligned(p + 3 * Sp + v * L));
+            const V c2 = f * pl.rd(c + off, v) + i * gg;
+            if (g) {
+              cpu::stream_store(g + v * L, i);
+              cpu::stream_store(g + C * Sp + v * L, f);
+              cpu::stream_store(g + 2 * C * Sp + v * L, o);
+              cpu::stream_store(g + 3 * C * Sp + v * L, gg);
+            }
+            pl.wr(cn + off, v, c2);
+            c2.store_aligned(p + v * L);
+            o.store_aligned(p + Sp + v * L);
+          }
+          for (int64_t v = 0; v < pl.nv; ++v)
+            pl.wr(hn + off, v,
+                  V::load_aligned(p + Sp + v * L) * cpu::tanh_v<T>(V::load_aligned(p + v * L)));
+        }
+      }
+    }
+    // The gates went past the caches (read only by the backward, much later).
+    cpu::stream_fence();
   }
 }
+
+// ---- backward ----
 
 // Gradients of one call; a null pointer marks a gradient nobody needs.
 template <class T>
@@ -234,111 +345,187 @@ struct GradPtrs {
   T *x, *h, *c, *dw[3], *db[3], *pw, *pb;
 };
 
+// Per-thread lane-wise partial sums of the weight gradients (in batches):
+// pw [4C][Cz], pb [4C], dw [3][Cz][3], db [3][Cz]. Summed over lanes and then
+// over threads in thread order after the loop, so the result does not depend
+// on timing.
+struct PartialLayout {
+  int64_t pw, pb, dw, db, total;
+  explicit PartialLayout(const Dims& dm) {
+    const int64_t C4 = 4 * dm.C, Cz = dm.Cz();
+    pw = 0;
+    pb = C4 * Cz;
+    dw = pb + C4;
+    db = dw + 9 * Cz;
+    total = db + 3 * Cz;
+  }
+};
+
+// acc[r][c] += sum over batches of dP row r0+r times a3 row c0+c, lane-wise
+// (acc rows of Cz batches).
+template <class T, int RT, int CT>
+void dpw_tile(int64_t nv, const T* dP, const T* a3, int64_t Sp, Vec<T>* acc, int64_t Cz) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  V s[RT][CT];
+  for (int r = 0; r < RT; ++r)
+    for (int c = 0; c < CT; ++c) s[r][c] = acc[r * Cz + c];
+  for (int64_t v = 0; v < nv; ++v) {
+    V p[RT], a[CT];
+    for (int r = 0; r < RT; ++r) {
+      p[r] = V::load_aligned(dP + r * Sp + v * L);
+      cpu::keep_in_register(p[r]);
+    }
+    for (int c = 0; c < CT; ++c) {
+      a[c] = V::load_aligned(a3 + c * Sp + v * L);
+      cpu::keep_in_register(a[c]);
+    }
+    for (int r = 0; r < RT; ++r)
+      for (int c = 0; c < CT; ++c) s[r][c] = xsimd::fma(p[r], a[c], s[r][c]);
+  }
+  for (int r = 0; r < RT; ++r)
+    for (int c = 0; c < CT; ++c) acc[r * Cz + c] = s[r][c];
+}
+
+// Per batch item: (1) the gate gradients dP [4C, Sp] and dL/dc; (2) if a
+// weight gradient needs them, the depthwise stages z, a1, a2, a3 again; (3)
+// dpw += dP a3^T and da3 = pw^T dP in registers; (4) stage by stage down the
+// depthwise stack (W, H, D): per channel row one pass for the tap and bias
+// gradients and the transposed conv, ending in dL/dx or dL/dh.
 template <class T>
-void cell_backward(const Dims& dm, const T* x, const T* h, const T* c, const T* cn,
-                   const T* gates, const WeightPtrs<T>& w, const T* ghn, const T* gcn,
-                   const GradPtrs<T>& gr) {
-  const int64_t S = dm.S(), Cz = dm.Cz(), C4 = 4 * dm.C, CS = dm.C * S;
+void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const Weights<T>& w,
+                   const T* x, const T* h, const T* c, const T* cn, const T* gates, const T* ghn,
+                   const T* gcn, const GradPtrs<T>& gr) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  const int64_t C = dm.C, Cz = dm.Cz(), C4 = 4 * C, S = dm.S(), Sp = pl.Sp, halo = pl.halo;
   const bool need_dz = gr.x || gr.h;
   const bool need_a1 = need_dz || gr.dw[0] || gr.db[0];
   const bool need_a2 = need_a1 || gr.dw[1] || gr.db[1];
   const bool need_a3 = need_a2 || gr.dw[2] || gr.db[2];
   const bool need_p = need_a3 || gr.pw || gr.pb;
   const bool recompute = gr.pw || gr.dw[0] || gr.dw[1] || gr.dw[2];
-  // Per-thread partial sums of the weight gradients, reduced in thread order
-  // afterwards so the result does not depend on timing.
-  const int64_t n_pw = C4 * Cz, n_pb = C4, n_dw = 3 * Cz, n_db = Cz;
-  const int64_t P = n_pw + n_pb + 3 * (n_dw + n_db);
-  const bool outer = batch_parallel(dm);
-  const int nthr = outer ? omp_get_max_threads() : 1;
-  std::vector<T> partial(static_cast<size_t>(nthr * P), T(0));
-  const Stencil<T> st(dm);
-#pragma omp parallel if (outer)
+  const PartialLayout lay(dm);
+  const bool par = batch_parallel(dm);
+  const int nthr = par ? omp_get_max_threads() : 1;
+  std::vector<V> partial(static_cast<size_t>(nthr * lay.total), V(T(0)));
+  // Scratch: blocks [Cz, Sp] with a halo in front and behind: z, a1, a2 (the
+  // inputs of the D, H, W stages) and two for the gradient on its way down
+  // the stack; a3 [Cz, Sp]; dP [4C, Sp].
+  const int64_t blk = halo + Cz * Sp + halo;
+  const size_t scratch = static_cast<size_t>(5 * blk + Cz * Sp + C4 * Sp);
+  int used_threads = 1;
+#pragma omp parallel if (par)
   {
-    T* part = partial.data() + omp_get_thread_num() * P;
-    T* p_pw = part;
-    T* p_pb = p_pw + n_pw;
-    T* p_dw[3] = {p_pb + n_pb, p_pb + n_pb + n_dw, p_pb + n_pb + 2 * n_dw};
-    T* p_db[3] = {p_dw[2] + n_dw, p_dw[2] + n_dw + n_db, p_dw[2] + n_dw + 2 * n_db};
-    // z, a1, a2, a3 [Cz,S] each, dP [4C,S], and two ping-pong gradient buffers
-    // [Cz,S] (needed unless only c's gradient is asked for).
-    std::unique_ptr<T[]> ws(need_p ? new T[static_cast<size_t>((6 * Cz + C4) * S)] : nullptr);
-    auto at = [&](int64_t off) { return need_p ? ws.get() + off * S : nullptr; };
-    T* z = at(0);
-    T* const a[3] = {at(Cz), at(2 * Cz), at(3 * Cz)};
-    T* dp = at(4 * Cz);
-    T* ga = at(4 * Cz + C4);
-    T* gb = at(5 * Cz + C4);
+    if (omp_get_thread_num() == 0) used_threads = omp_get_num_threads();
+    V* part = partial.data() + omp_get_thread_num() * lay.total;
+    T* ws = need_p ? thread_scratch<T>(scratch) : nullptr;
+    T* stage[3] = {ws + halo, ws + blk + halo, ws + 2 * blk + halo};  // z, a1, a2
+    T* grad_blk[2] = {ws + 3 * blk + halo, ws + 4 * blk + halo};
+    T* a3 = ws + 5 * blk;
+    T* dP = a3 + Cz * Sp;
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < dm.B; ++b) {
-      const T* gt = gates + b * C4 * S;
-      const T *gi = gt, *gf = gt + CS, *go = gt + 2 * CS, *gg = gt + 3 * CS;
-      const T* cb = c + b * CS;
-      const T* cnb = cn + b * CS;
-      const T* ghb = ghn + b * CS;
-      const T* gcb = gcn + b * CS;
-      T* dcb = gr.c ? gr.c + b * CS : nullptr;
-      T* dpi = dp;
-      T* dpf = need_p ? dp + CS : nullptr;
-      T* dpo = need_p ? dp + 2 * CS : nullptr;
-      T* dpg = need_p ? dp + 3 * CS : nullptr;
-      simd_for<T>(CS, [&](int64_t j, auto tag) {
-        using V = decltype(tag);
-        const V i = vload<V>(gi + j), f = vload<V>(gf + j), o = vload<V>(go + j), g = vload<V>(gg + j);
-        const V tc = tnh(vload<V>(cnb + j)), gh = vload<V>(ghb + j);
-        const V dc2 = vload<V>(gcb + j) + gh * o * (V(1) - tc * tc);
-        if (dcb) vstore(dcb + j, dc2 * f);
-        if (need_p) {
-          vstore(dpi + j, dc2 * g * i * (V(1) - i));
-          vstore(dpf + j, dc2 * vload<V>(cb + j) * f * (V(1) - f));
-          vstore(dpo + j, gh * tc * o * (V(1) - o));
-          vstore(dpg + j, dc2 * i * (V(1) - g * g));
+      // (1) dP rows (i, f, o, g) x C and dL/dc.
+      for (int64_t ch = 0; ch < C; ++ch) {
+        const int64_t off = (b * C + ch) * S;
+        const T* gt = gates + (b * C4 + ch) * Sp;
+        T* dcb = gr.c ? gr.c + off : nullptr;
+        T* dp = need_p ? dP + ch * Sp : nullptr;
+        for (int64_t v = 0; v < pl.nv; ++v) {
+          const V i = V::load_aligned(gt + v * L), f = V::load_aligned(gt + C * Sp + v * L);
+          const V o = V::load_aligned(gt + 2 * C * Sp + v * L);
+          const V g = V::load_aligned(gt + 3 * C * Sp + v * L);
+          const V tc = cpu::tanh_v<T>(pl.rd(cn + off, v)), gh = pl.rd(ghn + off, v);
+          const V dc2 = pl.rd(gcn + off, v) + gh * o * (V(1) - tc * tc);
+          if (dcb) pl.wr(dcb, v, dc2 * f);
+          if (!dp) continue;
+          V di = dc2 * g * i * (V(1) - i);
+          V df = dc2 * pl.rd(c + off, v) * f * (V(1) - f);
+          V dO = gh * tc * o * (V(1) - o);
+          V dg = dc2 * i * (V(1) - g * g);
+          if (v == pl.nv - 1) {
+            const V Z(T(0));
+            di = xsimd::select(pl.last, di, Z);
+            df = xsimd::select(pl.last, df, Z);
+            dO = xsimd::select(pl.last, dO, Z);
+            dg = xsimd::select(pl.last, dg, Z);
+          }
+          di.store_aligned(dp + v * L);
+          df.store_aligned(dp + C * Sp + v * L);
+          dO.store_aligned(dp + 2 * C * Sp + v * L);
+          dg.store_aligned(dp + 3 * C * Sp + v * L);
         }
-      });
+      }
       if (!need_p) continue;
-      if (recompute) depthwise_stack(dm, st, b, x, h, w, z, a);
       if (gr.pb)
         for (int64_t r = 0; r < C4; ++r) {
-          T acc = T(0);
-          const T* row = dp + r * S;
-#pragma omp simd reduction(+ : acc)
-          for (int64_t j = 0; j < S; ++j) acc += row[j];
-          p_pb[r] += acc;
+          V s = part[lay.pb + r];
+          for (int64_t v = 0; v < pl.nv; ++v) s += V::load_aligned(dP + r * Sp + v * L);
+          part[lay.pb + r] = s;
         }
-      // dpw += dP a3^T; da3 = pw^T dP.
-      if (gr.pw) cpu::gemm<T>(C4, Cz, S, dp, S, 1, a[2], 1, S, p_pw, Cz, true, !outer);
-      if (!need_a3) continue;
-      cpu::gemm<T>(Cz, S, C4, w.pw, 1, Cz, dp, S, 1, ga, S, false, !outer);
-      // Down the depthwise stack: W (input a2), H (input a1), D (input z).
-      const T* stage_in[3] = {z, a[0], a[1]};
-      const bool need_below[3] = {need_dz, need_a1, need_a2};
-      T *cur = ga, *nxt = gb;
-      for (int ax = 2; ax >= 0; --ax) {
-        if (gr.dw[ax] || gr.db[ax])
-          axis_conv_params(st, ax, Cz, stage_in[ax], cur, gr.dw[ax] ? p_dw[ax] : nullptr,
-                           gr.db[ax] ? p_db[ax] : nullptr);
-        if (!need_below[ax]) break;
-        axis_conv(st, ax, Cz, cur, nxt, w.dw[ax], static_cast<const T*>(nullptr), true);
-        std::swap(cur, nxt);
+      // (2) The depthwise stages, kept for the weight gradients.
+      if (recompute) depthwise_stages(dm, pl, w, x, h, b, 0, Cz, stage[0], stage[1], stage[2], a3);
+      // (3) dpw += dP a3^T (lane-wise), da3 = pw^T dP.
+      if (gr.pw) {
+        V* acc = part + lay.pw;
+        for (int64_t r = 0; r < C4; r += 4) {
+          int64_t c0 = 0;
+          for (; c0 + 4 <= Cz; c0 += 4)
+            dpw_tile<T, 4, 4>(pl.nv, dP + r * Sp, a3 + c0 * Sp, Sp, acc + r * Cz + c0, Cz);
+          for (; c0 < Cz; ++c0)
+            dpw_tile<T, 4, 1>(pl.nv, dP + r * Sp, a3 + c0 * Sp, Sp, acc + r * Cz + c0, Cz);
+        }
       }
-      if (!need_dz) continue;
-      if (gr.x) std::memcpy(gr.x + b * dm.Cx * S, cur, sizeof(T) * dm.Cx * S);
-      if (gr.h) std::memcpy(gr.h + b * CS, cur + dm.Cx * S, sizeof(T) * CS);
+      if (!need_a3) continue;
+      for (int64_t t = 0; t < pk.nt8; ++t) {
+        const T* Ap = pk.bwd.data() + t * C4 * 8;
+        const int64_t nrow = std::min<int64_t>(8, Cz - 8 * t);
+        for_tiles(pl.nv, [&]<int NV>(int64_t v0) {
+          V acc[8][NV];
+          for (int r = 0; r < 8; ++r)
+            for (int j = 0; j < NV; ++j) acc[r][j] = V(T(0));
+          cpu::tile_kernel<T, 8, NV>(C4, Ap, dP + v0 * L, Sp, acc);
+          for (int64_t r = 0; r < nrow; ++r)
+            for (int j = 0; j < NV; ++j)
+              acc[r][j].store_aligned(grad_blk[0] + (8 * t + r) * Sp + (v0 + j) * L);
+        });
+      }
+      // (4) Down the stack, stage by stage: W (input a2), H (a1), D (z); the
+      // D stage writes dL/dz straight into dL/dx and dL/dh.
+      const bool need_below[3] = {need_dz, need_a1, need_a2};
+      int cur = 0;
+      for (int ax = 2; ax >= 0; --ax) {
+        const bool params = gr.dw[ax] || gr.db[ax];
+        if (!params && !need_below[ax]) break;
+        for (int64_t ch = 0; ch < Cz; ++ch) {
+          T* out = nullptr;
+          if (need_below[ax] && ax > 0) out = grad_blk[cur ^ 1] + ch * Sp;
+          else if (need_below[ax] && ch < dm.Cx && gr.x) out = gr.x + (b * dm.Cx + ch) * S;
+          else if (need_below[ax] && ch >= dm.Cx && gr.h) out = gr.h + (b * C + ch - dm.Cx) * S;
+          if (!params && !out) continue;
+          conv_back_row(pl, ax, stage[ax] + ch * Sp, grad_blk[cur] + ch * Sp, w.dw[ax] + 3 * ch,
+                        gr.dw[ax] ? part + lay.dw + (ax * Cz + ch) * 3 : nullptr,
+                        gr.db[ax] ? part + lay.db + ax * Cz + ch : nullptr, out, ax == 0);
+        }
+        cur ^= 1;
+      }
     }
   }
+  // Lanes, then threads in order.
   auto reduce = [&](T* dst, int64_t off, int64_t n) {
     if (!dst) return;
-    std::fill(dst, dst + n, T(0));
-    for (int t = 0; t < nthr; ++t) {
-      const T* src = partial.data() + t * P + off;
-      for (int64_t k = 0; k < n; ++k) dst[k] += src[k];
+    for (int64_t k = 0; k < n; ++k) {
+      T s = T(0);
+      for (int t = 0; t < used_threads; ++t) s += xsimd::hadd(partial[t * lay.total + off + k]);
+      dst[k] = s;
     }
   };
-  reduce(gr.pw, 0, n_pw);
-  reduce(gr.pb, n_pw, n_pb);
+  reduce(gr.pw, lay.pw, C4 * Cz);
+  reduce(gr.pb, lay.pb, C4);
   for (int ax = 0; ax < 3; ++ax) {
-    reduce(gr.dw[ax], n_pw + n_pb + ax * n_dw, n_dw);
-    reduce(gr.db[ax], n_pw + n_pb + 3 * n_dw + ax * n_db, n_db);
+    reduce(gr.dw[ax], lay.dw + ax * Cz * 3, Cz * 3);
+    reduce(gr.db[ax], lay.db + ax * Cz, Cz);
   }
 }
 
@@ -395,13 +582,19 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
   for (const Tensor& t : inputs) cont.push_back(contiguous_data(t));
   const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
   Tensor hn = empty(state, x.dtype()), cn = empty(state, x.dtype());
-  Tensor gates = empty({dm.B, 4 * dm.C, dm.D, dm.H, dm.W}, x.dtype());
+  // The activated gates, kept only when a backward will need them: [B, 4C,
+  // Sp], each channel's voxels padded to whole batches (see Plan).
+  const bool keep_gates = needs_grad(inputs);
+  Tensor gates;
   dispatch_floating(x.dtype(), kOp, [&]<class T>() {
-    WeightPtrs<T> wp{{cont[kDwD].data<T>(), cont[kDwH].data<T>(), cont[kDwW].data<T>()},
-                     {cont[kDbD].data<T>(), cont[kDbH].data<T>(), cont[kDbW].data<T>()},
-                     cont[kPw].data<T>(), cont[kPb].data<T>()};
-    cell_forward<T>(dm, cont[kX].data<T>(), cont[kH].data<T>(), cont[kC].data<T>(), wp,
-                    gates.data<T>(), cn.data<T>(), hn.data<T>());
+    const Plan<T> pl(dm);
+    if (keep_gates) gates = empty({dm.B, 4 * dm.C, pl.Sp}, x.dtype());
+    const Weights<T> wp{{cont[kDwD].data<T>(), cont[kDwH].data<T>(), cont[kDwW].data<T>()},
+                        {cont[kDbD].data<T>(), cont[kDbH].data<T>(), cont[kDbW].data<T>()},
+                        cont[kPw].data<T>(), cont[kPb].data<T>()};
+    const Packed<T> pk(dm, wp.pw, wp.pb, false);
+    cell_forward<T>(dm, pl, pk, wp, cont[kX].data<T>(), cont[kH].data<T>(), cont[kC].data<T>(),
+                    keep_gates ? gates.data<T>() : nullptr, cn.data<T>(), hn.data<T>());
   });
   // Saved: x, h, c, the depthwise weights and biases, pw, then c' and the gates.
   std::vector<Tensor> saved(cont.begin(), cont.begin() + kPb);
@@ -421,13 +614,15 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
     dispatch_floating(gh.dtype(), kOp, [&]<class T>() {
       auto sp = [&](int i) { return n.saved_tensor(i).template data<T>(); };
       auto gp = [&](int i) { return out[i].defined() ? out[i].template data<T>() : nullptr; };
-      WeightPtrs<T> wp{{sp(kDwD), sp(kDwH), sp(kDwW)}, {sp(kDbD), sp(kDbH), sp(kDbW)}, sp(kPw),
-                       nullptr};
-      GradPtrs<T> gr{gp(kX), gp(kH), gp(kC), {gp(kDwD), gp(kDwH), gp(kDwW)},
-                     {gp(kDbD), gp(kDbH), gp(kDbW)}, gp(kPw), gp(kPb)};
-      cell_backward<T>(dm, sp(kX), sp(kH), sp(kC), s_cn.template data<T>(),
-                       s_gates.template data<T>(), wp, gh.template data<T>(),
-                       gc.template data<T>(), gr);
+      const Weights<T> wp{{sp(kDwD), sp(kDwH), sp(kDwW)}, {sp(kDbD), sp(kDbH), sp(kDbW)}, sp(kPw),
+                          nullptr};
+      const GradPtrs<T> gr{gp(kX), gp(kH), gp(kC), {gp(kDwD), gp(kDwH), gp(kDwW)},
+                           {gp(kDbD), gp(kDbH), gp(kDbW)}, gp(kPw), gp(kPb)};
+      const Plan<T> pl(dm);
+      const Packed<T> pk(dm, wp.pw, nullptr, true);
+      cell_backward<T>(dm, pl, pk, wp, sp(kX), sp(kH), sp(kC), s_cn.template data<T>(),
+                       s_gates.template data<T>(), gh.template data<T>(), gc.template data<T>(),
+                       gr);
     });
     return out;
   });

@@ -50,7 +50,8 @@ struct ConvLSTM3DState {
 /// output, so changing it in place before backward is reported) and the four
 /// activated gates [B,4C,D,H,W], the only extra memory; the depthwise stages
 /// a1, a2, a3 (9 multiply-adds per element) are recomputed in backward rather
-/// than stored. Batch items run on OpenMP threads; the 1x1x1 conv is cpu::gemm.
+/// than stored. Batch items run on OpenMP threads; the 1x1x1 conv is cpu::tile_kernel
+/// (ops/cpu/gemm.h) over a weight packed once per call.
 ///
 /// Throws ShapeError (naming the op and both shapes at fault) when x, h or c
 /// is not 5-D, when their batch or spatial dims differ, when h and c differ,

@@ -14,7 +14,6 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/strided.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -24,6 +23,11 @@ namespace {
 using Grads = std::vector<Tensor>;
 constexpr const char* kOp = "gaussian_splat";
 constexpr double kEps = 1e-6;
+// Volume elements below which the kernels stay on one thread: waking a
+// sleeping OpenMP thread (the passive wait policy that a shared machine
+// needs) costs tens of microseconds, about as much as a [128, 16, 6, 6, 6]
+// splat.
+constexpr int64_t kSpawnWork = int64_t{1} << 21;
 
 // Cell centre i of linspace(-1, 1, n); the single cell of n = 1 sits at 0.
 double cell_centre(int64_t i, int64_t n) {
@@ -86,30 +90,33 @@ bool weight_row(const Axes<T>& a, int64_t z, int64_t y, int64_t W, bool truncate
   return true;
 }
 
+// Per batch item the weights G[D,H,W] once, then vol[b,c] = G * content[b,c]
+// channel by channel (the same products, in the same order, as weighting
+// each channel's rows separately).
 template <class T>
 void splat_forward(const T* content, const T* mu, const T* sigma, T* out, int64_t B, int64_t C,
                    int64_t D, int64_t H, int64_t W, double truncate) {
   const int64_t S = D * H * W, naxes = 2 * (D + H + W);
-  std::vector<T> tables(static_cast<size_t>(B * naxes));
-  std::vector<Axes<T>> axes(static_cast<size_t>(B));
-  for (int64_t b = 0; b < B; ++b)
-    axes[b] = build_axes(mu + 3 * b, sigma[b], D, H, W, truncate, tables.data() + b * naxes);
   const bool truncated = truncate > 0;
-#pragma omp parallel for schedule(static) if (B * C * S >= kParallelGrain && B * C > 1)
-  for (int64_t bc = 0; bc < B * C; ++bc) {
-    const Axes<T>& a = axes[bc / C];
-    const T cv = content[bc];
-    T* o = out + bc * S;
-    for (int64_t z = 0; z < D; ++z)
-      for (int64_t y = 0; y < H; ++y) {
-        T* row = o + (z * H + y) * W;
-        if (!weight_row(a, z, y, W, truncated, row)) {
+#pragma omp parallel if (B * C * S >= kSpawnWork && B > 1)
+  {
+    std::vector<T> tables(static_cast<size_t>(naxes)), G(static_cast<size_t>(S));
+#pragma omp for schedule(static)
+    for (int64_t b = 0; b < B; ++b) {
+      const Axes<T> a = build_axes(mu + 3 * b, sigma[b], D, H, W, truncate, tables.data());
+      for (int64_t zy = 0; zy < D * H; ++zy) {
+        T* row = G.data() + zy * W;
+        if (!weight_row(a, zy / H, zy % H, W, truncated, row))
           for (int64_t x = 0; x < W; ++x) row[x] = T(0);
-          continue;
-        }
-#pragma omp simd
-        for (int64_t x = 0; x < W; ++x) row[x] *= cv;
       }
+      const T* __restrict gp = G.data();
+      for (int64_t c = 0; c < C; ++c) {
+        const T cv = content[b * C + c];
+        T* __restrict o = out + (b * C + c) * S;
+#pragma omp simd
+        for (int64_t v = 0; v < S; ++v) o[v] = gp[v] * cv;
+      }
+    }
   }
 }
 
@@ -122,10 +129,10 @@ void splat_backward(const T* content, const T* mu, const T* sigma, const T* g, T
   const int64_t S = D * H * W, naxes = 2 * (D + H + W);
   const bool truncated = truncate > 0;
   const bool geom = gmu || gsigma;
-#pragma omp parallel if (B * C * S >= kParallelGrain && B > 1)
+#pragma omp parallel if (B * C * S >= kSpawnWork && B > 1)
   {
     std::vector<T> tables(static_cast<size_t>(naxes)), G(static_cast<size_t>(S)),
-        R(geom ? static_cast<size_t>(S) : 0);
+        R(geom ? static_cast<size_t>(S) : 0), Mg(static_cast<size_t>(D + H + W));
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       const T s = sigma[b];
@@ -155,26 +162,41 @@ void splat_backward(const T* content, const T* mu, const T* sigma, const T* g, T
         }
       }
       if (!geom) continue;
-      // M = R G; moments of M along each axis, row by row.
-      double sx = 0, sy = 0, sz = 0, s2 = 0;
+      // M = R G and its sums over the other two axes (marginals mx[W],
+      // my[H], mz[D]); the moments along each axis follow from them:
+      // sum M dx = sum_x dx mx, and likewise for y, z and the squares.
+      T* mx = Mg.data();
+      T* my = mx + W;
+      T* mz = my + H;
+      std::fill(mx, mx + W + H + D, T(0));
       for (int64_t z = 0; z < D; ++z)
         for (int64_t y = 0; y < H; ++y) {
           const int64_t off = (z * H + y) * W;
-          const T *rr = Rp + off, *gg = Gp + off, *dx = a.dx;
-          T m0 = T(0), m1 = T(0), m2 = T(0);
-#pragma omp simd reduction(+ : m0, m1, m2)
+          T rs = T(0);
           for (int64_t x = 0; x < W; ++x) {
-            T m = rr[x] * gg[x];
-            m0 += m;
-            m1 += m * dx[x];
-            m2 += m * dx[x] * dx[x];
+            const T m = Rp[off + x] * Gp[off + x];
+            rs += m;
+            mx[x] += m;
           }
-          const double dy = a.dy[y], dz = a.dz[z];
-          sx += m1;
-          sy += dy * m0;
-          sz += dz * m0;
-          s2 += m2 + (dy * dy + dz * dz) * m0;
+          my[y] += rs;
+          mz[z] += rs;
         }
+      double sx = 0, sy = 0, sz = 0, s2 = 0;
+      for (int64_t x = 0; x < W; ++x) {
+        const double d = a.dx[x];
+        sx += d * mx[x];
+        s2 += d * d * mx[x];
+      }
+      for (int64_t y = 0; y < H; ++y) {
+        const double d = a.dy[y];
+        sy += d * my[y];
+        s2 += d * d * my[y];
+      }
+      for (int64_t z = 0; z < D; ++z) {
+        const double d = a.dz[z];
+        sz += d * mz[z];
+        s2 += d * d * mz[z];
+      }
       if (gmu) {
         const double k = 2.0 / static_cast<double>(a.den);
         gmu[3 * b + 0] = T(k * sx);

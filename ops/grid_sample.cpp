@@ -16,7 +16,6 @@
 #include <vector>
 
 #include "core/autograd.h"
-#include "core/strided.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -157,8 +156,9 @@ struct Taps {
   std::array<T, K> mult{};  // d source index / d grid coordinate, per axis
 };
 
-// Fills `t` for the point whose K grid coordinates (x, y, z order) start at g.
-template <class T, int K>
+// Fills `t` for the point whose K grid coordinates (x, y, z order) start at g;
+// the weights' derivatives t.dw only when kDw (the grid gradient needs them).
+template <class T, int K, bool kDw = true>
 void taps_of(const T* g, const Geometry<K>& geo, const Options& o, Taps<T, K>& t) {
   std::array<T, K> src;
   for (int a = 0; a < K; ++a)
@@ -198,16 +198,18 @@ void taps_of(const T* g, const Geometry<K>& geo, const Options& o, Taps<T, K>& t
     if (!inside) continue;
     T w = T(1);
     for (int a = K - 1; a >= 0; --a) w *= f[a][bit[a]];
-    std::array<T, K> dw;
-    for (int a = 0; a < K; ++a) {
-      T d = bit[a] ? T(1) : T(-1);
-      for (int e = K - 1; e >= 0; --e)
-        if (e != a) d *= f[e][bit[e]];
-      dw[a] = d;
+    if constexpr (kDw) {
+      std::array<T, K> dw;
+      for (int a = 0; a < K; ++a) {
+        T d = bit[a] ? T(1) : T(-1);
+        for (int e = K - 1; e >= 0; --e)
+          if (e != a) d *= f[e][bit[e]];
+        dw[a] = d;
+      }
+      t.dw[t.count] = dw;
     }
     t.off[t.count] = off;
     t.w[t.count] = w;
-    t.dw[t.count] = dw;
     ++t.count;
   }
 }
@@ -218,23 +220,70 @@ int64_t work_of(const Geometry<K>& geo) {
   return geo.N * geo.P * std::max<int64_t>(geo.C, 1) * (int64_t{1} << K);
 }
 
+// Threads start only for work of this many multiply-adds (or elements of
+// input gradient to clear): waking a sleeping OpenMP thread (the passive
+// wait policy that a shared machine needs) costs tens of microseconds, about
+// as much as reading one point per sample of a [128, 32, 8, 8, 8] volume.
+constexpr int64_t kSpawnWork = int64_t{1} << 21;
+
 template <class T, int K>
 void forward_kernel(const Geometry<K>& geo, const Options& o, const T* in, const T* grid, T* out) {
   const int64_t N = geo.N, C = geo.C, P = geo.P, plane = geo.plane;
   const int64_t total = N * P;
-#pragma omp parallel for schedule(static) if (work_of(geo) >= kParallelGrain && total > 1)
+#pragma omp parallel for schedule(static) if (work_of(geo) >= kSpawnWork && total > 1)
   for (int64_t i = 0; i < total; ++i) {
     const int64_t n = i / P, p = i % P;
     Taps<T, K> t;
-    taps_of<T, K>(grid + i * K, geo, o, t);
+    taps_of<T, K, false>(grid + i * K, geo, o, t);
     const T* x = in + n * C * plane;
     T* y = out + n * C * P + p;
+    if (t.count == Taps<T, K>::kMax) {
+      // Every tap inside (the common case): a sum of fixed length.
+      for (int64_t c = 0; c < C; ++c) {
+        const T* xc = x + c * plane;
+        T acc = T(0);
+        for (int k = 0; k < Taps<T, K>::kMax; ++k) acc += xc[t.off[k]] * t.w[k];
+        y[c * P] = acc;
+      }
+      continue;
+    }
     for (int64_t c = 0; c < C; ++c) {
       T acc = T(0);
       for (int k = 0; k < t.count; ++k) acc += x[c * plane + t.off[k]] * t.w[k];
       y[c * P] = acc;
     }
   }
+}
+
+// The gradients of one output point with taps t: scatter-adds into gin_n
+// (null when not needed) and writes the point's K grid gradients to gg (null
+// when not needed). Count: the number of taps when fixed at compile time, or
+// 0 (t.count). x: the sample's input (read for the bilinear grid gradient).
+template <class T, int K, int Count>
+void backward_taps(const Taps<T, K>& t, int64_t C, int64_t P, int64_t plane, const T* go,
+                   const T* x, T* gin_n, T* gg, bool bilinear) {
+  const int count = Count > 0 ? Count : t.count;
+  // d out / d source index along axis a = sum over taps k of dw[k][a] u[k],
+  // u[k] = sum over channels of the input at tap k times the gradient.
+  const bool grid_grad = gg && bilinear;
+  std::array<T, Taps<T, K>::kMax> u{};
+  for (int64_t c = 0; c < C; ++c) {
+    const T gv = go[c * P];
+    if (gin_n) {
+      T* gc = gin_n + c * plane;
+      for (int k = 0; k < count; ++k) gc[t.off[k]] += t.w[k] * gv;
+    }
+    if (grid_grad) {
+      const T* xc = x + c * plane;
+      for (int k = 0; k < count; ++k) u[k] += xc[t.off[k]] * gv;
+    }
+  }
+  if (!gg) return;
+  std::array<T, K> gs{};
+  if (grid_grad)
+    for (int k = 0; k < count; ++k)
+      for (int a = 0; a < K; ++a) gs[a] += u[k] * t.dw[k][a];
+  for (int a = 0; a < K; ++a) gg[K - 1 - a] = t.mult[a] * gs[a];
 }
 
 // Gradients of output point p of sample n: scatter-adds into gin_n (the
@@ -246,42 +295,37 @@ void backward_point(const Geometry<K>& geo, const Options& o, int64_t n, int64_t
   const int64_t C = geo.C, P = geo.P, plane = geo.plane;
   const int64_t i = n * P + p;
   Taps<T, K> t;
-  taps_of<T, K>(grid + i * K, geo, o, t);
+  if (ggrid && o.mode == GridSampleMode::Bilinear)
+    taps_of<T, K, true>(grid + i * K, geo, o, t);
+  else
+    taps_of<T, K, false>(grid + i * K, geo, o, t);
   const T* go = gout + n * C * P + p;
-  if (gin_n)
-    for (int64_t c = 0; c < C; ++c) {
-      const T gv = go[c * P];
-      for (int k = 0; k < t.count; ++k) gin_n[c * plane + t.off[k]] += t.w[k] * gv;
-    }
-  if (!ggrid) return;
-  std::array<T, K> gs{};
-  if (o.mode == GridSampleMode::Bilinear) {
-    const T* x = in + n * C * plane;
-    for (int64_t c = 0; c < C; ++c) {
-      const T gv = go[c * P];
-      for (int k = 0; k < t.count; ++k) {
-        const T v = x[c * plane + t.off[k]] * gv;
-        for (int a = 0; a < K; ++a) gs[a] += v * t.dw[k][a];
-      }
-    }
-  }
-  for (int a = 0; a < K; ++a) ggrid[i * K + (K - 1 - a)] = t.mult[a] * gs[a];
+  const T* x = in ? in + n * C * plane : nullptr;
+  T* gg = ggrid ? ggrid + i * K : nullptr;
+  const bool bilinear = o.mode == GridSampleMode::Bilinear;
+  // With every tap inside (the common case) the tap loops have a fixed
+  // length and unroll, so the per-tap sums u stay in registers.
+  if (t.count == Taps<T, K>::kMax)
+    backward_taps<T, K, Taps<T, K>::kMax>(t, C, P, plane, go, x, gin_n, gg, bilinear);
+  else
+    backward_taps<T, K, 0>(t, C, P, plane, go, x, gin_n, gg, bilinear);
 }
 
-// gin (zeroed, [N,C,plane]) and ggrid ([N,P,K]) may each be null.
+// gin ([N,C,plane], written in full: zeroed here, sample by sample on the
+// thread that scatters into it) and ggrid ([N,P,K]) may each be null.
 template <class T, int K>
 void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, const T* grid,
                      const T* gout, T* gin, T* ggrid) {
   const int64_t N = geo.N, P = geo.P;
   const int64_t S = geo.C * geo.plane;  // input elements per sample
-  const bool big = work_of(geo) >= kParallelGrain;
   if (!gin) {
     const int64_t total = N * P;
-#pragma omp parallel for schedule(static) if (big && total > 1)
+#pragma omp parallel for schedule(static) if (work_of(geo) >= kSpawnWork && total > 1)
     for (int64_t i = 0; i < total; ++i)
       backward_point<T, K>(geo, o, i / P, i % P, in, grid, gout, nullptr, ggrid);
     return;
   }
+  const bool big = work_of(geo) + N * S >= kSpawnWork;
   const int nt = big ? omp_get_max_threads() : 1;
   // Private accumulators cost (nt - 1) * S zeroing and summing per sample;
   // they pay only when a sample's scatter work is larger than that.
@@ -290,14 +334,17 @@ void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, cons
   if (!split_samples) {
     // Each sample's input gradient is owned by one thread.
 #pragma omp parallel for schedule(static) if (big && N > 1)
-    for (int64_t n = 0; n < N; ++n)
+    for (int64_t n = 0; n < N; ++n) {
+      std::fill(gin + n * S, gin + (n + 1) * S, T(0));
       for (int64_t p = 0; p < P; ++p)
         backward_point<T, K>(geo, o, n, p, in, grid, gout, gin + n * S, ggrid);
+    }
     return;
   }
   // Fewer samples than threads: the points of a sample are split across
   // threads; thread 0 scatters into the gradient itself, the others into
   // private accumulators summed into it after the loop.
+  std::fill(gin, gin + N * S, T(0));
   std::vector<T> priv(static_cast<size_t>((nt - 1) * S));
   for (int64_t n = 0; n < N; ++n) {
     T* dst = gin + n * S;
@@ -338,24 +385,26 @@ Geometry<K> geometry_of(const Shape& in, const Shape& grid) {
 
 void check_args(const Tensor& input, const Tensor& grid) {
   const Shape &si = input.shape(), &sg = grid.shape();
-  auto shapes = [&] { return detail::cat("input", shape_str(si), " grid", shape_str(sg)); };
-  check<ShapeError>(si.size() == 4 || si.size() == 5, kOp,
-                    ": expected a 4-D (N,C,H,W) or 5-D (N,C,D,H,W) input, but got ", shapes());
+  // The messages (with both shapes) are built only when a check fails.
+  auto require = [&](bool ok, const auto& what) {
+    if (!ok)
+      throw ShapeError(detail::cat(kOp, ": expected ", what, ", but got input", shape_str(si),
+                                   " grid", shape_str(sg)));
+  };
+  require(si.size() == 4 || si.size() == 5, "a 4-D (N,C,H,W) or 5-D (N,C,D,H,W) input");
   const size_t k = si.size() - 2;
-  check<ShapeError>(sg.size() == si.size(), kOp, ": expected a ", si.size(),
-                    "-D grid for a ", si.size(), "-D input, but got ", shapes());
-  check<ShapeError>(sg.back() == static_cast<int64_t>(k), kOp, ": expected grid.shape[-1] == ", k,
-                    " for a ", si.size(), "-D input, but got ", shapes());
-  check<ShapeError>(sg[0] == si[0], kOp,
-                    ": expected grid.shape[0] == input.shape[0] (the batch), but got ", shapes());
-  for (size_t a = 2; a < si.size(); ++a)
-    check<ShapeError>(si[a] > 0, kOp, ": expected non-empty input spatial dims, but got ", shapes());
-  check<DtypeError>(input.dtype() == grid.dtype(), kOp,
-                    ": expected input and grid of one dtype, but got ", dtype_name(input.dtype()),
-                    " and ", dtype_name(grid.dtype()));
-  check<DeviceError>(input.device() == grid.device(), kOp,
-                     ": expected input and grid on one device, but got ", input.device().str(),
-                     " and ", grid.device().str());
+  if (sg.size() != si.size())
+    require(false, detail::cat("a ", si.size(), "-D grid for a ", si.size(), "-D input"));
+  if (sg.back() != static_cast<int64_t>(k))
+    require(false, detail::cat("grid.shape[-1] == ", k, " for a ", si.size(), "-D input"));
+  require(sg[0] == si[0], "grid.shape[0] == input.shape[0] (the batch)");
+  for (size_t a = 2; a < si.size(); ++a) require(si[a] > 0, "non-empty input spatial dims");
+  if (input.dtype() != grid.dtype())
+    throw DtypeError(detail::cat(kOp, ": expected input and grid of one dtype, but got ",
+                                 dtype_name(input.dtype()), " and ", dtype_name(grid.dtype())));
+  if (!(input.device() == grid.device()))
+    throw DeviceError(detail::cat(kOp, ": expected input and grid on one device, but got ",
+                                  input.device().str(), " and ", grid.device().str()));
   check_cpu(input, kOp);
 }
 
@@ -409,7 +458,7 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, GridSampleMode mode,
          [opt, k, in_shape, grid_shape](const Node& n, const Grads& g) {
            const bool need_in = n.needs_input_grad(0), need_grid = n.needs_input_grad(1);
            const DType dt = g[0].dtype();
-           Tensor gin = need_in ? zeros(in_shape, dt) : Tensor();
+           Tensor gin = need_in ? empty(in_shape, dt) : Tensor();
            Tensor ggrid = need_grid ? zeros(grid_shape, dt) : Tensor();
            const bool grid_kernel = need_grid && opt.mode == GridSampleMode::Bilinear;
            if (!need_in && !grid_kernel) return Grads{gin, ggrid};

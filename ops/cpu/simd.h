@@ -5,6 +5,7 @@
 #include <array>
 #include <cstdint>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 #include <xsimd/xsimd.hpp>
@@ -24,6 +25,135 @@ template <class T, class A>
 inline xsimd::batch<T, A> sel(const xsimd::batch_bool<T, A>& c, const xsimd::batch<T, A>& a,
                               const xsimd::batch<T, A>& b) {
   return xsimd::select(c, a, b);
+}
+
+/// The first n lanes (0 <= n <= size) read from p, the others 0. Reads only
+/// p[0, n), so it may end a row at the end of an allocation.
+template <class T>
+inline Batch<T> load_head(const T* p, int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && Batch<T>::size == 16)
+    return _mm512_maskz_loadu_ps(static_cast<__mmask16>((1u << n) - 1), p);
+  if constexpr (std::is_same_v<T, double> && Batch<T>::size == 8)
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1), p);
+#endif
+  alignas(64) T buf[Batch<T>::size] = {};
+  for (int64_t l = 0; l < n; ++l) buf[l] = p[l];
+  return Batch<T>::load_aligned(buf);
+}
+
+/// Writes the first n lanes (0 <= n <= size) of v to p[0, n).
+template <class T>
+inline void store_head(T* p, const Batch<T>& v, int64_t n) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && Batch<T>::size == 16) {
+    _mm512_mask_storeu_ps(p, static_cast<__mmask16>((1u << n) - 1), v);
+    return;
+  }
+  if constexpr (std::is_same_v<T, double> && Batch<T>::size == 8) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1), v);
+    return;
+  }
+#endif
+  alignas(64) T buf[Batch<T>::size];
+  v.store_aligned(buf);
+  for (int64_t l = 0; l < n; ++l) p[l] = buf[l];
+}
+
+/// Stores a batch to a batch-aligned p past the caches (a non-temporal
+/// store) where the target has one: for results not read again soon, which
+/// then neither evict useful lines nor cost a read of the old line. Call
+/// stream_fence() before other threads read what was stored.
+template <class T>
+inline void stream_store(T* p, const Batch<T>& v) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && Batch<T>::size == 16) {
+    _mm512_stream_ps(p, v);
+    return;
+  }
+  if constexpr (std::is_same_v<T, double> && Batch<T>::size == 8) {
+    _mm512_stream_pd(p, v);
+    return;
+  }
+#endif
+  v.store_aligned(p);
+}
+
+/// Orders this thread's earlier stream_store()s before its later stores.
+inline void stream_fence() {
+#if defined(__SSE2__)
+  _mm_sfence();
+#endif
+}
+
+namespace detail {
+#if defined(__AVX512F__)
+// e^x for 16 floats: x clamped to [-104, 89] (NaN passes), n = round(x /
+// ln 2), r = x - n ln 2 in two steps (Cody-Waite), e^r by Cephes' expf
+// polynomial, times 2^n by scalef (0 below the range, Inf above). Max
+// relative error about 2 ulp.
+inline __m512 exp16(__m512 x) {
+  x = _mm512_max_ps(_mm512_set1_ps(-104.0f), _mm512_min_ps(_mm512_set1_ps(89.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 y = _mm512_set1_ps(1.9875691500e-4f);
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.3981999507e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(8.3334519073e-3f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(4.1665795894e-2f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(1.6666665459e-1f));
+  y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(5.0000001201e-1f));
+  y = _mm512_fmadd_ps(y, _mm512_mul_ps(r, r), _mm512_add_ps(r, _mm512_set1_ps(1.0f)));
+  return _mm512_scalef_ps(y, n);
+}
+#endif
+}  // namespace detail
+
+/// sigmoid(x) = 1 / (1 + e^-x) of a batch (the fused kernels' gate
+/// activation). Float batches on AVX-512 use detail::exp16, others xsimd::exp.
+template <class T>
+inline Batch<T> sigmoid_v(const Batch<T>& x) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && Batch<T>::size == 16) {
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 e = detail::exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+    return Batch<T>(_mm512_div_ps(one, _mm512_add_ps(one, e)));
+  }
+#endif
+  return Batch<T>(1) / (Batch<T>(1) + xsimd::exp(-x));
+}
+
+/// tanh of a batch. Float batches on AVX-512: below |x| = 0.625 Cephes'
+/// tanhf odd polynomial, above it 1 - 2 / (e^{2|x|} + 1) with x's sign (the
+/// split xsimd::tanh makes, with detail::exp16 and no branches); others
+/// xsimd::tanh.
+template <class T>
+inline Batch<T> tanh_v(const Batch<T>& x) {
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float> && Batch<T>::size == 16) {
+    const __m512 v = x;
+    const __m512 one = _mm512_set1_ps(1.0f);
+    const __m512 ax = _mm512_abs_ps(v);
+    const __m512 s = _mm512_mul_ps(v, v);
+    __m512 p = _mm512_set1_ps(-5.70498872745e-3f);
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(2.06390887954e-2f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-5.37397155531e-2f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(1.33314422036e-1f));
+    p = _mm512_fmadd_ps(p, s, _mm512_set1_ps(-3.33332819422e-1f));
+    const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(p, s), v, v);
+    const __m512 e = detail::exp16(_mm512_add_ps(ax, ax));
+    const __m512 q = _mm512_div_ps(one, _mm512_add_ps(e, one));
+    __m512 big = _mm512_fnmadd_ps(_mm512_set1_ps(2.0f), q, one);
+    // x's sign onto big (|big| = big >= 0, or NaN).
+    const __m512i sign = _mm512_and_si512(_mm512_castps_si512(v),
+                                          _mm512_set1_epi32(static_cast<int>(0x80000000u)));
+    big = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(big), sign));
+    const __mmask16 lo = _mm512_cmp_ps_mask(ax, _mm512_set1_ps(0.625f), _CMP_LT_OQ);
+    return Batch<T>(_mm512_mask_blend_ps(lo, big, small));
+  }
+#endif
+  return xsimd::tanh(x);
 }
 
 /// Strides that view t (whose shape broadcasts to `shape`) as `shape`:

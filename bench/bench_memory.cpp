@@ -1,0 +1,140 @@
+// The Tensor Memory ops and training steps, timed. Op benchmarks run the
+// forward with autograd recording, then the op's own backward for given
+// output gradients (the tape node's backward function: every input gradient
+// the op can give, no loss ops around it), as bench/peer/*.py does with
+// torch.autograd.backward(outputs, grads). Shapes (Cx = C, as in the model):
+//   convlstm3d_cell      B=128, C=16, 6^3   and   B=128, C=32, 8^3
+//   grid_sample          5-D, trilinear, border, align_corners: one point per
+//                        batch item read from [B, C, D, H, W] (the memory read)
+//   gaussian_splat       content [B, C], mu [B, 3], sigma [B] -> [B, C, D, H, W]
+//   coord-binding step   tmem train coord-binding (W=20, s=0.05, batch 128):
+//                        the tensor and base models, ms per training step
+//
+//   OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 build-perf/bench/bench_memory
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "core/autograd.h"
+#include "models/trainer.h"
+#include "ops/ops.h"
+
+namespace {
+
+using namespace tmem;
+
+// Runs the backward function of the node that made `out` for gradients
+// `grads` of its outputs (no grad mode, as the engine runs it).
+void node_backward(const Tensor& out, const std::vector<Tensor>& grads) {
+  const std::shared_ptr<Node> node = out.impl().grad_fn;
+  NoGradGuard no_grad;
+  std::vector<Tensor> in_grads = node->backward(*node, grads);
+  benchmark::DoNotOptimize(in_grads.data());
+}
+
+Tensor leaf(const Shape& s, double lo, double hi, Generator& gen) {
+  Tensor t = rand(s, lo, hi, DType::Float32, gen);
+  t.requires_grad_();
+  return t;
+}
+
+// Args: C, grid edge (B = 128, Cx = C).
+void BM_convlstm3d_cell(benchmark::State& st, bool backward) {
+  const int64_t B = 128, C = st.range(0), G = st.range(1), Cz = 2 * C;
+  Generator gen(1);
+  Tensor x = leaf({B, C, G, G, G}, -1, 1, gen), h = leaf({B, C, G, G, G}, -1, 1, gen),
+         c = leaf({B, C, G, G, G}, -1, 1, gen);
+  ConvLSTM3DWeights w{leaf({Cz, 3}, -1, 1, gen),     leaf({Cz, 3}, -1, 1, gen),
+                      leaf({Cz, 3}, -1, 1, gen),     leaf({Cz}, -0.5, 0.5, gen),
+                      leaf({Cz}, -0.5, 0.5, gen),    leaf({Cz}, -0.5, 0.5, gen),
+                      leaf({4 * C, Cz}, -0.3, 0.3, gen), leaf({4 * C}, -0.5, 0.5, gen)};
+  const Tensor gh = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
+  const Tensor gc = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
+  for (auto _ : st) {
+    ConvLSTM3DState s = convlstm3d_cell(x, h, c, w);
+    if (backward) node_backward(s.h, {gh, gc});
+    benchmark::DoNotOptimize(s.h.raw_data());
+  }
+}
+
+// Args: C, grid edge. One point per batch item, input and grid gradients.
+void BM_grid_sample(benchmark::State& st, bool backward) {
+  const int64_t B = 128, C = st.range(0), G = st.range(1);
+  Generator gen(2);
+  Tensor vol = leaf({B, C, G, G, G}, -1, 1, gen);
+  Tensor grid = leaf({B, 1, 1, 1, 3}, -1, 1, gen);
+  const Tensor gm = rand({B, C, 1, 1, 1}, -1, 1, DType::Float32, gen);
+  for (auto _ : st) {
+    Tensor m = grid_sample(vol, grid, GridSampleMode::Bilinear, GridSamplePadding::Border, true);
+    if (backward) node_backward(m, {gm});
+    benchmark::DoNotOptimize(m.raw_data());
+  }
+}
+
+// Args: C, grid edge. Gradients for content, mu and sigma.
+void BM_gaussian_splat(benchmark::State& st, bool backward) {
+  const int64_t B = 128, C = st.range(0), G = st.range(1);
+  Generator gen(3);
+  Tensor content = leaf({B, C}, -1, 1, gen), mu = leaf({B, 3}, -0.9, 0.9, gen);
+  Tensor sigma = leaf({B}, 0.1, 0.5, gen);
+  const Tensor gv = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
+  for (auto _ : st) {
+    Tensor v = gaussian_splat(content, mu, sigma, G, G, G);
+    if (backward) node_backward(v, {gv});
+    benchmark::DoNotOptimize(v.raw_data());
+  }
+}
+
+// Whole training steps of `tmem train coord-binding` (batch 128): one
+// training run of warmup + timed steps before the loop; each benchmark
+// iteration reports one timed step (manual time). Counter: the 2000-step
+// minutes that this step time implies.
+void BM_coord_binding_step(benchmark::State& st, const std::string& method) {
+  constexpr int64_t kWarmup = 3;
+  const int64_t timed = st.max_iterations;
+  models::TrainConfig cfg;
+  cfg.task = "coord-binding";
+  cfg.model.method = method;
+  cfg.steps = kWarmup + timed;
+  cfg.batch = 128;
+  cfg.eval_batches = 1;
+  std::vector<double> step_s;
+  auto last = std::chrono::steady_clock::now();
+  models::train_diagnostic(cfg, [&](const models::TrainProgress&) {
+    const auto now = std::chrono::steady_clock::now();
+    step_s.push_back(std::chrono::duration<double>(now - last).count());
+    last = now;
+  });
+  std::vector<double> measured(step_s.begin() + kWarmup, step_s.end());
+  size_t k = 0;
+  for (auto _ : st) st.SetIterationTime(measured[k++ % measured.size()]);
+  std::sort(measured.begin(), measured.end());
+  const double median = measured[measured.size() / 2];
+  st.counters["median_ms"] = median * 1e3;
+  st.counters["min_for_2000_steps"] = median * 2000 / 60;
+}
+
+}  // namespace
+
+BENCHMARK_CAPTURE(BM_convlstm3d_cell, forward, false)
+    ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_convlstm3d_cell, forward_backward, true)
+    ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_grid_sample, forward_backward, true)
+    ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_gaussian_splat, forward_backward, true)
+    ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_coord_binding_step, tensor, std::string("tensor"))
+    ->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK_CAPTURE(BM_coord_binding_step, base, std::string("base"))
+    ->Iterations(40)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
