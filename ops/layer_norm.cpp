@@ -27,18 +27,6 @@ void check_param(const Tensor& p, const Tensor& x, int64_t C, const char* what) 
                     dtype_name(x.dtype()), " (the input's), but got ", dtype_name(p.dtype()));
 }
 
-template <class T>
-T sum_row(const T* x, int64_t n) {
-  using B = cpu::Batch<T>;
-  constexpr int64_t W = B::size;
-  B acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W) acc += B::load_unaligned(x + i);
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 // sum (x - mu)^2: the second pass of the two-pass variance.
 template <class T>
 T sum_sq_dev(const T* x, T mu, int64_t n) {
@@ -136,7 +124,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
 #pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
     for (int64_t i = 0; i < N; ++i) {
       const T* row = xp + i * C;
-      const T mu = sum_row(row, C) / static_cast<T>(C);
+      const T mu = cpu::row_sum(row, C) / static_cast<T>(C);
       const T var = sum_sq_dev(row, mu, C) / static_cast<T>(C);
       const T r = T(1) / std::sqrt(var + e);
       mp[i] = mu;

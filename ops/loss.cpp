@@ -75,14 +75,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
       const T* row = lp + n * C;
       T loss = -(T(1) - T(eps)) * row[tp[n]];
       if (eps > 0) {
-        using B = cpu::Batch<T>;
-        constexpr int64_t W = B::size;
-        B acc(T(0));
-        int64_t c = 0;
-        for (; c + W <= C; c += W) acc += B::load_unaligned(row + c);
-        T s = xsimd::hadd(acc);
-        for (; c < C; ++c) s += row[c];
-        loss -= T(eps) * s / static_cast<T>(C);
+        loss -= T(eps) * cpu::row_sum(row, C) / static_cast<T>(C);
       }
       pp[n] = loss;
     }

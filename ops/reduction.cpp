@@ -73,21 +73,6 @@ Tensor expand_grad(const Tensor& g, const Plan& p, double scale) {
   return out;
 }
 
-template <class T>
-T row_sum(const T* x, int64_t n) {
-  using B = cpu::Batch<T>;
-  constexpr int64_t W = B::size;
-  B acc0(T(0)), acc1(T(0));
-  int64_t i = 0;
-  for (; i + 2 * W <= n; i += 2 * W) {
-    acc0 += B::load_unaligned(x + i);
-    acc1 += B::load_unaligned(x + i + W);
-  }
-  T s = xsimd::hadd(acc0 + acc1);
-  for (; i < n; ++i) s += x[i];
-  return s;
-}
-
 Tensor reduce_sum(const Tensor& a, const Plan& p, double scale, const char* op) {
   Tensor rows = rows_of(a, p);
   Tensor out = empty(p.out, a.dtype());
@@ -96,7 +81,7 @@ Tensor reduce_sum(const Tensor& a, const Plan& p, double scale, const char* op) 
     T* o = out.data<T>();
     const int64_t O = p.O, R = p.R;
 #pragma omp parallel for if (O * R >= kParallelGrain && O > 1)
-    for (int64_t i = 0; i < O; ++i) o[i] = row_sum(x + i * R, R) * static_cast<T>(scale);
+    for (int64_t i = 0; i < O; ++i) o[i] = cpu::row_sum(x + i * R, R) * static_cast<T>(scale);
   });
   return out;
 }
@@ -174,7 +159,7 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction
     T* m = mu.data<T>();
     for (int64_t i = 0; i < p.O; ++i) {
       const T* row = x + i * p.R;
-      T mean_v = row_sum(row, p.R) / static_cast<T>(p.R);
+      T mean_v = cpu::row_sum(row, p.R) / static_cast<T>(p.R);
       T ss = 0;
       for (int64_t k = 0; k < p.R; ++k) ss += (row[k] - mean_v) * (row[k] - mean_v);
       m[i] = mean_v;

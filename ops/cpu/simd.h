@@ -15,6 +15,22 @@
 
 namespace tmem::cpu {
 
+/// sum of x[0..n) with two xsimd accumulators and a scalar tail.
+template <class T>
+T row_sum(const T* x, int64_t n) {
+  using B = xsimd::batch<T>;
+  constexpr int64_t W = B::size;
+  B acc0(T(0)), acc1(T(0));
+  int64_t i = 0;
+  for (; i + 2 * W <= n; i += 2 * W) {
+    acc0 += B::load_unaligned(x + i);
+    acc1 += B::load_unaligned(x + i + W);
+  }
+  T s = xsimd::hadd(acc0 + acc1);
+  for (; i < n; ++i) s += x[i];
+  return s;
+}
+
 template <class T>
 using Batch = xsimd::batch<T>;
 
