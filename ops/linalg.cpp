@@ -71,6 +71,13 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   const int64_t kb = b.dim() == 1 ? b.shape()[0] : b.shape()[b.dim() - 2];
   check<ShapeError>(ka == kb, "matmul: expected a.shape[-1] == b.shape[-2], got a",
                     shape_str(a.shape()), " b", shape_str(b.shape()));
+  if (a.dim() > 2 && b.dim() == 2) {
+    // [..., M, K] @ [K, N]: one GEMM over all rows (and one for each gradient)
+    // instead of one per batch item and a [batch, K, N] weight gradient.
+    Shape out_shape(a.shape().begin(), a.shape().end() - 1);
+    out_shape.push_back(b.shape()[1]);
+    return reshape(matmul(reshape(a, {-1, ka}), b), out_shape);
+  }
   Tensor a2 = a.dim() == 1 ? unsqueeze(a, 0) : a;
   Tensor b2 = b.dim() == 1 ? unsqueeze(b, 1) : b;
   Tensor out = mm_data(a2, b2);
@@ -99,6 +106,8 @@ void register_linalg_ops(std::vector<OpInfo>& t) {
                  [](const V& v) { return matmul(v[0], v[1]); }},
                 {"batch broadcast [2,1,3,4]@[3,4,2]", [] { return V{gc_input({2, 1, 3, 4}, -1, 1, 1), gc_input({3, 4, 2}, -1, 1, 2)}; },
                  [](const V& v) { return matmul(v[0], v[1]); }},
+                {"3-D @ 2-D (rows folded into one GEMM), transposed b", [] { return V{gc_input({2, 3, 4}, -1, 1, 1), gc_input({5, 4}, -1, 1, 2)}; },
+                 [](const V& v) { return matmul(v[0], transpose(v[1], 0, 1)); }},
                 {"1-D @ 2-D and transposed b", [] { return V{gc_input({4}, -1, 1, 1), gc_input({3, 4}, -1, 1, 2)}; },
                  [](const V& v) { return matmul(v[0], transpose(v[1], 0, 1)); }},
                 {"1-D @ 1-D", [] { return V{gc_input({4}, -1, 1, 1), gc_input({4}, -1, 1, 2)}; },
