@@ -13,9 +13,12 @@
 #include "core/strided.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/simd.h"
+#include "cell_util.h"
 #include "test_util.h"
 
 using namespace tmem;
+using tmem::test::cell_inputs;
+using tmem::test::weights_of;
 using tmem::test::check_close;
 using tmem::test::require_gradcheck;
 
@@ -288,18 +291,9 @@ std::pair<std::vector<double>, std::vector<double>> reference_cell(const V& v) {
   return {hn, cn};
 }
 
-V cell_inputs(int64_t B, int64_t Cx, int64_t C, std::array<int64_t, 3> g, DType dt, uint64_t seed) {
-  const int64_t Cz = Cx + C;
-  Generator gen(seed);
-  auto r = [&](const Shape& s, double lo, double hi) { return rand(s, lo, hi, dt, gen); };
-  return {r({B, Cx, g[0], g[1], g[2]}, -1, 1), r({B, C, g[0], g[1], g[2]}, -1, 1),
-          r({B, C, g[0], g[1], g[2]}, -1, 1), r({Cz, 3}, -1, 1), r({Cz, 3}, -1, 1),
-          r({Cz, 3}, -1, 1), r({Cz}, -0.5, 0.5), r({Cz}, -0.5, 0.5), r({Cz}, -0.5, 0.5),
-          r({4 * C, Cz}, -0.6, 0.6), r({4 * C}, -0.5, 0.5)};
-}
 
 ConvLSTM3DState run(const V& v) {
-  return convlstm3d_cell(v[0], v[1], v[2], {v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]});
+  return convlstm3d_cell(v[0], v[1], v[2], weights_of(v));
 }
 
 }  // namespace

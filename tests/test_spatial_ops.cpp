@@ -7,9 +7,12 @@
 #include <string>
 
 #include "fixture.h"
+#include "cell_util.h"
 #include "test_util.h"
 
 using namespace tmem;
+using tmem::test::cell_inputs;
+using tmem::test::weights_of;
 using tmem::test::check_close;
 using tmem::test::fixture_tensor;
 using tmem::test::fixture_values;
@@ -50,9 +53,6 @@ std::string shape_error(F&& f) {
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
-ConvLSTM3DWeights weights_of(const V& v) {
-  return {v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]};
-}
 
 // The cell of DESIGN.md 3 composed from primitive tmem ops.
 ConvLSTM3DState composed_cell(const Tensor& x, const Tensor& h, const Tensor& c,
@@ -74,16 +74,6 @@ ConvLSTM3DState composed_cell(const Tensor& x, const Tensor& h, const Tensor& c,
   return {h2, c2};
 }
 
-// B, Cx, C, grid; inputs x, h, c, dw_d, dw_h, dw_w, db_d, db_h, db_w, pw, pb.
-V cell_inputs(int64_t B, int64_t Cx, int64_t C, A3 g, DType dt, uint64_t seed) {
-  const int64_t Cz = Cx + C;
-  Generator gen(seed);
-  auto r = [&](const Shape& s, double lo, double hi) { return rand(s, lo, hi, dt, gen); };
-  return {r({B, Cx, g[0], g[1], g[2]}, -1, 1), r({B, C, g[0], g[1], g[2]}, -1, 1),
-          r({B, C, g[0], g[1], g[2]}, -1, 1), r({Cz, 3}, -1, 1), r({Cz, 3}, -1, 1),
-          r({Cz, 3}, -1, 1), r({Cz}, -0.5, 0.5), r({Cz}, -0.5, 0.5), r({Cz}, -0.5, 0.5),
-          r({4 * C, Cz}, -0.6, 0.6), r({4 * C}, -0.5, 0.5)};
-}
 
 // Runs cell (fused or composed) on fresh leaves copied from `base` (requires_grad
 // where `grad_mask` says), backpropagates sum(h' wh) + sum(c' wc), and returns
