@@ -12,12 +12,10 @@ fixed output gradients gh, gc, as bench_memory does with the op's backward.
 Run with Debian's PyTorch: /usr/bin/python3 bench/peer/cell_peer.py
 Prints milliseconds per iteration (median of --reps timed runs).
 """
-import argparse
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+
+from peer_common import median_time, parse_args
 
 
 def make(B, C, G, seed=0):
@@ -69,27 +67,12 @@ def bench(B, C, G, reps, warmup):
         h2, c2 = cell(x, h, c, w)
         torch.autograd.backward((h2, c2), (gh, gc))
 
-    out = {}
-    for name, fn in (("forward", fwd), ("forward+backward", fwd_bwd)):
-        for _ in range(warmup):
-            fn()
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        out[name] = statistics.median(times)
-    return out
+    return {name: median_time(fn, reps, warmup, 1e3)
+            for name, fn in (("forward", fwd), ("forward+backward", fwd_bwd))}
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    args = parse_args(__doc__.split("\n")[0], reps=20, warmup=3)
     for B, C, G in ((128, 16, 6), (128, 32, 8)):
         r = bench(B, C, G, args.reps, args.warmup)
         for name, ms in r.items():

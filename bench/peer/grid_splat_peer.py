@@ -15,12 +15,10 @@ output gradient. Run with Debian's PyTorch:
   /usr/bin/python3 bench/peer/grid_splat_peer.py
 Prints microseconds per iteration (median of --reps timed runs).
 """
-import argparse
-import statistics
-import time
-
 import torch
 import torch.nn.functional as F
+
+from peer_common import median_time, parse_args
 
 
 def splat(content, mu, sigma, D, H, W):
@@ -36,25 +34,8 @@ def splat(content, mu, sigma, D, H, W):
     return content[:, :, None, None, None] * w[:, None]
 
 
-def timed(fn, reps, warmup):
-    for _ in range(warmup):
-        fn()
-    times = []
-    for _ in range(reps):
-        t0 = time.perf_counter()
-        fn()
-        times.append((time.perf_counter() - t0) * 1e6)
-    return statistics.median(times)
-
-
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--reps", type=int, default=200)
-    ap.add_argument("--warmup", type=int, default=20)
-    args = ap.parse_args()
-    torch.set_num_threads(args.threads)
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads")
+    args = parse_args(__doc__.split("\n")[0], reps=200, warmup=20)
     g = torch.Generator().manual_seed(0)
     B = 128
     for C, G in ((16, 6), (32, 8)):
@@ -81,9 +62,9 @@ def main():
             torch.autograd.backward(v, gv)
 
         print(f"grid_sample B={B} C={C} {G}^3 one point per item forward+backward: "
-              f"{timed(read, args.reps, args.warmup):.1f} us/iter")
+              f"{median_time(read, args.reps, args.warmup, 1e6):.1f} us/iter")
         print(f"gaussian_splat B={B} C={C} {G}^3 forward+backward: "
-              f"{timed(write, args.reps, args.warmup):.1f} us/iter")
+              f"{median_time(write, args.reps, args.warmup, 1e6):.1f} us/iter")
 
 
 if __name__ == "__main__":
