@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Installs tmem's build and test dependencies from Debian packages.
 # Usage: bash tools/setup.sh            (as root, or with sudo available)
-# Set TMEM_SETUP_TORCH=1 to also install python3-torch (only needed to
-# regenerate the PyTorch fixtures with tools/make_fixtures.py).
+# Set TMEM_SETUP_TORCH=1 to also install python3-torch and python3-skimage
+# (only needed to regenerate the fixtures with tools/make_fixtures.py and to
+# run the PyTorch peers of `tmem bench`).
 set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libxtensor-dev libxsimd-dev doctest-dev nlohmann-json3-dev zlib1g-dev
           libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist)
-if [[ "${TMEM_SETUP_TORCH:-0}" == 1 ]]; then packages+=(python3-torch); fi
+if [[ "${TMEM_SETUP_TORCH:-0}" == 1 ]]; then packages+=(python3-torch python3-skimage); fi
 
 missing=()
 for p in "${packages[@]}"; do
