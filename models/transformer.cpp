@@ -11,10 +11,38 @@ double mlp_ratio_of(const std::string& method) {
   throw ValueError("unknown method \"" + method + "\" (expected base, base_wide, slots or tensor)");
 }
 
+void check_attention_kind(const std::string& attention) {
+  check<ValueError>(attention == "full" || attention == "local" || attention == "linear" || attention == "xl",
+                    "unknown attention \"", attention, "\" (expected full, local, linear or xl)");
+}
+
+void BackboneState::detach() {
+  for (auto& s : memory) s = {s.h.detach(), s.c.detach()};
+  for (auto& s : slots) s = s.detach();
+}
+
+namespace {
+
+nn::AttentionOptions attention_options(const BackboneConfig& cfg) {
+  check_attention_kind(cfg.attention);
+  nn::AttentionOptions o;
+  if (cfg.attention == "local") {
+    check<ValueError>(cfg.window > 0, "Backbone: local attention needs window > 0, but got ", cfg.window);
+    o.window = cfg.window;
+  }
+  o.linear = cfg.attention == "linear";
+  if (cfg.attention == "xl") o.rel_distances = 2 * cfg.max_len;
+  return o;
+}
+
+}  // namespace
+
 Block::Block(const BackboneConfig& cfg, Generator& gen) {
-  const int64_t hidden = static_cast<int64_t>(mlp_ratio_of(cfg.method) * static_cast<double>(cfg.dim));
+  const int64_t hidden = cfg.mlp_hidden > 0 ? cfg.mlp_hidden
+                                            : static_cast<int64_t>(mlp_ratio_of(cfg.method) * static_cast<double>(cfg.dim));
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(cfg.dim));
-  attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(cfg.dim, cfg.heads, cfg.dropout, gen));
+  attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(cfg.dim, cfg.heads, cfg.dropout, gen,
+                                                                          attention_options(cfg)));
   if (cfg.method == "tensor") {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     memory = register_module("memory", std::make_shared<nn::TensorMemory>(cfg.dim, cfg.memory, gen));
@@ -29,8 +57,9 @@ Block::Block(const BackboneConfig& cfg, Generator& gen) {
   drop = register_module("drop", std::make_shared<nn::Dropout>(cfg.dropout, gen));
 }
 
-Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state) const {
-  Tensor y = x + drop->forward(attn->forward(ln1->forward(x), true));
+Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state, const Tensor& cache) const {
+  Tensor ctx = cache.defined() ? ln1->forward(cache) : Tensor();
+  Tensor y = x + drop->forward(attn->forward(ln1->forward(x), true, Tensor(), ctx));
   if (memory) y = y + memory->forward(ln_mem->forward(y), *state);
   if (slots) y = y + slots->forward(ln_mem->forward(y), *slot_state);
   return y + drop->forward(mlp->forward(ln2->forward(y)));
@@ -38,36 +67,44 @@ Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_stat
 
 Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   mlp_ratio_of(cfg.method);
-  check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0,
-                    "Backbone: expected positive layers, dim and max_len");
-  pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
+  check_attention_kind(cfg.attention);
+  check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0 && cfg.mlp_hidden >= 0,
+                    "Backbone: expected positive layers, dim and max_len and mlp_hidden >= 0");
+  if (cfg.attention != "xl")
+    pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
   for (int64_t l = 0; l < cfg.layers; ++l)
     blocks_.push_back(register_module("blocks." + std::to_string(l), std::make_shared<Block>(cfg, gen)));
   ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.dim));
 }
 
 Tensor Backbone::forward(const Tensor& x) const {
+  BackboneState fresh;
+  return forward(x, fresh);
+}
+
+Tensor Backbone::forward(const Tensor& x, BackboneState& state) const {
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == cfg.dim && x.shape()[1] <= cfg.max_len,
                     "Backbone: expected x [B, T <= ", cfg.max_len, ", ", cfg.dim, "], but got ",
                     shape_str(x.shape()));
   const int64_t B = x.shape()[0], T = x.shape()[1];
-  Tensor h = x + slice(pos_, 0, 0, T);
-  ConvLSTM3DState shared;
-  for (const auto& blk : blocks_) {
-    ConvLSTM3DState own;
-    ConvLSTM3DState* state = nullptr;
-    Tensor slot_state = blk->slots ? blk->slots->initial_state(B) : Tensor();
-    if (blk->memory) {
-      if (cfg.leaky_memory) {
-        if (!shared.h.defined()) shared = blk->memory->initial_state(B);
-        state = &shared;
-      } else {
-        own = blk->memory->initial_state(B);
-        state = &own;
-      }
+  const auto L = blocks_.size();
+  if (state.empty()) {
+    for (const auto& blk : blocks_) {
+      if (blk->memory && (!cfg.leaky_memory || state.memory.empty()))
+        state.memory.push_back(blk->memory->initial_state(B));
+      if (blk->slots) state.slots.push_back(blk->slots->initial_state(B));
     }
-    h = blk->forward(h, state, &slot_state);
   }
+  Tensor h = pos_.defined() ? x + slice(pos_, 0, 0, T) : x;
+  std::vector<Tensor> next_cache;
+  for (size_t l = 0; l < L; ++l) {
+    const auto& blk = blocks_[l];
+    if (cfg.attention == "xl") next_cache.push_back(h.detach());
+    ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : l] : nullptr;
+    Tensor* slot = blk->slots ? &state.slots[l] : nullptr;
+    h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l]);
+  }
+  if (cfg.attention == "xl") state.cache = std::move(next_cache);
   return ln_f_->forward(h);
 }
 

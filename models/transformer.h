@@ -1,7 +1,10 @@
-// The diagnostic backbones of DESIGN.md 5: a pre-norm causal transformer
-// (`base`), the same with MLP ratio 4.5 (`base_wide`, parameter-matched), and
-// the same with a Tensor Memory layer in every block (`tensor`). Shapes: B
-// batch, T tokens, C = dim channels.
+// The transformer backbones: a pre-norm causal transformer (`base`), the same
+// with MLP ratio 4.5 (`base_wide`, parameter-matched), and the same with a
+// Tensor Memory layer (`tensor`) or slot memory (`slots`) in every block, for
+// the diagnostics of DESIGN.md 5; the attention kinds (full, local sliding
+// window, causal linear, Transformer-XL cache) and the streaming state serve
+// the language models of models/lm.h. Shapes: B batch, T tokens, P cached
+// tokens, C = dim channels.
 #pragma once
 #include <memory>
 #include <string>
@@ -15,8 +18,15 @@ namespace tmem::models {
 
 struct BackboneConfig {
   std::string method = "tensor";  // base | base_wide | slots | tensor
+  /// full: causal softmax attention; local: causal sliding window of `window`
+  /// tokens; linear: causal linear attention, ELU + 1 features; xl: causal
+  /// attention over a cache of the previous segment plus the current one,
+  /// with learned relative position biases instead of absolute positions.
+  std::string attention = "full";
+  int64_t window = 64;            // local attention window
   int64_t dim = 64, layers = 2, heads = 4;
-  int64_t max_len = 256;          // learned positions
+  int64_t max_len = 256;          // learned positions (xl: relative distances up to 2 * max_len)
+  int64_t mlp_hidden = 0;         // MLP width; 0: mlp_ratio_of(method) * dim
   double dropout = 0.0;
   nn::TensorMemoryOptions memory;
   /// Reproduces the reference code's threading of ONE memory state through
@@ -29,14 +39,37 @@ struct BackboneConfig {
 /// Throws ValueError for an unknown method.
 double mlp_ratio_of(const std::string& method);
 
-/// Pre-norm block: x += attn(ln1(x)); [x += mem(ln_m(x))]; x += mlp(ln2(x)),
-/// the memory being TensorMemory (method tensor) or SlotMemory (slots).
+/// Throws ValueError naming `attention` unless it is full, local, linear or xl.
+void check_attention_kind(const std::string& attention);
+
+/// The recurrent state a Backbone carries from one segment of a token stream
+/// to the next. Empty (default) = the start of a stream; Backbone::forward
+/// fills it on first use and advances it in place.
+struct BackboneState {
+  /// tensor: one (h, c) per layer; leaky_memory: one shared by every layer.
+  std::vector<ConvLSTM3DState> memory;
+  /// slots: one slot state [B, M, C] per layer.
+  std::vector<Tensor> slots;
+  /// xl: per layer, that layer's input over the previous segment [B, P, C],
+  /// detached (stop-gradient), as Transformer-XL's memory.
+  std::vector<Tensor> cache;
+  bool empty() const { return memory.empty() && slots.empty() && cache.empty(); }
+  /// Cuts the autograd history of the memory and slot states (truncated
+  /// backpropagation between training segments); the cache is always detached.
+  void detach();
+};
+
+/// Pre-norm block: x += attn(ln1(x) [, context ln1(cache)]);
+/// [x += mem(ln_m(x))]; x += mlp(ln2(x)), the memory being TensorMemory
+/// (method tensor) or SlotMemory (slots).
 class Block : public nn::Module {
  public:
   Block(const BackboneConfig& cfg, Generator& gen);
   /// memory_state / slot_state: this layer's recurrent state (used when the
-  /// block has that memory), advanced in place.
-  Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state, Tensor* slot_state = nullptr) const;
+  /// block has that memory), advanced in place. cache [B, P, C]: earlier
+  /// tokens' layer inputs that attention sees before x's (xl), or undefined.
+  Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state, Tensor* slot_state = nullptr,
+                 const Tensor& cache = Tensor()) const;
   std::shared_ptr<nn::LayerNorm> ln1, ln2, ln_mem;
   std::shared_ptr<nn::MultiheadAttention> attn;
   std::shared_ptr<nn::MLP> mlp;
@@ -45,13 +78,20 @@ class Block : public nn::Module {
   std::shared_ptr<nn::Dropout> drop;
 };
 
-/// Learned positions + blocks + final LayerNorm: x[B, T, C] -> [B, T, C].
-/// Causal for every method (each layer keeps its own memory state) unless
-/// leaky_memory. Throws ShapeError when T > max_len or C != dim.
+/// Learned positions (none for xl) + blocks + final LayerNorm:
+/// x[B, T, C] -> [B, T, C]. Causal for every method (each layer keeps its own
+/// memory state) unless leaky_memory. Throws ValueError for an unknown method
+/// or attention kind, ShapeError when T > max_len or C != dim.
 class Backbone : public nn::Module {
  public:
   Backbone(const BackboneConfig& cfg, Generator& gen);
+  /// One sequence from a fresh state.
   Tensor forward(const Tensor& x) const;
+  /// One segment of a stream: starts from `state` (empty = stream start) and
+  /// leaves in it the state after this segment. Positions restart at 0 in
+  /// every segment; xl's relative positions span the cache and the segment.
+  /// Throws ShapeError when the state was made for another batch size.
+  Tensor forward(const Tensor& x, BackboneState& state) const;
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
   BackboneConfig cfg;
 

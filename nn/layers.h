@@ -40,19 +40,49 @@ class Dropout : public Module {
   Generator* gen_;
 };
 
+/// How a MultiheadAttention mixes tokens (every kind is causal when asked to
+/// be; see MultiheadAttention::forward).
+struct AttentionOptions {
+  /// > 0: causal sliding window, query t sees keys (t - window, t] (local
+  /// attention; applied when forward is causal); 0: unlimited.
+  int64_t window = 0;
+  /// Causal linear attention (Katharopoulos et al. 2020) with the feature map
+  /// phi(x) = ELU(x) + 1 on queries and keys, normalised by
+  /// phi(q_t) . sum_{s<=t} phi(k_s) + linear_eps (ops/attention.h); no softmax,
+  /// no scale, no attention dropout. Always causal.
+  bool linear = false;
+  double linear_eps = 1e-6;
+  int64_t linear_chunk = 64;  // tokens per chunk of causal_linear_attention
+  /// > 0: a learned relative position bias b[head, distance] added to the
+  /// scores (distance = query position - key position, counted over the
+  /// context and x together, clamped to rel_distances - 1), initialised to 0;
+  /// the positions of Transformer-XL-style attention over a cache.
+  int64_t rel_distances = 0;
+};
+
 /// Multi-head self-attention (Vaswani et al. 2017): one Linear(C, 3C) for
-/// q, k, v, heads of width C / heads, scaled dot-product attention, and an
-/// output Linear(C, C). x[B, T, C] -> [B, T, C]. causal: token t attends to
-/// tokens <= t. key_padding_mask [B, T] (non-zero = padding, PyTorch
-/// convention) hides padded keys. Throws ValueError when C % heads != 0 and
-/// ShapeError for a bad x or mask shape.
+/// q, k, v, heads of width C / heads, scaled dot-product attention (or the
+/// kinds of AttentionOptions), and an output Linear(C, C). Throws ValueError
+/// when C % heads != 0, for a negative window or rel_distances, and for
+/// linear together with a window or rel_distances.
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t dim, int64_t heads, double dropout = 0.0,
-                     Generator& gen = default_generator());
-  Tensor forward(const Tensor& x, bool causal = true, const Tensor& key_padding_mask = Tensor()) const;
+                     Generator& gen = default_generator(), const AttentionOptions& opt = {});
+  /// x[B, T, C] -> [B, T, C]. causal: token t attends to tokens <= t (linear
+  /// attention is causal whatever `causal` says). key_padding_mask [B, T]
+  /// (non-zero = padding, PyTorch convention) hides padded keys (softmax
+  /// attention only). context [B, P, C]: P earlier tokens (e.g. a
+  /// Transformer-XL cache) whose keys and values every query sees before x's
+  /// own (causal) keys; query t sits at position P + t. Throws ShapeError for
+  /// a bad x, mask or context shape, ValueError for a context or mask with
+  /// linear attention, a context without causal, or a context with a window.
+  Tensor forward(const Tensor& x, bool causal = true, const Tensor& key_padding_mask = Tensor(),
+                 const Tensor& context = Tensor()) const;
   int64_t dim, heads;
+  AttentionOptions opt;
   std::shared_ptr<Linear> qkv, out;
+  Tensor rel_bias;  // [heads, rel_distances], defined when opt.rel_distances > 0
 
  private:
   double dropout_;

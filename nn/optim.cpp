@@ -1,6 +1,8 @@
 #include "nn/optim.h"
 
+#include <algorithm>
 #include <cmath>
+#include <numbers>
 
 #include "core/autograd.h"
 
@@ -162,6 +164,16 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
     }
   }
   return norm;
+}
+
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr) {
+  check<ValueError>(step >= 0 && warmup >= 0 && total > warmup, "warmup_cosine_lr: expected step >= 0 and ",
+                    "0 <= warmup < total, but got step ", step, " warmup ", warmup, " total ", total);
+  check<ValueError>(base_lr >= 0 && min_lr >= 0 && min_lr <= base_lr, "warmup_cosine_lr: expected ",
+                    "0 <= min_lr <= base_lr, but got base_lr ", base_lr, " min_lr ", min_lr);
+  if (step < warmup) return base_lr * static_cast<double>(step + 1) / static_cast<double>(warmup);
+  const double p = std::min(1.0, static_cast<double>(step - warmup) / static_cast<double>(total - warmup));
+  return min_lr + 0.5 * (base_lr - min_lr) * (1.0 + std::cos(std::numbers::pi * p));
 }
 
 }  // namespace tmem::nn

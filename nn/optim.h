@@ -1,5 +1,5 @@
-// Optimizers and gradient clipping, with PyTorch's update rules (torch.optim
-// SGD and AdamW, torch.nn.utils.clip_grad_norm_). Updates run in place on the
+// Optimizers, learning-rate schedules and gradient clipping, with PyTorch's
+// update rules (torch.optim SGD and AdamW, torch.nn.utils.clip_grad_norm_). Updates run in place on the
 // parameters' storage without recording on the tape.
 #pragma once
 #include <map>
@@ -49,6 +49,16 @@ class AdamW {
   double beta1_, beta2_, eps_, weight_decay_;
   int64_t t_ = 0;
 };
+
+/// Linear warmup then cosine decay (the GPT-2 / nanoGPT schedule; the cosine
+/// of Loshchilov & Hutter 2017 without restarts), for step = 0, 1, ...:
+///   step < warmup:  base_lr * (step + 1) / warmup
+///   otherwise:      min_lr + 0.5 (base_lr - min_lr) (1 + cos(pi p)),
+///                   p = min(1, (step - warmup) / (total - warmup))
+/// so the rate reaches base_lr at the last warmup step, is base_lr at step
+/// `warmup`, and min_lr from step `total` on. Throws ValueError for step < 0,
+/// warmup < 0, total <= warmup, base_lr < 0 or min_lr outside [0, base_lr].
+double warmup_cosine_lr(int64_t step, int64_t warmup, int64_t total, double base_lr, double min_lr = 0.0);
 
 /// Scales all gradients so their joint L2 norm is at most max_norm (PyTorch:
 /// coefficient max_norm / (norm + 1e-6), applied when below 1). The norm is

@@ -1,8 +1,10 @@
-// Scaled dot-product attention as a composite of differentiable ops.
+// Scaled dot-product attention and causal linear attention as composites of
+// differentiable ops.
 // Shapes: q[B,H,T,Dh], k[B,H,S,Dh], v[B,H,S,Dv]; scores/weights [B,H,T,S];
 // out [B,H,T,Dv].
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -10,6 +12,7 @@
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/op_table.h"
+#include "ops/reduction.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"
 
@@ -80,10 +83,52 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   return matmul(weights, v);
 }
 
+Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, double eps,
+                               int64_t chunk) {
+  constexpr const char* op = "causal_linear_attention";
+  check<ShapeError>(q.dim() == 4 && k.dim() == 4 && v.dim() == 4, op,
+                    ": expected 4-D q[B,H,T,Dh], k[B,H,T,Dh], v[B,H,T,Dv], but got q",
+                    shape_str(q.shape()), " k", shape_str(k.shape()), " v", shape_str(v.shape()));
+  const Shape &qs = q.shape(), &ks = k.shape(), &vs = v.shape();
+  check<ShapeError>(qs == ks && vs[0] == qs[0] && vs[1] == qs[1] && vs[2] == qs[2], op,
+                    ": expected q[B,H,T,Dh] == k[B,H,T,Dh] and v[B,H,T,Dv] with the same B, H, T, but got q",
+                    shape_str(qs), " k", shape_str(ks), " v", shape_str(vs));
+  check<DtypeError>(q.dtype() == k.dtype() && q.dtype() == v.dtype(), op,
+                    ": expected q, k, v of one dtype, but got ", dtype_name(q.dtype()), ", ",
+                    dtype_name(k.dtype()), ", ", dtype_name(v.dtype()));
+  check<ValueError>(chunk >= 1 && eps >= 0, op, ": expected chunk >= 1 and eps >= 0, but got chunk ",
+                    chunk, " eps ", eps);
+  const int64_t T = qs[2];
+  Tensor S, z;  // running sum_s k[s]^T v[s] [B,H,Dh,Dv] and sum_s k[s] [B,H,1,Dh] of earlier chunks
+  std::vector<Tensor> outs;
+  for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+    const int64_t t1 = std::min(T, t0 + chunk), c = t1 - t0;
+    Tensor qc = slice(q, 2, t0, t1), kc = slice(k, 2, t0, t1), vc = slice(v, 2, t0, t1);
+    Tensor lower = ones({c, c}, q.dtype());  // 1 where key s <= query t inside the chunk
+    dispatch_floating(q.dtype(), op, [&]<class D>() {
+      D* p = lower.data<D>();
+      for (int64_t t = 0; t < c; ++t)
+        for (int64_t s = t + 1; s < c; ++s) p[t * c + s] = D(0);
+    });
+    Tensor a = mul(matmul(qc, transpose(kc, -2, -1)), lower);  // [B,H,c,c]
+    Tensor num = matmul(a, vc);
+    Tensor den = sum(a, {-1}, true);
+    if (S.defined()) {
+      num = add(num, matmul(qc, S));
+      den = add(den, matmul(qc, transpose(z, -2, -1)));
+    }
+    outs.push_back(div(num, add(den, eps)));
+    Tensor kv = matmul(transpose(kc, -2, -1), vc), ksum = sum(kc, {2}, true);
+    S = S.defined() ? add(S, kv) : kv;
+    z = z.defined() ? add(z, ksum) : ksum;
+  }
+  return outs.size() == 1 ? outs[0] : cat(outs, 2);
+}
+
 // Attention is a composite with no OpId of its own: every op it is made of
-// has its own entry and gradcheck cases, and the composite's gradchecks
-// (causal, additive mask, window) live in tests/test_nn_ops.cpp. Nothing is
-// added to the table.
+// has its own entry and gradcheck cases, and the composites' gradchecks
+// (causal, additive mask, window; causal linear attention) live in
+// tests/test_nn_ops.cpp and tests/test_lm.cpp. Nothing is added to the table.
 void register_attention_ops(std::vector<OpInfo>&) {}
 
 }  // namespace tmem

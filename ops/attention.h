@@ -33,4 +33,20 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
                                     std::optional<double> scale = std::nullopt,
                                     Generator& gen = default_generator());
 
+/// Causal linear attention (Katharopoulos et al. 2020, "Transformers are
+/// RNNs"), for feature-mapped (non-negative) queries and keys:
+///   out[t] = q[t] S_t / (q[t] . z_t + eps),  S_t = sum_{s<=t} k[s]^T v[s],
+///   z_t = sum_{s<=t} k[s],
+/// q[B, H, T, Dh], k[B, H, T, Dh], v[B, H, T, Dv] -> out[B, H, T, Dv]. The
+/// feature map (e.g. ELU(x) + 1) is the caller's. Computed chunk by chunk:
+/// inside a chunk of `chunk` tokens the masked quadratic form, across chunks
+/// the running sums S and z, so memory is O(T * chunk + Dh * Dv) per head,
+/// never O(T^2); the result equals the masked O(T^2) form for any chunk.
+/// Composed of differentiable ops (matmul, mul, sum, div, cat).
+/// Throws ShapeError when q, k, v are not 4-D with equal B, H, T and q, k
+/// with equal Dh (naming the shapes); DtypeError for mixed dtypes;
+/// ValueError for chunk < 1 or eps < 0.
+Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v, double eps = 1e-6,
+                               int64_t chunk = 64);
+
 }  // namespace tmem

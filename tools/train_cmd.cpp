@@ -207,8 +207,10 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
       if (j.contains("seed")) a->seeds = {a->cfg.seed};
     }
   auto& c = a->cfg;
-  auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side");
-  t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm")
+  auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
+                                        "(or `train brown`: the language models)");
+  t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm; "
+                                 "brown trains the language models (see tmem train brown --help)")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();

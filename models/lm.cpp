@@ -1,0 +1,124 @@
+#include "models/lm.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/autograd.h"
+#include "ops/elementwise.h"
+#include "ops/linalg.h"
+#include "ops/loss.h"
+#include "ops/shape.h"
+
+namespace tmem::models {
+
+LMConfig::LMConfig() {
+  memory.channels = 32;
+  memory.D = memory.H = memory.W = 8;
+  memory.chunk = 16;
+}
+
+const std::vector<std::string>& lm_methods() {
+  static const std::vector<std::string> m = {"base", "local", "linear", "xl", "tensor", "leaky"};
+  return m;
+}
+
+void check_lm_method(const std::string& method) {
+  const auto& m = lm_methods();
+  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown LM method \"", method,
+                    "\" (expected base, local, linear, xl, tensor or leaky)");
+}
+
+BackboneConfig lm_backbone_config(const LMConfig& cfg) {
+  check_lm_method(cfg.method);
+  BackboneConfig b;
+  const bool memory = cfg.method == "tensor" || cfg.method == "leaky";
+  b.method = memory ? "tensor" : "base";
+  b.leaky_memory = cfg.method == "leaky";
+  b.attention = cfg.method == "local" || cfg.method == "linear" || cfg.method == "xl" ? cfg.method : "full";
+  b.window = cfg.window;
+  b.dim = cfg.dim;
+  b.layers = cfg.layers;
+  b.heads = cfg.heads;
+  b.max_len = cfg.seq;
+  b.dropout = cfg.dropout;
+  b.memory = cfg.memory;
+  check<ValueError>(cfg.mlp_hidden >= 0, "TransformerLM: expected mlp_hidden >= 0, but got ", cfg.mlp_hidden);
+  if (cfg.mlp_hidden > 0) {
+    b.mlp_hidden = cfg.mlp_hidden;
+  } else if (!memory) {
+    Generator scratch(0);
+    const int64_t extra = nn::TensorMemory(cfg.dim, cfg.memory, scratch).num_parameters() + 2 * cfg.dim;
+    b.mlp_hidden = 4 * cfg.dim + (extra + cfg.dim) / (2 * cfg.dim + 1);  // rounded
+  }
+  return b;
+}
+
+TransformerLM::TransformerLM(const LMConfig& c, Generator& gen) : cfg(c) {
+  check<ValueError>(cfg.vocab >= 1, "TransformerLM: expected vocab >= 1, but got ", cfg.vocab);
+  tok = register_module("tok", std::make_shared<nn::Embedding>(cfg.vocab, cfg.dim, gen));
+  copy_data(tok->weight, randn({cfg.vocab, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
+  drop = register_module("drop", std::make_shared<nn::Dropout>(cfg.dropout, gen));
+  backbone = register_module("backbone", std::make_shared<Backbone>(lm_backbone_config(cfg), gen));
+}
+
+Tensor TransformerLM::forward(const Tensor& tokens) const {
+  BackboneState fresh;
+  return forward(tokens, fresh);
+}
+
+Tensor TransformerLM::forward(const Tensor& tokens, BackboneState& state) const {
+  check<ShapeError>(tokens.dim() == 2 && tokens.shape()[1] >= 1 && tokens.shape()[1] <= cfg.seq,
+                    "TransformerLM: expected tokens [B, 1 <= T <= ", cfg.seq, "], but got ",
+                    shape_str(tokens.shape()));
+  check<DtypeError>(tokens.dtype() == DType::Int64, "TransformerLM: expected int64 tokens, but got ",
+                    dtype_name(tokens.dtype()));
+  Tensor h = backbone->forward(drop->forward(tok->forward(tokens)), state);
+  return matmul(h, transpose(tok->weight, 0, 1));
+}
+
+StreamSegments::StreamSegments(const std::vector<int64_t>& tokens, int64_t batch, int64_t seq)
+    : tokens_(tokens), batch_(batch), seq_(seq) {
+  const auto N = static_cast<int64_t>(tokens.size());
+  check<ValueError>(N >= 2 && batch >= 1 && seq >= 1, "StreamSegments: expected at least 2 tokens, ",
+                    "batch >= 1 and seq >= 1, but got ", N, " tokens, batch ", batch, ", seq ", seq);
+  row_ = (N - 1 + batch - 1) / batch;
+  count_ = (row_ + seq - 1) / seq;
+}
+
+std::pair<Tensor, Tensor> StreamSegments::segment(int64_t i) const {
+  check<IndexError>(i >= 0 && i < count_, "StreamSegments: segment ", i, " is outside [0, ", count_, ")");
+  const auto N = static_cast<int64_t>(tokens_.size());
+  std::vector<int64_t> in(static_cast<size_t>(batch_ * seq_), 0), tg(in.size(), -100);
+  for (int64_t b = 0; b < batch_; ++b)
+    for (int64_t t = 0; t < seq_; ++t) {
+      const int64_t j = i * seq_ + t, pos = b * row_ + j;  // input position; the target is pos + 1
+      if (j >= row_ || pos + 1 >= N) break;
+      in[b * seq_ + t] = tokens_[pos];
+      tg[b * seq_ + t] = tokens_[pos + 1];
+    }
+  return {tensor_int(in, {batch_, seq_}), tensor_int(tg, {batch_, seq_})};
+}
+
+double PerplexityResult::perplexity() const { return std::exp(nll()); }
+
+PerplexityResult evaluate_perplexity(TransformerLM& model, const std::vector<int64_t>& stream, int64_t batch,
+                                     const std::function<void(const PerplexityResult&, int64_t, int64_t)>& progress) {
+  StreamSegments segs(stream, batch, model.cfg.seq);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  BackboneState state;
+  PerplexityResult r;
+  for (int64_t i = 0; i < segs.count(); ++i) {
+    auto [in, tg] = segs.segment(i);
+    Tensor logits = model.forward(in, state);
+    Tensor flat = reshape(tg, {-1});
+    r.nll_sum += cross_entropy(reshape(logits, {-1, model.cfg.vocab}), flat, -100, 0.0, "sum").item();
+    for (int64_t t : flat.to_int_vector()) r.tokens += t != -100;
+    if (progress) progress(r, i + 1, segs.count());
+  }
+  model.train(was_training);
+  return r;
+}
+
+}  // namespace tmem::models

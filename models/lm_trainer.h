@@ -1,0 +1,72 @@
+// Training runs of the language models (models/lm.h) on a token stream: the
+// loop over contiguous segments with carried (detached) state, AdamW with
+// linear warmup + cosine decay, gradient clipping, and the final validation
+// and test perplexities.
+#pragma once
+#include <functional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "models/lm.h"
+
+namespace tmem::models {
+
+struct LMTrainConfig {
+  LMConfig model;
+  int64_t batch = 16;        // parallel streams per step (B); tokens per step = batch * model.seq
+  int64_t steps = 0;         // optimizer steps; 0: tokens / (batch * seq)
+  int64_t tokens = 4'000'000;  // training-token budget, used when steps == 0
+  double lr = 1e-3, min_lr = 1e-4;  // peak and final learning rate
+  int64_t warmup = 100;      // linear warmup steps (capped at steps - 1)
+  double weight_decay = 0.1, clip = 1.0;
+  uint64_t seed = 42;
+  int64_t eval_batch = 16;   // parallel streams for the perplexity evaluation
+};
+
+/// The number of optimizer steps a config runs: steps, or tokens / (batch *
+/// seq) when steps == 0. Throws ValueError when both are 0, either is
+/// negative, or the budget buys no step.
+int64_t lm_train_steps(const LMTrainConfig& c);
+
+/// Every key of an LMTrainConfig (and its model) as JSON.
+nlohmann::json lm_config_to_json(const LMTrainConfig& c);
+
+/// One progress report: phase "train" (step = optimizer steps done, loss =
+/// this step's, lr = this step's) or "valid" / "test" (step = segments
+/// evaluated, loss = the mean NLL so far, lr = 0); tokens per second and
+/// seconds are the phase's so far.
+struct LMTrainProgress {
+  std::string phase;
+  int64_t step, steps;
+  double loss, lr, tokens_per_second, seconds;
+};
+
+struct LMTrainResult {
+  std::vector<double> losses;  // training loss (nats per token) of every step
+  int64_t parameters = 0;
+  double seconds = 0;          // training time, evaluation excluded
+  double tokens_per_second = 0;
+  PerplexityResult valid, test;  // empty (tokens 0) when that stream was not given
+  std::vector<double> gates;     // sigmoid(gamma) of each memory layer at the end
+  int64_t skipped_steps = 0;     // steps skipped for a non-finite gradient norm
+};
+
+/// Trains one LM on `train`: the stream is cut into cfg.batch rows read in
+/// order (StreamSegments), one segment per step; the state (xl cache, memory
+/// states) is carried from step to step, detached (truncated
+/// backpropagation through one segment), and reset at the start of each
+/// pass over the stream. Loss: mean cross-entropy of the next token. AdamW
+/// (beta 0.9, 0.95) with weight decay on matrices and embeddings only (not on
+/// biases, LayerNorm gains, memory gates), warmup_cosine_lr, clip_grad_norm_.
+/// Then the perplexities of `valid` and `test` (when not empty) with
+/// evaluate_perplexity. A step whose gradient norm is not finite is skipped
+/// (counted in skipped_steps). `progress` is called every step and after
+/// every evaluated segment. Throws ValueError for a bad config or a training
+/// stream shorter than 2 tokens.
+LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& train,
+                       const std::vector<int64_t>& valid, const std::vector<int64_t>& test,
+                       const std::function<void(const LMTrainProgress&)>& progress = {});
+
+}  // namespace tmem::models

@@ -1,0 +1,379 @@
+// Language models (models/lm.h): causal linear attention against its masked
+// O(T^2) form, causality of every variant (and leaky failing it), the
+// Transformer-XL cache (detached; two streamed segments == one causal
+// forward), Tensor Memory's carried state, perplexity, the stream batching,
+// the LR schedule, parameter matching, a training smoke test and the SVG plot.
+#include "core/svg_plot.h"
+#include "models/lm_trainer.h"
+#include "nn/optim.h"
+#include "test_util.h"
+
+using namespace tmem;
+using namespace tmem::models;
+using tmem::test::check_close;
+
+namespace {
+
+LMConfig tiny_lm(const std::string& method) {
+  LMConfig c;
+  c.method = method;
+  c.vocab = 11;
+  c.dim = 16;
+  c.layers = 2;
+  c.heads = 2;
+  c.seq = 12;
+  c.window = 3;
+  c.dropout = 0.0;
+  c.memory.channels = 4;
+  c.memory.D = c.memory.H = c.memory.W = 3;
+  c.memory.chunk = 1;
+  return c;
+}
+
+Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
+  Generator gen(seed);
+  return randint({B, T}, V, gen);
+}
+
+// tokens with position t of every row replaced by (token + 1) mod V.
+Tensor change_token(const Tensor& tokens, int64_t t, int64_t V) {
+  std::vector<int64_t> v = tokens.to_int_vector();
+  const int64_t T = tokens.shape()[1];
+  for (int64_t b = 0; b < tokens.shape()[0]; ++b) v[b * T + t] = (v[b * T + t] + 1) % V;
+  return tensor_int(v, tokens.shape());
+}
+
+// max |logits(tokens) - logits(tokens changed at t)| over positions [lo, hi).
+double logit_change(const TransformerLM& model, const Tensor& tokens, int64_t t, int64_t lo, int64_t hi) {
+  NoGradGuard no_grad;
+  Tensor a = model.forward(tokens), b = model.forward(change_token(tokens, t, model.cfg.vocab));
+  return max(abs(slice(a, 1, lo, hi) - slice(b, 1, lo, hi))).item();
+}
+
+// The masked O(T^2) form of causal linear attention.
+Tensor linear_attention_reference(const Tensor& q, const Tensor& k, const Tensor& v, double eps) {
+  const int64_t T = q.shape()[2];
+  std::vector<double> lower(static_cast<size_t>(T * T), 0.0);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s <= t; ++s) lower[t * T + s] = 1.0;
+  Tensor a = matmul(q, transpose(k, -2, -1)) * tensor(lower, {T, T}, q.dtype());
+  return matmul(a, v) / (sum(a, {-1}, true) + eps);
+}
+
+}  // namespace
+
+TEST_CASE("causal_linear_attention equals the masked O(T^2) form for every chunk size") {
+  Generator gen(4);
+  Tensor q = rand({2, 2, 7, 3}, 0.0, 1.0, DType::Float32, gen);  // non-negative features
+  Tensor k = rand({2, 2, 7, 3}, 0.0, 1.0, DType::Float32, gen);
+  Tensor v = randn({2, 2, 7, 4}, 0.0, 1.0, DType::Float32, gen);
+  const std::vector<double> ref = linear_attention_reference(q, k, v, 1e-6).to_vector();
+  for (int64_t chunk : {1, 3, 7, 64}) {
+    INFO("chunk " << chunk);
+    Tensor out = causal_linear_attention(q, k, v, 1e-6, chunk);
+    CHECK(out.shape() == Shape{2, 2, 7, 4});
+    check_close(out, ref, 1e-6, 1e-5);
+  }
+  // Token 0 sees only itself: out[0] = q0.k0 v0 / (q0.k0 + eps) = v0 (up to eps).
+  check_close(slice(causal_linear_attention(q, k, v, 0.0, 2), 2, 0, 1).to_vector(),
+              slice(v, 2, 0, 1).to_vector(), 1e-6, 1e-5);
+  tmem::test::require_gradcheck(
+      [](const std::vector<Tensor>& x) { return causal_linear_attention(x[0], x[1], x[2], 1e-6, 2); },
+      {gc_input({1, 2, 5, 3}, 0.1, 1.0, 1), gc_input({1, 2, 5, 3}, 0.1, 1.0, 2), gc_input({1, 2, 5, 2}, -1, 1, 3)});
+  CHECK_THROWS_WITH_AS(causal_linear_attention(q, slice(k, 2, 0, 5), v), doctest::Contains("[2,2,5,3]"),
+                       ShapeError);
+  CHECK_THROWS_AS(causal_linear_attention(q, k, v, 1e-6, 0), ValueError);
+}
+
+TEST_CASE("warmup_cosine_lr: linear warmup, cosine decay, then the floor") {
+  // warmup 4, total 14, base 1.0, min 0.1
+  CHECK(nn::warmup_cosine_lr(0, 4, 14, 1.0, 0.1) == doctest::Approx(0.25));
+  CHECK(nn::warmup_cosine_lr(3, 4, 14, 1.0, 0.1) == doctest::Approx(1.0));
+  CHECK(nn::warmup_cosine_lr(4, 4, 14, 1.0, 0.1) == doctest::Approx(1.0));
+  CHECK(nn::warmup_cosine_lr(9, 4, 14, 1.0, 0.1) == doctest::Approx(0.55));  // half way: (1 + 0.1) / 2
+  CHECK(nn::warmup_cosine_lr(14, 4, 14, 1.0, 0.1) == doctest::Approx(0.1));
+  CHECK(nn::warmup_cosine_lr(1000, 4, 14, 1.0, 0.1) == doctest::Approx(0.1));
+  CHECK(nn::warmup_cosine_lr(0, 0, 10, 2.0) == doctest::Approx(2.0));  // no warmup
+  CHECK_THROWS_AS(nn::warmup_cosine_lr(0, 10, 10, 1.0), ValueError);
+  CHECK_THROWS_AS(nn::warmup_cosine_lr(0, 1, 10, 1.0, 2.0), ValueError);
+  CHECK_THROWS_AS(nn::warmup_cosine_lr(-1, 1, 10, 1.0), ValueError);
+}
+
+TEST_CASE("LM causality: changing token t changes no logit before t (base, local, linear, xl, tensor)") {
+  Tensor tokens = random_tokens(2, 12, 11, 3);
+  for (const char* m : {"base", "local", "linear", "xl", "tensor"})
+    for (int64_t chunk : {1, 2}) {
+      if (chunk == 2 && std::string(m) != "tensor") continue;
+      LMConfig c = tiny_lm(m);
+      c.memory.chunk = chunk;
+      Generator gen(7);
+      TransformerLM model(c, gen);
+      for (int64_t t : {1, 5, 10}) {
+        INFO(m << " chunk " << chunk << " t=" << t);
+        CHECK(logit_change(model, tokens, t, 0, t) == 0.0);
+        CHECK(logit_change(model, tokens, t, t, 12) > 0.0);
+      }
+    }
+}
+
+TEST_CASE("local attention: a token reaches at most layers * (window - 1) positions ahead") {
+  Generator gen(8);
+  TransformerLM model(tiny_lm("local"), gen);  // window 3, 2 layers: reach 4
+  Tensor tokens = random_tokens(2, 12, 11, 5);
+  CHECK(logit_change(model, tokens, 2, 2, 7) > 0.0);
+  CHECK(logit_change(model, tokens, 2, 7, 12) == 0.0);
+  Generator gen2(8);
+  TransformerLM full(tiny_lm("base"), gen2);
+  CHECK(logit_change(full, tokens, 2, 7, 12) > 0.0);
+}
+
+TEST_CASE("leaky is NOT causal: a token changes logits before it (the causality test has teeth)") {
+  Generator gen(7);
+  TransformerLM model(tiny_lm("leaky"), gen);
+  CHECK(logit_change(model, random_tokens(2, 12, 11, 3), 6, 0, 6) > 1e-6);
+}
+
+TEST_CASE("streaming: xl, tensor and leaky carry state into the next segment - base, local, linear do not") {
+  Tensor seg1 = random_tokens(2, 6, 11, 1), seg2 = random_tokens(2, 6, 11, 2);
+  for (const auto& m : lm_methods()) {
+    INFO(m);
+    Generator gen(9);
+    TransformerLM model(tiny_lm(m), gen);
+    NoGradGuard no_grad;
+    BackboneState s1, s2;
+    model.forward(seg1, s1);
+    model.forward(change_token(seg1, 0, 11), s2);
+    const double d = max(abs(model.forward(seg2, s1) - model.forward(seg2, s2))).item();
+    const bool carries = m == "xl" || m == "tensor" || m == "leaky";
+    CHECK(s1.empty() == !carries);
+    if (carries) CHECK(d > 1e-6);
+    else CHECK(d == 0.0);
+  }
+}
+
+TEST_CASE("xl: two streamed segments equal one causal forward over their concatenation") {
+  // The cache holds every earlier token's layer input, so with an empty
+  // start the second segment sees exactly what full causal attention over
+  // the 2T tokens sees, at the same relative distances.
+  BackboneConfig c;
+  c.method = "base";
+  c.attention = "xl";
+  c.dim = 16;
+  c.layers = 2;
+  c.heads = 2;
+  c.max_len = 10;
+  Generator gen(12);
+  Backbone model(c, gen);
+  for (const auto& blk : model.blocks())  // non-zero relative biases, so distances matter
+    copy_data(blk->attn->rel_bias, randn(blk->attn->rel_bias.shape(), 0, 0.5, DType::Float32, gen));
+  Tensor x = randn({2, 10, 16}, 0, 1, DType::Float32, gen);
+  NoGradGuard no_grad;
+  const std::vector<double> whole = model.forward(x).to_vector();
+  BackboneState s;
+  Tensor y1 = model.forward(slice(x, 1, 0, 5), s);
+  REQUIRE(s.cache.size() == 2);
+  CHECK(s.cache[0].shape() == Shape{2, 5, 16});
+  Tensor y2 = model.forward(slice(x, 1, 5, 10), s);
+  check_close(cat({y1, y2}, 1), whole, 1e-5, 1e-4);
+}
+
+TEST_CASE("xl: the cache is detached - no gradient reaches the previous segment") {
+  BackboneConfig c;
+  c.method = "base";
+  c.attention = "xl";
+  c.dim = 8;
+  c.layers = 2;
+  c.heads = 2;
+  c.max_len = 4;
+  Generator gen(13);
+  Backbone model(c, gen);
+  Tensor x1 = randn({1, 4, 8}, 0, 1, DType::Float32, gen).requires_grad_();
+  Tensor x2 = randn({1, 4, 8}, 0, 1, DType::Float32, gen).requires_grad_();
+  BackboneState s;
+  model.forward(x1, s);
+  for (const Tensor& t : s.cache) CHECK(!t.requires_grad());
+  Tensor y2 = model.forward(x2, s);
+  sum(y2 * y2).backward();
+  CHECK(!x1.grad().defined());  // stop-gradient: segment 1 gets nothing
+  REQUIRE(x2.grad().defined());
+  CHECK(max(abs(x2.grad())).item() > 0);
+  CHECK(model.blocks()[0]->attn->rel_bias.grad().defined());
+  NoGradGuard no_grad;  // ... yet segment 2's output depends on segment 1
+  CHECK(max(abs(model.forward(x2.detach()) - y2.detach())).item() > 1e-6);
+}
+
+TEST_CASE("Tensor Memory: two segments with the carried state equal one pass over the concatenation") {
+  // Holds for the memory path by construction (the state after a chunk
+  // depends only on the chunks so far) when the first segment is a whole
+  // number of chunks. A whole tensor LM does not stream exactly: its
+  // attention sees only the current segment.
+  nn::TensorMemoryOptions o;
+  o.channels = 4;
+  o.D = o.H = o.W = 3;
+  o.chunk = 2;
+  Generator gen(14);
+  nn::TensorMemory mem(8, o, gen);
+  Tensor x = randn({2, 10, 8}, 0, 1, DType::Float32, gen);
+  NoGradGuard no_grad;
+  ConvLSTM3DState whole_state = mem.initial_state(2), s = mem.initial_state(2);
+  const std::vector<double> whole = mem.forward(x, whole_state).to_vector();
+  Tensor a = mem.forward(slice(x, 1, 0, 4), s);
+  Tensor b = mem.forward(slice(x, 1, 4, 10), s);
+  check_close(cat({a, b}, 1), whole, 1e-6, 1e-5);
+  check_close(s.h, whole_state.h.to_vector(), 1e-6, 1e-5);
+}
+
+TEST_CASE("StreamSegments: every token but the first is a target exactly once, after its predecessor") {
+  std::vector<int64_t> stream(23);
+  for (int64_t i = 0; i < 23; ++i) stream[i] = i;
+  StreamSegments segs(stream, 3, 4);  // rows of L = ceil(22 / 3) = 8 targets: 2 segments
+  REQUIRE(segs.count() == 2);
+  std::vector<int64_t> targets;
+  for (int64_t i = 0; i < segs.count(); ++i) {
+    auto [in, tg] = segs.segment(i);
+    CHECK(in.shape() == Shape{3, 4});
+    auto iv = in.to_int_vector(), tv = tg.to_int_vector();
+    for (size_t j = 0; j < tv.size(); ++j)
+      if (tv[j] != -100) {
+        CHECK(tv[j] == iv[j] + 1);
+        targets.push_back(tv[j]);
+      }
+  }
+  std::sort(targets.begin(), targets.end());
+  REQUIRE(targets.size() == 22);
+  for (int64_t i = 0; i < 22; ++i) CHECK(targets[i] == i + 1);
+  auto [in0, tg0] = segs.segment(0);
+  CHECK(in0.to_int_vector()[4] == 8);  // row 1 starts at token 8
+  CHECK_THROWS_AS(segs.segment(2), IndexError);
+  CHECK_THROWS_AS(StreamSegments({5}, 1, 4), ValueError);
+}
+
+TEST_CASE("perplexity: uniform logits give exactly V, over every token but the first") {
+  for (const char* m : {"base", "xl", "tensor"}) {
+    INFO(m);
+    Generator gen(15);
+    TransformerLM model(tiny_lm(m), gen);
+    fill_data(model.tok->weight, 0.0);  // tied: every logit is 0
+    std::vector<int64_t> stream(40);
+    for (int64_t i = 0; i < 40; ++i) stream[i] = (i * 7) % 11;
+    PerplexityResult r = evaluate_perplexity(model, stream, 3);
+    CHECK(r.tokens == 39);
+    CHECK(r.perplexity() == doctest::Approx(11.0).epsilon(1e-5));
+    CHECK(r.nll() == doctest::Approx(std::log(11.0)).epsilon(1e-6));
+    CHECK(model.is_training());  // the mode is restored
+  }
+  CHECK(PerplexityResult{}.perplexity() == 1.0);
+}
+
+TEST_CASE("perplexity: the stream evaluation carries the state like a manual segment loop") {
+  Generator gen(16);
+  TransformerLM model(tiny_lm("tensor"), gen);
+  std::vector<int64_t> stream(30);
+  for (int64_t i = 0; i < 30; ++i) stream[i] = (i * i) % 11;
+  PerplexityResult r = evaluate_perplexity(model, stream, 1);
+  NoGradGuard no_grad;
+  model.eval();
+  BackboneState s;
+  Tensor a = model.forward(tensor_int(std::vector<int64_t>(stream.begin(), stream.begin() + 12), {1, 12}), s);
+  Tensor b = model.forward(tensor_int(std::vector<int64_t>(stream.begin() + 12, stream.begin() + 24), {1, 12}), s);
+  Tensor c = model.forward(tensor_int(std::vector<int64_t>(stream.begin() + 24, stream.begin() + 29), {1, 5}), s);
+  const double nll = cross_entropy(reshape(cat({a, b, c}, 1), {-1, 11}),
+                                  tensor_int(std::vector<int64_t>(stream.begin() + 1, stream.end()), {29}), -100,
+                                  0.0, "sum")
+                        .item();
+  CHECK(r.tokens == 29);
+  CHECK(r.nll_sum == doctest::Approx(nll).epsilon(1e-5));
+}
+
+TEST_CASE("parameter matching: all six methods within 1% at the default width and depth") {
+  LMConfig c;  // d 256, 4 layers, memory C 32 8^3 chunk 16
+  c.vocab = 64;  // a small table keeps the test fast and makes the match stricter
+  std::vector<int64_t> counts;
+  for (const auto& m : lm_methods()) {
+    c.method = m;
+    Generator gen(0);
+    counts.push_back(TransformerLM(c, gen).num_parameters());
+  }
+  const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
+  CHECK(static_cast<double>(*hi - *lo) / static_cast<double>(*hi) < 0.01);
+  c.method = "base";
+  CHECK(lm_backbone_config(c).mlp_hidden > 4 * c.dim);
+  c.method = "tensor";
+  CHECK(lm_backbone_config(c).mlp_hidden == 0);  // the default ratio 4
+  c.method = "base";
+  c.mlp_hidden = 4 * c.dim;  // the plain transformer of bench_lm
+  CHECK(lm_backbone_config(c).mlp_hidden == 4 * c.dim);
+  c.mlp_hidden = -1;
+  CHECK_THROWS_AS(lm_backbone_config(c), ValueError);
+}
+
+TEST_CASE("LM errors name the problem") {
+  Generator gen(1);
+  CHECK_THROWS_WITH_AS(TransformerLM(tiny_lm("lineer"), gen), doctest::Contains("lineer"), ValueError);
+  LMConfig c = tiny_lm("base");
+  c.vocab = 0;
+  CHECK_THROWS_AS(TransformerLM(c, gen), ValueError);
+  TransformerLM model(tiny_lm("xl"), gen);
+  CHECK_THROWS_WITH_AS(model.forward(zeros({2, 3})), doctest::Contains("int64"), DtypeError);
+  CHECK_THROWS_WITH_AS(model.forward(tensor_int({1, 2, 3}, {3})), doctest::Contains("[3]"), ShapeError);
+  CHECK_THROWS_AS(model.forward(tensor_int({1, 2, 11}, {1, 3})), IndexError);
+  BackboneState s;
+  model.forward(random_tokens(2, 4, 11, 1), s);
+  CHECK_THROWS_AS(model.forward(random_tokens(3, 4, 11, 1), s), ShapeError);  // a state for batch 2
+  nn::AttentionOptions lin;
+  lin.linear = true;
+  nn::MultiheadAttention attn(8, 2, 0.0, gen, lin);
+  CHECK_THROWS_AS(attn.forward(zeros({1, 3, 8}), true, Tensor(), zeros({1, 2, 8})), ValueError);
+  lin.window = 4;
+  CHECK_THROWS_AS(nn::MultiheadAttention(8, 2, 0.0, gen, lin), ValueError);
+  LMTrainConfig t;
+  t.steps = 0;
+  t.tokens = 10;
+  CHECK_THROWS_AS(lm_train_steps(t), ValueError);  // the budget buys no step
+}
+
+TEST_CASE("training smoke test: the loss falls on a tiny periodic stream, for every method") {
+  std::vector<int64_t> stream(600);
+  for (int64_t i = 0; i < 600; ++i) stream[i] = (i % 5) * 2 + (i / 5) % 2;  // period 10 over 10 ids
+  for (const auto& m : lm_methods()) {
+    INFO(m);
+    LMTrainConfig c;
+    c.model = tiny_lm(m);
+    c.model.seq = 8;
+    c.batch = 4;
+    c.steps = 60;
+    c.warmup = 5;
+    c.lr = 2e-2;
+    c.min_lr = 1e-3;
+    c.eval_batch = 2;
+    std::vector<int64_t> seen;
+    LMTrainResult r = train_lm(c, stream, std::vector<int64_t>(stream.begin(), stream.begin() + 100), {},
+                               [&](const LMTrainProgress& p) { if (p.phase == "train") seen.push_back(p.step); });
+    REQUIRE(r.losses.size() == 60);
+    CHECK(seen.size() == 60);
+    const double first = (r.losses[0] + r.losses[1]) / 2, last = (r.losses[58] + r.losses[59]) / 2;
+    CHECK(last < 0.4 * first);
+    CHECK(r.valid.tokens == 99);
+    CHECK(r.valid.perplexity() < 3.0);  // uniform would be 11
+    CHECK(r.test.tokens == 0);
+    CHECK(r.gates.size() == (m == "tensor" || m == "leaky" ? 2u : 0u));
+  }
+}
+
+TEST_CASE("svg_line_plot: one polyline per finite run, escaped labels, a legend") {
+  PlotSeries a{"base <1>", {0, 1, 2, 3}, {5, 4, NAN, 2}}, b{"tensor", {0, 1}, {3, 3}};
+  std::string svg = svg_line_plot({a, b}, {"loss & curves", "tokens", "nats"});
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  size_t lines = 0;
+  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1)) ++lines;
+  CHECK(lines == 3);  // a is split at its NaN
+  CHECK(svg.find("base &lt;1&gt;") != std::string::npos);
+  CHECK(svg.find("loss &amp; curves") != std::string::npos);
+  CHECK(svg.find("tensor") != std::string::npos);
+  CHECK_THROWS_WITH_AS(svg_line_plot({PlotSeries{"bad", {0, 1}, {1}}}), doctest::Contains("bad"), ValueError);
+  const std::string path = tmem::test::tmp_path("tmem_plot.svg");
+  write_svg_line_plot(path, {b});
+  CHECK(tmem::test::read_all(path).find("<polyline") != std::string::npos);
+  std::filesystem::remove(path);
+}
