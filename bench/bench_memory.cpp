@@ -7,6 +7,8 @@
 //   grid_sample          5-D, trilinear, border, align_corners: one point per
 //                        batch item read from [B, C, D, H, W] (the memory read)
 //   gaussian_splat       content [B, C], mu [B, 3], sigma [B] -> [B, C, D, H, W]
+//   memory layer         one Tensor Memory layer over 24 tokens, forward+backward,
+//                        for grids 4^3 ... 12^3 and chunks 1 ... 8 (scaling)
 //   coord-binding step   tmem train coord-binding (W=20, s=0.05, batch 128):
 //                        the tensor and base models, ms per training step
 //
@@ -19,8 +21,10 @@
 #include <string>
 #include <vector>
 
+#include "bench/bench_util.h"
 #include "core/autograd.h"
 #include "models/trainer.h"
+#include "nn/tensor_memory.h"
 #include "ops/ops.h"
 
 namespace {
@@ -54,11 +58,21 @@ void BM_convlstm3d_cell(benchmark::State& st, bool backward) {
                       leaf({4 * C, Cz}, -0.3, 0.3, gen), leaf({4 * C}, -0.5, 0.5, gen)};
   const Tensor gh = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
   const Tensor gc = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
+  const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : st) {
     ConvLSTM3DState s = convlstm3d_cell(x, h, c, w);
     if (backward) node_backward(s.h, {gh, gc});
     benchmark::DoNotOptimize(s.h.raw_data());
   }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  // Convolution flops only (gates and biases excluded): the pointwise
+  // Cz -> 4C GEMM and three 3-tap depthwise passes per voxel; the backward
+  // does each twice (input and weight gradients).
+  const double V = static_cast<double>(G * G * G);
+  const double fwd = 2.0 * static_cast<double>(B) * V * static_cast<double>(Cz) * (4.0 * C + 9.0);
+  const double gflops = fwd * (backward ? 3.0 : 1.0) * static_cast<double>(st.iterations()) * 1e-9 / seconds;
+  st.counters["GFLOP/s"] = gflops;
+  st.counters["peak_frac"] = gflops / (bench::kFlopPerCycleFp32 * bench::clock_ghz() * omp_get_max_threads());
 }
 
 // Args: C, grid edge. One point per batch item, input and grid gradients.
@@ -87,6 +101,31 @@ void BM_gaussian_splat(benchmark::State& st, bool backward) {
     if (backward) node_backward(v, {gv});
     benchmark::DoNotOptimize(v.raw_data());
   }
+}
+
+// One Tensor Memory layer (d = 64, Cm = 16, batch 128) over N = 24 tokens
+// from the zero state: forward, then backward of sum(out * g) into every
+// parameter and x. Args: grid edge, chunk K (N / K memory steps).
+void BM_memory_layer(benchmark::State& st) {
+  const int64_t B = 128, N = 24, dim = 64, G = st.range(0), K = st.range(1);
+  Generator gen(4);
+  nn::TensorMemoryOptions opt;
+  opt.D = opt.H = opt.W = G;
+  opt.chunk = K;
+  nn::TensorMemory layer(dim, opt, gen);
+  Tensor x = leaf({B, N, dim}, -1, 1, gen);
+  const Tensor g = rand({B, N, dim}, -1, 1, DType::Float32, gen);
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : st) {
+    ConvLSTM3DState state = layer.initial_state(B);
+    Tensor out = layer.forward(x, state);
+    sum(mul(out, g)).backward();
+    layer.zero_grad();
+    x.zero_grad();
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  st.counters["ms_per_memory_step"] =
+      seconds * 1e3 / static_cast<double>(st.iterations() * ((N + K - 1) / K));
 }
 
 // Whole training steps of `tmem train coord-binding` (batch 128): one
@@ -132,6 +171,9 @@ BENCHMARK_CAPTURE(BM_grid_sample, forward_backward, true)
 BENCHMARK_CAPTURE(BM_gaussian_splat, forward_backward, true)
     ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+BENCHMARK(BM_memory_layer)
+    ->ArgsProduct({{4, 6, 8, 12}, {1}})->Args({6, 2})->Args({6, 4})->Args({6, 8})
+    ->ArgNames({"grid", "chunk"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_coord_binding_step, tensor, std::string("tensor"))
     ->Iterations(20)->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK_CAPTURE(BM_coord_binding_step, base, std::string("base"))

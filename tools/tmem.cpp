@@ -1,8 +1,10 @@
 // The `tmem` command-line program. Subcommands:
 //   tmem ops     the op table: devices, differentiable inputs, gradcheck coverage
 //   tmem train   train a diagnostic task (see tools/train_cmd.h)
+//   tmem train brown   train the language models on the Brown corpus (tools/lm_cmd.h)
 //   tmem ablate  the Tensor Memory ablations on coord-binding
 //   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
+//   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -10,6 +12,8 @@
 #include <CLI/CLI.hpp>
 
 #include "ops/ops.h"
+#include "tools/bench_cmd.h"
+#include "tools/lm_cmd.h"
 #include "tools/train_cmd.h"
 
 namespace {
@@ -97,6 +101,9 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `train brown` has flags of its own (the language models), parsed there.
+  if (argc > 2 && std::string(argv[1]) == "train" && std::string(argv[2]) == "brown")
+    return tmem::tools::run_train_brown(argc - 2, argv + 2);
   CLI::App app{"tmem: tape autograd, CPU kernels and Tensor Memory models"};
   app.require_subcommand(1);
   bool run_checks = true;
@@ -114,16 +121,17 @@ int main(int argc, char** argv) {
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
   if (argc > 1 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
-    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads") {
-      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops; see tmem --help)\n",
+    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads" && cmd != "bench") {
+      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops, bench; see tmem --help)\n",
                    cmd.c_str());
       return 2;
     }
   }
-  std::function<int()> train, ablate;
+  std::function<int()> train, ablate, bench;
   try {
     train = tmem::tools::add_train_command(app, argc, argv);
     ablate = tmem::tools::add_ablate_command(app);
+    bench = tmem::tools::add_bench_command(app);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;
@@ -135,6 +143,7 @@ int main(int argc, char** argv) {
     if (*diff) return run_grads_diff(dump_a, dump_b, top);
     if (int rc = train(); rc >= 0) return rc;
     if (int rc = ablate(); rc >= 0) return rc;
+    if (int rc = bench(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;

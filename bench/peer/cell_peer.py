@@ -15,7 +15,7 @@ Prints milliseconds per iteration (median of --reps timed runs).
 import torch
 import torch.nn.functional as F
 
-from peer_common import median_time, parse_args
+from peer_common import median_time, parse_args, report
 
 
 def make(B, C, G, seed=0):
@@ -68,7 +68,7 @@ def bench(B, C, G, reps, warmup):
         torch.autograd.backward((h2, c2), (gh, gc))
 
     return {name: median_time(fn, reps, warmup, 1e3)
-            for name, fn in (("forward", fwd), ("forward+backward", fwd_bwd))}
+            for name, fn in (("forward", fwd), ("forward_backward", fwd_bwd))}
 
 
 def main():
@@ -77,6 +77,7 @@ def main():
         r = bench(B, C, G, args.reps, args.warmup)
         for name, ms in r.items():
             print(f"convlstm3d_cell B={B} C={C} {G}^3 {name}: {ms:.3f} ms/iter")
+            report(f"convlstm3d_cell/{name}/C:{C}/grid:{G}", ms)
 
 
 if __name__ == "__main__":

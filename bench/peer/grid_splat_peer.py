@@ -18,7 +18,7 @@ Prints microseconds per iteration (median of --reps timed runs).
 import torch
 import torch.nn.functional as F
 
-from peer_common import median_time, parse_args
+from peer_common import median_time, parse_args, report
 
 
 def splat(content, mu, sigma, D, H, W):
@@ -61,10 +61,12 @@ def main():
             v = splat(content, mu, sigma, G, G, G)
             torch.autograd.backward(v, gv)
 
-        print(f"grid_sample B={B} C={C} {G}^3 one point per item forward+backward: "
-              f"{median_time(read, args.reps, args.warmup, 1e6):.1f} us/iter")
-        print(f"gaussian_splat B={B} C={C} {G}^3 forward+backward: "
-              f"{median_time(write, args.reps, args.warmup, 1e6):.1f} us/iter")
+        us = median_time(read, args.reps, args.warmup, 1e6)
+        print(f"grid_sample B={B} C={C} {G}^3 one point per item forward+backward: {us:.1f} us/iter")
+        report(f"grid_sample/forward_backward/C:{C}/grid:{G}", us * 1e-3)
+        us = median_time(write, args.reps, args.warmup, 1e6)
+        print(f"gaussian_splat B={B} C={C} {G}^3 forward+backward: {us:.1f} us/iter")
+        report(f"gaussian_splat/forward_backward/C:{C}/grid:{G}", us * 1e-3)
 
 
 if __name__ == "__main__":
