@@ -15,16 +15,6 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kMiB = size_t{1} << 20;
 
-size_t size_class(size_t n) {
-  n = std::max(n, kAlign);
-  if (n <= kMiB) {
-    size_t c = kAlign;
-    while (c < n) c <<= 1;
-    return c;
-  }
-  return (n + kMiB - 1) / kMiB * kMiB;
-}
-
 size_t cache_limit() {
   static const size_t limit = [] {
     const char* env = std::getenv("TMEM_CPU_CACHE_MB");
@@ -46,8 +36,18 @@ Cache& cache() {
 
 }  // namespace
 
+size_t allocator_size_class(size_t n) {
+  n = std::max(n, kAlign);
+  if (n <= kMiB) {
+    size_t c = kAlign;
+    while (c < n) c <<= 1;
+    return c;
+  }
+  return (n + kMiB - 1) / kMiB * kMiB;
+}
+
 void* cpu_allocate(size_t n) {
-  const size_t cls = size_class(n);
+  const size_t cls = allocator_size_class(n);
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);
@@ -75,7 +75,7 @@ void* cpu_allocate(size_t n) {
 
 void cpu_release(void* p, size_t n) {
   if (!p) return;
-  const size_t cls = size_class(n);
+  const size_t cls = allocator_size_class(n);
   Cache& c = cache();
   {
     std::lock_guard<std::mutex> lock(c.mu);

@@ -14,6 +14,10 @@ struct AllocatorStats {
   size_t cached = 0;       // bytes held in free lists
 };
 
+/// The size class of an n-byte request: powers of two from 64 bytes up to
+/// 1 MiB, then multiples of 1 MiB (shared by the device allocators).
+size_t allocator_size_class(size_t n);
+
 /// A block of at least n bytes (64-byte aligned). Throws std::bad_alloc.
 void* cpu_allocate(size_t n);
 /// Returns a block from cpu_allocate(n) (same n). Blocks beyond the cache

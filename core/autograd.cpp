@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "core/device_backend.h"
 #include "core/strided.h"
 
 namespace tmem {
@@ -17,8 +18,18 @@ thread_local bool t_grad_mode = true;
 thread_local bool t_anomaly = false;
 thread_local std::vector<std::shared_ptr<Node>>* t_free_list = nullptr;
 
-// dst += src, same shape, CPU, in place.
+// dst += src, same shape and device, in place.
 void add_into(const Tensor& dst, const Tensor& src) {
+  if (!dst.device().is_cpu()) {
+    const Device d = dst.device();
+    device_backend(d, "accumulate_grad")
+        .accumulate(d.index,
+                    strided_args<2>(dst.shape(), {dst.strides(), src.strides()},
+                                    {dst.raw_data(), src.raw_data()}, "accumulate_grad"),
+                    dst.dtype());
+    dst.bump_version();
+    return;
+  }
   dispatch_floating(dst.dtype(), "accumulate_grad", [&]<class T>() {
     T* d = dst.data<T>();
     const T* s = src.data<T>();
@@ -37,8 +48,20 @@ void add_into(const Tensor& dst, const Tensor& src) {
   dst.bump_version();
 }
 
-// a + b (same shape) into a new contiguous tensor, in one pass.
+Tensor clone_data(const Tensor& t) {
+  Tensor out = empty(t.shape(), t.dtype(), t.device());
+  copy_data(out, t);
+  return out;
+}
+
+// a + b (same shape and device) into a new contiguous tensor, in one pass on
+// the CPU.
 Tensor sum_data(const Tensor& a, const Tensor& b) {
+  if (!a.device().is_cpu()) {
+    Tensor out = clone_data(a);
+    add_into(out, b);
+    return out;
+  }
   Tensor out = empty(a.shape(), a.dtype(), a.device());
   dispatch_floating(a.dtype(), "accumulate_grad", [&]<class T>() {
     T* o = out.data<T>();
@@ -61,28 +84,24 @@ Tensor sum_data(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-// Whether t is a contiguous CPU tensor whose storage nobody else can see: no
+// Whether t is a contiguous tensor whose storage nobody else can see: no
 // other handle, no view and no other tensor on the storage. Such a gradient,
 // handed over by a backward function, may be summed into in place or kept as
 // a leaf's .grad without a copy.
 bool sole_owner(const Tensor& t) {
   const TensorImpl& i = t.impl();
   return t.impl_ptr().use_count() == 1 && i.storage.use_count() == 1 && !i.is_view &&
-         i.offset == 0 && i.storage->device.is_cpu() && t.is_contiguous();
+         i.offset == 0 && t.is_contiguous();
 }
 
-Tensor clone_data(const Tensor& t) {
-  Tensor out = empty(t.shape(), t.dtype(), t.device());
-  copy_data(out, t);
-  return out;
-}
-
-void check_grad_meta(const Tensor& g, const Shape& shape, DType dtype, const char* op,
-                     const char* what) {
+void check_grad_meta(const Tensor& g, const Shape& shape, DType dtype, Device device,
+                     const char* op, const char* what) {
   check<ShapeError>(g.shape() == shape, "accumulate_grad: ", op, " produced a gradient of shape ",
                     shape_str(g.shape()), " for ", what, " of shape ", shape_str(shape));
   check<DtypeError>(g.dtype() == dtype, "accumulate_grad: ", op, " produced a ",
                     dtype_name(g.dtype()), " gradient for ", what, " of dtype ", dtype_name(dtype));
+  check<DeviceError>(g.device() == device, "accumulate_grad: ", op, " produced a gradient on ",
+                     g.device().str(), " for ", what, " on ", device.str());
 }
 }  // namespace
 
@@ -140,7 +159,8 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
 }
 
 void check_finite(const Tensor& t, const std::string& what) {
-  if (!t.defined() || !is_floating(t.dtype()) || !t.device().is_cpu()) return;
+  if (!t.defined() || !is_floating(t.dtype())) return;
+  if (!t.device().is_cpu()) return check_finite(t.detach().cpu(), what);
   dispatch_floating(t.dtype(), "check_finite", [&]<class T>() {
     const T* p = t.data<T>();
     int64_t idx = 0;
@@ -168,10 +188,12 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
     if (!t.defined()) {
       node->input_shapes.emplace_back();
       node->input_dtypes.push_back(DType::Float32);
+      node->input_devices.emplace_back();
       continue;
     }
     node->input_shapes.push_back(t.shape());
     node->input_dtypes.push_back(t.dtype());
+    node->input_devices.push_back(t.device());
     if (!t.requires_grad()) continue;
     if (t.impl().grad_fn) {
       node->next[i].fn = t.impl().grad_fn;
@@ -196,7 +218,7 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
 }
 
 void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op) {
-  check_grad_meta(grad, leaf.shape, leaf.dtype, op, "a leaf");
+  check_grad_meta(grad, leaf.shape, leaf.dtype, leaf.storage->device, op, "a leaf");
   if (!leaf.grad) {
     leaf.grad = clone_data(grad).impl_ptr();
   } else {
@@ -211,7 +233,7 @@ namespace {
 void accumulate_owned_grad(TensorImpl& leaf, Tensor grad, const char* op) {
   if (!leaf.grad && grad.impl_ptr()->grad_fn == nullptr && !grad.requires_grad() &&
       sole_owner(grad)) {
-    check_grad_meta(grad, leaf.shape, leaf.dtype, op, "a leaf");
+    check_grad_meta(grad, leaf.shape, leaf.dtype, leaf.storage->device, op, "a leaf");
     leaf.grad = grad.impl_ptr();
     return;
   }
@@ -244,7 +266,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                       "output, but got shape ", shape_str(root.shape()));
     seed = ones(root.shape(), root.dtype(), root.device());
   }
-  check_grad_meta(seed, root.shape(), root.dtype(), "backward", "the root");
+  check_grad_meta(seed, root.shape(), root.dtype(), root.device(), "backward", "the root");
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     accumulate_grad(root.impl(), seed, "backward");
@@ -295,8 +317,8 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
     for (size_t i = 0; i < in_grads.size(); ++i) {
       const Edge& e = node->next[i];
       if (!e.valid() || !in_grads[i].defined()) continue;
-      check_grad_meta(in_grads[i], node->input_shapes[i], node->input_dtypes[i], op.c_str(),
-                      "an input");
+      check_grad_meta(in_grads[i], node->input_shapes[i], node->input_dtypes[i],
+                      node->input_devices[i], op.c_str(), "an input");
       if (t_anomaly)
         check_finite(in_grads[i], "the gradient that " + node->name() + " computed for input " +
                                       std::to_string(i));

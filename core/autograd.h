@@ -43,6 +43,7 @@ struct Node {
   std::vector<Edge> next;            // one per op input
   std::vector<Shape> input_shapes;   // to check returned gradients
   std::vector<DType> input_dtypes;
+  std::vector<Device> input_devices;
   std::vector<Shape> output_shapes;
   std::vector<DType> output_dtypes;
   Device device;
@@ -106,8 +107,8 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
                              BackwardFn backward);
 
 /// Adds `grad` into leaf `leaf`'s .grad: the one place gradients meet
-/// parameters. Throws ShapeError/DtypeError naming `op` when the gradient's
-/// shape or dtype differs from the leaf's.
+/// parameters. Throws ShapeError/DtypeError/DeviceError naming `op` when the
+/// gradient's shape, dtype or device differs from the leaf's.
 void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op);
 
 /// Runs backward from `root` (see Tensor::backward). grad_output may be
@@ -121,7 +122,8 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
-/// Throws ValueError naming `op` if t has NaN or Inf (CPU floating tensors).
+/// Throws ValueError naming `what` if t has NaN or Inf (floating tensors on
+/// any device; a device tensor is copied to the host to be checked).
 void check_finite(const Tensor& t, const std::string& what);
 
 }  // namespace tmem

@@ -1,4 +1,5 @@
-// Element types and devices (DESIGN.md 2).
+// Element types and devices (DESIGN.md 2). C++17, so that nvcc (which
+// compiles cuda/ as C++17) can include it.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -42,7 +43,11 @@ struct Device {
   static Device cuda(int i = 0) { return {Kind::CUDA, i}; }
   bool is_cpu() const { return kind == Kind::CPU; }
   bool is_cuda() const { return kind == Kind::CUDA; }
-  bool operator==(const Device&) const = default;
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  /// "cpu" or "cuda".
+  static const char* kind_name(Kind k) { return k == Kind::CPU ? "cpu" : "cuda"; }
+  /// "cpu" or "cuda:<index>".
   std::string str() const { return is_cpu() ? "cpu" : "cuda:" + std::to_string(index); }
 };
 

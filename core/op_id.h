@@ -14,6 +14,7 @@ namespace tmem {
   X(Tanh, "tanh") X(Softplus, "softplus") X(Clamp, "clamp") X(Where, "where")                  \
   X(MaskedFill, "masked_fill") X(AddScalar, "add_scalar") X(MulScalar, "mul_scalar")           \
   X(PowScalar, "pow_scalar") X(Reciprocal, "reciprocal") X(Cast, "to_dtype")                   \
+  X(ToDevice, "to_device")                                                                     \
   X(Sum, "sum") X(Mean, "mean") X(Max, "max") X(Min, "min") X(Var, "var")                      \
   X(Matmul, "matmul")                                                                          \
   X(Reshape, "reshape") X(Permute, "permute") X(Slice, "slice") X(Expand, "expand")            \
@@ -36,7 +37,9 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 52, "update the op count when adding an op");
+static_assert(kOpNames.size() == 53, "update the op count when adding an op");
+/// Number of ops (the size of per-op tables).
+inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 
 inline std::string_view op_name(OpId op) { return kOpNames[static_cast<size_t>(op)]; }
 

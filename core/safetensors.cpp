@@ -43,8 +43,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   uint64_t offset = 0;
   for (const auto& [name, t] : tensors) {
     check<IOError>(name != "__metadata__", "save_safetensors: a tensor cannot be named __metadata__");
-    check_cpu(t, "save_safetensors");
-    Tensor c = contiguous_data(t);
+    Tensor c = contiguous_data(t.detach().cpu());
     uint64_t n = static_cast<uint64_t>(c.numel()) * dtype_size(c.dtype());
     header[name] = {{"dtype", st_dtype(c.dtype())}, {"shape", c.shape()}, {"data_offsets", {offset, offset + n}}};
     offset += n;

@@ -12,7 +12,8 @@ namespace tmem {
 
 using StringMap = std::map<std::string, std::string>;
 
-/// Writes `tensors` (CPU; any layout) and `metadata` to `path` atomically:
+/// Writes `tensors` (any layout and device; device tensors are copied to the
+/// host) and `metadata` to `path` atomically:
 /// the file is written to "<path>.tmp", flushed to disk and renamed, so a
 /// crash never leaves a half-written checkpoint. Throws IOError.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,

@@ -12,6 +12,8 @@
 
 #include <omp.h>
 
+#include "core/device_backend.h"
+#include "core/error.h"
 #include "core/shape.h"
 
 namespace tmem {
@@ -135,6 +137,28 @@ void for_each_element(const Shape& shape, const std::array<Shape, N>& strides, F
       for (size_t j = 0; j < N; ++j) off[j] += inner[j];
     }
   }, false);
+}
+
+/// The launch arguments of a device kernel over N operands of `shape`:
+/// strides per operand (0 along broadcast dims) and pointers to each
+/// operand's element [0,...,0], with dims merged as for_each_row merges them.
+/// Throws ShapeError naming `op` when more than kMaxDims dims remain.
+template <size_t N>
+StridedArgs<N> strided_args(const Shape& shape, const std::array<Shape, N>& strides,
+                            const std::array<void*, N>& data, const char* op) {
+  const detail::Coalesced<N> c(shape, strides);
+  check<ShapeError>(c.shape.size() <= static_cast<size_t>(kMaxDims), op, ": shape ",
+                    shape_str(shape), " has more than ", kMaxDims,
+                    " dims after merging, which device kernels do not take");
+  StridedArgs<N> a;
+  a.ndim = static_cast<int>(c.shape.size());
+  a.numel = numel_of(shape);
+  for (int d = 0; d < a.ndim; ++d) a.shape[d] = c.shape[d];
+  for (size_t j = 0; j < N; ++j) {
+    a.data[j] = data[j];
+    for (int d = 0; d < a.ndim; ++d) a.strides[j][d] = c.strides[j][d];
+  }
+  return a;
 }
 
 }  // namespace tmem

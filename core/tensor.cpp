@@ -5,21 +5,50 @@
 #include <cstring>
 
 #include "core/allocator.h"
+#include "core/autograd.h"
+#include "core/device_backend.h"
 #include "core/strided.h"
 
 namespace tmem {
 
 namespace {
 std::atomic<int64_t> g_live_tensors{0};
+
+// t's data on `device` with no autograd: t itself when already there, else a
+// contiguous copy made through the device backends' copies.
+Tensor transfer(const Tensor& t, Device device) {
+  if (t.device() == device) return t;
+  if (!device.is_cpu()) device_backend(device, "to");
+  Tensor src = contiguous_data(t);
+  Tensor out = empty(src.shape(), src.dtype(), device);
+  const size_t n = static_cast<size_t>(src.numel()) * dtype_size(src.dtype());
+  if (n == 0) return out;
+  const Device from = src.device();
+  if (from.is_cpu()) {
+    device_backend(device, "to").copy_from_host(device.index, out.raw_data(), src.raw_data(), n);
+  } else if (device.is_cpu()) {
+    device_backend(from, "to").copy_to_host(from.index, out.raw_data(), src.raw_data(), n);
+  } else {  // one device kind to another device of that kind (CUDA is the only one)
+    device_backend(device, "to").copy_between(device.index, out.raw_data(), from.index,
+                                              src.raw_data(), n);
+  }
+  return out;
+}
 }  // namespace
 
-Storage::Storage(size_t n, Device dev) : nbytes(n), device(dev) {
-  check<DeviceError>(dev.is_cpu(), "Storage: device ", dev.str(),
-                     " is not available in this build (no CUDA allocator)");
-  data = cpu_allocate(n);
+Storage::Storage(size_t n, Device dev, const char* op) : nbytes(n), device(dev) {
+  if (dev.is_cpu()) {
+    data = cpu_allocate(n);
+    return;
+  }
+  backend = &device_backend(dev, op);
+  data = backend->allocate(dev.index, n);
 }
 
-Storage::~Storage() { cpu_release(data, nbytes); }
+Storage::~Storage() {
+  if (backend) backend->release(device.index, data, nbytes);
+  else cpu_release(data, nbytes);
+}
 
 TensorImpl::TensorImpl() { g_live_tensors.fetch_add(1, std::memory_order_relaxed); }
 TensorImpl::~TensorImpl() { g_live_tensors.fetch_sub(1, std::memory_order_relaxed); }
@@ -46,7 +75,7 @@ double Tensor::item() const {
 }
 
 std::vector<double> Tensor::to_vector() const {
-  check_cpu(*this, "to_vector");
+  if (!device().is_cpu()) return transfer(*this, Device::cpu()).to_vector();
   std::vector<double> out;
   out.reserve(numel());
   dispatch_all(dtype(), [&]<class T>() {
@@ -61,7 +90,7 @@ std::vector<double> Tensor::to_vector() const {
 std::vector<int64_t> Tensor::to_int_vector() const {
   check<DtypeError>(dtype() == DType::Int64, "to_int_vector: expected int64, but got ",
                     dtype_name(dtype()));
-  check_cpu(*this, "to_int_vector");
+  if (!device().is_cpu()) return transfer(*this, Device::cpu()).to_int_vector();
   std::vector<int64_t> out;
   out.reserve(numel());
   const int64_t* p = data<int64_t>();
@@ -91,6 +120,29 @@ Tensor Tensor::detach() const {
   return Tensor(d);
 }
 
+Tensor Tensor::to(Device device) const {
+  if (this->device() == device) return *this;
+  Tensor out = transfer(*this, device);
+  record(OpId::ToDevice, {*this}, {out}, {},
+         [from = this->device()](const Node&, const std::vector<Tensor>& g) {
+           return std::vector<Tensor>{transfer(g[0], from)};
+         });
+  return out;
+}
+
+void Tensor::set_data(const Tensor& src) const {
+  check<ValueError>(is_leaf(), "set_data: only a leaf tensor's data can be replaced");
+  check<ShapeError>(src.shape() == shape(), "set_data: expected shape ", shape_str(shape()),
+                    ", but got ", shape_str(src.shape()));
+  check<DtypeError>(src.dtype() == dtype(), "set_data: expected dtype ", dtype_name(dtype()),
+                    ", but got ", dtype_name(src.dtype()));
+  TensorImpl& i = impl();
+  i.storage = src.impl().storage;
+  i.strides = src.strides();
+  i.offset = src.offset();
+  i.is_view = src.impl().is_view;
+}
+
 std::string Tensor::str() const {
   if (!defined()) return "Tensor(undefined)";
   return "Tensor" + shape_str(shape()) + " " + dtype_name(dtype()) + " " + device().str();
@@ -100,7 +152,7 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), device);
+  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), device, "empty");
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -108,12 +160,17 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
 }
 
 void check_cpu(const Tensor& t, const char* op) {
-  check<DeviceError>(t.device().is_cpu(), op, ": expected a CPU tensor, but got one on ",
-                     t.device().str());
+  if (!t.device().is_cpu()) throw_not_implemented(op, t.device());
 }
 
 void fill_data(const Tensor& t, double value) {
-  check_cpu(t, "fill");
+  if (!t.device().is_cpu()) {
+    const Device d = t.device();
+    device_backend(d, "fill").fill(
+        d.index, strided_args<1>(t.shape(), {t.strides()}, {t.raw_data()}, "fill"), t.dtype(), value);
+    t.bump_version();
+    return;
+  }
   dispatch_all(t.dtype(), [&]<class T>() {
     T* p = t.data<T>();
     T v = static_cast<T>(value);
@@ -179,8 +236,16 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
 void copy_data(const Tensor& dst, const Tensor& src) {
   check<ShapeError>(dst.shape() == src.shape(), "copy: expected equal shapes, but got dst ",
                     shape_str(dst.shape()), " src ", shape_str(src.shape()));
-  check_cpu(dst, "copy");
-  check_cpu(src, "copy");
+  if (dst.device() != src.device()) return copy_data(dst, transfer(src, dst.device()));
+  if (!dst.device().is_cpu()) {
+    const Device d = dst.device();
+    device_backend(d, "copy").copy(
+        d.index,
+        strided_args<2>(dst.shape(), {dst.strides(), src.strides()}, {dst.raw_data(), src.raw_data()}, "copy"),
+        dst.dtype(), src.dtype());
+    dst.bump_version();
+    return;
+  }
   dispatch_all(dst.dtype(), [&]<class D>() {
     D* d = dst.data<D>();
     dispatch_all(src.dtype(), [&]<class S>() {

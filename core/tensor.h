@@ -16,16 +16,22 @@
 namespace tmem {
 
 struct Node;
+struct DeviceBackend;
 
 /// A flat buffer on one device, with the version counter shared by every
 /// view of it (bumped by each in-place write; see autograd saved tensors).
+/// CPU storage comes from the CPU caching allocator, device storage from the
+/// device backend's allocator (core/device_backend.h).
 struct Storage {
   void* data = nullptr;
   size_t nbytes = 0;
   Device device;
+  const DeviceBackend* backend = nullptr;  // the one that allocated data; null on the CPU
   std::atomic<uint64_t> version{0};
 
-  Storage(size_t nbytes, Device device);
+  /// nbytes on `device`. Throws DeviceError naming `op` when the device is
+  /// not available (no backend in this build, no such device).
+  Storage(size_t nbytes, Device device, const char* op);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -82,12 +88,30 @@ class Tensor {
     return static_cast<char*>(impl().storage->data) + impl().offset * dtype_size(dtype());
   }
 
-  /// The single value of a one-element tensor, as double. Throws ValueError.
+  /// The single value of a one-element tensor, as double (copied from the
+  /// device when t is not on the CPU). Throws ValueError.
   double item() const;
-  /// All elements in row-major order, as double (any layout, CPU only).
+  /// All elements in row-major order, as double (any layout and device; a
+  /// device tensor is copied to the host first).
   std::vector<double> to_vector() const;
-  /// All elements of an int64 tensor in row-major order.
+  /// All elements of an int64 tensor in row-major order (any device).
   std::vector<int64_t> to_int_vector() const;
+
+  // ---- devices ----
+  /// This tensor on `device`: itself when already there, else a contiguous
+  /// copy. Differentiable (op "to_device"): the gradient goes back to this
+  /// tensor's device. Throws DeviceError naming "to" when `device` is not
+  /// available in this build or on this machine.
+  Tensor to(Device device) const;
+  /// to(Device::cpu()).
+  Tensor cpu() const { return to(Device::cpu()); }
+  /// Replaces this leaf's data (storage, strides, offset) with src's data,
+  /// keeping the tensor itself: every handle to it, an optimizer's included,
+  /// sees the new data and device; views made of the old data keep the old
+  /// data (PyTorch's `t.data = src`). src needs this tensor's shape and
+  /// dtype, any device; its autograd history is not taken. Throws ShapeError,
+  /// DtypeError, or ValueError for a non-leaf.
+  void set_data(const Tensor& src) const;
 
   // ---- autograd ----
   bool requires_grad() const { return impl().requires_grad; }
@@ -143,12 +167,14 @@ Tensor contiguous_data(const Tensor& t);
 /// t's data viewed with a new shape of the same numel (copies only when t is
 /// not contiguous); no autograd. Throws ShapeError on a numel mismatch.
 Tensor reshape_data(const Tensor& t, const Shape& shape);
-/// Copies src's data into dst (same shape, any strides, any float dtype pair);
-/// bumps dst's version.
+/// Copies src's data into dst (same shape, any strides, any dtype pair, any
+/// devices: a src on another device is copied over first); bumps dst's
+/// version. No autograd.
 void copy_data(const Tensor& dst, const Tensor& src);
-/// Fills every element of t with value; bumps the version.
+/// Fills every element of t with value (any device); bumps the version.
 void fill_data(const Tensor& t, double value);
-/// Throws DeviceError naming `op` unless t is on the CPU.
+/// The gate of every op that has only a CPU kernel: throws DeviceError
+/// "<op>: not implemented on cuda yet (...)" unless t is on the CPU.
 void check_cpu(const Tensor& t, const char* op);
 
 }  // namespace tmem

@@ -67,6 +67,18 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
+Module& Module::to(Device device) {
+  NamedTensors params, buffers;
+  collect("", params, &buffers);
+  NoGradGuard no_grad;
+  for (auto* list : {&params, &buffers})
+    for (auto& [n, t] : *list) {
+      t.set_data(t.to(device));
+      if (Tensor g = t.grad(); g.defined()) g.set_data(g.to(device));
+    }
+  return *this;
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
   for (const auto& [n, p] : params_)
     check<ValueError>(n != name, "register_parameter: \"", name, "\" is already registered");

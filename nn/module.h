@@ -36,6 +36,13 @@ class Module {
   void zero_grad();
   /// Total number of parameter elements.
   int64_t num_parameters() const;
+  /// Moves every parameter, parameter gradient and buffer of this module and
+  /// its children to `device` in place (Tensor::set_data): the tensors stay
+  /// the same objects, so handles held elsewhere (layer members, optimizers)
+  /// see the new device. State made from the parameters before the move
+  /// (optimizer moments) stays where it was: move the model first, then build
+  /// its optimizer. Throws DeviceError when `device` is not available.
+  Module& to(Device device);
 
  protected:
   /// Registers a parameter (marked requires_grad) and returns it.

@@ -25,6 +25,7 @@ void for_each_grad(const std::vector<Tensor>& params, F&& f) {
     const Tensor& p = params[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    check_cpu(p, "optimizer step");
     Tensor gc = contiguous_data(g);
     dispatch_floating(p.dtype(), "optimizer", [&]<class T>() { f(p.data<T>(), gc.data<T>(), i, p.numel()); });
     p.bump_version();
@@ -138,6 +139,7 @@ double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   std::vector<std::vector<double>> grads;
   for (const Tensor& p : params) {
     Tensor g = p.grad();
+    if (g.defined()) check_cpu(g, "clip_grad_norm_");
     grads.push_back(g.defined() ? g.to_vector() : std::vector<double>());
     for (double x : grads.back()) {
       if (!std::isfinite(x)) finite = false;

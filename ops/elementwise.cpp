@@ -1,5 +1,7 @@
 // Elementwise ops: forward kernels, backward kernels and shape checks side by
-// side. Shapes: any; binary ops broadcast (NumPy rules).
+// side. Shapes: any; binary ops broadcast (NumPy rules). CPU tensors run the
+// functors below; device tensors run the backend's kernels (ops/dispatch.h),
+// the same formulas in cuda/elementwise.cu.
 #include "ops/elementwise.h"
 
 #include <cmath>
@@ -7,6 +9,7 @@
 
 #include "core/autograd.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 #include "ops/reduction.h"
 
@@ -29,7 +32,6 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op) {
                     b.str().substr(6));
   check<DeviceError>(a.device() == b.device(), op, ": expected operands on one device, but got ",
                      a.device().str(), " and ", b.device().str());
-  check_cpu(a, op);
 }
 
 // x ** p with 0 ** 0 = 1, as std::pow and PyTorch.
@@ -44,19 +46,27 @@ V pw(V x, V p) {
 enum class Uses { Input, Output, Nothing };
 
 // y = f(x), dx = b(s, g) with s = x, y or g (per `uses`): every unary op is a
-// pair of generic functors, and saves only what its backward reads.
+// pair of generic functors, and saves only what its backward reads. `prm`
+// hands the functors' scalars to device kernels.
 template <class Fwd, class Bwd>
-Tensor unary(OpId id, const Tensor& a, Uses uses, Fwd fwd, Bwd bwd) {
+Tensor unary(OpId id, const Tensor& a, Uses uses, UnaryParams prm, Fwd fwd, Bwd bwd) {
   const char* name = nm(id);
-  check_cpu(a, name);
-  Tensor y = empty(a.shape(), a.dtype());
-  dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(y, fwd, a); });
+  Tensor y = empty(a.shape(), a.dtype(), a.device());
+  if (a.device().is_cpu())
+    dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(y, fwd, a); });
+  else
+    device_kernels(id, a).unary_forward(a.device().index, id, prm,
+                                        elementwise_args<2>(y, {a}, name));
   std::vector<Tensor> saved;
   if (uses != Uses::Nothing) saved.push_back(uses == Uses::Input ? a : y);
-  record(id, {a}, {y}, saved, [bwd, name](const Node& n, const Grads& g) {
+  record(id, {a}, {y}, saved, [bwd, name, id, prm](const Node& n, const Grads& g) {
     const Tensor& s = n.saved.empty() ? g[0] : n.saved_tensor(0);
-    Tensor gx = empty(g[0].shape(), g[0].dtype());
-    dispatch_floating(gx.dtype(), name, [&]<class T>() { cpu::apply<T>(gx, bwd, s, g[0]); });
+    Tensor gx = empty(g[0].shape(), g[0].dtype(), g[0].device());
+    if (gx.device().is_cpu())
+      dispatch_floating(gx.dtype(), name, [&]<class T>() { cpu::apply<T>(gx, bwd, s, g[0]); });
+    else
+      device_kernels(id, gx).unary_backward(gx.device().index, id, prm,
+                                            elementwise_args<3>(gx, {s, g[0]}, name));
     return Grads{gx};
   });
   return y;
@@ -67,9 +77,42 @@ template <class Fwd>
 Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b, Fwd fwd) {
   const char* name = nm(id);
   check_pair(a, b, name);
-  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), a.dtype());
-  dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(out, fwd, a, b); });
+  Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), a.dtype(), a.device());
+  if (a.device().is_cpu())
+    dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(out, fwd, a, b); });
+  else
+    device_kernels(id, a).binary_forward(a.device().index, id,
+                                         elementwise_args<3>(out, {a, b}, name));
   return out;
+}
+
+// pow's gradient for input 0 (the base x) or 1 (the exponent p) at the
+// broadcast shape of y = x ** p, before summing back to the input's shape.
+Tensor pow_grad(int input, const Tensor& g, const Tensor& x, const Tensor& p, const Tensor& y) {
+  Tensor d = empty(y.shape(), y.dtype(), y.device());
+  if (!d.device().is_cpu()) {
+    device_kernels(OpId::Pow, d).pow_backward(d.device().index, input,
+                                              elementwise_args<5>(d, {g, x, p, y}, "pow"));
+    return d;
+  }
+  dispatch_floating(d.dtype(), "pow", [&]<class T>() {
+    if (input == 0) {
+      // PyTorch pow_backward_self: 0 where p == 0, else g * p * x^(p-1).
+      cpu::apply<T>(d, [](auto gv, auto xv, auto pv) {
+        using V = decltype(xv);
+        return sel(pv == V(0), V(0), gv * pv * pw(xv, pv - V(1)));
+      }, g, x, p);
+    } else {
+      // PyTorch pow_backward_exponent: 0 where x == 0 and p >= 0, else g * y * log(x).
+      cpu::apply<T>(d, [](auto gv, auto xv, auto pv, auto yv) {
+        using V = decltype(xv);
+        using std::log;
+        using xsimd::log;
+        return sel((xv == V(0)) & (pv >= V(0)), V(0), gv * yv * V(log(xv)));
+      }, g, x, p, y);
+    }
+  });
+  return d;
 }
 
 Tensor scalar_like(const Tensor& t, double v) { return full({}, v, t.dtype(), t.device()); }
@@ -125,48 +168,24 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   Tensor out = binary_forward(OpId::Pow, a, b, [](auto x, auto y) { return pw(x, y); });
   record(OpId::Pow, {a, b}, {out}, {a, b, out}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &p = n.saved_tensor(1), &y = n.saved_tensor(2);
-    Tensor ga, gb;
-    if (n.needs_input_grad(0)) {
-      // PyTorch pow_backward_self: 0 where p == 0, else g * p * x^(p-1).
-      Tensor d = empty(y.shape(), y.dtype());
-      dispatch_floating(d.dtype(), "pow", [&]<class T>() {
-        cpu::apply<T>(d, [](auto gv, auto xv, auto pv) {
-          using V = decltype(xv);
-          return sel(pv == V(0), V(0), gv * pv * pw(xv, pv - V(1)));
-        }, g[0], x, p);
-      });
-      ga = sum_to(d, x.shape());
-    }
-    if (n.needs_input_grad(1)) {
-      // PyTorch pow_backward_exponent: 0 where x == 0 and p >= 0, else g * y * log(x).
-      Tensor d = empty(y.shape(), y.dtype());
-      dispatch_floating(d.dtype(), "pow", [&]<class T>() {
-        cpu::apply<T>(d, [](auto gv, auto xv, auto pv, auto yv) {
-          using V = decltype(xv);
-          using std::log;
-          using xsimd::log;
-          return sel((xv == V(0)) & (pv >= V(0)), V(0), gv * yv * V(log(xv)));
-        }, g[0], x, p, y);
-      });
-      gb = sum_to(d, p.shape());
-    }
-    return Grads{ga, gb};
+    return Grads{n.needs_input_grad(0) ? sum_to(pow_grad(0, g[0], x, p, y), x.shape()) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(pow_grad(1, g[0], x, p, y), p.shape()) : Tensor()};
   });
   return out;
 }
 
 Tensor add(const Tensor& a, double s) {
-  return unary(OpId::AddScalar, a, Uses::Nothing, [s](auto x) { return x + decltype(x)(s); },
+  return unary(OpId::AddScalar, a, Uses::Nothing, {s}, [s](auto x) { return x + decltype(x)(s); },
                [](auto g, auto) { return g; });
 }
 
 Tensor mul(const Tensor& a, double s) {
-  return unary(OpId::MulScalar, a, Uses::Nothing, [s](auto x) { return x * decltype(x)(s); },
+  return unary(OpId::MulScalar, a, Uses::Nothing, {s}, [s](auto x) { return x * decltype(x)(s); },
                [s](auto g, auto) { return g * decltype(g)(s); });
 }
 
 Tensor pow(const Tensor& a, double p) {
-  return unary(OpId::PowScalar, a, Uses::Input, [p](auto x) { return pw(x, decltype(x)(p)); },
+  return unary(OpId::PowScalar, a, Uses::Input, {p}, [p](auto x) { return pw(x, decltype(x)(p)); },
                [p](auto x, auto g) {
                  using V = decltype(x);
                  return p == 0.0 ? V(0) : g * V(p) * pw(x, V(p - 1.0));
@@ -174,40 +193,40 @@ Tensor pow(const Tensor& a, double p) {
 }
 
 Tensor neg(const Tensor& a) {
-  return unary(OpId::Neg, a, Uses::Nothing, [](auto x) { return -x; }, [](auto g, auto) { return -g; });
+  return unary(OpId::Neg, a, Uses::Nothing, {}, [](auto x) { return -x; }, [](auto g, auto) { return -g; });
 }
 
 Tensor exp(const Tensor& a) {
-  return unary(OpId::Exp, a, Uses::Output,
+  return unary(OpId::Exp, a, Uses::Output, {},
                [](auto x) { using std::exp; using xsimd::exp; return decltype(x)(exp(x)); },
                [](auto y, auto g) { return g * y; });
 }
 
 Tensor log(const Tensor& a) {
-  return unary(OpId::Log, a, Uses::Input,
+  return unary(OpId::Log, a, Uses::Input, {},
                [](auto x) { using std::log; using xsimd::log; return decltype(x)(log(x)); },
                [](auto x, auto g) { return g / x; });
 }
 
 Tensor sqrt(const Tensor& a) {
-  return unary(OpId::Sqrt, a, Uses::Output,
+  return unary(OpId::Sqrt, a, Uses::Output, {},
                [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(sqrt(x)); },
                [](auto y, auto g) { return g / (decltype(y)(2) * y); });
 }
 
 Tensor rsqrt(const Tensor& a) {
-  return unary(OpId::Rsqrt, a, Uses::Output,
+  return unary(OpId::Rsqrt, a, Uses::Output, {},
                [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(1) / decltype(x)(sqrt(x)); },
                [](auto y, auto g) { return decltype(y)(-0.5) * g * y * y * y; });
 }
 
 Tensor reciprocal(const Tensor& a) {
-  return unary(OpId::Reciprocal, a, Uses::Output, [](auto x) { return decltype(x)(1) / x; },
+  return unary(OpId::Reciprocal, a, Uses::Output, {}, [](auto x) { return decltype(x)(1) / x; },
                [](auto y, auto g) { return -g * y * y; });
 }
 
 Tensor abs(const Tensor& a) {
-  return unary(OpId::Abs, a, Uses::Input,
+  return unary(OpId::Abs, a, Uses::Input, {},
                [](auto x) { using std::abs; using xsimd::abs; return decltype(x)(abs(x)); },
                [](auto x, auto g) {
                  using V = decltype(x);
@@ -216,14 +235,14 @@ Tensor abs(const Tensor& a) {
 }
 
 Tensor relu(const Tensor& a) {
-  return unary(OpId::Relu, a, Uses::Output,
+  return unary(OpId::Relu, a, Uses::Output, {},
                [](auto x) { using V = decltype(x); return sel(x < V(0), V(0), x); },
                [](auto y, auto g) { using V = decltype(y); return sel(y > V(0), g, V(0)); });
 }
 
 Tensor gelu(const Tensor& a, bool approximate) {
   if (approximate) {
-    return unary(OpId::GeluTanh, a, Uses::Input,
+    return unary(OpId::GeluTanh, a, Uses::Input, {},
                  [](auto x) {
                    using V = decltype(x);
                    using std::tanh; using xsimd::tanh;
@@ -238,7 +257,7 @@ Tensor gelu(const Tensor& a, bool approximate) {
                                V(0.5) * x * (V(1) - t * t) * V(k) * (V(1) + V(3 * c) * x * x));
                  });
   }
-  return unary(OpId::GeluErf, a, Uses::Input,
+  return unary(OpId::GeluErf, a, Uses::Input, {},
                [](auto x) {
                  using V = decltype(x);
                  using std::erf; using xsimd::erf;
@@ -254,7 +273,7 @@ Tensor gelu(const Tensor& a, bool approximate) {
 }
 
 Tensor silu(const Tensor& a) {
-  return unary(OpId::Silu, a, Uses::Input,
+  return unary(OpId::Silu, a, Uses::Input, {},
                [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return x / (V(1) + V(exp(-x))); },
                [](auto x, auto g) {
                  using V = decltype(x);
@@ -265,19 +284,19 @@ Tensor silu(const Tensor& a) {
 }
 
 Tensor sigmoid(const Tensor& a) {
-  return unary(OpId::Sigmoid, a, Uses::Output,
+  return unary(OpId::Sigmoid, a, Uses::Output, {},
                [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return V(1) / (V(1) + V(exp(-x))); },
                [](auto y, auto g) { using V = decltype(y); return g * y * (V(1) - y); });
 }
 
 Tensor tanh(const Tensor& a) {
-  return unary(OpId::Tanh, a, Uses::Output,
+  return unary(OpId::Tanh, a, Uses::Output, {},
                [](auto x) { using std::tanh; using xsimd::tanh; return decltype(x)(tanh(x)); },
                [](auto y, auto g) { using V = decltype(y); return g * (V(1) - y * y); });
 }
 
 Tensor softplus(const Tensor& a) {
-  return unary(OpId::Softplus, a, Uses::Input,
+  return unary(OpId::Softplus, a, Uses::Input, {},
                [](auto x) {
                  using V = decltype(x);
                  using std::exp; using xsimd::exp; using std::log1p; using xsimd::log1p;
@@ -293,7 +312,7 @@ Tensor softplus(const Tensor& a) {
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
-  return unary(OpId::Clamp, a, Uses::Input,
+  return unary(OpId::Clamp, a, Uses::Input, {lo, hi},
                [lo, hi](auto x) {
                  using V = decltype(x);
                  return sel(x < V(lo), V(lo), sel(x > V(hi), V(hi), x));
@@ -307,13 +326,19 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   const char* name = nm(OpId::Where);
   check_pair(a, b, name);
-  check_cpu(cond, name);
+  check<DeviceError>(cond.device() == a.device(), name, ": expected cond on the operands' device ",
+                     a.device().str(), ", but got ", cond.device().str());
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
   Tensor c = cond.dtype() == a.dtype() ? cond : cast_data(cond, a.dtype());
-  Tensor out = empty(shape, a.dtype());
-  dispatch_floating(a.dtype(), name, [&]<class T>() {
-    cpu::apply<T>(out, [](auto cv, auto x, auto y) { return sel(cv != decltype(x)(0), x, y); }, c, a, b);
-  });
+  Tensor out = empty(shape, a.dtype(), a.device());
+  if (a.device().is_cpu())
+    dispatch_floating(a.dtype(), name, [&]<class T>() {
+      cpu::apply<T>(out, [](auto cv, auto x, auto y) { return sel(cv != decltype(x)(0), x, y); },
+                    c, a, b);
+    });
+  else
+    device_kernels(OpId::Where, a)
+        .where_forward(a.device().index, elementwise_args<4>(out, {c, a, b}, name));
   record(OpId::Where, {a, b}, {out}, {c}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     const Tensor& cv = n.saved_tensor(0);
     Tensor zero = scalar_like(g[0], 0.0);
@@ -325,19 +350,24 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const char* name = nm(OpId::MaskedFill);
-  check_cpu(a, name);
-  check_cpu(mask, name);
+  check<DeviceError>(mask.device() == a.device(), name, ": expected the mask on the input's device ",
+                     a.device().str(), ", but got ", mask.device().str());
   check<ShapeError>(broadcast_shapes(a.shape(), mask.shape(), name) == a.shape(), name,
                     ": expected the mask to broadcast to the input's shape, but got input ",
                     shape_str(a.shape()), " mask ", shape_str(mask.shape()));
   Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
-  Tensor out = empty(a.shape(), a.dtype());
-  dispatch_floating(a.dtype(), name, [&]<class T>() {
-    cpu::apply<T>(out, [value](auto x, auto mv) {
-      using V = decltype(x);
-      return sel(mv != V(0), V(value), x);
-    }, a, m);
-  });
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  if (a.device().is_cpu())
+    dispatch_floating(a.dtype(), name, [&]<class T>() {
+      cpu::apply<T>(out, [value](auto x, auto mv) {
+        using V = decltype(x);
+        return sel(mv != V(0), V(value), x);
+      }, a, m);
+    });
+  else
+    device_kernels(OpId::MaskedFill, a)
+        .where_forward(a.device().index,
+                       elementwise_args<4>(out, {m, scalar_like(a, value), a}, name));
   record(OpId::MaskedFill, {a}, {out}, {m}, [](const Node& n, const Grads& g) {
     return Grads{where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0])};
   });
@@ -346,7 +376,6 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a.dtype() == dtype) return a;
-  check_cpu(a, "to_dtype");
   check<DtypeError>(is_floating(dtype), "to_dtype: casting to int64 is not supported (from ",
                     dtype_name(a.dtype()), ")");
   Tensor out = cast_data(a, dtype);
@@ -411,6 +440,11 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
   t.push_back({OpId::Cast, {"cpu"}, {"input"},
                {{"float64->float32", [] { return V{gc_input({3, 4})}; },
                  [](const V& v) { return to_dtype(v[0], DType::Float32); }, 1e-2, 1e-4, 1e-3}}});
+  // On the CPU `to` returns its input itself; device transfers are checked by
+  // the CPU-vs-CUDA tests.
+  t.push_back({OpId::ToDevice, {"cpu"}, {"input"},
+               {{"cpu -> cpu (no copy)", [] { return V{gc_input({3, 4})}; },
+                 [](const V& v) { return v[0].to(Device::cpu()); }}}});
   t.push_back({OpId::Where, {"cpu"}, {"a", "b"},
                {{"broadcast cond [3,1]", [] {
                    return V{tensor({1, 0, 1}, {3, 1}, DType::Float64), gc_input({3, 4}, -1, 1, 1),

@@ -2,6 +2,7 @@
 // backward sums each gradient back to its input's shape. Operands must share
 // dtype and device (no implicit promotion): DtypeError / DeviceError name the
 // op and both operands otherwise. Formulas follow PyTorch's definitions.
+// Every op here also runs on CUDA (float32 kernels in cuda/elementwise.cu).
 #pragma once
 #include "core/tensor.h"
 

@@ -1,5 +1,6 @@
 // matmul / bmm: shapes a[..., M, K], b[..., K, N] -> c[..., M, N]; the CPU
-// kernel is ops/cpu/gemm (transposed operands are read through strides).
+// kernel is ops/cpu/gemm (transposed operands are read through strides), the
+// device kernel the backend's batched GEMM (cuBLAS on CUDA).
 #include "ops/linalg.h"
 
 #include <omp.h>
@@ -8,6 +9,7 @@
 #include "core/strided.h"
 #include "ops/cpu/gemm.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 #include "ops/reduction.h"
 #include "ops/shape.h"
@@ -18,8 +20,87 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
+// One GEMM operand as GemmArgs takes it: t[..., rows, cols] broadcast to the
+// batch shape. A matrix with neither a unit column stride (row-major) nor a
+// unit row stride (column-major), or batch items that are not one stride
+// apart, is copied to a contiguous tensor first (`data` keeps it alive).
+struct GemmOperand {
+  Tensor data;
+  bool col_major = false;
+  int64_t ld = 0, stride = 0;
+};
+
+GemmOperand gemm_operand(const Tensor& t, const Shape& batch, int64_t rows, int64_t cols) {
+  Shape full = batch;
+  full.push_back(rows);
+  full.push_back(cols);
+  GemmOperand o;
+  o.data = make_view(t, full, cpu::broadcast_strides(t, full), t.offset());
+  auto fits = [&] {
+    const Shape& st = o.data.strides();
+    const size_t r = st.size();
+    const int64_t rs = st[r - 2], cs = st[r - 1];
+    if ((cols == 1 || cs == 1) && (rows == 1 || rs >= std::max<int64_t>(cols, 1))) {
+      o.col_major = false;
+      o.ld = rows == 1 ? std::max<int64_t>(cols, 1) : rs;
+    } else if ((rows == 1 || rs == 1) && (cols == 1 || cs >= std::max<int64_t>(rows, 1))) {
+      o.col_major = true;
+      o.ld = cols == 1 ? std::max<int64_t>(rows, 1) : cs;
+    } else {
+      return false;
+    }
+    const detail::Coalesced<1> b(batch, {Shape(st.begin(), st.end() - 2)});
+    if (b.shape.size() > 1) return false;
+    o.stride = b.shape.empty() ? 0 : b.strides[0][0];
+    return true;
+  };
+  if (!fits()) {
+    o.data = contiguous_data(o.data);
+    fits();
+  }
+  return o;
+}
+
+// c = a @ b on a device, for a, b of rank >= 2 with broadcast batch dims; no
+// autograd.
+Tensor mm_device(const Tensor& a, const Tensor& b) {
+  const OpKernels& kern = device_kernels(OpId::Matmul, a);
+  const int64_t ra = a.dim(), rb = b.dim();
+  const int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
+  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
+  Shape batch = broadcast_shapes(ba, bb, "matmul");
+  Shape out_shape = batch;
+  out_shape.push_back(M);
+  out_shape.push_back(N);
+  Tensor out = empty(out_shape, a.dtype(), a.device());
+  if (out.numel() == 0) return out;
+  if (K == 0) {
+    fill_data(out, 0.0);
+    return out;
+  }
+  const GemmOperand ga = gemm_operand(a, batch, M, K), gb = gemm_operand(b, batch, K, N);
+  GemmArgs g;
+  g.device = a.device().index;
+  g.batch = numel_of(batch);
+  g.m = M;
+  g.n = N;
+  g.k = K;
+  g.a = ga.data.data<float>();
+  g.a_col_major = ga.col_major;
+  g.lda = ga.ld;
+  g.stride_a = ga.stride;
+  g.b = gb.data.data<float>();
+  g.b_col_major = gb.col_major;
+  g.ldb = gb.ld;
+  g.stride_b = gb.stride;
+  g.c = out.data<float>();
+  kern.gemm(g);
+  return out;
+}
+
 // c = a @ b for a, b of rank >= 2 with broadcast batch dims; no autograd.
 Tensor mm_data(const Tensor& a, const Tensor& b) {
+  if (!a.device().is_cpu()) return mm_device(a, b);
   const int64_t ra = a.dim(), rb = b.dim();
   const int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
   Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
@@ -64,7 +145,6 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
                     dtype_name(a.dtype()), " and ", dtype_name(b.dtype()));
   check<DeviceError>(a.device() == b.device(), "matmul: expected operands on one device, but got ",
                      a.device().str(), " and ", b.device().str());
-  check_cpu(a, "matmul");
   check<ShapeError>(a.dim() >= 1 && b.dim() >= 1, "matmul: both operands need at least 1 dim, got a",
                     shape_str(a.shape()), " b", shape_str(b.shape()));
   const int64_t ka = a.shape().back();

@@ -1,4 +1,5 @@
-// Matrix products (DESIGN.md 3), PyTorch torch.matmul semantics.
+// Matrix products (DESIGN.md 3), PyTorch torch.matmul semantics. CPU: own
+// xsimd GEMM; CUDA: cuBLAS (float32).
 #pragma once
 #include "core/tensor.h"
 

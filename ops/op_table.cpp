@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/rng.h"
+#include "ops/dispatch.h"
 
 namespace tmem {
 
@@ -24,6 +25,12 @@ const std::vector<OpInfo>& op_table() {
     register_conv3d_ops(t);
     register_convlstm_ops(t);
     std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.id < b.id; });
+    // Devices other than the CPU come from the backend registered in this
+    // build (ops/dispatch.h), so the table says what runs here.
+    for (OpInfo& info : t)
+      if (device_implements(Device::Kind::CUDA, info.id) &&
+          std::find(info.devices.begin(), info.devices.end(), "cuda") == info.devices.end())
+        info.devices.push_back("cuda");
     return t;
   }();
   return table;

@@ -25,7 +25,7 @@ struct OpCase {
 
 struct OpInfo {
   OpId id;
-  std::vector<std::string> devices;       // "cpu", "cuda"
+  std::vector<std::string> devices;       // "cpu", and "cuda" where this build's backend runs it
   std::vector<std::string> diff_inputs;   // names of differentiable inputs
   std::vector<OpCase> cases;              // gradcheck cases
   std::string_view name() const { return op_name(id); }

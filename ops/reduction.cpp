@@ -1,5 +1,7 @@
 // Reductions. Shapes: input any rank; the reduced dims are moved last and made
 // contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced).
+// sum and mean also run on devices (ops/dispatch.h); var, max and min are
+// CPU only.
 #include "ops/reduction.h"
 
 #include <algorithm>
@@ -8,6 +10,7 @@
 
 #include "core/autograd.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/elementwise.h"
 #include "ops/op_table.h"
 #include "ops/shape.h"
@@ -24,7 +27,6 @@ struct Plan {
 };
 
 Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
-  check_cpu(a, op);
   Plan p;
   p.in = a.shape();
   const int64_t r = a.dim();
@@ -63,17 +65,31 @@ Tensor rows_of(const Tensor& a, const Plan& p) {
   return contiguous_data(make_view(a, shape, strides, a.offset()));
 }
 
-// g (shape p.out or p.keep) broadcast to the input's shape, times `scale`.
-Tensor expand_grad(const Tensor& g, const Plan& p, double scale) {
+// g (shape p.out or p.keep) broadcast to the input's shape, times `scale`:
+// the backward of sum (op Sum) and mean (op Mean).
+Tensor expand_grad(OpId id, const Tensor& g, const Plan& p, double scale) {
   Tensor gk = reshape_data(g, p.keep);
-  Tensor out = empty(p.in, g.dtype());
+  Tensor out = empty(p.in, g.dtype(), g.device());
+  if (!out.device().is_cpu()) {
+    device_kernels(id, g).unary_forward(out.device().index, OpId::MulScalar, {scale},
+                                        elementwise_args<2>(out, {gk}, op_name(id).data()));
+    return out;
+  }
   dispatch_floating(g.dtype(), "sum", [&]<class T>() {
     cpu::apply<T>(out, [scale](auto x) { return x * decltype(x)(scale); }, gk);
   });
   return out;
 }
 
-Tensor reduce_sum(const Tensor& a, const Plan& p, double scale, const char* op) {
+Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
+  const char* op = op_name(id).data();
+  if (!a.device().is_cpu()) {
+    const OpKernels& k = device_kernels(id, a);
+    Tensor rows = rows_of(a, p);
+    Tensor out = empty(p.out, a.dtype(), a.device());
+    k.sum_rows(a.device().index, rows.data<float>(), out.data<float>(), p.O, p.R, scale);
+    return out;
+  }
   Tensor rows = rows_of(a, p);
   Tensor out = empty(p.out, a.dtype());
   dispatch_floating(a.dtype(), op, [&]<class T>() {
@@ -89,6 +105,7 @@ Tensor reduce_sum(const Tensor& a, const Plan& p, double scale, const char* op) 
 ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   OpId id = is_max ? OpId::Max : OpId::Min;
   const char* name = op_name(id).data();
+  check_cpu(a, name);
   Plan p = make_plan(a, {dim}, keepdim, name);
   check<ShapeError>(p.R > 0, name, ": cannot reduce an empty dim of shape ", shape_str(a.shape()));
   Tensor rows = rows_of(a, p);
@@ -130,9 +147,9 @@ ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   Plan p = make_plan(a, dims, keepdim, "sum");
-  Tensor out = reduce_sum(a, p, 1.0, "sum");
+  Tensor out = reduce_sum(OpId::Sum, a, p, 1.0);
   record(OpId::Sum, {a}, {out}, {}, [p](const Node& n, const Grads& g) {
-    return Grads{expand_grad(g[0], p, 1.0)};
+    return Grads{expand_grad(OpId::Sum, g[0], p, 1.0)};
   });
   return out;
 }
@@ -140,14 +157,15 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
   Plan p = make_plan(a, dims, keepdim, "mean");
   double scale = 1.0 / static_cast<double>(p.R);
-  Tensor out = reduce_sum(a, p, scale, "mean");
+  Tensor out = reduce_sum(OpId::Mean, a, p, scale);
   record(OpId::Mean, {a}, {out}, {}, [p, scale](const Node& n, const Grads& g) {
-    return Grads{expand_grad(g[0], p, scale)};
+    return Grads{expand_grad(OpId::Mean, g[0], p, scale)};
   });
   return out;
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  check_cpu(a, "var");
   Plan p = make_plan(a, dims, keepdim, "var");
   double denom = static_cast<double>(p.R - correction);
   Tensor rows = rows_of(a, p);

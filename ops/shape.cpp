@@ -107,7 +107,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t s
   strides[d] *= step;
   Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[d]);
   record(OpId::Slice, {a}, {out}, {}, [in = a.shape(), d, start, step](const Node&, const Grads& g) {
-    Tensor gin = zeros(in, g[0].dtype());
+    Tensor gin = zeros(in, g[0].dtype(), g[0].device());
     Shape st = gin.strides();
     int64_t off = start * st[d];
     st[d] *= step;

@@ -1,0 +1,75 @@
+#include "core/device_backend.h"
+
+#include <atomic>
+
+#include "core/error.h"
+
+namespace tmem {
+
+namespace {
+
+// Indexed by Device::Kind (the CPU's slot stays null). Zero before any
+// dynamic initialisation runs, so a backend may register from any static
+// initialiser.
+std::atomic<const DeviceBackend*> g_backends[2];
+
+std::atomic<const DeviceBackend*>& slot(Device::Kind kind) {
+  check<DeviceError>(kind != Device::Kind::CPU, "register_device_backend: the CPU has no backend slot");
+  return g_backends[static_cast<int>(kind)];
+}
+
+}  // namespace
+
+const DeviceBackend* register_device_backend(Device::Kind kind, const DeviceBackend* backend) {
+  return slot(kind).exchange(backend);
+}
+
+const DeviceBackend* registered_device_backend(Device::Kind kind) {
+  return kind == Device::Kind::CPU ? nullptr : slot(kind).load();
+}
+
+const DeviceBackend& device_backend(Device d, const char* op) {
+  check<DeviceError>(!d.is_cpu(), op, ": the CPU has no device backend");
+  const DeviceBackend* b = slot(d.kind).load();
+  check<DeviceError>(b != nullptr, op, ": ", d.str(), " is not available: this build has no ",
+                     Device::kind_name(d.kind), " backend (configure with -DTMEM_CUDA=ON where nvcc is installed)");
+  const int n = b->device_count();
+  check<DeviceError>(n > 0, op, ": ", d.str(), " is not available: no ", b->name,
+                     " device was found on this machine");
+  check<DeviceError>(d.index >= 0 && d.index < n, op, ": ", d.str(), " is not available: this machine has ",
+                     n, " ", b->name, " device(s)");
+  return *b;
+}
+
+int device_count(Device::Kind kind) {
+  if (kind == Device::Kind::CPU) return 1;
+  const DeviceBackend* b = slot(kind).load();
+  return b ? b->device_count() : 0;
+}
+
+void throw_not_implemented(const char* op, Device d) {
+  throw DeviceError(detail::cat(op, ": not implemented on ", Device::kind_name(d.kind),
+                                " yet (got a tensor on ", d.str(), ")"));
+}
+
+AllocatorStats allocator_stats(Device d) {
+  if (d.is_cpu()) return cpu_allocator_stats();
+  return device_backend(d, "allocator_stats").allocator_stats(d.index);
+}
+
+void allocator_reset_peak(Device d) {
+  if (d.is_cpu()) return cpu_allocator_reset_peak();
+  device_backend(d, "allocator_reset_peak").allocator_reset_peak(d.index);
+}
+
+void empty_cache(Device d) {
+  if (d.is_cpu()) return cpu_empty_cache();
+  device_backend(d, "empty_cache").empty_cache(d.index);
+}
+
+void synchronize(Device d) {
+  if (d.is_cpu()) return;
+  device_backend(d, "synchronize").synchronize(d.index);
+}
+
+}  // namespace tmem

@@ -1,0 +1,56 @@
+// The CUDA backend's registration: the DeviceBackend (memory, copies, the
+// caching allocator) and OpKernels tables of this backend, installed for
+// Device::Kind::CUDA while the program starts. Nothing names a symbol of this
+// file, so the build links tmem_cuda whole (CMake's WHOLE_ARCHIVE feature)
+// instead of leaving it to the linker's archive-member selection, which would
+// drop it; the test "device: the CUDA backend is registered exactly when the
+// build has one" checks that the registration ran.
+#include "core/device_backend.h"
+#include "cuda/kernels.h"
+#include "cuda/runtime.h"
+#include "ops/device_kernels.h"
+
+namespace tmem::cuda {
+
+namespace {
+
+// Ops whose forward and backward run on CUDA. The view ops need no kernel of
+// their own (their backward copies and sums through the kernels here), and
+// to_dtype and to_device are copies.
+constexpr OpId kImplemented[] = {
+    OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Neg, OpId::Exp, OpId::Log, OpId::Sqrt,
+    OpId::Rsqrt, OpId::Pow, OpId::Abs, OpId::Relu, OpId::GeluTanh, OpId::GeluErf, OpId::Silu,
+    OpId::Sigmoid, OpId::Tanh, OpId::Softplus, OpId::Clamp, OpId::Where, OpId::MaskedFill,
+    OpId::AddScalar, OpId::MulScalar, OpId::PowScalar, OpId::Reciprocal, OpId::Cast,
+    OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
+    OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave};
+
+OpKernels make_op_kernels() {
+  OpKernels k;
+  for (OpId op : kImplemented) k.implemented[static_cast<size_t>(op)] = true;
+  k.unary_forward = &unary_forward;
+  k.unary_backward = &unary_backward;
+  k.binary_forward = &binary_forward;
+  k.pow_backward = &pow_backward;
+  k.where_forward = &where_forward;
+  k.sum_rows = &sum_rows;
+  k.gemm = &gemm;
+  return k;
+}
+
+const OpKernels kOpKernels = make_op_kernels();
+
+const DeviceBackend kBackend{"cuda",          &device_count,   &allocate,
+                             &release,        &copy_from_host, &copy_to_host,
+                             &copy_between,   &copy,           &fill,
+                             &accumulate,     &synchronize,    &allocator_stats,
+                             &allocator_reset_peak, &empty_cache, &kOpKernels};
+
+// Defined after the tables, so it runs after them (one translation unit).
+struct Registrar {
+  Registrar() { register_device_backend(Device::Kind::CUDA, &kBackend); }
+} registrar;
+
+}  // namespace
+
+}  // namespace tmem::cuda

@@ -1,0 +1,23 @@
+#include "ops/dispatch.h"
+
+#include "core/device_backend.h"
+
+namespace tmem {
+
+const OpKernels& device_kernels(OpId op, const Tensor& t) {
+  const char* name = op_name(op).data();
+  const Device d = t.device();
+  const DeviceBackend& b = device_backend(d, name);
+  if (!b.ops || !b.ops->implemented[static_cast<size_t>(op)]) throw_not_implemented(name, d);
+  check<DtypeError>(t.dtype() == DType::Float32, name, ": ", b.name,
+                    " kernels take float32, but got ", dtype_name(t.dtype()));
+  return *b.ops;
+}
+
+bool device_implements(Device::Kind kind, OpId op) {
+  if (kind == Device::Kind::CPU) return true;
+  const DeviceBackend* b = registered_device_backend(kind);
+  return b && b->ops && b->ops->implemented[static_cast<size_t>(op)];
+}
+
+}  // namespace tmem
