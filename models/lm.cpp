@@ -46,9 +46,7 @@ BackboneConfig lm_backbone_config(const LMConfig& cfg) {
   if (cfg.mlp_hidden > 0) {
     b.mlp_hidden = cfg.mlp_hidden;
   } else if (!memory) {
-    Generator scratch(0);
-    const int64_t extra = nn::TensorMemory(cfg.dim, cfg.memory, scratch).num_parameters() + 2 * cfg.dim;
-    b.mlp_hidden = 4 * cfg.dim + (extra + cfg.dim) / (2 * cfg.dim + 1);  // rounded
+    b.mlp_hidden = parameter_matched_mlp_hidden(cfg.dim, memory_layer_parameters(cfg.dim, cfg.memory), 1);
   }
   return b;
 }

@@ -4,7 +4,7 @@
 #include <chrono>
 #include <cmath>
 
-#include "nn/optim.h"
+#include "models/scheduled_adamw.h"
 #include "ops/loss.h"
 #include "ops/shape.h"
 
@@ -39,18 +39,12 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
                        const std::vector<int64_t>& valid, const std::vector<int64_t>& test,
                        const std::function<void(const LMTrainProgress&)>& progress) {
   const int64_t steps = lm_train_steps(cfg);
-  check<ValueError>(cfg.batch >= 1 && cfg.eval_batch >= 1 && cfg.warmup >= 0 && cfg.lr >= 0 &&
-                        cfg.min_lr >= 0 && cfg.min_lr <= cfg.lr,
-                    "train_lm: expected batch, eval_batch >= 1, warmup >= 0 and 0 <= min_lr <= lr");
+  check<ValueError>(cfg.batch >= 1 && cfg.eval_batch >= 1, "train_lm: expected batch, eval_batch >= 1, but got ",
+                    cfg.batch, ", ", cfg.eval_batch);
   Generator gen(cfg.seed);
   TransformerLM model(cfg.model, gen);
   StreamSegments segs(train, cfg.batch, cfg.model.seq);
-  std::vector<Tensor> decay, no_decay;  // matrices and embeddings / vectors and scalars
-  for (const Tensor& p : model.parameters()) (p.dim() >= 2 ? decay : no_decay).push_back(p);
-  nn::AdamW opt_decay(decay, cfg.lr, 0.9, 0.95, 1e-8, cfg.weight_decay);
-  nn::AdamW opt_plain(no_decay, cfg.lr, 0.9, 0.95, 1e-8, 0.0);
-  std::vector<Tensor> params = model.parameters();
-  const int64_t warmup = std::min(cfg.warmup, steps - 1);
+  ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
 
   LMTrainResult res;
   res.parameters = model.num_parameters();
@@ -66,21 +60,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
     Tensor loss = cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(tg, {-1}));
     loss.backward();
     state.detach();
-    const double lr = nn::warmup_cosine_lr(step, warmup, steps, cfg.lr, cfg.min_lr);
-    opt_decay.lr = opt_plain.lr = lr;
-    bool finite = true;
-    try {
-      nn::clip_grad_norm_(params, cfg.clip);
-    } catch (const ValueError&) {  // a non-finite gradient norm: the gradients are untouched, skip the step
-      finite = false;
-      ++res.skipped_steps;
-    }
-    if (finite) {
-      opt_decay.step();
-      opt_plain.step();
-    }
-    opt_decay.zero_grad();
-    opt_plain.zero_grad();
+    const double lr = opt.step(step);
     const double loss_v = loss.item();
     res.losses.push_back(loss_v);
     seen += in.numel();
@@ -91,6 +71,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   }
   res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   res.tokens_per_second = static_cast<double>(seen) / std::max(res.seconds, 1e-9);
+  res.skipped_steps = opt.skipped_steps();
   auto evaluate = [&](const std::string& phase, const std::vector<int64_t>& stream) {
     if (stream.empty()) return PerplexityResult{};
     const auto e0 = std::chrono::steady_clock::now();

@@ -57,9 +57,10 @@ struct LMTrainResult {
 /// order (StreamSegments), one segment per step; the state (xl cache, memory
 /// states) is carried from step to step, detached (truncated
 /// backpropagation through one segment), and reset at the start of each
-/// pass over the stream. Loss: mean cross-entropy of the next token. AdamW
-/// (beta 0.9, 0.95) with weight decay on matrices and embeddings only (not on
-/// biases, LayerNorm gains, memory gates), warmup_cosine_lr, clip_grad_norm_.
+/// pass over the stream. Loss: mean cross-entropy of the next token.
+/// ScheduledAdamW (models/scheduled_adamw.h): AdamW (beta 0.9, 0.95) with
+/// weight decay on matrices and embeddings only (not on biases, LayerNorm
+/// gains, memory gates), warmup_cosine_lr, clip_grad_norm_.
 /// Then the perplexities of `valid` and `test` (when not empty) with
 /// evaluate_perplexity. A step whose gradient norm is not finite is skipped
 /// (counted in skipped_steps). `progress` is called every step and after

@@ -16,6 +16,19 @@ void check_attention_kind(const std::string& attention) {
                     "unknown attention \"", attention, "\" (expected full, local, linear or xl)");
 }
 
+int64_t memory_layer_parameters(int64_t dim, const nn::TensorMemoryOptions& memory) {
+  Generator scratch(0);
+  return nn::TensorMemory(dim, memory, scratch).num_parameters() + 2 * dim;
+}
+
+int64_t parameter_matched_mlp_hidden(int64_t dim, int64_t extra, int64_t blocks) {
+  check<ValueError>(dim >= 1 && blocks >= 1 && extra >= 0,
+                    "parameter_matched_mlp_hidden: expected dim >= 1, blocks >= 1 and extra >= 0, but got dim ",
+                    dim, " blocks ", blocks, " extra ", extra);
+  const int64_t per_unit = blocks * (2 * dim + 1);
+  return 4 * dim + (extra + per_unit / 2) / per_unit;  // rounded
+}
+
 void BackboneState::detach() {
   for (auto& s : memory) s = {s.h.detach(), s.c.detach()};
   for (auto& s : slots) s = s.detach();
@@ -37,17 +50,17 @@ nn::AttentionOptions attention_options(const BackboneConfig& cfg) {
 
 }  // namespace
 
-Block::Block(const BackboneConfig& cfg, Generator& gen) {
+Block::Block(const BackboneConfig& cfg, Generator& gen, bool with_memory) : causal(cfg.causal) {
   const int64_t hidden = cfg.mlp_hidden > 0 ? cfg.mlp_hidden
                                             : static_cast<int64_t>(mlp_ratio_of(cfg.method) * static_cast<double>(cfg.dim));
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(cfg.dim));
   attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(cfg.dim, cfg.heads, cfg.dropout, gen,
                                                                           attention_options(cfg)));
-  if (cfg.method == "tensor") {
+  if (with_memory && cfg.method == "tensor") {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     memory = register_module("memory", std::make_shared<nn::TensorMemory>(cfg.dim, cfg.memory, gen));
   }
-  if (cfg.method == "slots") {
+  if (with_memory && cfg.method == "slots") {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     slots = register_module("slots", std::make_shared<nn::SlotMemory>(cfg.dim, 8, cfg.memory.chunk,
                                                                       cfg.memory.gamma_init, gen));
@@ -57,9 +70,10 @@ Block::Block(const BackboneConfig& cfg, Generator& gen) {
   drop = register_module("drop", std::make_shared<nn::Dropout>(cfg.dropout, gen));
 }
 
-Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state, const Tensor& cache) const {
+Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state, const Tensor& cache,
+                      const Tensor& attn_mask) const {
   Tensor ctx = cache.defined() ? ln1->forward(cache) : Tensor();
-  Tensor y = x + drop->forward(attn->forward(ln1->forward(x), true, Tensor(), ctx));
+  Tensor y = x + drop->forward(attn->forward(ln1->forward(x), causal, Tensor(), ctx, attn_mask));
   if (memory) y = y + memory->forward(ln_mem->forward(y), *state);
   if (slots) y = y + slots->forward(ln_mem->forward(y), *slot_state);
   return y + drop->forward(mlp->forward(ln2->forward(y)));
@@ -68,12 +82,16 @@ Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_stat
 Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   mlp_ratio_of(cfg.method);
   check_attention_kind(cfg.attention);
-  check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0 && cfg.mlp_hidden >= 0,
-                    "Backbone: expected positive layers, dim and max_len and mlp_hidden >= 0");
-  if (cfg.attention != "xl")
+  check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0 && cfg.mlp_hidden >= 0 && cfg.memory_every > 0,
+                    "Backbone: expected positive layers, dim, max_len and memory_every and mlp_hidden >= 0");
+  check<ValueError>(cfg.causal || cfg.attention == "full",
+                    "Backbone: bidirectional (non-causal) attention must be full, but got attention \"",
+                    cfg.attention, "\"");
+  if (cfg.attention != "xl" && cfg.positions)
     pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
   for (int64_t l = 0; l < cfg.layers; ++l)
-    blocks_.push_back(register_module("blocks." + std::to_string(l), std::make_shared<Block>(cfg, gen)));
+    blocks_.push_back(register_module("blocks." + std::to_string(l),
+                                      std::make_shared<Block>(cfg, gen, (l + 1) % cfg.memory_every == 0)));
   ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.dim));
 }
 
@@ -82,7 +100,7 @@ Tensor Backbone::forward(const Tensor& x) const {
   return forward(x, fresh);
 }
 
-Tensor Backbone::forward(const Tensor& x, BackboneState& state) const {
+Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& attn_mask) const {
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == cfg.dim && x.shape()[1] <= cfg.max_len,
                     "Backbone: expected x [B, T <= ", cfg.max_len, ", ", cfg.dim, "], but got ",
                     shape_str(x.shape()));
@@ -97,12 +115,13 @@ Tensor Backbone::forward(const Tensor& x, BackboneState& state) const {
   }
   Tensor h = pos_.defined() ? x + slice(pos_, 0, 0, T) : x;
   std::vector<Tensor> next_cache;
+  size_t mem_i = 0, slot_i = 0;  // the state of the next block with that memory
   for (size_t l = 0; l < L; ++l) {
     const auto& blk = blocks_[l];
     if (cfg.attention == "xl") next_cache.push_back(h.detach());
-    ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : l] : nullptr;
-    Tensor* slot = blk->slots ? &state.slots[l] : nullptr;
-    h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l]);
+    ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : mem_i++] : nullptr;
+    Tensor* slot = blk->slots ? &state.slots[slot_i++] : nullptr;
+    h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l], attn_mask);
   }
   if (cfg.attention == "xl") state.cache = std::move(next_cache);
   return ln_f_->forward(h);

@@ -1,10 +1,12 @@
 // The transformer backbones: a pre-norm causal transformer (`base`), the same
 // with MLP ratio 4.5 (`base_wide`, parameter-matched), and the same with a
-// Tensor Memory layer (`tensor`) or slot memory (`slots`) in every block, for
-// the diagnostics of DESIGN.md 5; the attention kinds (full, local sliding
-// window, causal linear, Transformer-XL cache) and the streaming state serve
-// the language models of models/lm.h. Shapes: B batch, T tokens, P cached
-// tokens, C = dim channels.
+// Tensor Memory layer (`tensor`) or slot memory (`slots`) in every block (or
+// every memory_every-th), for the diagnostics of DESIGN.md 5; the attention
+// kinds (full, local sliding window, causal linear, Transformer-XL cache) and
+// the streaming state serve the language models of models/lm.h; bidirectional
+// attention, an additive attention mask and caller-supplied positions serve
+// the ViTs of models/vit.h. Shapes: B batch, T tokens, P cached tokens,
+// C = dim channels.
 #pragma once
 #include <memory>
 #include <string>
@@ -28,6 +30,15 @@ struct BackboneConfig {
   int64_t max_len = 256;          // learned positions (xl: relative distances up to 2 * max_len)
   int64_t mlp_hidden = 0;         // MLP width; 0: mlp_ratio_of(method) * dim
   double dropout = 0.0;
+  /// false: bidirectional softmax attention (images; full or with the
+  /// caller's attention mask). The memory layers stay causal over chunks
+  /// whatever this says. Only full attention can be bidirectional.
+  bool causal = true;
+  /// false: no learned absolute positions (the caller adds its own).
+  bool positions = true;
+  /// tensor / slots: blocks l with (l + 1) % memory_every == 0 have the
+  /// memory (1: every block; 2: blocks 1, 3, ...).
+  int64_t memory_every = 1;
   nn::TensorMemoryOptions memory;
   /// Reproduces the reference code's threading of ONE memory state through
   /// all layers (layer l+1 starts from the state layer l left after the whole
@@ -41,6 +52,17 @@ double mlp_ratio_of(const std::string& method);
 
 /// Throws ValueError naming `attention` unless it is full, local, linear or xl.
 void check_attention_kind(const std::string& attention);
+
+/// The parameters one Tensor Memory layer adds to a block of width `dim`:
+/// the TensorMemory module and its LayerNorm (2 dim).
+int64_t memory_layer_parameters(int64_t dim, const nn::TensorMemoryOptions& memory);
+
+/// Parameter matching by widening the MLPs (the base_wide idea): the MLP
+/// width 4 dim + round(extra / (blocks (2 dim + 1))) that gives `blocks`
+/// blocks `extra` more parameters in total (an MLP dim -> hidden -> dim costs
+/// 2 dim + 1 per hidden unit). Throws ValueError for dim < 1, blocks < 1 or
+/// extra < 0.
+int64_t parameter_matched_mlp_hidden(int64_t dim, int64_t extra, int64_t blocks);
 
 /// The recurrent state a Backbone carries from one segment of a token stream
 /// to the next. Empty (default) = the start of a stream; Backbone::forward
@@ -61,27 +83,34 @@ struct BackboneState {
 
 /// Pre-norm block: x += attn(ln1(x) [, context ln1(cache)]);
 /// [x += mem(ln_m(x))]; x += mlp(ln2(x)), the memory being TensorMemory
-/// (method tensor) or SlotMemory (slots).
+/// (method tensor) or SlotMemory (slots) when with_memory. Attention is
+/// causal unless cfg.causal is false.
 class Block : public nn::Module {
  public:
-  Block(const BackboneConfig& cfg, Generator& gen);
+  Block(const BackboneConfig& cfg, Generator& gen, bool with_memory = true);
   /// memory_state / slot_state: this layer's recurrent state (used when the
   /// block has that memory), advanced in place. cache [B, P, C]: earlier
   /// tokens' layer inputs that attention sees before x's (xl), or undefined.
+  /// attn_mask: additive attention mask broadcastable to [B, heads, T, T]
+  /// (0 = seen, -inf = hidden), or undefined. Throws what
+  /// MultiheadAttention::forward throws.
   Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state, Tensor* slot_state = nullptr,
-                 const Tensor& cache = Tensor()) const;
+                 const Tensor& cache = Tensor(), const Tensor& attn_mask = Tensor()) const;
   std::shared_ptr<nn::LayerNorm> ln1, ln2, ln_mem;
   std::shared_ptr<nn::MultiheadAttention> attn;
   std::shared_ptr<nn::MLP> mlp;
   std::shared_ptr<nn::TensorMemory> memory;  // null unless method == tensor
   std::shared_ptr<nn::SlotMemory> slots;     // null unless method == slots
   std::shared_ptr<nn::Dropout> drop;
+  bool causal;
 };
 
-/// Learned positions (none for xl) + blocks + final LayerNorm:
-/// x[B, T, C] -> [B, T, C]. Causal for every method (each layer keeps its own
-/// memory state) unless leaky_memory. Throws ValueError for an unknown method
-/// or attention kind, ShapeError when T > max_len or C != dim.
+/// Learned positions (none for xl or without cfg.positions) + blocks + final
+/// LayerNorm: x[B, T, C] -> [B, T, C]. Causal for every method (each layer
+/// keeps its own memory state) unless leaky_memory or cfg.causal is false.
+/// Throws ValueError for an unknown method or attention kind, memory_every
+/// < 1, or bidirectional (causal false) attention other than full;
+/// ShapeError when T > max_len or C != dim.
 class Backbone : public nn::Module {
  public:
   Backbone(const BackboneConfig& cfg, Generator& gen);
@@ -90,8 +119,11 @@ class Backbone : public nn::Module {
   /// One segment of a stream: starts from `state` (empty = stream start) and
   /// leaves in it the state after this segment. Positions restart at 0 in
   /// every segment; xl's relative positions span the cache and the segment.
-  /// Throws ShapeError when the state was made for another batch size.
-  Tensor forward(const Tensor& x, BackboneState& state) const;
+  /// attn_mask: an additive mask broadcastable to [B, heads, T, T] given to
+  /// every layer's attention (0 = seen, -inf = hidden), or undefined.
+  /// Throws ShapeError when the state was made for another batch size or the
+  /// mask does not broadcast; ValueError for a mask with linear or xl attention.
+  Tensor forward(const Tensor& x, BackboneState& state, const Tensor& attn_mask = Tensor()) const;
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
   BackboneConfig cfg;
 

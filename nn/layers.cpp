@@ -66,7 +66,7 @@ Tensor split_heads(const Tensor& x, int64_t heads) {
 }  // namespace
 
 Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& key_padding_mask,
-                                   const Tensor& context) const {
+                                   const Tensor& context, const Tensor& attn_mask) const {
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == dim, "MultiheadAttention: expected x [B, T, ", dim,
                     "], but got ", shape_str(x.shape()));
   const int64_t B = x.shape()[0], T = x.shape()[1], Dh = dim / heads;
@@ -75,12 +75,13 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
     check<ShapeError>(context.dim() == 3 && context.shape()[0] == B && context.shape()[2] == dim,
                       "MultiheadAttention: expected context [", B, ", P, ", dim, "], but got ",
                       shape_str(context.shape()), " (x ", shape_str(x.shape()), ")");
-    check<ValueError>(causal && !opt.linear && opt.window == 0 && !key_padding_mask.defined(),
-                      "MultiheadAttention: a context needs causal softmax attention without window or "
-                      "key_padding_mask");
+    check<ValueError>(causal && !opt.linear && opt.window == 0 && !key_padding_mask.defined() &&
+                          !attn_mask.defined(),
+                      "MultiheadAttention: a context needs causal softmax attention without window, "
+                      "key_padding_mask or attn_mask");
   }
-  check<ValueError>(!opt.linear || !key_padding_mask.defined(),
-                    "MultiheadAttention: linear attention takes no key_padding_mask");
+  check<ValueError>(!opt.linear || (!key_padding_mask.defined() && !attn_mask.defined()),
+                    "MultiheadAttention: linear attention takes no key_padding_mask or attn_mask");
   Tensor qkv_t = permute(reshape(qkv->forward(x), {B, T, 3, heads, Dh}), {2, 0, 3, 1, 4});
   Tensor q = squeeze(slice(qkv_t, 0, 0, 1), 0);
   Tensor k = squeeze(slice(qkv_t, 0, 1, 2), 0);
@@ -124,6 +125,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
       Tensor band = masked_fill(bias, hidden, -std::numeric_limits<double>::infinity());
       mask = mask.defined() ? mask + band : band;
     }
+    if (attn_mask.defined()) mask = mask.defined() ? mask + attn_mask : attn_mask;
     double p = is_training() ? dropout_ : 0.0;
     a = scaled_dot_product_attention(q, k, v, mask, causal && !offset_causal, causal ? opt.window : 0, p,
                                      std::nullopt, *gen_);

@@ -74,11 +74,15 @@ class MultiheadAttention : public Module {
   /// (non-zero = padding, PyTorch convention) hides padded keys (softmax
   /// attention only). context [B, P, C]: P earlier tokens (e.g. a
   /// Transformer-XL cache) whose keys and values every query sees before x's
-  /// own (causal) keys; query t sits at position P + t. Throws ShapeError for
-  /// a bad x, mask or context shape, ValueError for a context or mask with
-  /// linear attention, a context without causal, or a context with a window.
+  /// own (causal) keys; query t sits at position P + t. attn_mask: an
+  /// additive float mask broadcastable to [B, heads, T, P + T] (e.g. [T, T] or
+  /// [B, 1, T, T] of 0 = seen and -inf = hidden; softmax attention only),
+  /// added to the scores together with the other masks. Throws ShapeError for
+  /// a bad x, mask or context shape, ValueError for a context or either mask
+  /// with linear attention, a context without causal, or a context with a
+  /// window, key_padding_mask or attn_mask.
   Tensor forward(const Tensor& x, bool causal = true, const Tensor& key_padding_mask = Tensor(),
-                 const Tensor& context = Tensor()) const;
+                 const Tensor& context = Tensor(), const Tensor& attn_mask = Tensor()) const;
   int64_t dim, heads;
   AttentionOptions opt;
   std::shared_ptr<Linear> qkv, out;

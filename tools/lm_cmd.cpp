@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <omp.h>
@@ -15,6 +14,7 @@
 #include "core/svg_plot.h"
 #include "data/brown.h"
 #include "models/lm_trainer.h"
+#include "tools/progress.h"
 
 namespace tmem::tools {
 
@@ -30,22 +30,11 @@ struct BrownArgs {
   models::LMTrainConfig cfg;
 };
 
-std::string fmt_time(double s) {
-  char buf[32];
-  const int t = static_cast<int>(std::lround(std::max(s, 0.0)));
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
-  return buf;
-}
-
 void print_progress(const std::string& method, const models::LMTrainProgress& p, bool tty) {
   const bool last = p.step == p.steps;
   const int64_t every = std::max<int64_t>(p.steps / (p.phase == "train" ? 50 : 5), 1);
   if (!tty && !last && p.step % every != 0) return;
-  const int width = 20;
-  const int filled = static_cast<int>(width * p.step / std::max<int64_t>(p.steps, 1));
-  std::string bar(filled, '#');
-  bar.append(width - filled, '.');
+  const std::string bar = progress_bar(p.step, p.steps);
   const double eta = p.step > 0 ? p.seconds / p.step * (p.steps - p.step) : 0;
   if (p.phase == "train")
     std::printf("%s%-6s [%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", tty ? "\r" : "",
@@ -57,18 +46,6 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
                 static_cast<long long>(p.steps), std::exp(p.loss), p.tokens_per_second, fmt_time(eta).c_str(),
                 tty && !last ? "" : "\n");
   std::fflush(stdout);
-}
-
-// Moving average over `w` steps (the first points average what exists).
-std::vector<double> smooth(const std::vector<double>& v, size_t w) {
-  std::vector<double> out(v.size());
-  double acc = 0;
-  for (size_t i = 0; i < v.size(); ++i) {
-    acc += v[i];
-    if (i >= w) acc -= v[i - w];
-    out[i] = acc / static_cast<double>(std::min(i + 1, w));
-  }
-  return out;
 }
 
 int run(BrownArgs& a) {
@@ -89,12 +66,7 @@ int run(BrownArgs& a) {
     Generator gen(0);
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
-  if (a.name.empty()) {
-    char buf[64];
-    std::time_t now = std::time(nullptr);
-    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
-    a.name = std::string("brown-") + buf;
-  }
+  if (a.name.empty()) a.name = timestamped_name("brown");
   const std::string root = "runs/" + a.name;
   std::filesystem::create_directories(root);
   const auto& m = a.cfg.model;
@@ -123,7 +95,7 @@ int run(BrownArgs& a) {
     for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
     if (r.skipped_steps) std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
     std::printf("\n");
-    PlotSeries s{method, {}, smooth(r.losses, std::max<size_t>(r.losses.size() / 50, 1))};
+    PlotSeries s{method, {}, moving_average(r.losses, r.losses.size() / 50)};
     for (size_t i = 0; i < r.losses.size(); ++i) s.x.push_back(tokens_per_step * static_cast<double>(i + 1) / 1e6);
     curves.push_back(s);
     methods.push_back({{"method", method}, {"config", models::lm_config_to_json(c)},

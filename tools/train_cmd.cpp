@@ -5,7 +5,6 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -13,6 +12,7 @@
 
 #include "models/diagnostic.h"
 #include "models/trainer.h"
+#include "tools/progress.h"
 
 namespace tmem::tools {
 
@@ -31,18 +31,8 @@ struct TrainArgs {
   models::TrainConfig cfg;
 };
 
-std::string fmt_time(double s) {
-  char buf[32];
-  int t = static_cast<int>(std::lround(s));
-  std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
-  return buf;
-}
-
 void print_progress(const std::string& label, const models::TrainProgress& p, bool tty) {
-  const int width = 24;
-  int filled = static_cast<int>(width * p.step / std::max<int64_t>(p.steps, 1));
-  std::string bar(filled, '#');
-  bar.append(width - filled, '.');
+  const std::string bar = progress_bar(p.step, p.steps, 24);
   double eta = p.steps_per_second > 0 ? (p.steps - p.step) / p.steps_per_second : 0;
   bool milestone = p.step == p.steps || p.step % std::max<int64_t>(p.steps / 10, 1) == 0;
   if (!tty && !milestone) return;
@@ -102,12 +92,7 @@ int run(TrainArgs& a) {
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
-  if (a.name.empty()) {
-    char buf[64];
-    std::time_t now = std::time(nullptr);
-    std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
-    a.name = a.task + "-" + buf;
-  }
+  if (a.name.empty()) a.name = timestamped_name(a.task);
   const std::string root = "runs/" + a.name;
   std::filesystem::create_directories(root);
   const bool tty = isatty(fileno(stdout));
@@ -208,9 +193,10 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     }
   auto& c = a->cfg;
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
-                                        "(or `train brown`: the language models)");
+                                        "(or `train brown`: the language models; `train fashion-mnist`: the ViTs)");
   t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm; "
-                                 "brown trains the language models (see tmem train brown --help)")
+                                 "brown trains the language models (see tmem train brown --help), fashion-mnist "
+                                 "the ViTs (tmem train fashion-mnist --help)")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();

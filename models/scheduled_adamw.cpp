@@ -1,0 +1,54 @@
+#include "models/scheduled_adamw.h"
+
+#include <algorithm>
+
+namespace tmem::models {
+
+namespace {
+
+std::vector<Tensor> of_rank(const std::vector<Tensor>& params, bool matrices) {
+  std::vector<Tensor> out;
+  for (const Tensor& p : params)
+    if ((p.dim() >= 2) == matrices) out.push_back(p);
+  return out;
+}
+
+const ScheduleConfig& checked(const ScheduleConfig& c) {
+  check<ValueError>(c.steps >= 1 && c.warmup >= 0 && c.min_lr >= 0 && c.min_lr <= c.lr && c.weight_decay >= 0 &&
+                        c.clip > 0,
+                    "ScheduledAdamW: expected steps >= 1, warmup >= 0, 0 <= min_lr <= lr, weight_decay >= 0 and "
+                    "clip > 0, but got steps ", c.steps, " warmup ", c.warmup, " lr ", c.lr, " min_lr ", c.min_lr,
+                    " weight_decay ", c.weight_decay, " clip ", c.clip);
+  return c;
+}
+
+}  // namespace
+
+ScheduledAdamW::ScheduledAdamW(const std::vector<Tensor>& params, const ScheduleConfig& cfg)
+    : cfg_(checked(cfg)),
+      params_(params),
+      decay_(of_rank(params, true), cfg.lr, 0.9, 0.95, 1e-8, cfg.weight_decay),
+      plain_(of_rank(params, false), cfg.lr, 0.9, 0.95, 1e-8, 0.0) {
+  cfg_.warmup = std::min(cfg.warmup, cfg.steps - 1);
+}
+
+double ScheduledAdamW::step(int64_t step) {
+  const double lr = nn::warmup_cosine_lr(step, cfg_.warmup, cfg_.steps, cfg_.lr, cfg_.min_lr);
+  decay_.lr = plain_.lr = lr;
+  bool finite = true;
+  try {
+    nn::clip_grad_norm_(params_, cfg_.clip);
+  } catch (const ValueError&) {  // a non-finite gradient norm: the gradients are untouched, skip the step
+    finite = false;
+    ++skipped_;
+  }
+  if (finite) {
+    decay_.step();
+    plain_.step();
+  }
+  decay_.zero_grad();
+  plain_.zero_grad();
+  return lr;
+}
+
+}  // namespace tmem::models

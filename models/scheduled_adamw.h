@@ -1,0 +1,42 @@
+// The optimisation step shared by the real-data trainers (language models,
+// ViTs): AdamW with weight decay on matrices only, linear warmup + cosine
+// decay, gradient clipping, and skipping of steps with a non-finite gradient.
+#pragma once
+#include <vector>
+
+#include "nn/optim.h"
+
+namespace tmem::models {
+
+struct ScheduleConfig {
+  int64_t steps = 1;                 // optimizer steps of the whole run
+  double lr = 1e-3, min_lr = 1e-4;   // peak and final learning rate
+  int64_t warmup = 100;              // linear warmup steps (capped at steps - 1)
+  double weight_decay = 0.1, clip = 1.0;
+};
+
+/// AdamW (betas 0.9, 0.95, eps 1e-8) over `params` with weight decay on the
+/// parameters of rank >= 2 (matrices, embeddings, positions) only, not on
+/// biases, LayerNorm gains or memory gates; the learning rate of
+/// nn::warmup_cosine_lr; nn::clip_grad_norm_ before each update.
+class ScheduledAdamW {
+ public:
+  /// Throws ValueError for steps < 1, warmup < 0, rates outside
+  /// 0 <= min_lr <= lr, weight_decay < 0 or clip <= 0.
+  ScheduledAdamW(const std::vector<Tensor>& params, const ScheduleConfig& cfg);
+  /// One update from the current gradients at step `step` (0-based): sets
+  /// the scheduled rate, clips, updates, then clears every gradient. A step
+  /// whose gradient norm is not finite leaves the parameters untouched and
+  /// is counted in skipped_steps(). Returns the learning rate of the step.
+  /// Throws ValueError for step < 0.
+  double step(int64_t step);
+  int64_t skipped_steps() const { return skipped_; }
+
+ private:
+  ScheduleConfig cfg_;
+  std::vector<Tensor> params_;
+  nn::AdamW decay_, plain_;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace tmem::models

@@ -1,0 +1,247 @@
+#include "models/vit_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <memory>
+#include <numeric>
+
+#include "core/autograd.h"
+#include "models/image_metrics.h"
+#include "models/scheduled_adamw.h"
+#include "ops/loss.h"
+#include "ops/reduction.h"
+#include "ops/shape.h"
+
+namespace tmem::models {
+
+using nlohmann::json;
+
+void check_vit_task(const std::string& task) {
+  check<ValueError>(task == "classify" || task == "mae", "unknown ViT task \"", task,
+                    "\" (expected classify or mae)");
+}
+
+int64_t vit_train_steps(const ViTTrainConfig& c, int64_t train_images) {
+  check<ValueError>(c.steps >= 0 && c.epochs >= 0 && c.batch >= 1 && (c.steps > 0 || c.epochs > 0),
+                    "train_vit: expected batch >= 1 and steps > 0 or epochs > 0, but got batch ", c.batch,
+                    " steps ", c.steps, " epochs ", c.epochs);
+  if (c.steps > 0) return c.steps;
+  check<ValueError>(train_images >= c.batch, "train_vit: ", train_images, " training images buy no step of batch ",
+                    c.batch);
+  return c.epochs * (train_images / c.batch);
+}
+
+json vit_config_to_json(const ViTTrainConfig& c, int64_t train_images) {
+  const ViTConfig& e = c.model.encoder;
+  const int64_t matched = vit_backbone_config(e).mlp_hidden, mlp_hidden = matched > 0 ? matched : 4 * e.dim;
+  json j = {{"task", c.task}, {"method", e.method}, {"image", e.image}, {"patch", e.patch}, {"dim", e.dim},
+            {"layers", e.layers}, {"heads", e.heads}, {"mlp_hidden", mlp_hidden},
+            {"dropout", e.dropout}, {"batch", c.batch}, {"epochs", c.epochs},
+            {"steps", vit_train_steps(c, train_images)}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
+            {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_batch", c.eval_batch}};
+  if (e.method == "local") j["window"] = e.window;
+  if (e.method == "registers") j["registers"] = e.registers;
+  if (e.method == "spatial")
+    j["memory"] = {{"channels", e.memory.channels}, {"grid", {e.memory.D, e.memory.H, e.memory.W}},
+                   {"chunk", e.memory.chunk}, {"every", e.memory_every}, {"gamma_init", e.memory.gamma_init},
+                   {"sigma_scale", e.memory.sigma_scale}};
+  if (c.task == "classify") {
+    j["classes"] = e.classes;
+  } else {
+    j["decoder"] = {{"dim", c.model.decoder_dim}, {"layers", c.model.decoder_layers},
+                    {"heads", c.model.decoder_heads}};
+    j["mask_ratio"] = c.mask_ratio;
+    j["eval_ratios"] = c.eval_ratios;
+    j["mask_seed"] = c.mask_seed;
+    j["target"] = "raw pixels in [0, 1], no per-patch normalisation";
+  }
+  return j;
+}
+
+int64_t vit_parameters(const ViTTrainConfig& c) {
+  check_vit_task(c.task);
+  Generator gen(0);
+  if (c.task == "classify") return ViTClassifier(c.model.encoder, gen).num_parameters();
+  return MaskedAutoencoder(c.model, gen).num_parameters();
+}
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// Images [n0, n1) of `images` [N, H, W].
+Tensor image_range(const Tensor& images, int64_t n0, int64_t n1) { return slice(images, 0, n0, n1); }
+
+// Image n [H, W] of `images` [N, H, W].
+Tensor image_at(const Tensor& images, int64_t n) { return squeeze(image_range(images, n, n + 1), 0); }
+
+// The number of argmax(logits[b]) == labels[b].
+int64_t correct(const Tensor& logits, const Tensor& labels) {
+  const std::vector<int64_t> pred = max(logits.detach(), 1).indices.to_int_vector(), y = labels.to_int_vector();
+  int64_t hit = 0;
+  for (size_t i = 0; i < y.size(); ++i) hit += pred[i] == y[i];
+  return hit;
+}
+
+void check_dataset(const char* what, const ImageDataset& d, int64_t image) {
+  check<ShapeError>(d.images.dim() == 3 && d.images.shape()[1] == image && d.images.shape()[2] == image &&
+                        d.labels.shape() == Shape{d.images.shape()[0]},
+                    "train_vit: expected ", what, " images [N, ", image, ", ", image, "] and labels [N], but got ",
+                    shape_str(d.images.shape()), " and ", shape_str(d.labels.shape()));
+}
+
+}  // namespace
+
+double evaluate_accuracy(ViTClassifier& model, const ImageDataset& data, int64_t batch,
+                         const std::function<void(int64_t, int64_t)>& progress) {
+  check<ValueError>(batch >= 1, "evaluate_accuracy: expected batch >= 1, but got ", batch);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  const int64_t N = data.images.shape()[0];
+  int64_t hit = 0;
+  for (int64_t n0 = 0; n0 < N; n0 += batch) {
+    const int64_t n1 = std::min(N, n0 + batch);
+    hit += correct(model.forward(image_range(data.images, n0, n1)), slice(data.labels, 0, n0, n1));
+    if (progress) progress(hit, n1);
+  }
+  model.train(was_training);
+  return N ? static_cast<double>(hit) / static_cast<double>(N) : 0.0;
+}
+
+ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tensor& images, double ratio,
+                                            uint64_t mask_seed, int64_t batch,
+                                            const std::function<void(int64_t)>& progress) {
+  check<ValueError>(batch >= 1, "evaluate_reconstruction: expected batch >= 1, but got ", batch);
+  check<ShapeError>(images.dim() == 3 && images.shape()[0] >= 1,
+                    "evaluate_reconstruction: expected images [N >= 1, H, W], but got ", shape_str(images.shape()));
+  const ViTConfig& e = model.cfg.encoder;
+  const int64_t N = images.shape()[0], patches = vit_patches(e);
+  masked_patch_count(patches, ratio);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  Generator gen(mask_seed);
+  std::vector<Tensor> composites;
+  double ssim_sum = 0;
+  for (int64_t n0 = 0, done = 0; n0 < N; n0 += batch) {
+    Tensor x = image_range(images, n0, std::min(N, n0 + batch));
+    const int64_t B = x.shape()[0];
+    PatchMask mask = random_patch_mask(B, patches, ratio, gen);
+    Tensor comp = mae_composite(x, model.forward(x, mask), mask, e.patch);
+    for (int64_t b = 0; b < B; ++b) ssim_sum += ssim(image_at(comp, b), image_at(x, b));
+    composites.push_back(comp);
+    if (progress) progress(++done);
+  }
+  model.train(was_training);
+  return {ratio, psnr(cat(composites, 0), images), N ? ssim_sum / static_cast<double>(N) : 0.0};
+}
+
+ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
+                         const std::function<void(const ViTTrainProgress&)>& progress) {
+  check_vit_task(cfg.task);
+  const ViTConfig& e = cfg.model.encoder;
+  check_dataset("training", train, e.image);
+  check_dataset("test", test, e.image);
+  check<ValueError>(cfg.eval_batch >= 1, "train_vit: expected eval_batch >= 1, but got ", cfg.eval_batch);
+  const bool mae = cfg.task == "mae";
+  const int64_t N = train.images.shape()[0], steps = vit_train_steps(cfg, N), patches = vit_patches(e);
+  if (mae) {
+    masked_patch_count(patches, cfg.mask_ratio);
+    for (double r : cfg.eval_ratios) masked_patch_count(patches, r);
+  }
+  Generator gen(cfg.seed);
+  std::unique_ptr<ViTClassifier> classifier;
+  std::unique_ptr<MaskedAutoencoder> autoencoder;
+  if (mae) autoencoder = std::make_unique<MaskedAutoencoder>(cfg.model, gen);
+  else classifier = std::make_unique<ViTClassifier>(e, gen);
+  nn::Module& model = mae ? static_cast<nn::Module&>(*autoencoder) : *classifier;
+  ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
+
+  ViTTrainResult res;
+  res.parameters = model.num_parameters();
+  model.train();
+  std::vector<int64_t> order(static_cast<size_t>(N));
+  const int64_t per_epoch = N / cfg.batch;
+  std::deque<double> recent;  // the training metric of the last 50 steps
+  double recent_sum = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < steps; ++step) {
+    const int64_t i = per_epoch > 0 ? step % per_epoch : 0;
+    if (i == 0) {  // a new epoch: a fresh order (per_epoch == 0: the same images every step)
+      std::iota(order.begin(), order.end(), int64_t{0});
+      for (int64_t k = N - 1; k > 0; --k) std::swap(order[k], order[gen.randint(k + 1)]);
+    }
+    const int64_t B = std::min(cfg.batch, N);
+    Tensor idx = tensor_int(std::vector<int64_t>(order.begin() + i * B, order.begin() + (i + 1) * B), {B});
+    Tensor x = index_select(train.images, 0, idx);
+    Tensor loss;
+    double metric;
+    if (mae) {
+      PatchMask mask = random_patch_mask(B, patches, cfg.mask_ratio, gen);
+      Tensor pred = autoencoder->forward(x, mask);
+      loss = masked_patch_loss(pred, x, mask, e.patch);
+      metric = psnr(mae_composite(x, pred, mask, e.patch), x);
+    } else {
+      Tensor logits = classifier->forward(x);
+      Tensor y = index_select(train.labels, 0, idx);
+      loss = cross_entropy(logits, y);
+      metric = static_cast<double>(correct(logits, y)) / static_cast<double>(B);
+    }
+    loss.backward();
+    const double lr = opt.step(step);
+    const double loss_v = loss.item();
+    res.losses.push_back(loss_v);
+    res.metrics.push_back(metric);
+    recent.push_back(metric);
+    recent_sum += metric;
+    if (recent.size() > 50) {
+      recent_sum -= recent.front();
+      recent.pop_front();
+    }
+    if (progress) {
+      const double secs = seconds_since(t0);
+      progress({"train", step + 1, steps, loss_v, recent_sum / static_cast<double>(recent.size()), lr,
+                static_cast<double>((step + 1) * B) / std::max(secs, 1e-9), secs});
+    }
+  }
+  res.seconds = seconds_since(t0);
+  res.images_per_second = static_cast<double>(steps * std::min(cfg.batch, N)) / std::max(res.seconds, 1e-9);
+  res.skipped_steps = opt.skipped_steps();
+
+  const int64_t Nt = test.images.shape()[0];
+  const int64_t per_pass = (Nt + cfg.eval_batch - 1) / cfg.eval_batch;
+  const auto e0 = std::chrono::steady_clock::now();
+  auto report = [&](int64_t done, int64_t total, double metric, int64_t images) {
+    if (!progress) return;
+    const double secs = seconds_since(e0);
+    progress({"test", done, total, 0.0, metric, 0.0, static_cast<double>(images) / std::max(secs, 1e-9), secs});
+  };
+  if (mae) {
+    const auto total = static_cast<int64_t>(cfg.eval_ratios.size()) * per_pass;
+    double last_psnr = 0;
+    for (size_t r = 0; r < cfg.eval_ratios.size(); ++r) {
+      const auto before = static_cast<int64_t>(r) * per_pass;
+      res.reconstruction.push_back(evaluate_reconstruction(
+          *autoencoder, test.images, cfg.eval_ratios[r], cfg.mask_seed, cfg.eval_batch, [&](int64_t done) {
+            report(before + done, total, last_psnr, std::min(Nt * static_cast<int64_t>(r) + done * cfg.eval_batch,
+                                                             Nt * static_cast<int64_t>(r + 1)));
+          }));
+      last_psnr = res.reconstruction.back().psnr;
+    }
+  } else {
+    res.test_accuracy = evaluate_accuracy(*classifier, test, cfg.eval_batch, [&](int64_t hit, int64_t seen) {
+      report((seen + cfg.eval_batch - 1) / cfg.eval_batch, per_pass, static_cast<double>(hit) / seen, seen);
+    });
+  }
+  const ViTEncoder& enc = mae ? *autoencoder->encoder : *classifier->encoder;
+  for (const auto& blk : enc.backbone->blocks())
+    if (blk->memory) res.gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
+  return res;
+}
+
+}  // namespace tmem::models

@@ -1,0 +1,45 @@
+#include "tools/progress.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <ctime>
+
+namespace tmem::tools {
+
+std::string fmt_time(double s) {
+  char buf[32];
+  const int t = static_cast<int>(std::lround(std::max(s, 0.0)));
+  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
+  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
+  return buf;
+}
+
+std::string progress_bar(int64_t done, int64_t total, int width) {
+  const int filled =
+      total > 0 ? static_cast<int>(std::clamp<int64_t>(width * done / total, 0, width)) : 0;
+  std::string bar(static_cast<size_t>(filled), '#');
+  bar.append(static_cast<size_t>(width - filled), '.');
+  return bar;
+}
+
+std::vector<double> moving_average(const std::vector<double>& v, size_t w) {
+  w = std::max<size_t>(w, 1);
+  std::vector<double> out(v.size());
+  double acc = 0;
+  for (size_t i = 0; i < v.size(); ++i) {
+    acc += v[i];
+    if (i >= w) acc -= v[i - w];
+    out[i] = acc / static_cast<double>(std::min(i + 1, w));
+  }
+  return out;
+}
+
+std::string timestamped_name(const std::string& prefix) {
+  char buf[64];
+  const std::time_t now = std::time(nullptr);
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
+  return prefix + "-" + buf;
+}
+
+}  // namespace tmem::tools
