@@ -196,6 +196,11 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
     Hits hits = query_hits(logits, batch);
     recent.emplace_back(hits.hit, hits.total);
     if (recent.size() > 100) recent.pop_front();
+    if ((step + 1) % 100 == 0) {
+      int64_t h = 0, n = 0;
+      for (auto& [a, b] : recent) h += a, n += b;
+      res.accuracy_curve.emplace_back(step + 1, n ? static_cast<double>(h) / n : 0.0);
+    }
     if (!ckpt.empty() && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
       save_checkpoint(step + 1);
     if (progress) {

@@ -44,6 +44,9 @@ struct TrainProgress {
 struct TrainResult {
   std::vector<double> losses;       // per step, for every step run in this call
   double train_accuracy = 0;        // query accuracy over the last 100 steps
+  /// (step, query accuracy over the 100 steps up to it) every 100 steps run
+  /// in this call: the training curve (bench/peer/coord_peer.py logs the same).
+  std::vector<std::pair<int64_t, double>> accuracy_curve;
   double eval_accuracy = 0;         // on eval_batches fresh batches
   double eval_accuracy_observed = -1;  // map-building: on queries of observed cells (-1: n/a)
   std::vector<double> gates;        // sigmoid(gamma) of each memory layer at the end

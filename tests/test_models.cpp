@@ -205,6 +205,25 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
   fs::remove_all(half.run_dir);
 }
 
+TEST_CASE("the training curve holds the 100-step accuracy at every 100th step") {
+  TrainConfig c;
+  c.model = tiny("base");
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = 2;
+  c.eval_batches = 1;
+  c.steps = 250;
+  std::vector<double> at_progress;
+  TrainResult r = train_diagnostic(c, [&](const TrainProgress& p) {
+    if (p.step % 100 == 0) at_progress.push_back(p.accuracy);
+  });
+  REQUIRE(r.accuracy_curve.size() == 2);
+  CHECK(r.accuracy_curve[0].first == 100);
+  CHECK(r.accuracy_curve[1].first == 200);
+  CHECK(r.accuracy_curve[0].second == at_progress[0]);
+  CHECK(r.accuracy_curve[1].second == at_progress[1]);
+}
+
 TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key") {
   TrainConfig c;
   apply_config_json(c, {{"W", 10}, {"method", "base"}, {"mem_grid", {4, 4, 4}}});

@@ -133,7 +133,7 @@ int run(TrainArgs& a) {
           json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
                     {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
                     {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
-                    {"gates", r.gates}};
+                    {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}};
           if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
           cells.push_back(j);
           std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
@@ -193,10 +193,12 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     }
   auto& c = a->cfg;
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
-                                        "(or `train brown`: the language models; `train fashion-mnist`: the ViTs)");
+                                        "(or `train brown`: the language models; `train fashion-mnist`: the ViTs; "
+                                        "`train moving-fmnist`: the video models)");
   t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm; "
                                  "brown trains the language models (see tmem train brown --help), fashion-mnist "
-                                 "the ViTs (tmem train fashion-mnist --help)")
+                                 "the ViTs (tmem train fashion-mnist --help), moving-fmnist the video models "
+                                 "(tmem train moving-fmnist --help)")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();
