@@ -206,6 +206,8 @@ class Suite {
                         " --benchmark_report_aggregates_only=true";
     run_command(cmd);
     std::ifstream f(out);
+    if (!f || f.peek() == std::ifstream::traits_type::eof())
+      throw Error("tmem bench: " + prog + " wrote no results for the filter '" + filter + "'");
     const json j = json::parse(f);
     f.close();
     fs::remove(out);
@@ -263,7 +265,7 @@ class Suite {
   void gemm() {
     auto prog = program("bench_gemm");
     if (!prog) return;
-    const std::string threads = "threads:" + std::to_string(opt_.threads) + "$";
+    const std::string threads = "threads:" + std::to_string(opt_.threads) + "(/|$)";
     const Measures as_configured = gbench(*prog, threads);
     const Measures avx512 = gbench(*prog, "openblas.*" + threads,
                                    "env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ");
@@ -293,7 +295,7 @@ class Suite {
     if (!prog) return;
     add_rows("scaling", gbench(*prog, "memory_layer"), {}, "", {"ms_per_memory_step"});
     if (auto lm = program("bench_lm"))
-      add_rows("scaling", gbench(*lm, "lm_step/.*seq:(128|512)$"), {}, "", {"tokens/s"});
+      add_rows("scaling", gbench(*lm, "lm_step/seq:(128|512)(/|$)"), {}, "", {"tokens/s"});
   }
 
   void models() {
@@ -309,7 +311,7 @@ class Suite {
   void lm() {
     auto prog = program("bench_lm");
     if (!prog) return;
-    add_rows("lm", gbench(*prog, "lm_step/.*seq:256$"), peer("lm_peer.py", ""),
+    add_rows("lm", gbench(*prog, "lm_step/seq:256(/|$)"), peer("lm_peer.py", ""),
              "PyTorch " + torch_version(), {"tokens/s"});
   }
 
