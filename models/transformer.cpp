@@ -1,5 +1,7 @@
 #include "models/transformer.h"
 
+#include <cmath>
+
 #include "ops/elementwise.h"
 #include "ops/shape.h"
 
@@ -125,6 +127,13 @@ Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& at
   }
   if (cfg.attention == "xl") state.cache = std::move(next_cache);
   return ln_f_->forward(h);
+}
+
+std::vector<double> memory_gates(const Backbone& backbone) {
+  std::vector<double> gates;
+  for (const auto& blk : backbone.blocks())
+    if (blk->memory) gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
+  return gates;
 }
 
 }  // namespace tmem::models

@@ -133,4 +133,8 @@ class Backbone : public nn::Module {
   std::shared_ptr<nn::LayerNorm> ln_f_;
 };
 
+/// sigmoid(gamma) of each Tensor Memory layer of `backbone`, in block order
+/// (empty without memory layers).
+std::vector<double> memory_gates(const Backbone& backbone);
+
 }  // namespace tmem::models

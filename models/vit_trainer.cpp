@@ -3,13 +3,13 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <deque>
 #include <memory>
 #include <numeric>
 
 #include "core/autograd.h"
 #include "models/image_metrics.h"
 #include "models/scheduled_adamw.h"
+#include "models/train_stats.h"
 #include "ops/loss.h"
 #include "ops/reduction.h"
 #include "ops/shape.h"
@@ -68,10 +68,6 @@ int64_t vit_parameters(const ViTTrainConfig& c) {
 }
 
 namespace {
-
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // Images [n0, n1) of `images` [N, H, W].
 Tensor image_range(const Tensor& images, int64_t n0, int64_t n1) { return slice(images, 0, n0, n1); }
@@ -167,8 +163,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   model.train();
   std::vector<int64_t> order(static_cast<size_t>(N));
   const int64_t per_epoch = N / cfg.batch;
-  std::deque<double> recent;  // the training metric of the last 50 steps
-  double recent_sum = 0;
+  RecentMean recent(50);  // the training metric of the last 50 steps
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t i = per_epoch > 0 ? step % per_epoch : 0;
@@ -197,15 +192,10 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
     const double loss_v = loss.item();
     res.losses.push_back(loss_v);
     res.metrics.push_back(metric);
-    recent.push_back(metric);
-    recent_sum += metric;
-    if (recent.size() > 50) {
-      recent_sum -= recent.front();
-      recent.pop_front();
-    }
+    const double recent_metric = recent.add(metric);
     if (progress) {
       const double secs = seconds_since(t0);
-      progress({"train", step + 1, steps, loss_v, recent_sum / static_cast<double>(recent.size()), lr,
+      progress({"train", step + 1, steps, loss_v, recent_metric, lr,
                 static_cast<double>((step + 1) * B) / std::max(secs, 1e-9), secs});
     }
   }
@@ -239,8 +229,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
     });
   }
   const ViTEncoder& enc = mae ? *autoencoder->encoder : *classifier->encoder;
-  for (const auto& blk : enc.backbone->blocks())
-    if (blk->memory) res.gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
+  res.gates = memory_gates(*enc.backbone);
   return res;
 }
 

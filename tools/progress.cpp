@@ -35,6 +35,18 @@ std::vector<double> moving_average(const std::vector<double>& v, size_t w) {
   return out;
 }
 
+void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
+                         const std::string& fields, double seconds, bool tty, int64_t lines) {
+  const bool last = done == total;
+  const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
+  if (!tty && !last && done % every != 0) return;
+  const double eta = done > 0 ? seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+  std::printf("%s%s [%s] %s %lld/%lld  %s  ETA %s%s", tty ? "\r" : "", label.c_str(), progress_bar(done, total).c_str(),
+              unit.c_str(), static_cast<long long>(done), static_cast<long long>(total), fields.c_str(),
+              fmt_time(eta).c_str(), tty && !last ? "" : "\n");
+  std::fflush(stdout);
+}
+
 std::string timestamped_name(const std::string& prefix) {
   char buf[64];
   const std::time_t now = std::time(nullptr);

@@ -1,7 +1,9 @@
 // Pieces shared by the training commands (tmem train brown, tmem train
-// fashion-mnist, the diagnostic runs): time formatting, a text progress bar,
-// curve smoothing for the SVG plots, and default run names.
+// fashion-mnist, tmem train moving-fmnist, the diagnostic runs): time
+// formatting, a text progress bar and progress line, curve smoothing for
+// the SVG plots, and default run names.
 #pragma once
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,6 +19,14 @@ std::string progress_bar(int64_t done, int64_t total, int width = 20);
 /// Moving average over `window` points (the first points average what
 /// exists); window 0 counts as 1.
 std::vector<double> moving_average(const std::vector<double>& v, size_t window);
+
+/// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
+/// <fields>  ETA <time>", the ETA extrapolated from `seconds` spent on
+/// `done` of `total`. On a terminal (tty) the line is rewritten in place
+/// ('\r', a newline only when done == total); otherwise it is printed as its
+/// own line only every total / lines-th step and at the end.
+void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
+                         const std::string& fields, double seconds, bool tty, int64_t lines);
 
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name.
 std::string timestamped_name(const std::string& prefix);

@@ -3,6 +3,7 @@
 //   tmem train   train a diagnostic task (see tools/train_cmd.h)
 //   tmem train brown   train the language models on the Brown corpus (tools/lm_cmd.h)
 //   tmem train fashion-mnist   train the ViT family on Fashion-MNIST (tools/vit_cmd.h)
+//   tmem train moving-fmnist   train the video models on Moving Fashion-MNIST (tools/video_cmd.h)
 //   tmem ablate  the Tensor Memory ablations on coord-binding
 //   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
 //   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
@@ -15,6 +16,7 @@
 #include "ops/ops.h"
 #include "tools/bench_cmd.h"
 #include "tools/lm_cmd.h"
+#include "tools/video_cmd.h"
 #include "tools/vit_cmd.h"
 #include "tools/train_cmd.h"
 
@@ -103,12 +105,14 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // `train brown` and `train fashion-mnist` have flags of their own (the
-  // language models, the ViTs), parsed there.
+  // `train brown`, `train fashion-mnist` and `train moving-fmnist` have flags
+  // of their own (the language models, the ViTs, the video models), parsed there.
   if (argc > 2 && std::string(argv[1]) == "train" && std::string(argv[2]) == "brown")
     return tmem::tools::run_train_brown(argc - 2, argv + 2);
   if (argc > 2 && std::string(argv[1]) == "train" && std::string(argv[2]) == "fashion-mnist")
     return tmem::tools::run_train_fashion_mnist(argc - 2, argv + 2);
+  if (argc > 2 && std::string(argv[1]) == "train" && std::string(argv[2]) == "moving-fmnist")
+    return tmem::tools::run_train_moving_fmnist(argc - 2, argv + 2);
   CLI::App app{"tmem: tape autograd, CPU kernels and Tensor Memory models"};
   app.require_subcommand(1);
   bool run_checks = true;

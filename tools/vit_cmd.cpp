@@ -66,23 +66,17 @@ std::string task_of(int argc, char** argv) {
 
 void print_progress(const std::string& method, const std::string& task, const models::ViTTrainProgress& p,
                     bool tty) {
-  const bool last = p.step == p.steps;
-  const int64_t every = std::max<int64_t>(p.steps / (p.phase == "train" ? 50 : 4), 1);
-  if (!tty && !last && p.step % every != 0) return;
-  const std::string bar = progress_bar(p.step, p.steps);
-  const double eta = p.step > 0 ? p.seconds / static_cast<double>(p.step) * static_cast<double>(p.steps - p.step) : 0;
-  char metric[48];
+  char label[64], fields[128], metric[48];
   if (task == "classify") std::snprintf(metric, sizeof metric, "acc %5.1f%%", 100 * p.metric);
   else std::snprintf(metric, sizeof metric, "PSNR %.2f dB", p.metric);
-  if (p.phase == "train")
-    std::printf("%s%-9s [%s] step %lld/%lld  loss %.4f  %s  lr %.2e  %.0f img/s  ETA %s%s", tty ? "\r" : "",
-                method.c_str(), bar.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.steps), p.loss,
-                metric, p.lr, p.images_per_second, fmt_time(eta).c_str(), tty && !last ? "" : "\n");
+  const bool train = p.phase == "train";
+  std::snprintf(label, sizeof label, train ? "%-9s" : "%-9s test", method.c_str());
+  if (train)
+    std::snprintf(fields, sizeof fields, "loss %.4f  %s  lr %.2e  %.0f img/s", p.loss, metric, p.lr,
+                  p.images_per_second);
   else
-    std::printf("%s%-9s test [%s] batch %lld/%lld  %s  %.0f img/s  ETA %s%s", tty ? "\r" : "", method.c_str(),
-                bar.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.steps), metric,
-                p.images_per_second, fmt_time(eta).c_str(), tty && !last ? "" : "\n");
-  std::fflush(stdout);
+    std::snprintf(fields, sizeof fields, "%s  %.0f img/s", metric, p.images_per_second);
+  print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4);
 }
 
 // The first n images of a split (all when n is 0 or more than there are).

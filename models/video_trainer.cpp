@@ -1,0 +1,155 @@
+#include "models/video_trainer.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "core/autograd.h"
+#include "models/scheduled_adamw.h"
+#include "models/train_stats.h"
+#include "ops/shape.h"
+
+namespace tmem::models {
+
+using nlohmann::json;
+
+void check_video_train_config(const VideoTrainConfig& c) {
+  video_backbone_config(c.model);
+  check<ValueError>(c.steps >= 1 && c.batch >= 1 && c.eval_clips >= 1 && c.eval_batch >= 1,
+                    "train_video: expected steps, batch, eval_clips and eval_batch >= 1, but got ", c.steps, ", ",
+                    c.batch, ", ", c.eval_clips, " and ", c.eval_batch);
+  check<ValueError>(c.model.frames == c.data.frames && c.model.size == c.data.size,
+                    "train_video: the model expects ", c.model.frames, " frames of ", c.model.size, " x ",
+                    c.model.size, ", but the clips have ", c.data.frames, " frames of ", c.data.size, " x ",
+                    c.data.size);
+}
+
+json video_config_to_json(const VideoTrainConfig& c) {
+  check_video_train_config(c);
+  const VideoConfig& m = c.model;
+  const int64_t matched = video_backbone_config(m).mlp_hidden, mlp_hidden = matched > 0 ? matched : 4 * m.dim;
+  const MovingFashionMNISTOptions& d = c.data;
+  json j = {{"method", m.method}, {"frames", m.frames}, {"size", m.size}, {"patch", m.patch},
+            {"patches_per_frame", video_patches(m)}, {"dim", m.dim}, {"layers", m.layers}, {"heads", m.heads},
+            {"mlp_hidden", mlp_hidden}, {"classes", m.classes}, {"dropout", m.dropout},
+            {"clips", {{"items", d.items}, {"min_speed", d.min_speed}, {"max_speed", d.max_speed},
+                       {"occlusion", d.occlusion}, {"occluder_width", d.occluder_width},
+                       {"occluder_value", d.occluder_value}, {"occluded_frames", d.occluded_frames}}},
+            {"steps", c.steps}, {"batch", c.batch}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
+            {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_clips", c.eval_clips},
+            {"eval_seed", c.eval_seed}, {"eval_batch", c.eval_batch}};
+  if (m.method == "joint") j["pooling"] = "mean of all T x N output tokens";
+  if (m.method == "registers") {
+    j["registers"] = m.registers;
+    j["pooling"] = "mean of the last frame's N patch and R register output tokens";
+  }
+  if (m.method == "tensor") {
+    j["memory"] = {{"channels", m.memory.channels}, {"grid", {m.memory.D, m.memory.H, m.memory.W}},
+                   {"chunk", m.memory.chunk}, {"every", m.memory_every}, {"gamma_init", m.memory.gamma_init},
+                   {"sigma_scale", m.memory.sigma_scale}};
+    j["pooling"] = "mean of the last frame's N output tokens";
+  }
+  return j;
+}
+
+int64_t video_parameters(const VideoTrainConfig& c) {
+  Generator gen(0);
+  return VideoModel(c.model, gen).num_parameters();
+}
+
+MovingFashionMNISTBatch evaluation_clips(const MovingFashionMNIST& data, uint64_t seed, int64_t first, int64_t count) {
+  check<ValueError>(first >= 0 && count >= 1, "evaluation_clips: expected first >= 0 and count >= 1, but got ", first,
+                    " and ", count);
+  Generator seeds(seed);
+  for (int64_t i = 0; i < first; ++i) seeds.next_u64();
+  std::vector<Tensor> frames, labels, positions, occluded;
+  for (int64_t i = 0; i < count; ++i) {
+    Generator gen(seeds.next_u64());
+    MovingFashionMNISTBatch clip = data.sample(1, gen);
+    frames.push_back(clip.frames);
+    labels.push_back(clip.labels);
+    positions.push_back(clip.positions);
+    occluded.push_back(clip.occluded);
+  }
+  NoGradGuard no_grad;
+  return {cat(frames, 0), cat(labels, 0), cat(positions, 0), cat(occluded, 0)};
+}
+
+VideoScore evaluate_video(VideoModel& model, const MovingFashionMNIST& data, int64_t clips, uint64_t seed,
+                          int64_t batch, const std::function<void(const VideoScore&)>& progress) {
+  check<ValueError>(clips >= 1 && batch >= 1, "evaluate_video: expected clips >= 1 and batch >= 1, but got ", clips,
+                    " and ", batch);
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  int64_t hit = 0, occluded_hit = 0;
+  VideoScore score;
+  for (int64_t c0 = 0; c0 < clips; c0 += batch) {
+    const MovingFashionMNISTBatch b = evaluation_clips(data, seed, c0, std::min(batch, clips - c0));
+    const Tensor logits = model.forward(b.frames);
+    hit += set_correct(logits, b.labels);
+    const std::vector<std::vector<int64_t>> sets = predicted_sets(logits, b.labels);
+    const std::vector<int64_t> labels = b.labels.to_int_vector(), occ = b.occluded.to_int_vector();
+    const int64_t I = b.labels.shape()[1];
+    for (size_t k = 0; k < occ.size(); ++k) {
+      if (occ[k] < 0) continue;
+      ++score.occluded_clips;
+      const int64_t cls = labels[k * static_cast<size_t>(I) + static_cast<size_t>(occ[k])];
+      occluded_hit += std::find(sets[k].begin(), sets[k].end(), cls) != sets[k].end();
+    }
+    score.clips += static_cast<int64_t>(occ.size());
+    score.accuracy = static_cast<double>(hit) / static_cast<double>(score.clips);
+    score.occluded_item =
+        score.occluded_clips ? static_cast<double>(occluded_hit) / static_cast<double>(score.occluded_clips) : 0.0;
+    if (progress) progress(score);
+  }
+  model.train(was_training);
+  return score;
+}
+
+VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
+                             const std::function<void(const VideoTrainProgress&)>& progress) {
+  check_video_train_config(cfg);
+  const MovingFashionMNIST train_clips(train, cfg.data), test_clips(test, cfg.data);
+  Generator gen(cfg.seed), clip_gen(cfg.seed + 1);
+  VideoModel model(cfg.model, gen);
+  ScheduledAdamW opt(model.parameters(), {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
+
+  VideoTrainResult res;
+  res.parameters = model.num_parameters();
+  model.train();
+  RecentMean recent(50);  // the training set accuracy of the last 50 steps
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t step = 0; step < cfg.steps; ++step) {
+    const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
+    Tensor logits = model.forward(b.frames);
+    Tensor loss = set_cross_entropy(logits, b.labels);
+    const double metric = static_cast<double>(set_correct(logits, b.labels)) / static_cast<double>(cfg.batch);
+    loss.backward();
+    const double lr = opt.step(step);
+    const double loss_v = loss.item();
+    res.losses.push_back(loss_v);
+    res.metrics.push_back(metric);
+    const double recent_metric = recent.add(metric);
+    if (progress) {
+      const double secs = seconds_since(t0);
+      progress({"train", step + 1, cfg.steps, loss_v, recent_metric, lr,
+                static_cast<double>((step + 1) * cfg.batch) / std::max(secs, 1e-9), secs});
+    }
+  }
+  res.seconds = seconds_since(t0);
+  res.clips_per_second = static_cast<double>(cfg.steps * cfg.batch) / std::max(res.seconds, 1e-9);
+  res.skipped_steps = opt.skipped_steps();
+
+  const int64_t batches = (cfg.eval_clips + cfg.eval_batch - 1) / cfg.eval_batch;
+  const auto e0 = std::chrono::steady_clock::now();
+  res.test = evaluate_video(model, test_clips, cfg.eval_clips, cfg.eval_seed, cfg.eval_batch, [&](const VideoScore& s) {
+    if (!progress) return;
+    const double secs = seconds_since(e0);
+    progress({"test", (s.clips + cfg.eval_batch - 1) / cfg.eval_batch, batches, 0.0, s.accuracy, 0.0,
+              static_cast<double>(s.clips) / std::max(secs, 1e-9), secs});
+  });
+  res.gates = memory_gates(*model.backbone);
+  return res;
+}
+
+}  // namespace tmem::models
