@@ -122,11 +122,17 @@ Tensor mm_data(const Tensor& a, const Tensor& b) {
     const T* ap = a.data<T>();
     const T* bp = b.data<T>();
     T* cp = out.data<T>();
-    bool outer = nb >= omp_get_max_threads() && nb > 1 && nb * M * N * K > 65536;
-#pragma omp parallel for schedule(static) if (outer)
-    for (int64_t i = 0; i < nb; ++i)
-      cpu::gemm<T>(M, N, K, ap + offs[i][0], a_rs, a_cs, bp + offs[i][1], b_rs, b_cs,
-                   cp + i * M * N, N, false, !outer);
+    const bool outer = nb >= omp_get_max_threads() && nb > 1 && nb * M * N * K > 65536;
+    auto product = [&](int64_t i) {
+      cpu::gemm<T>(M, N, K, ap + offs[i][0], a_rs, a_cs, bp + offs[i][1], b_rs, b_cs, cp + i * M * N, N,
+                   false, !outer);
+    };
+    if (outer) {
+#pragma omp parallel for schedule(static)
+      for (int64_t i = 0; i < nb; ++i) product(i);
+    } else {
+      for (int64_t i = 0; i < nb; ++i) product(i);
+    }
   });
   return out;
 }

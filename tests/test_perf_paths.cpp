@@ -124,6 +124,21 @@ TEST_CASE("cpu::gemm gives the same bits on 1 and 2 threads") {
   CHECK(c1 == c2);
 }
 
+TEST_CASE("batched matmul on 2 threads equals each product on its own (serial GEMMs inside a parallel loop)") {
+  // 8 products of 40 x 24 @ 24 x 40: bmm splits the batch across threads and
+  // runs each GEMM serially, which must not share its work with the others.
+  Generator gen(9);
+  const Tensor a = rand({8, 40, 24}, -1, 1, DType::Float32, gen), b = rand({8, 24, 40}, -1, 1, DType::Float32, gen);
+  const int before = omp_get_max_threads();
+  omp_set_num_threads(2);
+  const Tensor c = matmul(a, b);
+  omp_set_num_threads(before);
+  for (int64_t i = 0; i < 8; ++i) {
+    const Tensor ci = matmul(contiguous(slice(a, 0, i, i + 1)), contiguous(slice(b, 0, i, i + 1)));
+    CHECK(contiguous(slice(c, 0, i, i + 1)).to_vector() == ci.to_vector());
+  }
+}
+
 TEST_CASE("cpu::tile_kernel accumulates a packed-A register tile over in-place B rows") {
   using Vb = xsimd::batch<float>;
   constexpr int64_t L = Vb::size;

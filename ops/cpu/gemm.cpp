@@ -244,8 +244,22 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
   const int64_t nc_max = std::min(NC, (N + NR - 1) / NR * NR);
   T* ap = scratch<T>(static_cast<size_t>(MA * kc_max), 0);
   T* bp = direct_b ? nullptr : scratch<T>(static_cast<size_t>(kc_max * nc_max), 1);
-#pragma omp parallel num_threads(nthr) if (nthr > 1)
-  {
+  // Thread `tid` of `team` takes a contiguous share of each loop (as
+  // schedule(static)); `sync` is the barrier between the packing and the
+  // tiles. A serial call (team 1) enters no `omp parallel` at all: libgomp
+  // builds a team even for one thread, a cost that the thousands of small
+  // products of a training step would pay, and it must not bind to an
+  // enclosing parallel region (bmm runs serial GEMMs on several threads).
+  auto body = [&](int tid, int team) {
+    auto share = [&](int64_t n) {
+      const int64_t per = (n + team - 1) / team;
+      return std::pair<int64_t, int64_t>{std::min(n, tid * per), std::min(n, (tid + 1) * per)};
+    };
+    auto sync = [team] {
+      if (team > 1) {
+#pragma omp barrier
+      }
+    };
     T* eb = direct_b ? scratch<T>(static_cast<size_t>(kc_max * NR), 2) : nullptr;
     for (int64_t ic = 0; ic < M; ic += MA) {
       const int64_t ma = std::min(MA, M - ic);
@@ -253,18 +267,18 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
       for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = std::min(KC, K - pc);
         const bool add = accumulate || pc > 0;
-#pragma omp for schedule(static)
-        for (int64_t q = 0; q < mpanels; ++q)
+        for (auto [q, qe] = share(mpanels); q < qe; ++q)
           pack_a_panel(A + (ic + q * MR) * a_rs + pc * a_cs, a_rs, a_cs, std::min(MR, ma - q * MR),
                        kc, ap + q * kc * MR);
+        sync();
         for (int64_t jc = 0; jc < N; jc += NC) {
           const int64_t nc = std::min(NC, N - jc);
           const int64_t npanels = (nc + NR - 1) / NR;
           if (!direct_b) {
-#pragma omp for schedule(static)
-            for (int64_t p = 0; p < npanels; ++p)
+            for (auto [p, pe] = share(npanels); p < pe; ++p)
               pack_b_panel(B + pc * b_rs + (jc + p * NR) * b_cs, b_rs, b_cs, kc,
                            std::min(NR, nc - p * NR), bp + p * kc * NR);
+            sync();
           }
           // Read in place, a last panel narrower than NR would load past the
           // end of B's rows: that one panel is packed.
@@ -283,21 +297,26 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
             else
               micro_kernel<T, true>(kc, a, bp + p * kc * NR, NR, c, ldc, mr, nr, add);
           };
-          if (mpanels >= 2 * nthr) {
+          if (mpanels >= 2 * team) {
             // Threads split the A micro-panels; each keeps its panel in L1
             // while the B block streams past.
-#pragma omp for schedule(static)
-            for (int64_t q = 0; q < mpanels; ++q)
+            for (auto [q, qe] = share(mpanels); q < qe; ++q)
               for (int64_t p = 0; p < npanels; ++p) tile(q, p);
           } else {
             // Few rows: threads split the B panels instead.
-#pragma omp for schedule(static)
-            for (int64_t p = 0; p < npanels; ++p)
+            for (auto [p, pe] = share(npanels); p < pe; ++p)
               for (int64_t q = 0; q < mpanels; ++q) tile(q, p);
           }
+          sync();
         }
       }
     }
+  };
+  if (nthr > 1) {
+#pragma omp parallel num_threads(nthr)
+    body(omp_get_thread_num(), omp_get_num_threads());
+  } else {
+    body(0, 1);
   }
 }
 
