@@ -136,4 +136,27 @@ std::vector<double> memory_gates(const Backbone& backbone) {
   return gates;
 }
 
+BackboneConfig bidirectional_backbone_config(bool with_memory, int64_t dim, int64_t layers, int64_t heads,
+                                             int64_t max_len, double dropout, const nn::TensorMemoryOptions& memory,
+                                             int64_t memory_every, int64_t mlp_hidden) {
+  check<ValueError>(memory_every >= 1 && mlp_hidden >= 0, "Backbone: expected memory_every >= 1 and mlp_hidden >= 0, ",
+                    "but got ", memory_every, " and ", mlp_hidden);
+  BackboneConfig b;
+  b.method = with_memory ? "tensor" : "base";
+  b.dim = dim;
+  b.layers = layers;
+  b.heads = heads;
+  b.max_len = max_len;
+  b.dropout = dropout;
+  b.memory = memory;
+  b.memory_every = memory_every;
+  b.causal = false;
+  b.positions = false;
+  if (mlp_hidden > 0)
+    b.mlp_hidden = mlp_hidden;
+  else if (!with_memory)
+    b.mlp_hidden = parameter_matched_mlp_hidden(dim, layers / memory_every * memory_layer_parameters(dim, memory), layers);
+  return b;
+}
+
 }  // namespace tmem::models

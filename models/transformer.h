@@ -64,6 +64,17 @@ int64_t memory_layer_parameters(int64_t dim, const nn::TensorMemoryOptions& memo
 /// extra < 0.
 int64_t parameter_matched_mlp_hidden(int64_t dim, int64_t extra, int64_t blocks);
 
+/// The encoder of patch tokens shared by the ViTs (models/vit.h) and the
+/// video models (models/video.h): bidirectional full attention, no positions
+/// of its own (the caller adds them), max_len tokens; with_memory: method
+/// tensor with `memory` in every memory_every-th block, else method base with
+/// MLPs widened (parameter_matched_mlp_hidden) to the memory variant's
+/// parameter count. mlp_hidden > 0 sets every method's MLP width instead.
+/// Throws ValueError for memory_every < 1 or mlp_hidden < 0.
+BackboneConfig bidirectional_backbone_config(bool with_memory, int64_t dim, int64_t layers, int64_t heads,
+                                             int64_t max_len, double dropout, const nn::TensorMemoryOptions& memory,
+                                             int64_t memory_every, int64_t mlp_hidden);
+
 /// The recurrent state a Backbone carries from one segment of a token stream
 /// to the next. Empty (default) = the start of a stream; Backbone::forward
 /// fills it on first use and advances it in place.

@@ -47,25 +47,9 @@ BackboneConfig video_backbone_config(const VideoConfig& cfg) {
                     cfg.frames, ", ", cfg.classes, ", ", cfg.mlp_hidden, " and ", cfg.memory_every);
   check<ValueError>(cfg.method != "registers" || cfg.registers >= 1, "VideoModel: expected registers >= 1, but got ",
                     cfg.registers);
-  BackboneConfig b;
-  b.method = cfg.method == "tensor" ? "tensor" : "base";
-  b.dim = cfg.dim;
-  b.layers = cfg.layers;
-  b.heads = cfg.heads;
-  b.max_len = cfg.method == "joint" ? cfg.frames * N : N + (cfg.method == "registers" ? cfg.registers : 0);
-  b.dropout = cfg.dropout;
-  b.memory = cfg.memory;
-  b.memory_every = cfg.memory_every;
-  b.causal = false;
-  b.positions = false;
-  if (cfg.mlp_hidden > 0) {
-    b.mlp_hidden = cfg.mlp_hidden;
-  } else if (cfg.method != "tensor") {
-    const int64_t memory_layers = cfg.layers / cfg.memory_every;
-    b.mlp_hidden = parameter_matched_mlp_hidden(cfg.dim, memory_layers * memory_layer_parameters(cfg.dim, cfg.memory),
-                                                cfg.layers);
-  }
-  return b;
+  const int64_t tokens = cfg.method == "joint" ? cfg.frames * N : N + (cfg.method == "registers" ? cfg.registers : 0);
+  return bidirectional_backbone_config(cfg.method == "tensor", cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
+                                       cfg.memory, cfg.memory_every, cfg.mlp_hidden);
 }
 
 VideoModel::VideoModel(const VideoConfig& c, Generator& gen) : cfg(c) {

@@ -46,25 +46,9 @@ BackboneConfig vit_backbone_config(const ViTConfig& cfg) {
   check<ValueError>(cfg.method != "registers" || cfg.registers >= 1, "ViT: expected registers >= 1, but got ",
                     cfg.registers);
   check<ValueError>(cfg.memory_every >= 1, "ViT: expected memory_every >= 1, but got ", cfg.memory_every);
-  BackboneConfig b;
-  b.method = cfg.method == "spatial" ? "tensor" : "base";
-  b.dim = cfg.dim;
-  b.layers = cfg.layers;
-  b.heads = cfg.heads;
-  b.max_len = N + (cfg.method == "registers" ? cfg.registers : 0);
-  b.dropout = cfg.dropout;
-  b.memory = cfg.memory;
-  b.memory_every = cfg.memory_every;
-  b.causal = false;
-  b.positions = false;
-  if (cfg.mlp_hidden > 0) {
-    b.mlp_hidden = cfg.mlp_hidden;
-  } else if (cfg.method != "spatial") {
-    const int64_t memory_layers = cfg.layers / cfg.memory_every;
-    b.mlp_hidden = parameter_matched_mlp_hidden(cfg.dim, memory_layers * memory_layer_parameters(cfg.dim, cfg.memory),
-                                                cfg.layers);
-  }
-  return b;
+  const int64_t tokens = N + (cfg.method == "registers" ? cfg.registers : 0);
+  return bidirectional_backbone_config(cfg.method == "spatial", cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
+                                       cfg.memory, cfg.memory_every, cfg.mlp_hidden);
 }
 
 Tensor local_attention_mask(const Tensor& index, int64_t grid, int64_t window) {

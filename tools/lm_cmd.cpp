@@ -175,17 +175,7 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--name", a.name, "Run name: results go to runs/<name>/ (default: brown-date-time)");
   app.add_option("--data-dir", a.data_dir, "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return app.exit(e);
-  }
-  try {
-    return run(a);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "tmem: error: %s\n", e.what());
-    return 1;
-  }
+  return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
 
 }  // namespace tmem::tools

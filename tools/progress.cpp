@@ -54,4 +54,18 @@ std::string timestamped_name(const std::string& prefix) {
   return prefix + "-" + buf;
 }
 
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  try {
+    return run();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "tmem: error: %s\n", e.what());
+    return 1;
+  }
+}
+
 }  // namespace tmem::tools

@@ -1,11 +1,14 @@
 // Pieces shared by the training commands (tmem train brown, tmem train
 // fashion-mnist, tmem train moving-fmnist, the diagnostic runs): time
 // formatting, a text progress bar and progress line, curve smoothing for
-// the SVG plots, and default run names.
+// the SVG plots, default run names, and parsing then running a command.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
+
+#include <CLI/CLI.hpp>
 
 namespace tmem::tools {
 
@@ -30,5 +33,10 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
 
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name.
 std::string timestamped_name(const std::string& prefix);
+
+/// Parses argv into app, then runs `run`: a parse error or --help exits as
+/// CLI11 does (its message and status); an exception from `run` prints
+/// "tmem: error: <what>" on stderr and returns 1.
+int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run);
 
 }  // namespace tmem::tools

@@ -277,17 +277,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
                  "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash "
                  "tools/setup.sh)")
       ->capture_default_str();
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& err) {
-    return app.exit(err);
-  }
-  try {
-    return run(a);
-  } catch (const std::exception& err) {
-    std::fprintf(stderr, "tmem: error: %s\n", err.what());
-    return 1;
-  }
+  return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
 
 }  // namespace tmem::tools
