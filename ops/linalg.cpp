@@ -61,17 +61,29 @@ GemmOperand gemm_operand(const Tensor& t, const Shape& batch, int64_t rows, int6
   return o;
 }
 
+// The shapes of a @ b for a, b of rank >= 2: M, K, N, the batch dims of a
+// and b, their broadcast, and the output shape batch + [M, N].
+struct ProductShape {
+  int64_t M, K, N;
+  Shape a_batch, b_batch, batch, out;
+};
+
+ProductShape product_shape(const Tensor& a, const Tensor& b) {
+  const int64_t ra = a.dim(), rb = b.dim();
+  ProductShape p{a.shape()[ra - 2], a.shape()[ra - 1], b.shape()[rb - 1],
+                 Shape(a.shape().begin(), a.shape().end() - 2), Shape(b.shape().begin(), b.shape().end() - 2), {}, {}};
+  p.batch = broadcast_shapes(p.a_batch, p.b_batch, "matmul");
+  p.out = p.batch;
+  p.out.push_back(p.M);
+  p.out.push_back(p.N);
+  return p;
+}
+
 // c = a @ b on a device, for a, b of rank >= 2 with broadcast batch dims; no
 // autograd.
 Tensor mm_device(const Tensor& a, const Tensor& b) {
   const OpKernels& kern = device_kernels(OpId::Matmul, a);
-  const int64_t ra = a.dim(), rb = b.dim();
-  const int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
-  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const auto [M, K, N, ba, bb, batch, out_shape] = product_shape(a, b);
   Tensor out = empty(out_shape, a.dtype(), a.device());
   if (out.numel() == 0) return out;
   if (K == 0) {
@@ -102,12 +114,7 @@ Tensor mm_device(const Tensor& a, const Tensor& b) {
 Tensor mm_data(const Tensor& a, const Tensor& b) {
   if (!a.device().is_cpu()) return mm_device(a, b);
   const int64_t ra = a.dim(), rb = b.dim();
-  const int64_t M = a.shape()[ra - 2], K = a.shape()[ra - 1], N = b.shape()[rb - 1];
-  Shape ba(a.shape().begin(), a.shape().end() - 2), bb(b.shape().begin(), b.shape().end() - 2);
-  Shape batch = broadcast_shapes(ba, bb, "matmul");
-  Shape out_shape = batch;
-  out_shape.push_back(M);
-  out_shape.push_back(N);
+  const auto [M, K, N, ba, bb, batch, out_shape] = product_shape(a, b);
   Tensor out = empty(out_shape, a.dtype());
   // Per-batch offsets of a and b (broadcast strides are 0).
   Tensor a_b = make_view(a, ba, Shape(a.strides().begin(), a.strides().end() - 2), a.offset());
