@@ -171,10 +171,8 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str();
   app.add_option("--eval-batch", c.eval_batch, "Parallel streams for the perplexity evaluation")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed")->capture_default_str();
-  app.add_option("--threads", a.threads, "OpenMP threads (default: all cores)");
-  app.add_option("--name", a.name, "Run name: results go to runs/<name>/ (default: brown-date-time)");
-  app.add_option("--data-dir", a.data_dir, "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)")
-      ->capture_default_str();
+  add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
+                  "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");
   return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
 

@@ -54,6 +54,13 @@ std::string timestamped_name(const std::string& prefix) {
   return prefix + "-" + buf;
 }
 
+void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
+                     const std::string& name_default, const std::string& data_help) {
+  app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
+  app.add_option("--name", name, "Run name: results go to runs/<name>/ (default: " + name_default + ")");
+  app.add_option("--data-dir", data_dir, data_help)->capture_default_str();
+}
+
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
   try {
     app.parse(argc, argv);

@@ -34,6 +34,16 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name.
 std::string timestamped_name(const std::string& prefix);
 
+/// Adds the options every training command shares: --threads, --name (the
+/// help names the default `name_default`, e.g. "brown-date-time") and
+/// --data-dir with the help `data_help`.
+void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
+                     const std::string& name_default, const std::string& data_help);
+
+/// The --data-dir help of the Fashion-MNIST commands.
+inline constexpr const char* kFashionMnistDirHelp =
+    "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";
+
 /// Parses argv into app, then runs `run`: a parse error or --help exits as
 /// CLI11 does (its message and status); an exception from `run` prints
 /// "tmem: error: <what>" on stderr and returns 1.

@@ -247,12 +247,7 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str();
   app.add_option("--eval-batch", c.eval_batch, "Clips per test batch")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed (initialisation; seed + 1: the training clips)")->capture_default_str();
-  app.add_option("--threads", a.threads, "OpenMP threads (default: all cores)");
-  app.add_option("--name", a.name, "Run name: results go to runs/<name>/ (default: moving-fmnist-date-time)");
-  app.add_option("--data-dir", a.data_dir,
-                 "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash "
-                 "tools/setup.sh)")
-      ->capture_default_str();
+  add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
 

@@ -271,12 +271,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
   app.add_option("--test-images", a.test_images, "Use only the first n test images (0: all 10,000)")
       ->capture_default_str();
   app.add_option("--seed", c.seed, "Seed (initialisation, data order, training masks)")->capture_default_str();
-  app.add_option("--threads", a.threads, "OpenMP threads (default: all cores)");
-  app.add_option("--name", a.name, "Run name: results go to runs/<name>/ (default: fashion-mnist-<task>-date-time)");
-  app.add_option("--data-dir", a.data_dir,
-                 "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash "
-                 "tools/setup.sh)")
-      ->capture_default_str();
+  add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
 
