@@ -45,6 +45,7 @@ Run with Debian's PyTorch (OMP_WAIT_POLICY=passive, as for tmem):
 """
 import json
 import math
+import os
 import time
 
 import torch
@@ -219,18 +220,46 @@ def hits(logits, targets):
     return int((logits.argmax(-1)[mask] == targets[mask]).sum()), int(mask.sum())
 
 
+def save_checkpoint(tr, path, step, recent, seconds):
+    """Everything a resumed run needs to continue as if uninterrupted, written
+    to a temporary file and renamed so a kill leaves the previous one whole."""
+    state = {"step": step, "recent": recent, "seconds": seconds,
+             "model": tr.model.state_dict(), "opt": tr.opt.state_dict(),
+             "data_gen": tr.data_gen.get_state(), "eval_gen": tr.eval_gen.get_state(),
+             "torch_rng": torch.get_rng_state()}
+    torch.save(state, path + ".tmp")
+    os.replace(path + ".tmp", path)
+
+
+def load_checkpoint(tr, path):
+    """(step, recent, seconds) of the checkpoint at path, its state loaded."""
+    state = torch.load(path)
+    tr.model.load_state_dict(state["model"])
+    tr.opt.load_state_dict(state["opt"])
+    tr.data_gen.set_state(state["data_gen"])
+    tr.eval_gen.set_state(state["eval_gen"])
+    torch.set_rng_state(state["torch_rng"])
+    print(f"resumed from {path} at step {state['step']}", flush=True)
+    return state["step"], state["recent"], state["seconds"]
+
+
 def train(tr, args):
     recent = []  # (hits, queries) of the last 100 steps
+    start, before = 0, 0.0  # steps and seconds of the run before a resume
+    if args.checkpoint and os.path.exists(args.checkpoint):
+        start, recent, before = load_checkpoint(tr, args.checkpoint)
     t0 = time.perf_counter()
-    for step in range(1, args.steps + 1):
+    for step in range(start + 1, args.steps + 1):
         loss, h, n = tr.step()
         recent = recent[-99:] + [(h, n)]
         if step % 100 == 0 or step == args.steps:
             acc = 100.0 * sum(a for a, _ in recent) / sum(b for _, b in recent)
-            secs = time.perf_counter() - t0
+            secs = before + time.perf_counter() - t0
             print(f"step {step}/{args.steps}  loss {loss:.4f}  acc {acc:5.1f}%  "
                   f"{secs / step:.3f} s/step", flush=True)
-    seconds = time.perf_counter() - t0
+            if args.checkpoint:
+                save_checkpoint(tr, args.checkpoint, step, recent, secs)
+    seconds = before + time.perf_counter() - t0
     acc = tr.evaluate()
     print(f"{args.method}: eval accuracy {acc:.1f}% ({EVAL_BATCHES} batches of {BATCH}), "
           f"{seconds:.1f} s")
@@ -245,6 +274,9 @@ def add_arguments(ap):
     mode.add_argument("--train", action="store_true", help="train, then evaluate")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--checkpoint", metavar="FILE",
+                    help="with --train: save the run every 100 steps to FILE and resume "
+                         "from it when it exists")
 
 
 def main():
