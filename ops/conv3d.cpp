@@ -5,7 +5,8 @@
 // Every kernel walks one (b, c) plane tap by tap: for a tap (i, j, k) it
 // computes the range of output rows/columns whose input position is inside
 // the volume, so no bounds test runs in the inner loop, which is a contiguous
-// (stride-1 along W) multiply-add over an output row.
+// (stride-1 along W) multiply-add over an output row. Tensors on another
+// device run that backend's kernels (cuda/conv3d.cu) behind the same checks.
 #include "ops/conv3d.h"
 
 #include <algorithm>
@@ -13,6 +14,7 @@
 
 #include "core/autograd.h"
 #include "core/strided.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -164,9 +166,11 @@ void conv_backward_params(const Geometry& g, const T* gout, const T* in, T* gw, 
 
 Geometry check_inputs(const Tensor& input, const Tensor& weight, const Tensor& bias,
                       std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
-  check_cpu(input, kOp);
-  check_cpu(weight, kOp);
-  if (bias.defined()) check_cpu(bias, kOp);
+  check<DeviceError>(input.device() == weight.device() &&
+                         (!bias.defined() || bias.device() == input.device()),
+                     kOp, ": expected input, weight and bias on one device, but got ",
+                     input.device().str(), ", ", weight.device().str(),
+                     bias.defined() ? " and " + bias.device().str() : std::string());
   const std::string bias_str = bias.defined() ? shape_str(bias.shape()) : "(none)";
   check<ShapeError>(input.dim() == 5, kOp, ": expected a 5-D input [B,C,D,H,W], but got input",
                     shape_str(input.shape()), " (weight", shape_str(weight.shape()), ")");
@@ -202,11 +206,76 @@ Geometry check_inputs(const Tensor& input, const Tensor& weight, const Tensor& b
   return {input.size(0), C, ax[0], ax[1], ax[2]};
 }
 
+// ---- device path ----
+
+// The device kernels' description of a call.
+OpKernels::Conv3dArgs device_args(const Geometry& g) {
+  OpKernels::Conv3dArgs a;
+  a.B = g.B;
+  a.C = g.C;
+  const Axis* ax[3] = {&g.d, &g.h, &g.w};
+  for (int k = 0; k < 3; ++k) {
+    a.size[k] = ax[k]->n;
+    a.kernel[k] = ax[k]->k;
+    a.stride[k] = ax[k]->s;
+    a.padding[k] = ax[k]->p;
+    a.out[k] = ax[k]->out;
+  }
+  return a;
+}
+
+// conv3d_depthwise on the device of its inputs (checked by check_inputs):
+// the backend's kernels; the parameter gradients sum the kernels'
+// per-sample parts with sum_rows.
+Tensor conv_device(const Geometry& geo, const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  const OpKernels& kern = device_kernels(OpId::Conv3dDepthwise, input);
+  const Device dev = input.device();
+  const OpKernels::Conv3dArgs args = device_args(geo);
+  Tensor xin = contiguous_data(input), wc = contiguous_data(weight);
+  Tensor bc = bias.defined() ? contiguous_data(bias) : Tensor();
+  Tensor out = empty({geo.B, geo.C, geo.d.out, geo.h.out, geo.w.out}, input.dtype(), dev);
+  kern.conv3d_depthwise_forward(dev.index, args, xin.data<float>(), wc.data<float>(),
+                                bc.defined() ? bc.data<float>() : nullptr, out.data<float>());
+  const bool has_bias = bias.defined();
+  record(OpId::Conv3dDepthwise, {input, weight, bias}, {out}, {xin, wc},
+         [geo, args, has_bias](const Node& n, const Grads& g) {
+           const Tensor &x = n.saved_tensor(0), &w = n.saved_tensor(1);
+           const Shape out_shape{geo.B, geo.C, geo.d.out, geo.h.out, geo.w.out};
+           check<ShapeError>(g[0].shape() == out_shape, kOp, ": expected grad_output of shape ",
+                             shape_str(out_shape), ", but got ", shape_str(g[0].shape()));
+           const OpKernels& kern = device_kernels(OpId::Conv3dDepthwise, g[0]);
+           const Device dev = g[0].device();
+           const DType dt = x.dtype();
+           Tensor go = contiguous_data(g[0]);
+           Tensor gx = n.needs_input_grad(0) ? empty(x.shape(), dt, dev) : Tensor();
+           Tensor gw = n.needs_input_grad(1) ? empty(w.shape(), dt, dev) : Tensor();
+           Tensor gb = has_bias && n.needs_input_grad(2) ? empty({geo.C}, dt, dev) : Tensor();
+           if (gx.defined())
+             kern.conv3d_depthwise_backward_input(dev.index, args, go.data<float>(), w.data<float>(),
+                                                  gx.data<float>());
+           if (gw.defined() || gb.defined()) {
+             const int64_t taps = geo.taps();
+             Tensor wpart = gw.defined() ? empty({geo.C * taps, geo.B}, dt, dev) : Tensor();
+             Tensor bpart = gb.defined() ? empty({geo.C, geo.B}, dt, dev) : Tensor();
+             kern.conv3d_depthwise_backward_params(dev.index, args, go.data<float>(), x.data<float>(),
+                                                   wpart.defined() ? wpart.data<float>() : nullptr,
+                                                   bpart.defined() ? bpart.data<float>() : nullptr);
+             if (gw.defined())
+               kern.sum_rows(dev.index, wpart.data<float>(), gw.data<float>(), geo.C * taps, geo.B, 1.0);
+             if (gb.defined())
+               kern.sum_rows(dev.index, bpart.data<float>(), gb.data<float>(), geo.C, geo.B, 1.0);
+           }
+           return Grads{gx, gw, gb};
+         });
+  return out;
+}
+
 }  // namespace
 
 Tensor conv3d_depthwise(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
   const Geometry geo = check_inputs(input, weight, bias, stride, padding);
+  if (!input.device().is_cpu()) return conv_device(geo, input, weight, bias);
   Tensor xin = contiguous_data(input), wc = contiguous_data(weight);
   Tensor bc = bias.defined() ? contiguous_data(bias) : Tensor();
   Tensor out = empty({geo.B, geo.C, geo.d.out, geo.h.out, geo.w.out}, input.dtype());

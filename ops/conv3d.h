@@ -26,7 +26,8 @@ namespace tmem {
 /// 5-D, when weight is not [C,1,kD,kH,kW] for input's C, when bias is not [C],
 /// or when the padded input is smaller than the kernel along some axis;
 /// ValueError for a stride < 1 or a padding < 0; DtypeError for mixed or
-/// non-floating dtypes; DeviceError off the CPU.
+/// non-floating dtypes (float32 on a device); DeviceError when the inputs are
+/// on different devices or the device's backend has no kernel for this op.
 Tensor conv3d_depthwise(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         std::array<int64_t, 3> stride = {1, 1, 1},
                         std::array<int64_t, 3> padding = {0, 0, 0});

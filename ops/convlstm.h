@@ -50,13 +50,18 @@ struct ConvLSTM3DState {
 /// output, so changing it in place before backward is reported) and the four
 /// activated gates [B,4C,D,H,W], the only extra memory; the depthwise stages
 /// a1, a2, a3 (9 multiply-adds per element) are recomputed in backward rather
-/// than stored. Batch items run on OpenMP threads; the 1x1x1 conv is cpu::tile_kernel
-/// (ops/cpu/gemm.h) over a weight packed once per call.
+/// than stored. On the CPU, batch items run on OpenMP threads and the 1x1x1
+/// conv is cpu::tile_kernel (ops/cpu/gemm.h) over a weight packed once per
+/// call; on CUDA the same node runs the depthwise stages with the
+/// conv3d_depthwise kernels, the 1x1x1 conv as a batched GEMM and the gates in
+/// one kernel (cuda/convlstm.cu).
 ///
 /// Throws ShapeError (naming the op and both shapes at fault) when x, h or c
 /// is not 5-D, when their batch or spatial dims differ, when h and c differ,
 /// or when a weight does not have the shape listed above for Cx and C;
-/// DtypeError for mixed or non-floating dtypes; DeviceError off the CPU.
+/// DtypeError for mixed or non-floating dtypes (float32 on a device);
+/// DeviceError when the inputs are on different devices or the device's
+/// backend has no kernel for this op.
 ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& c,
                                 const ConvLSTM3DWeights& w);
 

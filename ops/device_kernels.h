@@ -37,6 +37,23 @@ struct GemmArgs {
   float* c = nullptr;
 };
 
+/// The scalars of one AdamW update (nn/optim.h, PyTorch's torch.optim.AdamW)
+/// at step t: p = p * decay; m = beta1 m + (1 - beta1) g;
+/// v = beta2 v + (1 - beta2) g^2; p -= step_size m / (sqrt(v) / bc2_sqrt + eps)
+/// with decay = 1 - lr wd, step_size = lr / (1 - beta1^t) and
+/// bc2_sqrt = sqrt(1 - beta2^t).
+struct AdamWScalars {
+  double beta1 = 0.9, beta2 = 0.999, decay = 1.0, step_size = 0.0, bc2_sqrt = 1.0, eps = 1e-8;
+};
+
+/// The scalars of one SGD update (PyTorch's torch.optim.SGD): d = g + wd p;
+/// with momentum, b = d on the first step, else b = momentum b + d, and
+/// d = b; then p -= lr d.
+struct SgdScalars {
+  double lr = 0.0, momentum = 0.0, weight_decay = 0.0;
+  bool first = false;
+};
+
 /// A device's op kernels. Each takes the device index first; all run in order
 /// on the device's work queue and throw DeviceError on a failed launch.
 struct OpKernels {
@@ -65,6 +82,193 @@ struct OpKernels {
   void (*sum_rows)(int device, const float* x, float* out, int64_t rows, int64_t len, double scale);
   /// The products GemmArgs describes (m, n, k > 0).
   void (*gemm)(const GemmArgs& args);
+
+  // ---- reductions and shape ops: max min var index_select gather cat pad ----
+  // cat and pad have no kernel of their own: they are the backend's fill and
+  // copy into slices of the output (any dtype), and their backward slices.
+  /// max (is_max) or min of each row of x [O, R] (contiguous, R > 0):
+  /// values[i] = the extreme of row i, indices[i] its first index; a NaN
+  /// counts as the extreme (the first NaN wins). values and indices [O].
+  void (*extreme_rows)(int device, const float* x, float* values, int64_t* indices, int64_t O, int64_t R,
+                       bool is_max);
+  /// The backward of max/min: rows[i R + indices[i]] = g[i] for i < O
+  /// (g, indices [O]; rows [O, R] contiguous, already zero elsewhere).
+  void (*extreme_rows_backward)(int device, const float* g, const int64_t* indices, float* rows, int64_t O,
+                                int64_t R);
+  /// Variance of each row of x [O, R] (contiguous), in two passes:
+  /// mean[i] = sum_k x[i, k] / R, out[i] = sum_k (x[i, k] - mean[i])^2 / denom
+  /// (denom = R - correction; out and mean [O]).
+  void (*var_rows)(int device, const float* x, float* out, float* mean, int64_t O, int64_t R, double denom);
+  /// var's input gradient gx = (x - mean) * g * scale (scale = 2 / denom);
+  /// args {gx, x, mean, g}, mean and g broadcast to x's shape.
+  void (*var_backward)(int device, const StridedArgs<4>& args, double scale);
+  /// index_select along the middle dim: a [P, N, Q], index [K] with values
+  /// in [0, N) (ops/ checks them), out [P, K, Q], all contiguous:
+  /// out[p, k, q] = a[p, index[k], q].
+  void (*index_select_forward)(int device, const float* a, const int64_t* index, float* out, int64_t P,
+                               int64_t N, int64_t Q, int64_t K);
+  /// Its backward: ga [P, N, Q] (contiguous, zeroed by ops/) +=
+  /// g [P, K, Q] scattered by index: ga[p, index[k], q] += g[p, k, q].
+  void (*index_select_backward)(int device, const float* g, const int64_t* index, float* ga, int64_t P,
+                                int64_t N, int64_t Q, int64_t K);
+  /// gather over index's shape; args {out, index (int64), a} with a's stride
+  /// along the gathered dim 0 and `step` that dim's real stride:
+  /// out[o0] = a[o2 + index[o1] * step] (index values in range, checked by ops/).
+  void (*gather_forward)(int device, const StridedArgs<3>& args, int64_t step);
+  /// Its backward; args {ga (zeroed by ops/), index, g} with ga's stride along
+  /// the gathered dim 0 and `step` its real stride: ga[o0 + index[o1] * step] += g[o2].
+  void (*gather_backward)(int device, const StridedArgs<3>& args, int64_t step);
+
+  // ---- nn ops: softmax log_softmax layer_norm embedding cross_entropy dropout ----
+  // Rows are contiguous float32 [rows, len] (ops/ moves the reduced dim last).
+  /// y = softmax(x) per row (log: log_softmax), x and y [rows, len]: with m
+  /// the row max, exp(x - m) / sum exp(x - m), or (x - m) - log sum exp(x - m).
+  /// A row that is all -inf gives 0 (log: -inf).
+  void (*softmax_forward)(int device, bool log, const float* x, float* y, int64_t rows, int64_t len);
+  /// The input gradient gx [rows, len] of softmax_forward from its output y
+  /// and the output gradient g [rows, len]: softmax gx = y (g - sum(g y));
+  /// log_softmax gx = g - exp(y) sum(g), 0 on a row whose y is all -inf.
+  void (*softmax_backward)(int device, bool log, const float* y, const float* g, float* gx,
+                           int64_t rows, int64_t len);
+  /// layer_norm of x [N, C] over C: mean[N], rstd[N] = 1/sqrt(biased var +
+  /// eps) (two passes), y [N, C] = (x - mean) rstd weight + bias; weight,
+  /// bias [C] or null (1 and 0).
+  void (*layer_norm_forward)(int device, const float* x, const float* weight, const float* bias,
+                             float* y, float* mean, float* rstd, int64_t rows, int64_t cols,
+                             double eps);
+  /// layer_norm's input gradient gx [N, C] from x, g [N, C], weight [C] (or
+  /// null) and the forward's mean, rstd [N]: dxhat = g weight,
+  /// gx = rstd (dxhat - mean(dxhat) - xhat mean(dxhat xhat)).
+  void (*layer_norm_backward_input)(int device, const float* x, const float* g, const float* weight,
+                                    const float* mean, const float* rstd, float* gx, int64_t rows,
+                                    int64_t cols);
+  /// layer_norm's weight and bias gradients [C] (either null: not computed):
+  /// gweight = sum over the N rows of g xhat, gbias = sum of g.
+  void (*layer_norm_backward_params)(int device, const float* x, const float* g, const float* mean,
+                                     const float* rstd, float* gweight, float* gbias, int64_t rows,
+                                     int64_t cols);
+  /// out[k, :] = weight[indices[k], :] for k < count: weight [V, D], indices
+  /// [count] int64 in [0, V) (ops/ checks the range), out [count, D].
+  void (*embedding_forward)(int device, const float* weight, const int64_t* indices, float* out,
+                            int64_t count, int64_t dim);
+  /// gweight[indices[k], :] += g[k, :] for k < count (gweight [V, D], zeroed
+  /// by ops/; repeated indices add up, in no fixed order).
+  void (*embedding_backward)(int device, const int64_t* indices, const float* g, float* gweight,
+                             int64_t count, int64_t dim);
+  /// Per-sample cross-entropy loss[N] from lsm = log_softmax(logits) [N, C]
+  /// and target [N] int64 (in [0, C) or ignore_index; ops/ checks it):
+  /// loss[n] = -(1 - eps) lsm[n, t] - eps mean_c lsm[n, c], 0 where
+  /// t == ignore_index (eps: label smoothing).
+  void (*cross_entropy_forward)(int device, const float* lsm, const int64_t* target, float* loss,
+                                int64_t samples, int64_t classes, int64_t ignore_index,
+                                double label_smoothing);
+  /// The logits gradient gx [N, C]: s (exp(lsm) - eps / C), minus s (1 - eps)
+  /// at the target, 0 on ignored samples; s = g[n] / divisor when per_sample
+  /// (g [N], reduction "none"), else g[0] / divisor (g [], "sum": divisor 1,
+  /// "mean": the number of samples not ignored).
+  void (*cross_entropy_backward)(int device, const float* lsm, const int64_t* target, const float* g,
+                                 bool per_sample, double divisor, float* gx, int64_t samples,
+                                 int64_t classes, int64_t ignore_index, double label_smoothing);
+  /// out = x * mask elementwise over n contiguous elements: dropout's forward
+  /// (x the input) and backward (x the output gradient); the mask holds 0
+  /// or 1/(1-p) and is drawn by ops/ on the host.
+  void (*dropout_apply)(int device, const float* x, const float* mask, float* out, int64_t n);
+
+  // ---- spatial ops: grid_sample gaussian_splat conv3d_depthwise convlstm3d_cell ----
+  // Every tensor argument is contiguous float32; a null gradient pointer
+  // marks a gradient nobody needs, which is then not computed.
+
+  /// The sizes and options of one grid_sample call (ops/grid_sample.h):
+  /// input [N, C, size[0..K-1]] with K = 2 (H, W) or 3 (D, H, W) spatial
+  /// sizes, grid [N, P, K] (the P output points of a sample, Ho Wo or
+  /// Do Ho Wo, each with coordinates ordered x, y(, z)), output [N, C, P].
+  struct GridSampleArgs {
+    int64_t N = 0, C = 0, P = 0;
+    int K = 2;
+    int64_t size[3] = {1, 1, 1};
+    bool nearest = false;  // nearest neighbour, else bilinear (trilinear for K = 3)
+    int padding = 0;       // GridSamplePadding's order: 0 zeros, 1 border, 2 reflection
+    bool align_corners = false;
+  };
+  /// out[n, c, p] = channel c of sample n read at grid point (n, p), with
+  /// ops/grid_sample.h's coordinate mapping, padding and handling of
+  /// non-finite coordinates.
+  void (*grid_sample_forward)(int device, const GridSampleArgs& a, const float* input, const float* grid,
+                              float* out);
+  /// grid_sample's gradients from gout [N, C, P]: ginput [N, C, size...] +=
+  /// each output's sampling weights times gout (a scatter; ops/ zeroes
+  /// ginput first); ggrid [N, P, K] = d out / d grid summed over channels
+  /// (bilinear only: it reads input, which may be null otherwise).
+  void (*grid_sample_backward)(int device, const GridSampleArgs& a, const float* input, const float* grid,
+                               const float* gout, float* ginput, float* ggrid);
+
+  /// The sizes of one gaussian_splat call (ops/gaussian_splat.h): content
+  /// [B, C], mu [B, 3] (x, y, z), sigma [B] (finite, > 0), volume
+  /// [B, C, D, H, W]; truncate: the ball's radius in sigmas (0: none).
+  struct SplatArgs {
+    int64_t B = 0, C = 0, D = 1, H = 1, W = 1;
+    double truncate = 0.0;
+  };
+  /// vol[b, c, z, y, x] = content[b, c] exp(-|p(z, y, x) - mu[b]|^2 /
+  /// (2 sigma[b]^2 + 1e-6)), 0 outside the truncation ball.
+  void (*gaussian_splat_forward)(int device, const SplatArgs& a, const float* content, const float* mu,
+                                 const float* sigma, float* vol);
+  /// gaussian_splat's gradients from gvol [B, C, D, H, W] (formulas in
+  /// ops/gaussian_splat.h): gcontent [B, C], gmu [B, 3], gsigma [B], written.
+  void (*gaussian_splat_backward)(int device, const SplatArgs& a, const float* content, const float* mu,
+                                  const float* sigma, const float* gvol, float* gcontent, float* gmu,
+                                  float* gsigma);
+
+  /// The sizes of one conv3d_depthwise call (ops/conv3d.h), per axis D, H,
+  /// W: input size, kernel size, stride, padding and output size. input
+  /// [B, C, size...], weight [C, kD kH kW] (PyTorch's [C, 1, kD, kH, kW]),
+  /// output [B, C, out...].
+  struct Conv3dArgs {
+    int64_t B = 0, C = 0;
+    int64_t size[3] = {1, 1, 1}, kernel[3] = {1, 1, 1}, stride[3] = {1, 1, 1}, padding[3] = {0, 0, 0},
+            out[3] = {1, 1, 1};
+  };
+  /// out = bias[c] (0 when bias is null) + the depthwise cross-correlation of
+  /// input with weight (zero padding), as ops/conv3d.h.
+  void (*conv3d_depthwise_forward)(int device, const Conv3dArgs& a, const float* input, const float* weight,
+                                   const float* bias, float* out);
+  /// ginput [B, C, size...] = the transposed convolution of gout [B, C,
+  /// out...] with weight (written).
+  void (*conv3d_depthwise_backward_input)(int device, const Conv3dArgs& a, const float* gout,
+                                          const float* weight, float* ginput);
+  /// Per-sample parts of the parameter gradients: wpart [C, taps, B] (taps =
+  /// kD kH kW) = sum over sample b's outputs of gout times the input the tap
+  /// reads; bpart [C, B] = sum of sample b's gout in channel c. ops/ sums
+  /// them over B (sum_rows).
+  void (*conv3d_depthwise_backward_params)(int device, const Conv3dArgs& a, const float* gout,
+                                           const float* input, float* wpart, float* bpart);
+
+  /// The gates of convlstm3d_cell (ops/convlstm.h) from the 1x1x1 conv's
+  /// products P [B, 4C, S] (S = D H W voxels; rows i, f, o, g) plus its bias
+  /// pb [4C], and the state c [B, C, S]: gates [B, 4C, S] = (sigmoid(i),
+  /// sigmoid(f), sigmoid(o), tanh(g)) (null: not kept), c' = f c + i g and
+  /// h' = o tanh(c'), each [B, C, S].
+  void (*convlstm3d_gates_forward)(int device, int64_t B, int64_t C, int64_t S, const float* P,
+                                   const float* pb, const float* c, float* gates, float* cn, float* hn);
+  /// Their backward from the saved gates, c and c' and the gradients ghn,
+  /// gcn of h' and c' [B, C, S]: dP [B, 4C, S] (the pre-activation
+  /// gradients) and dc [B, C, S].
+  void (*convlstm3d_gates_backward)(int device, int64_t B, int64_t C, int64_t S, const float* gates,
+                                    const float* c, const float* cn, const float* ghn, const float* gcn,
+                                    float* dP, float* dc);
+
+  // ---- optimizers: AdamW, SGD, clip_grad_norm_ ----
+  /// One AdamW update of n contiguous float32 parameters p with gradient g
+  /// and moments m, v (nn/optim.h AdamW::step), in place.
+  void (*adamw_step)(int device, float* p, const float* g, float* m, float* v, int64_t n,
+                     const AdamWScalars& s);
+  /// One SGD update of n contiguous float32 parameters p with gradient g and
+  /// momentum buffer buf (null without momentum; nn/optim.h SGD::step).
+  void (*sgd_step)(int device, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s);
+  /// Sum of x[i]^2 over n contiguous float32 values, accumulated in float64
+  /// (no float32 value's square overflows it; a NaN or Inf makes it
+  /// non-finite). Returns when the sum is on the host.
+  double (*sum_squares)(int device, const float* x, int64_t n);
 };
 
 }  // namespace tmem

@@ -13,8 +13,10 @@ namespace tmem {
 /// p == 1 gives zeros (and draws nothing); when !training or p == 0, x itself
 /// is returned (identity, as PyTorch). The mask is saved for backward:
 /// dx = g * mask.
-/// Throws ValueError for p outside [0, 1], DtypeError for int64, DeviceError
-/// off CPU.
+/// On a device the mask is drawn on the host from `gen` exactly as on the CPU
+/// and copied over, so a Generator state gives the same mask on every device.
+/// Throws ValueError for p outside [0, 1], DtypeError for int64 (float64 on a
+/// device), DeviceError on a device whose backend has no dropout kernel.
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen = default_generator());
 
 }  // namespace tmem

@@ -1,6 +1,9 @@
 // Embedding: forward gather and backward scatter-add side by side.
 // Shapes: weight[V, D], indices[...] (K = numel indices) -> out[..., D];
-// saved for backward: the indices.
+// saved for backward: the indices. On a device the backend's embedding
+// kernels (ops/dispatch.h) gather and scatter-add; the indices are range-checked
+// on the host first (a device's indices are copied over for that), so every
+// path throws the same IndexError before anything is read.
 #include "ops/embedding.h"
 
 #include <algorithm>
@@ -8,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/strided.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -16,19 +20,45 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
+// The lookup on a device with kernels k, for range-checked contiguous
+// indices idx (shape checks done), with its backward.
+Tensor embedding_device(const OpKernels& k, const Tensor& weight, const Tensor& indices,
+                        const Tensor& idx, Shape out_shape, int64_t V, int64_t D) {
+  const Device dev = weight.device();
+  Tensor w = contiguous_data(weight);
+  Tensor out = empty(out_shape, weight.dtype(), dev);
+  k.embedding_forward(dev.index, w.data<float>(), idx.data<int64_t>(), out.data<float>(),
+                      idx.numel(), D);
+  record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D](const Node& n, const Grads& g) {
+    if (!n.needs_input_grad(0)) return Grads{Tensor(), Tensor()};
+    const Tensor& ix = n.saved_tensor(0);
+    Tensor go = contiguous_data(g[0]);
+    Tensor gw = zeros({V, D}, go.dtype(), go.device());
+    device_kernels(OpId::Embedding, go)
+        .embedding_backward(go.device().index, ix.data<int64_t>(), go.data<float>(),
+                            gw.data<float>(), ix.numel(), D);
+    return Grads{gw, Tensor()};
+  });
+  return out;
+}
+
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
-  check_cpu(weight, "embedding");
-  check_cpu(indices, "embedding");
+  check<DeviceError>(weight.device() == indices.device(),
+                     "embedding: expected operands on one device, but got ", weight.device().str(),
+                     " and ", indices.device().str());
   check<ShapeError>(weight.dim() == 2, "embedding: expected weight of shape [V, D], but got weight",
                     shape_str(weight.shape()), " with indices", shape_str(indices.shape()));
   check<DtypeError>(indices.dtype() == DType::Int64,
                     "embedding: expected int64 indices, but got ", dtype_name(indices.dtype()));
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
+  const bool on_cpu = weight.device().is_cpu();
+  const OpKernels* kernels = on_cpu ? nullptr : &device_kernels(OpId::Embedding, weight);
   Tensor idx = contiguous_data(indices);
   const int64_t K = idx.numel();
-  const int64_t* ip = idx.data<int64_t>();
+  const std::vector<int64_t> host_idx = on_cpu ? std::vector<int64_t>() : idx.to_int_vector();
+  const int64_t* ip = on_cpu ? idx.data<int64_t>() : host_idx.data();
   for (int64_t k = 0; k < K; ++k)
     check<IndexError>(ip[k] >= 0 && ip[k] < V, "embedding: index ", ip[k], " (at flat position ",
                       k, " of indices", shape_str(indices.shape()),
@@ -36,6 +66,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                       shape_str(weight.shape()), ")");
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
+  if (!on_cpu) return embedding_device(*kernels, weight, indices, idx, out_shape, V, D);
   Tensor w = contiguous_data(weight);
   Tensor out = empty(out_shape, weight.dtype());
   dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {

@@ -12,7 +12,9 @@ namespace tmem {
 /// Backward: dweight = scatter-add of g's rows into the rows they were read
 /// from (an index used twice receives both gradients); indices get none.
 /// Throws ShapeError when weight is not 2-D, DtypeError when indices are not
-/// int64 or weight is not floating, DeviceError off CPU.
+/// int64 or weight is not floating (float32 on a device), DeviceError for
+/// operands on different devices or a device whose backend has no embedding
+/// kernels.
 Tensor embedding(const Tensor& weight, const Tensor& indices);
 
 }  // namespace tmem

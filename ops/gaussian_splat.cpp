@@ -6,7 +6,8 @@
 // d_a[i] = p_a[i] - mu[b,a] and e_a[i] = exp(-d_a[i]^2 / den), den = 2
 // sigma^2 + eps; a voxel's weight is ez[z] ey[y] ex[x] (zero outside the
 // truncation ball), so there is no exp per voxel and every inner loop runs
-// contiguously along x.
+// contiguously along x. Tensors on another device run that backend's kernels
+// (cuda/gaussian_splat.cu) behind the same checks.
 #include "ops/gaussian_splat.h"
 
 #include <cmath>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -211,9 +213,9 @@ void splat_backward(const T* content, const T* mu, const T* sigma, const T* g, T
 
 void check_inputs(const Tensor& content, const Tensor& mu, const Tensor& sigma, int64_t D,
                   int64_t H, int64_t W, double truncate) {
-  check_cpu(content, kOp);
-  check_cpu(mu, kOp);
-  check_cpu(sigma, kOp);
+  check<DeviceError>(content.device() == mu.device() && content.device() == sigma.device(), kOp,
+                     ": expected content, mu and sigma on one device, but got ", content.device().str(),
+                     ", ", mu.device().str(), " and ", sigma.device().str());
   check<ShapeError>(content.dim() == 2 && mu.dim() == 2 && sigma.dim() == 1 &&
                         mu.size(0) == content.size(0) && mu.size(1) == 3 &&
                         sigma.size(0) == content.size(0),
@@ -229,7 +231,7 @@ void check_inputs(const Tensor& content, const Tensor& mu, const Tensor& sigma, 
   check<ValueError>(!std::isnan(truncate) && truncate >= 0, kOp,
                     ": expected truncate >= 0 (0 = no truncation), but got ", truncate);
   dispatch_floating(sigma.dtype(), kOp, [&]<class T>() {
-    Tensor s = contiguous_data(sigma);
+    Tensor s = contiguous_data(sigma.device().is_cpu() ? sigma : sigma.detach().to(Device::cpu()));
     const T* p = s.data<T>();
     for (int64_t b = 0; b < s.numel(); ++b)
       check<ValueError>(std::isfinite(p[b]) && p[b] > T(0), kOp,
@@ -238,11 +240,51 @@ void check_inputs(const Tensor& content, const Tensor& mu, const Tensor& sigma, 
   });
 }
 
+// gaussian_splat on the device of its inputs (checked by check_inputs): the
+// backend's kernels, saving and returning what the CPU path does.
+Tensor splat_device(const Tensor& content, const Tensor& mu, const Tensor& sigma, int64_t D, int64_t H,
+                    int64_t W, double truncate) {
+  const OpKernels& kern = device_kernels(OpId::GaussianSplat, content);
+  const Device dev = content.device();
+  OpKernels::SplatArgs args;
+  args.B = content.size(0);
+  args.C = content.size(1);
+  args.D = D;
+  args.H = H;
+  args.W = W;
+  args.truncate = truncate;
+  Tensor cc = contiguous_data(content), mc = contiguous_data(mu), sc = contiguous_data(sigma);
+  Tensor out = empty({args.B, args.C, D, H, W}, content.dtype(), dev);
+  kern.gaussian_splat_forward(dev.index, args, cc.data<float>(), mc.data<float>(), sc.data<float>(),
+                              out.data<float>());
+  record(OpId::GaussianSplat, {content, mu, sigma}, {out}, {cc, mc, sc},
+         [args](const Node& n, const Grads& g) {
+           const Tensor &cv = n.saved_tensor(0), &mv = n.saved_tensor(1), &sv = n.saved_tensor(2);
+           const Shape vol{args.B, args.C, args.D, args.H, args.W};
+           check<ShapeError>(g[0].shape() == vol, kOp, ": expected grad_output of shape ",
+                             shape_str(vol), ", but got ", shape_str(g[0].shape()));
+           const OpKernels& kern = device_kernels(OpId::GaussianSplat, g[0]);
+           const Device dev = g[0].device();
+           Tensor go = contiguous_data(g[0]);
+           Tensor gc = n.needs_input_grad(0) ? empty(cv.shape(), cv.dtype(), dev) : Tensor();
+           Tensor gm = n.needs_input_grad(1) ? empty(mv.shape(), mv.dtype(), dev) : Tensor();
+           Tensor gs = n.needs_input_grad(2) ? empty(sv.shape(), sv.dtype(), dev) : Tensor();
+           kern.gaussian_splat_backward(dev.index, args, cv.data<float>(), mv.data<float>(),
+                                        sv.data<float>(), go.data<float>(),
+                                        gc.defined() ? gc.data<float>() : nullptr,
+                                        gm.defined() ? gm.data<float>() : nullptr,
+                                        gs.defined() ? gs.data<float>() : nullptr);
+           return Grads{gc, gm, gs};
+         });
+  return out;
+}
+
 }  // namespace
 
 Tensor gaussian_splat(const Tensor& content, const Tensor& mu, const Tensor& sigma, int64_t D,
                       int64_t H, int64_t W, double truncate) {
   check_inputs(content, mu, sigma, D, H, W, truncate);
+  if (!content.device().is_cpu()) return splat_device(content, mu, sigma, D, H, W, truncate);
   const int64_t B = content.size(0), C = content.size(1);
   Tensor cc = contiguous_data(content), mc = contiguous_data(mu), sc = contiguous_data(sigma);
   Tensor out = empty({B, C, D, H, W}, content.dtype());

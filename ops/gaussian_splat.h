@@ -39,9 +39,10 @@ namespace tmem {
 ///
 /// Throws ShapeError (naming the op and every shape) unless content is [B,C],
 /// mu is [B,3] and sigma is [B], or when D, H or W < 1; DtypeError for mixed or
-/// non-floating dtypes; DeviceError off the CPU; ValueError when some sigma is
-/// not a finite positive number (the value and its index are named) or when
-/// truncate is negative or NaN.
+/// non-floating dtypes (float32 on a device); DeviceError when the inputs are
+/// on different devices or the device's backend has no kernel for this op;
+/// ValueError when some sigma is not a finite positive number (the value and
+/// its index are named) or when truncate is negative or NaN.
 Tensor gaussian_splat(const Tensor& content, const Tensor& mu, const Tensor& sigma, int64_t D,
                       int64_t H, int64_t W, double truncate = 0.0);
 

@@ -3,7 +3,8 @@
 // parameter; axis a = 0..K-1 runs over the input's spatial dims in memory
 // order ((D,) H, W), so axis a reads grid coordinate K-1-a (x -> W, y -> H,
 // z -> D). Each output point handles all C channels, so the coordinate work
-// is done once per point.
+// is done once per point. Tensors on another device run that backend's
+// kernels (cuda/grid_sample.cu) behind the same checks.
 #include "ops/grid_sample.h"
 
 #include <omp.h>
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -405,7 +407,6 @@ void check_args(const Tensor& input, const Tensor& grid) {
   if (!(input.device() == grid.device()))
     throw DeviceError(detail::cat(kOp, ": expected input and grid on one device, but got ",
                                   input.device().str(), " and ", grid.device().str()));
-  check_cpu(input, kOp);
 }
 
 // Runs f.template operator()<T, K>() for the dtype and spatial rank.
@@ -417,6 +418,73 @@ void dispatch(DType dtype, int k, F&& f) {
     else
       f.template operator()<T, 3>();
   });
+}
+
+// ---- device path ----
+
+static_assert(static_cast<int>(GridSamplePadding::Zeros) == 0 &&
+                  static_cast<int>(GridSamplePadding::Border) == 1 &&
+                  static_cast<int>(GridSamplePadding::Reflection) == 2,
+              "OpKernels::GridSampleArgs::padding numbers the modes in this order");
+
+// The device kernels' description of a call (input [N,C,(D,)H,W], grid
+// [N,...,K] flattened to [N,P,K]).
+OpKernels::GridSampleArgs device_args(const Shape& in, const Shape& grid, GridSampleMode mode,
+                                      GridSamplePadding pad, bool align) {
+  OpKernels::GridSampleArgs a;
+  a.K = static_cast<int>(in.size()) - 2;
+  a.N = in[0];
+  a.C = in[1];
+  a.P = 1;
+  for (int k = 0; k < a.K; ++k) {
+    a.size[k] = in[2 + k];
+    a.P *= grid[1 + k];
+  }
+  a.nearest = mode == GridSampleMode::Nearest;
+  a.padding = static_cast<int>(pad);
+  a.align_corners = align;
+  return a;
+}
+
+// grid_sample on the device of input and grid (checked by check_args): the
+// backend's kernels, with the CPU path's saved tensors and gradients.
+Tensor grid_sample_device(const Tensor& input, const Tensor& grid, GridSampleMode mode,
+                          GridSamplePadding pad, bool align) {
+  const OpKernels& kern = device_kernels(OpId::GridSample, input);
+  const Shape in_shape = input.shape(), grid_shape = grid.shape();
+  const OpKernels::GridSampleArgs args = device_args(in_shape, grid_shape, mode, pad, align);
+  Shape out_shape = {in_shape[0], in_shape[1]};
+  for (int k = 0; k < args.K; ++k) out_shape.push_back(grid_shape[1 + k]);
+  const Device dev = input.device();
+  Tensor out = empty(out_shape, input.dtype(), dev);
+  {
+    Tensor x = contiguous_data(input), g = contiguous_data(grid);
+    kern.grid_sample_forward(dev.index, args, x.data<float>(), g.data<float>(), out.data<float>());
+  }
+  const bool keep_input = mode == GridSampleMode::Bilinear && grid.requires_grad();
+  std::vector<Tensor> saved = {grid};
+  if (keep_input) saved.push_back(input);
+  record(OpId::GridSample, {input, grid}, {out}, saved,
+         [args, in_shape, grid_shape](const Node& n, const Grads& g) {
+           const bool need_in = n.needs_input_grad(0), need_grid = n.needs_input_grad(1);
+           const Device dev = g[0].device();
+           Tensor gin = need_in ? zeros(in_shape, g[0].dtype(), dev) : Tensor();
+           Tensor ggrid = need_grid ? zeros(grid_shape, g[0].dtype(), dev) : Tensor();
+           const bool grid_kernel = need_grid && !args.nearest;
+           if (!need_in && !grid_kernel) return Grads{gin, ggrid};
+           check<ValueError>(!grid_kernel || n.saved.size() > 1, kOp,
+                             ": the grid gradient needs the input, which was not saved");
+           const OpKernels& kern = device_kernels(OpId::GridSample, g[0]);
+           Tensor gr = contiguous_data(n.saved_tensor(0));
+           Tensor go = contiguous_data(g[0]);
+           Tensor x = grid_kernel ? contiguous_data(n.saved_tensor(1)) : Tensor();
+           kern.grid_sample_backward(dev.index, args, grid_kernel ? x.data<float>() : nullptr,
+                                     gr.data<float>(), go.data<float>(),
+                                     need_in ? gin.data<float>() : nullptr,
+                                     grid_kernel ? ggrid.data<float>() : nullptr);
+           return Grads{gin, ggrid};
+         });
+  return out;
 }
 
 }  // namespace
@@ -437,6 +505,7 @@ const char* grid_sample_padding_name(GridSamplePadding pad) {
 Tensor grid_sample(const Tensor& input, const Tensor& grid, GridSampleMode mode,
                    GridSamplePadding padding_mode, bool align_corners) {
   check_args(input, grid);
+  if (!input.device().is_cpu()) return grid_sample_device(input, grid, mode, padding_mode, align_corners);
   const Options opt{mode, padding_mode, align_corners};
   const int k = static_cast<int>(input.dim()) - 2;
   const Shape in_shape = input.shape(), grid_shape = grid.shape();

@@ -73,7 +73,9 @@ const char* grid_sample_padding_name(GridSamplePadding pad);   // "zeros", "bord
 /// Throws ShapeError (naming the op and printing both shapes) unless the
 /// input is 4-D or 5-D with non-empty spatial dims, the grid has the input's
 /// rank, its last dim is 2 (4-D) or 3 (5-D) and its batch equals the input's;
-/// DtypeError for mixed or non-floating dtypes; DeviceError off the CPU.
+/// DtypeError for mixed or non-floating dtypes (float32 on a device);
+/// DeviceError when the inputs are on different devices or the device's
+/// backend has no kernel for this op.
 Tensor grid_sample(const Tensor& input, const Tensor& grid,
                    GridSampleMode mode = GridSampleMode::Bilinear,
                    GridSamplePadding padding_mode = GridSamplePadding::Zeros,

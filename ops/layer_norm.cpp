@@ -1,6 +1,8 @@
 // Layer norm over the last dim: forward and backward side by side.
 // Shapes: x[N, C] (leading dims flattened into N rows), weight[C], bias[C];
-// saved for backward: x, mean[N], rstd[N] and (when defined) weight.
+// saved for backward: x, mean[N], rstd[N] and (when defined) weight. On a
+// device the backend's layer_norm kernels (ops/dispatch.h) compute the same
+// from contiguous copies, forward and backward.
 #include "ops/layer_norm.h"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include "core/autograd.h"
 #include "core/strided.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -19,7 +22,9 @@ using Grads = std::vector<Tensor>;
 
 void check_param(const Tensor& p, const Tensor& x, int64_t C, const char* what) {
   if (!p.defined()) return;
-  check_cpu(p, "layer_norm");
+  check<DeviceError>(p.device() == x.device(),
+                     "layer_norm: expected operands on one device, but got ", x.device().str(),
+                     " and ", p.device().str());
   check<ShapeError>(p.shape() == Shape{C}, "layer_norm: expected ", what, " of shape [", C,
                     "] (the last dim of input), but got ", what, shape_str(p.shape()), " for input",
                     shape_str(x.shape()));
@@ -95,10 +100,54 @@ void input_grad_row(T* gx, const T* x, const T* g, const T* w, T mu, T rstd, int
   }
 }
 
+// A float32 pointer to t's data, or null when t is undefined.
+float* data_or_null(const Tensor& t) { return t.defined() ? t.data<float>() : nullptr; }
+
+// layer_norm of x [N, C] on a device, with its backward (checks done).
+Tensor layer_norm_device(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps,
+                         int64_t N, int64_t C) {
+  const OpKernels& k = device_kernels(OpId::LayerNorm, x);
+  const Device dev = x.device();
+  Tensor xc = contiguous_data(x);
+  Tensor wc = weight.defined() ? contiguous_data(weight) : Tensor();
+  Tensor bc = bias.defined() ? contiguous_data(bias) : Tensor();
+  Tensor y = empty(x.shape(), x.dtype(), dev);
+  Tensor mean = empty({N}, x.dtype(), dev);
+  Tensor rstd = empty({N}, x.dtype(), dev);
+  k.layer_norm_forward(dev.index, xc.data<float>(), data_or_null(wc), data_or_null(bc),
+                       y.data<float>(), mean.data<float>(), rstd.data<float>(), N, C, eps);
+  std::vector<Tensor> saved{xc, mean, rstd};
+  if (wc.defined()) saved.push_back(wc);
+  record(OpId::LayerNorm, {x, weight, bias}, {y}, saved,
+         [C, N, has_w = wc.defined()](const Node& n, const Grads& g) {
+           const Tensor& xs = n.saved_tensor(0);
+           const Tensor& ms = n.saved_tensor(1);
+           const Tensor& rs = n.saved_tensor(2);
+           const Tensor ws = has_w ? n.saved_tensor(3) : Tensor();
+           const OpKernels& kb = device_kernels(OpId::LayerNorm, xs);
+           const Device d = xs.device();
+           Tensor go = contiguous_data(g[0]);
+           Tensor gx, gw, gb;
+           if (n.needs_input_grad(0)) {
+             gx = empty(xs.shape(), xs.dtype(), d);
+             kb.layer_norm_backward_input(d.index, xs.data<float>(), go.data<float>(),
+                                          data_or_null(ws), ms.data<float>(), rs.data<float>(),
+                                          gx.data<float>(), N, C);
+           }
+           if (n.needs_input_grad(1)) gw = empty({C}, xs.dtype(), d);
+           if (n.needs_input_grad(2)) gb = empty({C}, xs.dtype(), d);
+           if (gw.defined() || gb.defined())
+             kb.layer_norm_backward_params(d.index, xs.data<float>(), go.data<float>(),
+                                           ms.data<float>(), rs.data<float>(), data_or_null(gw),
+                                           data_or_null(gb), N, C);
+           return Grads{gx, gw, gb};
+         });
+  return y;
+}
+
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
-  check_cpu(x, "layer_norm");
   check<ShapeError>(x.dim() >= 1,
                     "layer_norm: expected an input with at least 1 dim [..., C], but got ",
                     shape_str(x.shape()));
@@ -107,6 +156,7 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, dou
   const int64_t N = C ? x.numel() / C : 0;
   check_param(weight, x, C, "weight");
   check_param(bias, x, C, "bias");
+  if (!x.device().is_cpu()) return layer_norm_device(x, weight, bias, eps, N, C);
   Tensor xc = contiguous_data(x);
   Tensor wc = weight.defined() ? contiguous_data(weight) : Tensor();
   Tensor bc = bias.defined() ? contiguous_data(bias) : Tensor();

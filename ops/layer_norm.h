@@ -15,8 +15,9 @@ namespace tmem {
 /// Backward: dxhat = g * weight; dx = rstd * (dxhat - mean(dxhat) - xhat *
 /// mean(dxhat * xhat)); dweight = sum over rows of g * xhat; dbias = sum of g.
 /// Throws ShapeError for a 0-d x or a weight/bias whose shape is not [C]
-/// (naming both shapes), DtypeError for mixed or int64 dtypes, DeviceError off
-/// CPU, ValueError for a negative eps.
+/// (naming both shapes), DtypeError for mixed or int64 dtypes (and float64 on
+/// a device), DeviceError for operands on different devices or a device whose
+/// backend has no layer_norm kernels, ValueError for a negative eps.
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps = 1e-5);
 
 }  // namespace tmem

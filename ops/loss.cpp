@@ -1,6 +1,10 @@
 // Cross-entropy: forward and backward side by side, fused over a stable
 // log-softmax. Shapes: logits[N, C], target[N] int64 -> loss [] or [N];
-// saved for backward: lsm = log_softmax(logits)[N, C] and the target.
+// saved for backward: lsm = log_softmax(logits)[N, C] and the target. On a
+// device the backend's kernels (ops/dispatch.h) compute the per-sample loss
+// and the logits gradient from lsm; the targets are range-checked and the
+// non-ignored samples counted on the host first (a device's targets are
+// copied over for that), so every path throws the same IndexError.
 #include "ops/loss.h"
 
 #include <algorithm>
@@ -9,6 +13,7 @@
 #include "core/autograd.h"
 #include "core/strided.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 #include "ops/softmax.h"
 
@@ -28,12 +33,46 @@ Reduction parse_reduction(const std::string& r) {
   return Reduction::Mean;
 }
 
+// The loss on a device with kernels k from lsm [N, C] and the contiguous,
+// range-checked target tgt [N] (count: the samples not ignored), with its
+// backward.
+Tensor cross_entropy_device(const OpKernels& k, const Tensor& logits, const Tensor& target,
+                            const Tensor& lsm, const Tensor& tgt, int64_t ignore_index, double eps,
+                            Reduction red, int64_t count) {
+  const int64_t N = lsm.shape()[0], C = lsm.shape()[1];
+  const Device dev = lsm.device();
+  Tensor per = empty({N}, lsm.dtype(), dev);
+  k.cross_entropy_forward(dev.index, lsm.data<float>(), tgt.data<int64_t>(), per.data<float>(), N,
+                          C, ignore_index, eps);
+  Tensor out = per;
+  if (red != Reduction::None) {
+    out = empty({}, lsm.dtype(), dev);
+    k.sum_rows(dev.index, per.data<float>(), out.data<float>(), 1, N,
+               red == Reduction::Sum ? 1.0 : 1.0 / static_cast<double>(count));
+  }
+  record(OpId::CrossEntropy, {logits, target}, {out}, {lsm, tgt},
+         [N, C, ignore_index, eps, red, count](const Node& nd, const Grads& g) {
+           const Tensor& ls = nd.saved_tensor(0);
+           const Tensor& tg = nd.saved_tensor(1);
+           Tensor go = contiguous_data(g[0]);
+           Tensor gx = empty({N, C}, ls.dtype(), ls.device());
+           device_kernels(OpId::CrossEntropy, ls)
+               .cross_entropy_backward(ls.device().index, ls.data<float>(), tg.data<int64_t>(),
+                                       go.data<float>(), red == Reduction::None,
+                                       red == Reduction::Mean ? static_cast<double>(count) : 1.0,
+                                       gx.data<float>(), N, C, ignore_index, eps);
+           return Grads{gx, Tensor()};
+         });
+  return out;
+}
+
 }  // namespace
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      double label_smoothing, const std::string& reduction) {
-  check_cpu(logits, "cross_entropy");
-  check_cpu(target, "cross_entropy");
+  check<DeviceError>(logits.device() == target.device(),
+                     "cross_entropy: expected operands on one device, but got ",
+                     logits.device().str(), " and ", target.device().str());
   check<ShapeError>(logits.dim() == 2 && target.dim() == 1 &&
                         target.shape()[0] == logits.shape()[0],
                     "cross_entropy: expected logits [N, C] and target [N], but got logits",
@@ -45,8 +84,11 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                     "cross_entropy: expected label_smoothing in [0, 1], but got ", label_smoothing);
   const Reduction red = parse_reduction(reduction);
   const int64_t N = logits.shape()[0], C = logits.shape()[1];
+  const bool on_cpu = logits.device().is_cpu();
+  const OpKernels* kernels = on_cpu ? nullptr : &device_kernels(OpId::CrossEntropy, logits);
   Tensor tgt = contiguous_data(target);
-  const int64_t* tp = tgt.data<int64_t>();
+  const std::vector<int64_t> host_tgt = on_cpu ? std::vector<int64_t>() : tgt.to_int_vector();
+  const int64_t* tp = on_cpu ? tgt.data<int64_t>() : host_tgt.data();
   int64_t count = 0;
   for (int64_t n = 0; n < N; ++n) {
     if (tp[n] == ignore_index) continue;
@@ -61,6 +103,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     lsm = log_softmax(logits, 1);
   }
   const double eps = label_smoothing;
+  if (!on_cpu)
+    return cross_entropy_device(*kernels, logits, target, lsm, tgt, ignore_index, eps, red, count);
   Tensor per = empty({N}, logits.dtype());
   Tensor out = red == Reduction::None ? per : empty({}, logits.dtype());
   dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {

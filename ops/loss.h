@@ -20,9 +20,11 @@ namespace tmem {
 /// Backward: dlogits[n, c] = s[n] * (softmax[n, c] - (1 - eps) [c == target[n]]
 /// - eps / C), zero on ignored rows; s[n] the reduction's weight times g.
 /// Throws ShapeError for logits not [N, C] or target not [N] (naming both
-/// shapes), DtypeError for a non-int64 target or int64 logits, IndexError for a
-/// target outside [0, C) that is not ignore_index (naming it and C),
-/// ValueError for an unknown reduction or label_smoothing outside [0, 1].
+/// shapes), DtypeError for a non-int64 target or int64 logits (float64 on a
+/// device), IndexError for a target outside [0, C) that is not ignore_index
+/// (naming it and C), ValueError for an unknown reduction or label_smoothing
+/// outside [0, 1], DeviceError for operands on different devices or a device
+/// whose backend has no cross_entropy (or log_softmax) kernels.
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index = -100,
                      double label_smoothing = 0.0, const std::string& reduction = "mean");
 

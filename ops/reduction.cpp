@@ -1,7 +1,8 @@
 // Reductions. Shapes: input any rank; the reduced dims are moved last and made
 // contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced).
-// sum and mean also run on devices (ops/dispatch.h); var, max and min are
-// CPU only.
+// All also run on devices (ops/dispatch.h): sum and mean through sum_rows,
+// max and min through extreme_rows (and extreme_rows_backward), var through
+// var_rows and var_backward.
 #include "ops/reduction.h"
 
 #include <algorithm>
@@ -105,37 +106,47 @@ Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
 ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   OpId id = is_max ? OpId::Max : OpId::Min;
   const char* name = op_name(id).data();
-  check_cpu(a, name);
+  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(id, a);
   Plan p = make_plan(a, {dim}, keepdim, name);
   check<ShapeError>(p.R > 0, name, ": cannot reduce an empty dim of shape ", shape_str(a.shape()));
   Tensor rows = rows_of(a, p);
-  Tensor values = empty(p.out, a.dtype());
-  Tensor indices = empty(p.out, DType::Int64);
-  dispatch_floating(a.dtype(), name, [&]<class T>() {
-    const T* x = rows.data<T>();
-    T* v = values.data<T>();
-    int64_t* ix = indices.data<int64_t>();
-    for (int64_t i = 0; i < p.O; ++i) {
-      const T* row = x + i * p.R;
-      int64_t best = 0;
-      for (int64_t k = 1; k < p.R && !std::isnan(row[best]); ++k)
-        if (std::isnan(row[k]) || (is_max ? row[k] > row[best] : row[k] < row[best])) best = k;
-      v[i] = row[best];
-      ix[i] = best;
-    }
-  });
-  record(id, {a}, {values}, {indices}, [p](const Node& n, const Grads& g) {
+  Tensor values = empty(p.out, a.dtype(), a.device());
+  Tensor indices = empty(p.out, DType::Int64, a.device());
+  if (dev) {
+    dev->extreme_rows(a.device().index, rows.data<float>(), values.data<float>(), indices.data<int64_t>(),
+                      p.O, p.R, is_max);
+  } else {
+    dispatch_floating(a.dtype(), name, [&]<class T>() {
+      const T* x = rows.data<T>();
+      T* v = values.data<T>();
+      int64_t* ix = indices.data<int64_t>();
+      for (int64_t i = 0; i < p.O; ++i) {
+        const T* row = x + i * p.R;
+        int64_t best = 0;
+        for (int64_t k = 1; k < p.R && !std::isnan(row[best]); ++k)
+          if (std::isnan(row[k]) || (is_max ? row[k] > row[best] : row[k] < row[best])) best = k;
+        v[i] = row[best];
+        ix[i] = best;
+      }
+    });
+  }
+  record(id, {a}, {values}, {indices}, [id, p](const Node& n, const Grads& g) {
     const Tensor& ix = n.saved_tensor(0);
     Shape perm_shape;
     for (int64_t d : p.perm) perm_shape.push_back(p.in[d]);
-    Tensor rows = zeros(perm_shape, g[0].dtype());
+    Tensor rows = zeros(perm_shape, g[0].dtype(), g[0].device());
     Tensor gc = contiguous_data(g[0]);
-    dispatch_floating(g[0].dtype(), "max", [&]<class T>() {
-      const T* gp = gc.data<T>();
-      const int64_t* ip = ix.data<int64_t>();
-      T* r = rows.data<T>();
-      for (int64_t i = 0; i < p.O; ++i) r[i * p.R + ip[i]] = gp[i];
-    });
+    if (!gc.device().is_cpu()) {
+      device_kernels(id, gc).extreme_rows_backward(gc.device().index, gc.data<float>(), ix.data<int64_t>(),
+                                                   rows.data<float>(), p.O, p.R);
+    } else {
+      dispatch_floating(g[0].dtype(), "max", [&]<class T>() {
+        const T* gp = gc.data<T>();
+        const int64_t* ip = ix.data<int64_t>();
+        T* r = rows.data<T>();
+        for (int64_t i = 0; i < p.O; ++i) r[i * p.R + ip[i]] = gp[i];
+      });
+    }
     std::vector<int64_t> inv(p.perm.size());
     for (size_t k = 0; k < p.perm.size(); ++k) inv[p.perm[k]] = static_cast<int64_t>(k);
     return Grads{contiguous_data(permute(rows, inv))};
@@ -165,27 +176,38 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
-  check_cpu(a, "var");
+  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Var, a);
   Plan p = make_plan(a, dims, keepdim, "var");
   double denom = static_cast<double>(p.R - correction);
   Tensor rows = rows_of(a, p);
-  Tensor out = empty(p.out, a.dtype());
-  Tensor mu = empty(p.keep, a.dtype());
-  dispatch_floating(a.dtype(), "var", [&]<class T>() {
-    const T* x = rows.data<T>();
-    T* o = out.data<T>();
-    T* m = mu.data<T>();
-    for (int64_t i = 0; i < p.O; ++i) {
-      const T* row = x + i * p.R;
-      T mean_v = cpu::row_sum(row, p.R) / static_cast<T>(p.R);
-      T ss = 0;
-      for (int64_t k = 0; k < p.R; ++k) ss += (row[k] - mean_v) * (row[k] - mean_v);
-      m[i] = mean_v;
-      o[i] = ss / static_cast<T>(denom);
-    }
-  });
+  Tensor out = empty(p.out, a.dtype(), a.device());
+  Tensor mu = empty(p.keep, a.dtype(), a.device());
+  if (dev) {
+    dev->var_rows(a.device().index, rows.data<float>(), out.data<float>(), mu.data<float>(), p.O, p.R, denom);
+  } else {
+    dispatch_floating(a.dtype(), "var", [&]<class T>() {
+      const T* x = rows.data<T>();
+      T* o = out.data<T>();
+      T* m = mu.data<T>();
+      for (int64_t i = 0; i < p.O; ++i) {
+        const T* row = x + i * p.R;
+        T mean_v = cpu::row_sum(row, p.R) / static_cast<T>(p.R);
+        T ss = 0;
+        for (int64_t k = 0; k < p.R; ++k) ss += (row[k] - mean_v) * (row[k] - mean_v);
+        m[i] = mean_v;
+        o[i] = ss / static_cast<T>(denom);
+      }
+    });
+  }
   record(OpId::Var, {a}, {out}, {a, mu}, [p, denom](const Node& n, const Grads& g) {
     Tensor gk = reshape_data(g[0], p.keep);
+    if (!gk.device().is_cpu()) {
+      Tensor gx = empty(p.in, gk.dtype(), gk.device());
+      device_kernels(OpId::Var, gk)
+          .var_backward(gk.device().index,
+                        elementwise_args<4>(gx, {n.saved_tensor(0), n.saved_tensor(1), gk}, "var"), 2.0 / denom);
+      return Grads{gx};
+    }
     Tensor centred = sub(n.saved_tensor(0), n.saved_tensor(1));
     return Grads{mul(mul(centred, gk), 2.0 / denom)};
   });

@@ -1,7 +1,6 @@
 // Reductions (DESIGN.md 3): sum, mean, max/min (values + indices), var, over
 // any set of dims, with keepdim. Empty `dims` means every dim. Float inputs.
-// sum and mean also run on CUDA (float32); var, max and min throw DeviceError
-// "<op>: not implemented on cuda yet" for a device tensor.
+// All of them also run on CUDA (float32; cuda/reduction.cu).
 #pragma once
 #include <vector>
 

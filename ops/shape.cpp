@@ -1,11 +1,21 @@
 // Shape ops: views (reshape, permute, slice, expand) and copying ops (gather,
 // index_select, cat, pad, repeat_interleave), each with its backward.
+// On devices (ops/dispatch.h): views need no kernel; index_select and gather
+// run the device's index_select_* and gather_* kernels; cat and pad are the
+// device's copy and fill into slices of the output (so any dtype), and their
+// backward slices. Indices are checked on the host on every device (a device
+// index is copied to the host first), so a bad index raises the CPU's
+// IndexError before anything is launched; the index may be on the CPU or on
+// the input's device.
 #include "ops/shape.h"
 
 #include <algorithm>
+#include <array>
 
 #include "core/autograd.h"
+#include "core/device_backend.h"
 #include "core/strided.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 #include "ops/reduction.h"
 
@@ -50,10 +60,80 @@ Tensor reshape_impl(const Tensor& a, Shape shape, bool allow_copy, const char* o
   return out;
 }
 
-void check_index(const Tensor& index, const char* op) {
+// Throws unless index is int64 (DtypeError) and on the CPU or on a's device
+// (DeviceError): a device input takes a CPU index too, as the models'
+// tensor_int indices are.
+void check_index(const Tensor& index, const Tensor& a, const char* op) {
   check<DtypeError>(index.dtype() == DType::Int64, op, ": expected an int64 index, but got ",
                     dtype_name(index.dtype()));
-  check_cpu(index, op);
+  check<DeviceError>(index.device().is_cpu() || index.device() == a.device(), op,
+                     ": expected the index on the CPU or on the input's device ", a.device().str(),
+                     ", but got ", index.device().str());
+}
+
+// Throws the not-implemented DeviceError unless t is on the CPU or its
+// device's backend runs op: the gate of cat and pad, which need no kernels
+// of their own (the backend's copy and fill make them, for any dtype).
+void check_device_runs(OpId op, const Tensor& t) {
+  if (!t.device().is_cpu() && !device_implements(t.device().kind, op))
+    throw_not_implemented(op_name(op).data(), t.device());
+}
+
+// Sizes before, at and after dim d: shape viewed as [P, N, Q].
+std::array<int64_t, 3> split_at(const Shape& shape, int64_t d) {
+  std::array<int64_t, 3> pnq = {1, shape[d], 1};
+  for (int64_t i = 0; i < static_cast<int64_t>(shape.size()); ++i)
+    if (i != d) pnq[i < d ? 0 : 2] *= shape[i];
+  return pnq;
+}
+
+// index_select on a device: a [P, N, Q] -> out [P, K, Q] (`shape`) with the
+// device's kernels k; the index is already checked.
+Tensor index_select_device(const OpKernels& k, const Tensor& a, int64_t d, const Tensor& index,
+                           const Shape& shape) {
+  Tensor x = contiguous_data(a);
+  Tensor ix = contiguous_data(index.to(a.device()));
+  Tensor out = empty(shape, a.dtype(), a.device());
+  const auto [P, N, Q] = split_at(a.shape(), d);
+  const int64_t K = ix.numel();
+  k.index_select_forward(a.device().index, x.data<float>(), ix.data<int64_t>(), out.data<float>(), P, N, Q, K);
+  record(OpId::IndexSelect, {a}, {out}, {ix}, [in = a.shape(), P, N, Q, K](const Node& n, const Grads& g) {
+    const Tensor& ixs = n.saved_tensor(0);
+    Tensor gc = contiguous_data(g[0]);
+    Tensor gin = zeros(in, gc.dtype(), gc.device());
+    device_kernels(OpId::IndexSelect, gc)
+        .index_select_backward(gc.device().index, gc.data<float>(), ixs.data<int64_t>(), gin.data<float>(), P, N,
+                               Q, K);
+    return Grads{gin};
+  });
+  return out;
+}
+
+// gather on a device, with the device's kernels k: out [index.shape]; the
+// index is already checked.
+Tensor gather_device(const OpKernels& k, const Tensor& a, int64_t d, const Tensor& index) {
+  Tensor ix = index.to(a.device());
+  Tensor out = empty(ix.shape(), a.dtype(), a.device());
+  Shape a_st = a.strides();
+  a_st[d] = 0;  // the indexed dim is added from the index value
+  k.gather_forward(a.device().index,
+                   strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
+                                   {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
+                   a.strides()[d]);
+  record(OpId::Gather, {a}, {out}, {ix}, [in = a.shape(), d](const Node& n, const Grads& g) {
+    const Tensor& ixs = n.saved_tensor(0);
+    Tensor gin = zeros(in, g[0].dtype(), g[0].device());
+    Shape st = gin.strides();
+    const int64_t step = st[d];
+    st[d] = 0;
+    device_kernels(OpId::Gather, g[0])
+        .gather_backward(g[0].device().index,
+                         strided_args<3>(ixs.shape(), {st, ixs.strides(), g[0].strides()},
+                                         {gin.raw_data(), ixs.raw_data(), g[0].raw_data()}, "gather"),
+                         step);
+    return Grads{gin};
+  });
+  return out;
 }
 
 void check_in_range(int64_t v, int64_t size, const char* op) {
@@ -167,8 +247,8 @@ Tensor contiguous(const Tensor& a) {
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
-  check_cpu(a, "index_select");
-  check_index(index, "index_select");
+  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::IndexSelect, a);
+  check_index(index, a, "index_select");
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
                     shape_str(index.shape()));
   int64_t d = normalize_dim(dim, a.dim(), "index_select");
@@ -176,6 +256,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   for (int64_t v : idx) check_in_range(v, a.shape()[d], "index_select");
   Shape shape = a.shape();
   shape[d] = static_cast<int64_t>(idx.size());
+  if (dev) return index_select_device(*dev, a, d, index, shape);
   Tensor out = empty(shape, a.dtype());
   Shape st = a.strides();
   Shape sub_shape = a.shape();
@@ -205,8 +286,8 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
-  check_cpu(a, "gather");
-  check_index(index, "gather");
+  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Gather, a);
+  check_index(index, a, "gather");
   int64_t d = normalize_dim(dim, a.dim(), "gather");
   check<ShapeError>(index.dim() == a.dim(), "gather: expected index of rank ", a.dim(),
                     ", but got index ", shape_str(index.shape()), " for input ", shape_str(a.shape()));
@@ -214,8 +295,12 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     check<ShapeError>(i == d || index.shape()[i] <= a.shape()[i], "gather: index ",
                       shape_str(index.shape()), " is larger than input ", shape_str(a.shape()),
                       " in dim ", i);
-  Tensor out = empty(index.shape(), a.dtype());
   const int64_t n = a.shape()[d];
+  if (dev) {
+    for (int64_t v : index.to_int_vector()) check_in_range(v, n, "gather");
+    return gather_device(*dev, a, d, index);
+  }
+  Tensor out = empty(index.shape(), a.dtype());
   const int64_t* ip = index.data<int64_t>();
   Shape a_st = a.strides();
   a_st[d] = 0;  // the indexed dim is added from the index value
@@ -251,13 +336,15 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check<ValueError>(!ts.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = ts[0];
+  check_device_runs(OpId::Cat, first);
   int64_t d = normalize_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
   shape[d] = 0;
   std::vector<int64_t> sizes;
   for (size_t k = 0; k < ts.size(); ++k) {
     const Tensor& t = ts[k];
-    check_cpu(t, "cat");
+    check<DeviceError>(t.device() == first.device(), "cat: expected every tensor on one device, but got ",
+                       first.device().str(), " and ", t.device().str(), " (tensor ", k, ")");
     check<DtypeError>(t.dtype() == first.dtype(), "cat: expected one dtype, but got ",
                       dtype_name(first.dtype()), " and ", dtype_name(t.dtype()), " (tensor ", k, ")");
     bool ok = t.dim() == first.dim();
@@ -267,7 +354,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     sizes.push_back(t.shape()[d]);
     shape[d] += t.shape()[d];
   }
-  Tensor out = empty(shape, first.dtype());
+  Tensor out = empty(shape, first.dtype(), first.device());
   int64_t at = 0;
   for (const Tensor& t : ts) {
     copy_data(make_view(out, t.shape(), out.strides(), at * out.strides()[d]), t);
@@ -307,7 +394,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
-  check_cpu(a, "pad");
+  check_device_runs(OpId::Pad, a);
   check<ValueError>(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(),
                     "pad: expected an even number of pads, at most 2 per dim, but got ", pads.size(),
                     " for shape ", shape_str(a.shape()));
@@ -320,7 +407,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
     lefts[d] = pads[2 * k];
     shape[d] += pads[2 * k] + pads[2 * k + 1];
   }
-  Tensor out = full(shape, value, a.dtype());
+  Tensor out = full(shape, value, a.dtype(), a.device());
   for (int64_t d = 0; d < a.dim(); ++d) off += lefts[d] * out.strides()[d];
   copy_data(make_view(out, a.shape(), out.strides(), off), a);
   record(OpId::Pad, {a}, {out}, {}, [in = a.shape(), lefts](const Node&, const Grads& g) {
@@ -366,11 +453,17 @@ void register_shape_ops(std::vector<OpInfo>& t) {
   t.push_back({OpId::Contiguous, {"cpu"}, {"input"},
                {{"of a permuted view", in, [](const V& v) { return contiguous(permute(v[0], {1, 2, 0})); }}}});
   t.push_back({OpId::IndexSelect, {"cpu"}, {"input"},
-               {{"repeated rows", in, [](const V& v) { return index_select(v[0], 1, tensor_int({2, 0, 2}, {3})); }}}});
+               {{"repeated rows", in, [](const V& v) { return index_select(v[0], 1, tensor_int({2, 0, 2}, {3})); }},
+                {"dim 0, the index an input (on the input's device)",
+                 [] { return V{gc_input({3, 2, 4}), tensor_int({1, 1, 0, 2}, {4})}; },
+                 [](const V& v) { return index_select(v[0], 0, v[1]); }}}});
   t.push_back({OpId::Gather, {"cpu"}, {"input"},
                {{"dim 2", in, [](const V& v) {
                    return gather(v[0], 2, tensor_int({0, 3, 3, 1, 2, 2, 0, 0, 1, 3, 2, 1}, {2, 3, 2}));
-                 }}}});
+                 }},
+                {"dim 0 of a transposed view, the index an input",
+                 [] { return V{gc_input({3, 4}), tensor_int({2, 0, 2, 1, 1, 1}, {2, 3})}; },
+                 [](const V& v) { return gather(transpose(v[0], 0, 1), 0, v[1]); }}}});
   t.push_back({OpId::Cat, {"cpu"}, {"a", "b"},
                {{"dim 1", [] { return V{gc_input({2, 3}, -1, 1, 1), gc_input({2, 2}, -1, 1, 2)}; },
                  [](const V& v) { return cat({v[0], v[1]}, 1); }},

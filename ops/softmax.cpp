@@ -2,7 +2,9 @@
 // Shapes: x[..., R, ...] is viewed as O rows of R elements (R = x.size(dim),
 // O = numel / R). When dim is last and x is contiguous the rows are x's own
 // memory (the fast path: each row vectorised with xsimd); otherwise dim is
-// permuted last into a contiguous copy and the result permuted back.
+// permuted last into a contiguous copy and the result permuted back. On a
+// device the same contiguous rows go to the backend's softmax kernels
+// (ops/dispatch.h), forward and backward.
 #include "ops/softmax.h"
 
 #include <algorithm>
@@ -15,6 +17,7 @@
 #include "core/autograd.h"
 #include "core/strided.h"
 #include "ops/cpu/simd.h"
+#include "ops/dispatch.h"
 #include "ops/op_table.h"
 
 namespace tmem {
@@ -33,7 +36,6 @@ struct RowLayout {
 };
 
 RowLayout row_layout(const Tensor& x, int64_t dim, const char* op) {
-  check_cpu(x, op);
   RowLayout L;
   L.shape = x.shape();
   const int64_t r = x.dim();
@@ -60,6 +62,14 @@ Tensor to_rows(const Tensor& t, const RowLayout& L) {
   return contiguous_data(make_view(t, L.perm_shape, strides, t.offset()));
 }
 
+// Copies buf (L.perm_shape, contiguous) into out (L.shape, contiguous), moving
+// the last dim back to its place.
+void unpermute_rows(const Tensor& out, const Tensor& buf, const RowLayout& L) {
+  Shape strides;
+  for (int64_t i : L.perm) strides.push_back(out.strides()[i]);
+  copy_data(make_view(out, L.perm_shape, strides, 0), buf);
+}
+
 // out = f applied row by row: f(T* out_row, int64_t R, const T* in_row...).
 // The output is a fresh contiguous tensor of L.shape.
 template <class F, class... In>
@@ -80,11 +90,19 @@ Tensor map_rows(const RowLayout& L, const char* op, F f, const In&... ins) {
         f(o + i * R, R, (p[J] + i * R)...);
       }(std::make_index_sequence<N>{});
   });
-  if (!L.last) {
-    Shape strides;
-    for (int64_t i : L.perm) strides.push_back(out.strides()[i]);
-    copy_data(make_view(out, L.perm_shape, strides, 0), buf);
-  }
+  if (!L.last) unpermute_rows(out, buf, L);
+  return out;
+}
+
+// map_rows on a device (float32): launch(float* out_rows, const float* in_rows...)
+// runs the device kernel over all O rows of R at once.
+template <class F, class... In>
+Tensor map_rows_device(const RowLayout& L, F launch, const In&... ins) {
+  const Tensor& first = std::get<0>(std::tie(ins...));
+  Tensor out = empty(L.shape, DType::Float32, first.device());
+  Tensor buf = L.last ? out : empty(L.perm_shape, DType::Float32, first.device());
+  launch(buf.data<float>(), to_rows(ins, L).template data<float>()...);
+  if (!L.last) unpermute_rows(out, buf, L);
   return out;
 }
 
@@ -218,10 +236,32 @@ void log_softmax_backward_row(T* gx, int64_t n, const T* y, const T* g) {
   for (; i < n; ++i) gx[i] = g[i] - std::exp(y[i]) * sg;
 }
 
+// softmax (log_softmax for id LogSoftmax) of x on a device, with its backward.
+Tensor softmax_device(OpId id, const Tensor& x, const RowLayout& L) {
+  const bool log = id == OpId::LogSoftmax;
+  const OpKernels& k = device_kernels(id, x);
+  const int device = x.device().index;
+  Tensor y = map_rows_device(
+      L, [&](float* yr, const float* xr) { k.softmax_forward(device, log, xr, yr, L.O, L.R); }, x);
+  record(id, {x}, {y}, {y}, [L, id, log](const Node& n, const Grads& g) {
+    const Tensor& ys = n.saved_tensor(0);
+    const OpKernels& kb = device_kernels(id, ys);
+    const int dev = ys.device().index;
+    return Grads{map_rows_device(
+        L,
+        [&](float* gx, const float* yr, const float* gr) {
+          kb.softmax_backward(dev, log, yr, gr, gx, L.O, L.R);
+        },
+        ys, g[0])};
+  });
+  return y;
+}
+
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
   RowLayout L = row_layout(x, dim, "softmax");
+  if (!x.device().is_cpu()) return softmax_device(OpId::Softmax, x, L);
   Tensor y = map_rows(L, "softmax",
                       [](auto* yr, int64_t n, const auto* xr) { softmax_row(yr, n, xr); }, x);
   record(OpId::Softmax, {x}, {y}, {y}, [L](const Node& n, const Grads& g) {
@@ -236,6 +276,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
   RowLayout L = row_layout(x, dim, "log_softmax");
+  if (!x.device().is_cpu()) return softmax_device(OpId::LogSoftmax, x, L);
   Tensor y = map_rows(L, "log_softmax",
                       [](auto* yr, int64_t n, const auto* xr) { log_softmax_row(yr, n, xr); }, x);
   record(OpId::LogSoftmax, {x}, {y}, {y}, [L](const Node& n, const Grads& g) {

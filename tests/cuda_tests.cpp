@@ -315,7 +315,9 @@ TEST_CASE("cuda: a Linear layer moved with Module::to matches the CPU") {
 
 TEST_CASE("cuda: errors are DeviceErrors naming the op") {
   Tensor x = ones({2, 3}).to(kCuda);
-  CHECK(error_of([&] { softmax(x, -1); }) == "softmax: not implemented on cuda yet (got a tensor on cuda:0)");
+  const std::string bad_index = error_of([&] { embedding(ones({4, 3}), tensor_int({1, 4}, {2})); });
+  CHECK(bad_index.find("embedding: index 4 ") == 0);
+  CHECK(error_of([&] { embedding(ones({4, 3}).to(kCuda), tensor_int({1, 4}, {2}).to(kCuda)); }) == bad_index);
   CHECK(error_of([&] { add(x, ones({2, 3})); }).find("add: expected operands on one device") == 0);
   CHECK(error_of([&] { add(x.to(Device::cpu()), x); }).find("add: expected operands on one device") == 0);
   CHECK(error_of([&] { exp(to_dtype(x, DType::Float64)); }) == "exp: cuda kernels take float32, but got float64");
@@ -323,6 +325,174 @@ TEST_CASE("cuda: errors are DeviceErrors naming the op") {
   CHECK(error_of([&] { ones({1}).to(Device::cuda(n)); }).find("to: cuda:" + std::to_string(n) + " is not available") == 0);
   CHECK_THROWS_AS(empty({int64_t{1} << 50}, DType::Float32, kCuda), DeviceError);  // out of memory
 }
+
+// ---- reductions and shape ops parity tests ----
+
+TEST_CASE("cuda: max, min and var match the CPU on short rows, long rows and all elements") {
+  // Values and gradients through check_parity; max/min indices compared here.
+  const auto both = [](const std::string& what, const std::function<ValuesIndices(const Tensor&)>& f,
+                       const Tensor& x) {
+    check_parity(what, [&](const std::vector<Tensor>& v) { return f(v[0]).values; }, {x});
+    INFO(what);
+    const ValuesIndices d = f(x.detach().to(kCuda));
+    CHECK(d.indices.device() == kCuda);
+    CHECK(d.indices.to_int_vector() == f(x.detach()).indices.to_int_vector());
+  };
+  both("max dim -1 of [4096,32] (short rows)", [](const Tensor& t) { return max(t, -1); }, input({4096, 32}));
+  both("min dim 1 of [128,1000] (long rows)", [](const Tensor& t) { return min(t, 1); }, input({128, 1000}));
+  both("max dim 0 of [3000,7] (long strided rows)", [](const Tensor& t) { return max(t, 0, true); },
+       input({3000, 7}));
+  check_parity("max of all 10^6", [](const std::vector<Tensor>& v) { return max(v[0]); }, {input({1000, 1000})});
+  check_parity("var dim -1 of [256,384]", [](const std::vector<Tensor>& v) { return var(v[0], {-1}); },
+               {input({256, 384})});
+  check_parity("var dim -1 of [4096,16] (short rows)", [](const std::vector<Tensor>& v) { return var(v[0], {-1}); },
+               {input({4096, 16})});
+  check_parity("var of all 10^6, correction 0", [](const std::vector<Tensor>& v) { return var(v[0], {}, 0); },
+               {input({1000, 1000})});
+  check_parity("var dims {0,2} keepdim, offset 1000",
+               [](const std::vector<Tensor>& v) { return var(v[0], {0, 2}, 1, true); },
+               {input({16, 33, 40}, 999, 1001)});
+}
+
+TEST_CASE("cuda: index_select, gather, cat and pad match the CPU") {
+  Generator gen(7);
+  const Tensor rows = randint({512}, 2000, gen);  // repeated: the backward's atomics collide
+  check_parity("index_select dim 0 of [2000,384], device index",
+               [](const std::vector<Tensor>& v) { return index_select(v[0], 0, v[1]); }, {input({2000, 384}), rows});
+  check_parity("index_select dim 1 of [8,2000,3], CPU index",
+               [&](const std::vector<Tensor>& v) { return index_select(v[0], 1, rows); }, {input({8, 2000, 3})});
+  check_parity("gather dim 2 of [64,128,50]",
+               [](const std::vector<Tensor>& v) { return gather(v[0], 2, v[1]); },
+               {input({64, 128, 50}), randint({64, 128, 10}, 50, gen)});
+  check_parity("gather dim 0 of a transposed view",
+               [](const std::vector<Tensor>& v) { return gather(transpose(v[0], 0, 1), 0, v[1]); },
+               {input({300, 200}), randint({150, 300}, 200, gen)});
+  check_parity("cat dim 1 of [8,64,384] pieces",
+               [](const std::vector<Tensor>& v) { return cat({v[0], v[1], v[0]}, 1); },
+               {input({8, 64, 384}, -1, 1, 1), input({8, 16, 384}, -1, 1, 2)});
+  check_parity("stack dim 1", [](const std::vector<Tensor>& v) { return stack({v[0], v[1]}, 1); },
+               {input({32, 96}, -1, 1, 1), input({32, 96}, -1, 1, 2)});
+  check_parity("pad the token dim of [2,100,64]",
+               [](const std::vector<Tensor>& v) { return pad(v[0], {0, 0, 0, 12}); }, {input({2, 100, 64})});
+  check_parity("pad three dims with a value",
+               [](const std::vector<Tensor>& v) { return pad(v[0], {1, 1, 2, 0, 0, 3}, -2.0); },
+               {input({2, 5, 6, 7})});
+  CHECK(error_of([&] { index_select(input({3, 4}).to(kCuda), 1, tensor_int({0, 4}, {2})); }) ==
+        "index_select: index 4 is out of range for a dim of size 4");
+  CHECK(error_of([&] { gather(input({3, 4}).to(kCuda), 0, tensor_int({0, 3}, {1, 2}).to(kCuda)); }) ==
+        "gather: index 3 is out of range for a dim of size 3");
+}
+
+// ---- nn ops parity tests ----
+
+TEST_CASE("cuda: softmax, log_softmax and layer_norm match the CPU on transformer shapes") {
+  using Vs = std::vector<Tensor>;
+  Tensor masked = input({64, 300}, -4, 4, 2);  // rows 3 and 40 fully masked
+  for (int64_t r : {3, 40})
+    for (int64_t j = 0; j < 300; ++j) masked.data<float>()[r * 300 + j] = -INFINITY;
+  for (bool log : {false, true}) {
+    const auto sm = [log](const Tensor& x, int64_t dim) { return log ? log_softmax(x, dim) : softmax(x, dim); };
+    const std::string op = log ? "log_softmax" : "softmax";
+    check_parity(op + " of attention scores [4,8,256,256]", [&](const Vs& v) { return sm(v[0], -1); },
+                 {input({4, 8, 256, 256}, -6, 6)});
+    check_parity(op + " of short rows [8192,16]", [&](const Vs& v) { return sm(v[0], -1); },
+                 {input({8192, 16}, -6, 6, 3)});
+    check_parity(op + " dim 1 of [16,300,32]", [&](const Vs& v) { return sm(v[0], 1); },
+                 {input({16, 300, 32}, -6, 6, 4)});
+    check_parity(op + " with fully masked rows", [&](const Vs& v) { return sm(v[0], -1); }, {masked});
+  }
+  check_parity("layer_norm [8,512,384] with weight and bias",
+               [](const Vs& v) { return layer_norm(v[0], v[1], v[2]); },
+               {input({8, 512, 384}, -2, 2), input({384}, 0.5, 1.5, 2), input({384}, -1, 1, 3)});
+  check_parity("layer_norm [4096,16] without weight and bias",
+               [](const Vs& v) { return layer_norm(v[0], Tensor(), Tensor()); }, {input({4096, 16}, 99, 101, 4)});
+}
+
+TEST_CASE("cuda: embedding, cross_entropy and dropout match the CPU on language-model shapes") {
+  using Vs = std::vector<Tensor>;
+  Generator gen(5);
+  Tensor tokens = randint({8, 512}, 16384, gen);
+  check_parity("embedding [16384,384] table, [8,512] tokens",
+               [](const Vs& v) { return embedding(v[0], v[1]); }, {input({16384, 384}), tokens});
+  Tensor target = randint({1024}, 16384, gen);
+  for (int64_t i = 0; i < 1024; i += 7) target.data<int64_t>()[i] = -100;
+  for (const char* red : {"mean", "sum", "none"})
+    check_parity(std::string("cross_entropy [1024,16384], label smoothing 0.1, ") + red,
+                 [red](const Vs& v) { return cross_entropy(v[0], v[1], -100, 0.1, red); },
+                 {input({1024, 16384}, -8, 8, 6), target});
+  check_parity("cross_entropy [4096,10] (short rows)", [](const Vs& v) { return cross_entropy(v[0], v[1]); },
+               {input({4096, 10}, -4, 4, 7), randint({4096}, 10, gen)});
+  check_parity("dropout p 0.2 on [8,512,384], one Generator state on both devices",
+               [](const Vs& v) {
+                 Generator g(11);
+                 return dropout(v[0], 0.2, true, g);
+               },
+               {input({8, 512, 384})});
+}
+
+// ---- spatial ops parity tests ----
+
+TEST_CASE("cuda: grid_sample matches the CPU at the Tensor Memory read and in every mode") {
+  using Pad = GridSamplePadding;
+  check_parity("trilinear border align_corners, [128,16,6,6,6] at one point per item",
+               [](const std::vector<Tensor>& v) { return grid_sample(v[0], v[1], GridSampleMode::Bilinear, Pad::Border, true); },
+               {input({128, 16, 6, 6, 6}, -1, 1, 1), input({128, 1, 1, 1, 3}, -1, 1, 2)});
+  for (Pad pad : {Pad::Zeros, Pad::Border, Pad::Reflection})
+    for (bool align : {false, true})
+      for (GridSampleMode mode : {GridSampleMode::Bilinear, GridSampleMode::Nearest}) {
+        const std::string tail = std::string(grid_sample_mode_name(mode)) + " " + grid_sample_padding_name(pad) +
+                                 (align ? " align_corners" : "");
+        auto f = [=](const std::vector<Tensor>& v) { return grid_sample(v[0], v[1], mode, pad, align); };
+        check_parity("5-D " + tail, f, {input({4, 16, 6, 6, 6}, -1, 1, 3), input({4, 3, 4, 5, 3}, -1.3, 1.3, 4)});
+        check_parity("4-D " + tail, f, {input({4, 8, 9, 10}, -1, 1, 5), input({4, 7, 6, 2}, -1.3, 1.3, 6)});
+      }
+  // Many points per cell: the input gradient's atomicAdd scatter.
+  check_parity("2000 points on a 2x2x2 input",
+               [](const std::vector<Tensor>& v) { return grid_sample(v[0], v[1], GridSampleMode::Bilinear, Pad::Zeros, false); },
+               {input({2, 3, 2, 2, 2}, -1, 1, 7), input({2, 2000, 1, 1, 3}, -1.2, 1.2, 8)});
+  CHECK(error_of([] { grid_sample(ones({1, 2, 3, 3, 3}).to(kCuda), ones({1, 1, 1, 1, 3})); })
+            .find("grid_sample: expected input and grid on one device") == 0);
+}
+
+TEST_CASE("cuda: gaussian_splat matches the CPU at the Tensor Memory write") {
+  for (double truncate : {0.0, 2.0})
+    check_parity("B=128 C=16 grid 6x6x6 truncate " + std::to_string(truncate),
+                 [truncate](const std::vector<Tensor>& v) { return gaussian_splat(v[0], v[1], v[2], 6, 6, 6, truncate); },
+                 {input({128, 16}, -1, 1, 1), input({128, 3}, -1, 1, 2), input({128}, 0.05, 0.8, 3)});
+}
+
+TEST_CASE("cuda: conv3d_depthwise matches the CPU at the Tensor Memory stages") {
+  using A3 = std::array<int64_t, 3>;
+  struct Case {
+    A3 kernel, stride, padding;
+  };
+  for (const Case& c : {Case{{3, 1, 1}, {1, 1, 1}, {1, 0, 0}}, Case{{1, 3, 1}, {1, 1, 1}, {0, 1, 0}},
+                        Case{{1, 1, 3}, {1, 1, 1}, {0, 0, 1}}, Case{{3, 3, 3}, {2, 2, 2}, {1, 1, 1}}})
+    check_parity("B=128 C=32 6x6x6 kernel " + shape_str({c.kernel[0], c.kernel[1], c.kernel[2]}) + " stride " +
+                     shape_str({c.stride[0], c.stride[1], c.stride[2]}),
+                 [c](const std::vector<Tensor>& v) { return conv3d_depthwise(v[0], v[1], v[2], c.stride, c.padding); },
+                 {input({128, 32, 6, 6, 6}, -1, 1, 1), input({32, 1, c.kernel[0], c.kernel[1], c.kernel[2]}, -1, 1, 2),
+                  input({32}, -1, 1, 3)});
+}
+
+TEST_CASE("cuda: convlstm3d_cell matches the CPU at the Tensor Memory update") {
+  // B=128, Cx=C=16 (Cz=32), grid 6x6x6; every input differentiable.
+  const int64_t B = 128, C = 16, Cz = 32;
+  auto inputs = [&] {
+    return std::vector<Tensor>{
+        input({B, C, 6, 6, 6}, -1, 1, 31), input({B, C, 6, 6, 6}, -1, 1, 32), input({B, C, 6, 6, 6}, -1, 1, 33),
+        input({Cz, 3}, -1, 1, 34),         input({Cz, 3}, -1, 1, 35),         input({Cz, 3}, -1, 1, 36),
+        input({Cz}, -0.5, 0.5, 37),        input({Cz}, -0.5, 0.5, 38),        input({Cz}, -0.5, 0.5, 39),
+        input({4 * C, Cz}, -0.3, 0.3, 40), input({4 * C}, -0.5, 0.5, 41)};
+  };
+  auto cell = [](const std::vector<Tensor>& v) {
+    return convlstm3d_cell(v[0], v[1], v[2], {v[3], v[4], v[5], v[6], v[7], v[8], v[9], v[10]});
+  };
+  check_parity("h'", [cell](const std::vector<Tensor>& v) { return cell(v).h; }, inputs());
+  check_parity("c'", [cell](const std::vector<Tensor>& v) { return cell(v).c; }, inputs());
+}
+
+// ---- optimizer parity tests ----
 #endif
 
 int main(int argc, char** argv) {

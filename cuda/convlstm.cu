@@ -1,0 +1,49 @@
+// The ConvLSTM3D cell's gate kernels (ops/convlstm.cpp's device half, which
+// runs the depthwise stages on the conv3d_depthwise kernels and the 1x1x1
+// conv as a batched GEMM); the arithmetic is cuda/convlstm.cuh's. One thread
+// per state element (b, ch, voxel).
+#include "cuda/check.h"
+#include "cuda/convlstm.cuh"
+#include "cuda/kernels.h"
+
+namespace tmem::cuda {
+
+namespace {
+
+// ---- kernels ----
+
+__global__ void gates_forward_kernel(int64_t C, int64_t S, const float* P, const float* pb, const float* c,
+                                     float* gates, float* cn, float* hn, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
+    convlstm3d_gates_forward_one(C, S, P, pb, c, gates, cn, hn, i);
+}
+
+__global__ void gates_backward_kernel(int64_t C, int64_t S, const float* gates, const float* c, const float* cn,
+                                      const float* ghn, const float* gcn, float* dP, float* dc, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(blockDim.x) * gridDim.x)
+    convlstm3d_gates_backward_one(C, S, gates, c, cn, ghn, gcn, dP, dc, i);
+}
+
+}  // namespace
+
+// ---- launchers ----
+
+void convlstm3d_gates_forward(int device, int64_t B, int64_t C, int64_t S, const float* P, const float* pb,
+                              const float* c, float* gates, float* cn, float* hn) {
+  const int64_t n = B * C * S;
+  if (n == 0) return;
+  DeviceGuard guard(device);
+  gates_forward_kernel<<<blocks_for(n), kThreads>>>(C, S, P, pb, c, gates, cn, hn, n);
+  TMEM_CUDA_CHECK_LAUNCH();
+}
+
+void convlstm3d_gates_backward(int device, int64_t B, int64_t C, int64_t S, const float* gates, const float* c,
+                               const float* cn, const float* ghn, const float* gcn, float* dP, float* dc) {
+  const int64_t n = B * C * S;
+  if (n == 0 || (!dP && !dc)) return;
+  DeviceGuard guard(device);
+  gates_backward_kernel<<<blocks_for(n), kThreads>>>(C, S, gates, c, cn, ghn, gcn, dP, dc, n);
+  TMEM_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace tmem::cuda

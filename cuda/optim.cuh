@@ -1,0 +1,34 @@
+// The per-element arithmetic of the optimizer kernels (cuda/optim.cu), shared
+// with the host build of the kernels (tests/host_kernels_optim.cpp; cuda/hd.h).
+// float32 parameters, scalars as ops/device_kernels.h AdamWScalars and
+// SgdScalars describe them; the formulas are nn/optim.cpp's (PyTorch's).
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "cuda/hd.h"
+
+namespace tmem::cuda {
+
+/// AdamW's update of element k of p, m and v, given its gradient gk.
+TMEM_HD void adamw_update(float* p, float* m, float* v, float gk, int64_t k, float b1, float b2, float decay,
+                          float step_size, float bc2_sqrt, float eps) {
+  p[k] *= decay;
+  m[k] = b1 * m[k] + (1.0f - b1) * gk;
+  v[k] = b2 * v[k] + (1.0f - b2) * gk * gk;
+  const float denom = std::sqrt(v[k]) / bc2_sqrt + eps;
+  p[k] -= step_size * m[k] / denom;
+}
+
+/// SGD's update of element k of p (and of buf, when not null).
+TMEM_HD void sgd_update(float* p, float* buf, float gk, int64_t k, float lr, float momentum, float wd,
+                        bool first) {
+  float d = gk + wd * p[k];
+  if (buf) {
+    buf[k] = first ? d : momentum * buf[k] + d;
+    d = buf[k];
+  }
+  p[k] -= lr * d;
+}
+
+}  // namespace tmem::cuda

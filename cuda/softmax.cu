@@ -1,0 +1,24 @@
+// Softmax and log-softmax (ops/softmax.cpp's device half): the row programs
+// of cuda/softmax.cuh over contiguous rows [rows, len], one thread per short
+// row and one block per longer row (cuda/nn_launch.cuh). float32.
+#include "cuda/check.h"
+#include "cuda/kernels.h"
+#include "cuda/nn_launch.cuh"
+#include "cuda/softmax.cuh"
+
+namespace tmem::cuda {
+
+// ---- launchers (the kernels are cuda/nn_launch.cuh's, instantiated here) ----
+
+void softmax_forward(int device, bool log, const float* x, float* y, int64_t rows, int64_t len) {
+  DeviceGuard guard(device);
+  launch_rows(rows, len, SoftmaxRows{log, x, y, len});
+}
+
+void softmax_backward(int device, bool log, const float* y, const float* g, float* gx, int64_t rows,
+                      int64_t len) {
+  DeviceGuard guard(device);
+  launch_rows(rows, len, SoftmaxBackwardRows{log, y, g, gx, len});
+}
+
+}  // namespace tmem::cuda

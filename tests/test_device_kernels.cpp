@@ -1,0 +1,35 @@
+// The CUDA kernels' arithmetic, checked on the host: the stand-in "cuda"
+// backend (fake_device.h) with the host-built kernel table (host_kernels.h)
+// runs every op that table implements on its op-table gradcheck cases, in
+// float32, and compares the outputs and all gradients with the CPU op.
+#include <algorithm>
+
+#include "fake_device.h"
+#include "host_kernels.h"
+#include "ops/op_table.h"
+
+using namespace tmem;
+
+TEST_CASE("device kernels: every op with host-built CUDA kernels matches the CPU on its gradcheck cases") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  int ops = 0;
+  for (const OpInfo& info : op_table()) {
+    if (!test::host_op_kernels().implemented[static_cast<size_t>(info.id)]) continue;
+    ++ops;
+    for (const OpCase& c : info.cases) {
+      std::vector<Tensor> in;
+      for (const Tensor& t : c.inputs()) {
+        if (!t.defined() || !is_floating(t.dtype())) {
+          in.push_back(t);
+          continue;
+        }
+        Tensor f = to_dtype(t.detach(), DType::Float32);
+        if (t.requires_grad()) f.requires_grad_();
+        in.push_back(f);
+      }
+      test::check_parity(std::string(info.name()) + ": " + c.label, c.fn, in, 1e-4, info.id == OpId::ToDevice);
+    }
+  }
+  MESSAGE(ops << " ops have host-built CUDA kernels");
+  CHECK(ops > 0);
+}
