@@ -62,6 +62,16 @@ void allocator_reset_peak(Device d) {
   device_backend(d, "allocator_reset_peak").allocator_reset_peak(d.index);
 }
 
+Device parse_device(const std::string& name) {
+  if (name == "cpu") return Device::cpu();
+  if (name == "cuda") return Device::cuda();
+  const std::string prefix = "cuda:";
+  if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
+      name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() <= prefix.size() + 4)
+    return Device::cuda(std::stoi(name.substr(prefix.size())));
+  throw ValueError(detail::cat("device: expected cpu, cuda or cuda:<index>, but got \"", name, "\""));
+}
+
 void empty_cache(Device d) {
   if (d.is_cpu()) return cpu_empty_cache();
   device_backend(d, "empty_cache").empty_cache(d.index);

@@ -9,6 +9,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/allocator.h"
 #include "core/dtype.h"
@@ -86,6 +87,11 @@ int device_count(Device::Kind kind);
 /// Throws DeviceError "<op>: not implemented on <kind> yet (got a tensor on
 /// <device>)": the one message of every op that has no kernel for d.
 [[noreturn]] void throw_not_implemented(const char* op, Device d);
+
+/// The device named by `name`: "cpu", "cuda" (device 0) or "cuda:<index>"
+/// (PyTorch's torch.device strings). Throws ValueError naming the string for
+/// anything else; whether the device exists is checked where it is used.
+Device parse_device(const std::string& name);
 
 /// Bytes in use, peak and cached of d's caching allocator (the CPU's for the
 /// CPU). Throws DeviceError when d is not available.

@@ -52,4 +52,11 @@ const char* device_name(int index) {
   return prop.name;
 }
 
+double memory_bandwidth_gbs(int index) {
+  int clock_khz = 0, bus_bits = 0;
+  TMEM_CUDA_CHECK(cudaDeviceGetAttribute(&clock_khz, cudaDevAttrMemoryClockRate, index));
+  TMEM_CUDA_CHECK(cudaDeviceGetAttribute(&bus_bits, cudaDevAttrGlobalMemoryBusWidth, index));
+  return 2.0 * clock_khz * 1e3 * (bus_bits / 8.0) * 1e-9;
+}
+
 }  // namespace tmem::cuda

@@ -10,5 +10,9 @@ namespace tmem::cuda {
 int device_count();
 /// Name of device `index`. Throws DeviceError.
 const char* device_name(int index);
+/// Peak memory bandwidth of device `index` in GB/s (1e9 bytes/s): twice the
+/// memory clock times the bus width (double data rate), from the driver's
+/// attributes. Throws DeviceError.
+double memory_bandwidth_gbs(int index);
 
 }  // namespace tmem::cuda

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "core/autograd.h"
+#include "core/device_backend.h"
 #include "core/json_dump.h"
 #include "core/safetensors.h"
 #include "models/diagnostic.h"
@@ -32,7 +33,7 @@ json config_to_json(const TrainConfig& c) {
           {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
           {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
           {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
-          {"factorized", m.memory.factorized}};
+          {"factorized", m.memory.factorized}, {"device", c.device}};
 }
 
 void apply_config_json(TrainConfig& c, const json& j) {
@@ -41,6 +42,7 @@ void apply_config_json(TrainConfig& c, const json& j) {
   for (const auto& [key, v] : j.items()) {
     try {
       if (key == "task") c.task = v.get<std::string>();
+      else if (key == "device") c.device = v.get<std::string>();
       else if (key == "W") c.task_cfg.W = v.get<int64_t>();
       else if (key == "noise") c.task_cfg.noise = v.get<double>();
       else if (key == "queries") c.task_cfg.queries = v.get<int64_t>();
@@ -104,6 +106,15 @@ Hits query_hits(const Tensor& logits, const TaskBatch& batch) {
   return h;
 }
 
+// The batch's model inputs and targets on `d` (the observed mask, read only
+// on the host by query_hits, stays on the CPU).
+TaskBatch to_device(TaskBatch b, Device d) {
+  if (d.is_cpu()) return b;
+  for (Tensor* t : {&b.features, &b.ids, &b.targets})
+    if (t->defined()) *t = t->to(d);
+  return b;
+}
+
 Tensor loss_of(const Tensor& logits, const Tensor& targets) {
   const int64_t V = logits.shape().back();
   return cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}));
@@ -137,7 +148,10 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
   mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
   if (mcfg.memory.chunk == 0) mcfg.memory.chunk = task->default_chunk();
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1), eval_gen(cfg.seed + 2);
+  const Device device = parse_device(cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   DiagnosticModel model(*task, mcfg, init_gen);
+  model.to(device);
   std::vector<Tensor> params = model.parameters();
   nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
 
@@ -178,7 +192,7 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
   model.train();
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = res.start_step; step < cfg.steps; ++step) {
-    TaskBatch batch = task->sample(cfg.batch, data_gen);
+    TaskBatch batch = to_device(task->sample(cfg.batch, data_gen), device);
     Tensor logits = model.forward(batch);
     Tensor loss = loss_of(logits, batch.targets);
     loss.backward();
@@ -221,7 +235,7 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
   NoGradGuard no_grad;
   Hits total;
   for (int64_t e = 0; e < cfg.eval_batches; ++e) {
-    TaskBatch batch = task->sample(cfg.batch, eval_gen);
+    TaskBatch batch = to_device(task->sample(cfg.batch, eval_gen), device);
     Hits hh = query_hits(model.forward(batch), batch);
     total.hit += hh.hit, total.total += hh.total, total.hit_obs += hh.hit_obs, total.total_obs += hh.total_obs;
   }

@@ -28,6 +28,7 @@ struct TrainConfig {
   std::string dump_grads;        // gradient dump file ("" = none)
   int64_t dump_every = 100;
   bool dump_values = false;
+  std::string device = "cpu";    // where the model trains: cpu, cuda or cuda:<index>
 };
 
 /// Every key of a TrainConfig as JSON (the exact config of a run).

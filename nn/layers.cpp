@@ -103,7 +103,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
       check<ShapeError>(key_padding_mask.shape() == Shape{B, T},
                         "MultiheadAttention: expected key_padding_mask [", B, ", ", T, "], but got ",
                         shape_str(key_padding_mask.shape()));
-      mask = masked_fill(zeros({B, 1, 1, T}, x.dtype()), reshape(key_padding_mask, {B, 1, 1, T}),
+      mask = masked_fill(zeros({B, 1, 1, T}, x.dtype(), x.device()), reshape(key_padding_mask, {B, 1, 1, T}),
                          -std::numeric_limits<double>::infinity());
     }
     const bool offset_causal = causal && (P > 0 || rel_bias.defined());
@@ -121,8 +121,8 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
       });
       Tensor bias = rel_bias.defined()
                         ? reshape(index_select(rel_bias, 1, tensor_int(dist, {T * S})), {1, heads, T, S})
-                        : zeros({1, 1, T, S}, x.dtype());
-      Tensor band = masked_fill(bias, hidden, -std::numeric_limits<double>::infinity());
+                        : zeros({1, 1, T, S}, x.dtype(), x.device());
+      Tensor band = masked_fill(bias, hidden.to(x.device()), -std::numeric_limits<double>::infinity());
       mask = mask.defined() ? mask + band : band;
     }
     if (attn_mask.defined()) mask = mask.defined() ? mask + attn_mask : attn_mask;

@@ -67,12 +67,12 @@ Tensor TensorMemory::nearest_cell(const Tensor& mu) const {
   for (int64_t b = 0; b < B; ++b)
     p[((b * opt.D + idx(m[b * 3 + 2], opt.D)) * opt.H + idx(m[b * 3 + 1], opt.H)) * opt.W +
       idx(m[b * 3], opt.W)] = 1.0f;
-  return onehot;
+  return onehot.to(mu.device());
 }
 
 ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {
   Shape s{B, opt.channels, opt.D, opt.H, opt.W};
-  return {zeros(s), zeros(s)};
+  return {zeros(s, DType::Float32, gamma.device()), zeros(s, DType::Float32, gamma.device())};
 }
 
 Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {

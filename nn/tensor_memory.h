@@ -59,7 +59,8 @@ struct TensorMemoryOptions {
 class TensorMemory : public Module {
  public:
   TensorMemory(int64_t dim, const TensorMemoryOptions& opt, Generator& gen = default_generator());
-  /// The zero state for a batch of B sequences.
+  /// The zero state (h, c) [B, channels, D, H, W] for a batch of B
+  /// sequences, on the layer's device.
   ConvLSTM3DState initial_state(int64_t B) const;
   Tensor forward(const Tensor& x, ConvLSTM3DState& state) const;
 

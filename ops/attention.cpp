@@ -76,7 +76,7 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   Tensor scores = mul(matmul(q, transpose(k, -2, -1)), sc);
   if (attn_mask.defined()) scores = add(scores, attn_mask);
   if (is_causal || window > 0)
-    scores = masked_fill(scores, band_mask(T, S, is_causal, window, q.dtype()),
+    scores = masked_fill(scores, band_mask(T, S, is_causal, window, q.dtype()).to(q.device()),
                          -std::numeric_limits<double>::infinity());
   Tensor weights = softmax(scores, -1);
   if (dropout_p > 0.0) weights = dropout(weights, dropout_p, true, gen);
@@ -110,6 +110,7 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
       for (int64_t t = 0; t < c; ++t)
         for (int64_t s = t + 1; s < c; ++s) p[t * c + s] = D(0);
     });
+    lower = lower.to(q.device());
     Tensor a = mul(matmul(qc, transpose(kc, -2, -1)), lower);  // [B,H,c,c]
     Tensor num = matmul(a, vc);
     Tensor den = sum(a, {-1}, true);

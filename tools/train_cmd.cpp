@@ -225,6 +225,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str();
   t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
   t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/");
   t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)");
