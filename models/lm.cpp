@@ -1,9 +1,11 @@
 #include "models/lm.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/autograd.h"
+#include "core/device_backend.h"
 #include "ops/elementwise.h"
 #include "ops/linalg.h"
 #include "ops/loss.h"
@@ -42,6 +44,7 @@ BackboneConfig lm_backbone_config(const LMConfig& cfg) {
   b.max_len = cfg.seq;
   b.dropout = cfg.dropout;
   b.memory = cfg.memory;
+  b.cache_len = cfg.cache_len;
   check<ValueError>(cfg.mlp_hidden >= 0, "TransformerLM: expected mlp_hidden >= 0, but got ", cfg.mlp_hidden);
   if (cfg.mlp_hidden > 0) {
     b.mlp_hidden = cfg.mlp_hidden;
@@ -114,6 +117,49 @@ PerplexityResult evaluate_perplexity(TransformerLM& model, const std::vector<int
     r.nll_sum += cross_entropy(reshape(logits, {-1, model.cfg.vocab}), flat, -100, 0.0, "sum").item();
     for (int64_t t : flat.to_int_vector()) r.tokens += t != -100;
     if (progress) progress(r, i + 1, segs.count());
+  }
+  model.train(was_training);
+  return r;
+}
+
+namespace {
+
+int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast<int64_t>(dtype_size(t.dtype())) : 0; }
+
+int64_t state_bytes(const BackboneState& s) {
+  int64_t n = 0;
+  for (const ConvLSTM3DState& m : s.memory) n += bytes_of(m.h) + bytes_of(m.c);
+  for (const Tensor& t : s.slots) n += bytes_of(t);
+  for (const Tensor& t : s.cache) n += bytes_of(t);
+  return n;
+}
+
+}  // namespace
+
+StreamReport stream_lm(TransformerLM& model, int64_t tokens, uint64_t seed,
+                       const std::function<bool(const StreamReport&)>& report) {
+  check<ValueError>(tokens >= 1, "stream_lm: expected tokens >= 1, but got ", tokens);
+  const Device device = model.tok->weight.device();
+  const bool was_training = model.is_training();
+  model.eval();
+  NoGradGuard no_grad;
+  Generator gen(seed);
+  BackboneState state;
+  StreamReport r;
+  allocator_reset_peak(device);
+  const auto t0 = std::chrono::steady_clock::now();
+  while (r.tokens < tokens) {
+    const int64_t T = std::min(model.cfg.seq, tokens - r.tokens);
+    Tensor ids = randint({1, T}, model.cfg.vocab, gen).to(device);
+    Tensor logits = model.forward(ids, state);
+    synchronize(device);
+    r.tokens += T;
+    r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    r.state_bytes = state_bytes(state);
+    const AllocatorStats stats = allocator_stats(device);
+    r.bytes_in_use = stats.in_use;
+    r.peak_bytes = stats.peak_in_use;
+    if (report && !report(r)) break;
   }
   model.train(was_training);
   return r;

@@ -35,6 +35,7 @@ struct LMConfig {
   int64_t dim = 256, layers = 4, heads = 4;
   int64_t seq = 256;            // segment length T (the longest forward)
   int64_t window = 64;          // local attention window
+  int64_t cache_len = 0;        // xl: cached tokens per layer (BackboneConfig::cache_len; -1 grows)
   double dropout = 0.2;         // embedding, attention weights, residual branches
   /// MLP width of every method; 0: 4C for tensor and leaky, and the
   /// parameter-matched width of lm_backbone_config for the others.
@@ -115,5 +116,25 @@ struct PerplexityResult {
 /// than 2 tokens or batch < 1; IndexError for a token outside [0, V).
 PerplexityResult evaluate_perplexity(TransformerLM& model, const std::vector<int64_t>& stream, int64_t batch,
                                      const std::function<void(const PerplexityResult&, int64_t, int64_t)>& progress = {});
+
+/// One report of stream_lm, after `tokens` tokens of the stream.
+struct StreamReport {
+  int64_t tokens = 0;
+  double seconds = 0;              // since the stream started
+  int64_t state_bytes = 0;         // the carried state: memory states, slots, xl cache
+  size_t bytes_in_use = 0;         // tensors alive on the model's device (allocator)
+  size_t peak_bytes = 0;           // most bytes alive at once since the stream started
+};
+
+/// Streams `tokens` uniformly random token ids in [0, V) (seeded; the memory
+/// a stream needs does not depend on the ids or the weights) through `model`
+/// as one stream (B = 1), segment by segment of cfg.seq tokens (the last one
+/// shorter), in eval mode without autograd, carrying the state from each
+/// segment to the next: Tensor Memory's fixed-size states stay the same size,
+/// an xl cache with cache_len -1 (a KV cache) grows by every segment.
+/// report(r) is called after every segment and may return false to stop the
+/// stream there. Returns the last report. Throws ValueError for tokens < 1.
+StreamReport stream_lm(TransformerLM& model, int64_t tokens, uint64_t seed,
+                       const std::function<bool(const StreamReport&)>& report = {});
 
 }  // namespace tmem::models

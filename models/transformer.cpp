@@ -86,6 +86,8 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   check_attention_kind(cfg.attention);
   check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0 && cfg.mlp_hidden >= 0 && cfg.memory_every > 0,
                     "Backbone: expected positive layers, dim, max_len and memory_every and mlp_hidden >= 0");
+  check<ValueError>(cfg.cache_len >= -1, "Backbone: expected cache_len >= -1 (-1: keep every token), but got ",
+                    cfg.cache_len);
   check<ValueError>(cfg.causal || cfg.attention == "full",
                     "Backbone: bidirectional (non-causal) attention must be full, but got attention \"",
                     cfg.attention, "\"");
@@ -95,6 +97,14 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
     blocks_.push_back(register_module("blocks." + std::to_string(l),
                                       std::make_shared<Block>(cfg, gen, (l + 1) % cfg.memory_every == 0)));
   ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.dim));
+}
+
+Tensor Backbone::extend_cache(const Tensor& cache, const Tensor& h) const {
+  Tensor now = h.detach();
+  if (cfg.cache_len == 0 || !cache.defined()) return now;
+  Tensor all = cat({cache, now}, 1);
+  const int64_t P = all.shape()[1];
+  return cfg.cache_len > 0 && P > cfg.cache_len ? contiguous(slice(all, 1, P - cfg.cache_len, P)) : all;
 }
 
 Tensor Backbone::forward(const Tensor& x) const {
@@ -120,7 +130,7 @@ Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& at
   size_t mem_i = 0, slot_i = 0;  // the state of the next block with that memory
   for (size_t l = 0; l < L; ++l) {
     const auto& blk = blocks_[l];
-    if (cfg.attention == "xl") next_cache.push_back(h.detach());
+    if (cfg.attention == "xl") next_cache.push_back(extend_cache(state.cache.empty() ? Tensor() : state.cache[l], h));
     ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : mem_i++] : nullptr;
     Tensor* slot = blk->slots ? &state.slots[slot_i++] : nullptr;
     h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l], attn_mask);

@@ -28,6 +28,11 @@ struct BackboneConfig {
   int64_t window = 64;            // local attention window
   int64_t dim = 64, layers = 2, heads = 4;
   int64_t max_len = 256;          // learned positions (xl: relative distances up to 2 * max_len)
+  /// xl: cached tokens per layer. 0: the previous segment (Transformer-XL
+  /// with memory length = segment length); n > 0: the last n tokens; -1:
+  /// every earlier token (a KV cache that grows with the stream; distances
+  /// beyond 2 * max_len share the last relative bias).
+  int64_t cache_len = 0;
   int64_t mlp_hidden = 0;         // MLP width; 0: mlp_ratio_of(method) * dim
   double dropout = 0.0;
   /// false: bidirectional softmax attention (images; full or with the
@@ -142,6 +147,9 @@ class Backbone : public nn::Module {
   Tensor pos_;
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
+  // xl: the cache after a segment, from the layer's cache before it and its
+  // input h [B, T, C] over the segment (cfg.cache_len says how much is kept).
+  Tensor extend_cache(const Tensor& cache, const Tensor& h) const;
 };
 
 /// sigmoid(gamma) of each Tensor Memory layer of `backbone`, in block order

@@ -377,3 +377,58 @@ TEST_CASE("svg_line_plot: one polyline per finite run, escaped labels, a legend"
   CHECK(tmem::test::read_all(path).find("<polyline") != std::string::npos);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("stream_lm: Tensor Memory's state stays one size over the stream, a KV cache grows by every token") {
+  Generator gen(1);
+  LMConfig tc = tiny_lm("tensor");
+  TransformerLM tensor_lm(tc, gen);
+  std::vector<int64_t> state;
+  const StreamReport last = stream_lm(tensor_lm, 5 * tc.seq + 3, 7, [&](const StreamReport& r) {
+    state.push_back(r.state_bytes);
+    return true;
+  });
+  CHECK(last.tokens == 5 * tc.seq + 3);
+  REQUIRE(state.size() == 6);
+  const int64_t one_layer = 2 * tc.memory.channels * tc.memory.D * tc.memory.H * tc.memory.W * 4;  // h and c
+  for (int64_t b : state) CHECK(b == tc.layers * one_layer);
+
+  LMConfig kc = tiny_lm("xl");
+  kc.cache_len = -1;
+  TransformerLM kv(kc, gen);
+  std::vector<std::pair<int64_t, int64_t>> seen;  // (tokens, state bytes)
+  stream_lm(kv, 4 * kc.seq, 7, [&](const StreamReport& r) {
+    seen.emplace_back(r.tokens, r.state_bytes);
+    return r.tokens < 3 * kc.seq;  // stops after the third segment
+  });
+  REQUIRE(seen.size() == 3);
+  for (auto [tokens, bytes] : seen) CHECK(bytes == kc.layers * tokens * kc.dim * 4);
+
+  kc.cache_len = kc.seq + 2;  // a bounded cache keeps its last cache_len tokens
+  TransformerLM bounded(kc, gen);
+  const StreamReport b = stream_lm(bounded, 4 * kc.seq, 7);
+  CHECK(b.state_bytes == kc.layers * (kc.seq + 2) * kc.dim * 4);
+  CHECK_THROWS_AS(stream_lm(bounded, 0, 7), ValueError);
+  kc.cache_len = -2;
+  CHECK_THROWS_AS(TransformerLM(kc, gen), ValueError);
+}
+
+TEST_CASE("xl with a growing cache equals xl with a cache of exactly the tokens streamed so far") {
+  // The growing cache concatenates the previous caches: after two segments
+  // its logits equal a cache_len = 2 T model's (which keeps the same tokens).
+  Generator g1(3), g2(3);
+  LMConfig c = tiny_lm("xl");
+  c.cache_len = -1;
+  TransformerLM grow(c, g1);
+  c.cache_len = 2 * c.seq;
+  TransformerLM fixed(c, g2);
+  grow.eval();
+  fixed.eval();
+  Generator data(5);
+  BackboneState sg, sf;
+  for (int i = 0; i < 3; ++i) {
+    Tensor ids = randint({2, c.seq}, c.vocab, data);
+    test::check_close(grow.forward(ids, sg).to_vector(), fixed.forward(ids, sf).to_vector(), 1e-6, 1e-6);
+  }
+  CHECK(sg.cache[0].shape()[1] == 3 * c.seq);
+  CHECK(sf.cache[0].shape()[1] == 2 * c.seq);
+}

@@ -7,6 +7,7 @@
 //   tmem ablate  the Tensor Memory ablations on coord-binding
 //   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
 //   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
+//   tmem stream  a language model over a long stream: the memory it holds (tools/stream_cmd.h)
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -16,6 +17,7 @@
 #include "ops/ops.h"
 #include "tools/bench_cmd.h"
 #include "tools/lm_cmd.h"
+#include "tools/stream_cmd.h"
 #include "tools/video_cmd.h"
 #include "tools/vit_cmd.h"
 #include "tools/train_cmd.h"
@@ -130,17 +132,19 @@ int main(int argc, char** argv) {
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
   if (argc > 1 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
-    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads" && cmd != "bench") {
-      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops, bench; see tmem --help)\n",
+    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads" && cmd != "bench" &&
+        cmd != "stream") {
+      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops, bench, stream; see tmem --help)\n",
                    cmd.c_str());
       return 2;
     }
   }
-  std::function<int()> train, ablate, bench;
+  std::function<int()> train, ablate, bench, stream;
   try {
     train = tmem::tools::add_train_command(app, argc, argv);
     ablate = tmem::tools::add_ablate_command(app);
     bench = tmem::tools::add_bench_command(app);
+    stream = tmem::tools::add_stream_command(app);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;
@@ -153,6 +157,7 @@ int main(int argc, char** argv) {
     if (int rc = train(); rc >= 0) return rc;
     if (int rc = ablate(); rc >= 0) return rc;
     if (int rc = bench(); rc >= 0) return rc;
+    if (int rc = stream(); rc >= 0) return rc;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;

@@ -1,0 +1,153 @@
+#include "tools/stream_cmd.h"
+
+#include <omp.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "core/device_backend.h"
+#include "models/lm.h"
+#include "tools/progress.h"
+
+namespace tmem::tools {
+
+namespace {
+
+using nlohmann::json;
+
+struct StreamArgs {
+  std::vector<std::string> methods{"tensor", "kv-cache"};
+  int64_t tokens = 1'000'000;
+  std::vector<int64_t> report_at{1'000, 10'000, 100'000, 1'000'000};
+  double max_minutes = 20;
+  int64_t vocab = 16'383;  // Brown's |V| (Bengio et al. 2003)
+  models::LMConfig model;
+  std::string device = "cpu";
+  uint64_t seed = 42;
+  int threads = 0;
+  std::string name;
+};
+
+double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+// The LM of a stream method: an LM method, or kv-cache (xl keeping every
+// earlier token: a transformer with a growing KV cache).
+models::LMConfig stream_model(const StreamArgs& a, const std::string& method) {
+  models::LMConfig c = a.model;
+  c.vocab = a.vocab;
+  c.dropout = 0.0;
+  if (method == "kv-cache") {
+    c.method = "xl";
+    c.cache_len = -1;
+  } else {
+    models::check_lm_method(method);
+    c.method = method;
+  }
+  return c;
+}
+
+int run(const StreamArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  const Device device = parse_device(a.device);
+  const std::string root = "runs/" + (a.name.empty() ? timestamped_name("stream") : a.name);
+  std::filesystem::create_directories(root);
+  std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
+              "%d threads -> %s\n",
+              static_cast<long long>(a.tokens), static_cast<long long>(a.model.seq),
+              static_cast<long long>(a.vocab), static_cast<unsigned long long>(a.seed), device.str().c_str(),
+              omp_get_max_threads(), root.c_str());
+  json out = json::array();
+  std::vector<std::string> table;
+  for (const std::string& method : a.methods) {
+    const models::LMConfig cfg = stream_model(a, method);
+    Generator gen(a.seed);
+    models::TransformerLM model(cfg, gen);
+    model.to(device);
+    std::vector<int64_t> marks;
+    for (int64_t m : a.report_at)
+      if (m <= a.tokens) marks.push_back(m);
+    if (marks.empty() || marks.back() != a.tokens) marks.push_back(a.tokens);
+    size_t next = 0;
+    json points = json::array();
+    bool stopped = false;
+    const bool tty = isatty(fileno(stdout));
+    models::stream_lm(model, a.tokens, a.seed, [&](const models::StreamReport& r) {
+      print_progress_line(method, "tokens", r.tokens, a.tokens,
+                          "state " + std::to_string(static_cast<int64_t>(mib(r.state_bytes))) + " MiB", r.seconds,
+                          tty, 20);
+      while (next < marks.size() && r.tokens >= marks[next]) {
+        points.push_back({{"tokens", r.tokens}, {"seconds", r.seconds}, {"state_bytes", r.state_bytes},
+                          {"bytes_in_use", r.bytes_in_use}, {"peak_bytes", r.peak_bytes}});
+        char line[256];
+        std::snprintf(line, sizeof line, "| %s | %lld | %.2f | %.1f | %.1f | %.0f |", method.c_str(),
+                      static_cast<long long>(r.tokens), mib(r.state_bytes), mib(r.bytes_in_use),
+                      mib(r.peak_bytes), r.tokens / std::max(r.seconds, 1e-9));
+        table.push_back(line);
+        ++next;
+      }
+      if (r.seconds > a.max_minutes * 60 && r.tokens < a.tokens) {
+        stopped = true;
+        std::printf("\n%s: stopped after %lld tokens: over --max-minutes %.0f\n", method.c_str(),
+                    static_cast<long long>(r.tokens), a.max_minutes);
+        return false;
+      }
+      return true;
+    });
+    out.push_back({{"method", method}, {"config", {{"lm_method", cfg.method}, {"cache_len", cfg.cache_len},
+                                                    {"dim", cfg.dim}, {"layers", cfg.layers}, {"heads", cfg.heads},
+                                                    {"seq", cfg.seq}, {"vocab", cfg.vocab}}},
+                   {"parameters", model.num_parameters()}, {"points", points}, {"stopped_early", stopped}});
+  }
+  std::printf("\n| method | tokens | state MiB | tensors held MiB | peak MiB | tokens/s |\n"
+              "| --- | --- | --- | --- | --- | --- |\n");
+  for (const std::string& l : table) std::printf("%s\n", l.c_str());
+  const std::string tmp = root + "/results.json.tmp";
+  std::ofstream(tmp) << json{{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens},
+                             {"seed", a.seed}, {"threads", omp_get_max_threads()}, {"methods", out}}
+                            .dump(2)
+                     << "\n";
+  std::filesystem::rename(tmp, root + "/results.json");
+  std::printf("results written to %s/results.json\n", root.c_str());
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_stream_command(CLI::App& app) {
+  auto a = std::make_shared<StreamArgs>();
+  CLI::App* s = app.add_subcommand(
+      "stream", "Stream a language model over a long token stream and report the memory it holds");
+  s->add_option("--method", a->methods,
+                "Methods, comma-separated: tensor, kv-cache (xl keeping every token), or any LM method")
+      ->delimiter(',')
+      ->capture_default_str();
+  s->add_option("--tokens", a->tokens, "Tokens to stream")->capture_default_str()->check(CLI::PositiveNumber);
+  s->add_option("--report-at", a->report_at, "Token counts to report, comma-separated")
+      ->delimiter(',')
+      ->capture_default_str();
+  s->add_option("--max-minutes", a->max_minutes, "Stop a method's stream after this long (a growing cache slows)")
+      ->capture_default_str();
+  s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(CLI::PositiveNumber);
+  s->add_option("--dim", a->model.dim, "Model width C")->capture_default_str();
+  s->add_option("--layers", a->model.layers, "Layers")->capture_default_str();
+  s->add_option("--heads", a->model.heads, "Attention heads")->capture_default_str();
+  s->add_option("--seq", a->model.seq, "Segment length T")->capture_default_str();
+  s->add_option("--device", a->device, "cpu, cuda or cuda:<index>")->capture_default_str();
+  s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str();
+  s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  s->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: stream-date-time)");
+  return [s, a]() -> int {
+    if (!*s) return -1;
+    return run(*a);
+  };
+}
+
+}  // namespace tmem::tools
