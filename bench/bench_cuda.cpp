@@ -21,6 +21,7 @@
 
 #include "core/autograd.h"
 #include "core/device_backend.h"
+#include "bench/bench_util.h"
 #include "cuda/runtime.h"
 #include "models/trainer.h"
 #include "ops/ops.h"
@@ -95,13 +96,9 @@ void kernels(double peak_gbs) {
       report("gaussian_splat fwd+bwd", C, G, ms, f * (2 * BC * V), peak_gbs);
     }
     {
-      const int64_t Cz = 2 * C;
       Tensor x = leaf({B, C, G, G, G}, -1, 1, gen), h = leaf({B, C, G, G, G}, -1, 1, gen),
              c = leaf({B, C, G, G, G}, -1, 1, gen);
-      ConvLSTM3DWeights w{leaf({Cz, 3}, -1, 1, gen),         leaf({Cz, 3}, -1, 1, gen),
-                          leaf({Cz, 3}, -1, 1, gen),         leaf({Cz}, -0.5, 0.5, gen),
-                          leaf({Cz}, -0.5, 0.5, gen),        leaf({Cz}, -0.5, 0.5, gen),
-                          leaf({4 * C, Cz}, -0.3, 0.3, gen), leaf({4 * C}, -0.5, 0.5, gen)};
+      const ConvLSTM3DWeights w = bench::random_cell_weights(C, gen, kCuda);
       Tensor gh = data({B, C, G, G, G}, gen), gc = data({B, C, G, G, G}, gen);
       const double fwd_ms = median_ms([&] { convlstm3d_cell(x, h, c, w); });
       const double ms = median_ms([&] {

@@ -52,10 +52,7 @@ void BM_convlstm3d_cell(benchmark::State& st, bool backward) {
   Generator gen(1);
   Tensor x = leaf({B, C, G, G, G}, -1, 1, gen), h = leaf({B, C, G, G, G}, -1, 1, gen),
          c = leaf({B, C, G, G, G}, -1, 1, gen);
-  ConvLSTM3DWeights w{leaf({Cz, 3}, -1, 1, gen),     leaf({Cz, 3}, -1, 1, gen),
-                      leaf({Cz, 3}, -1, 1, gen),     leaf({Cz}, -0.5, 0.5, gen),
-                      leaf({Cz}, -0.5, 0.5, gen),    leaf({Cz}, -0.5, 0.5, gen),
-                      leaf({4 * C, Cz}, -0.3, 0.3, gen), leaf({4 * C}, -0.5, 0.5, gen)};
+  const ConvLSTM3DWeights w = bench::random_cell_weights(C, gen);
   const Tensor gh = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
   const Tensor gc = rand({B, C, G, G, G}, -1, 1, DType::Float32, gen);
   const auto t0 = std::chrono::steady_clock::now();

@@ -1,8 +1,12 @@
-// Shared by the benchmark programs: the clock the peak-FLOP figures assume.
+// Shared by the benchmark programs: the clock the peak-FLOP figures assume,
+// and the random weights of the convlstm3d_cell benchmarks.
 #pragma once
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+
+#include "core/rng.h"
+#include "ops/convlstm.h"
 
 namespace tmem::bench {
 
@@ -40,5 +44,19 @@ inline double clock_ghz() {
 
 /// fp32 flop per cycle per core: AVX-512 with two FMA units (2 x 16 lanes x 2).
 inline constexpr double kFlopPerCycleFp32 = 64.0;
+
+/// convlstm3d_cell weights for C state channels (Cz = 2C inputs to the
+/// depthwise stages), uniform in the ranges the cell benchmarks use, leaves
+/// that require grad, on `device`.
+inline ConvLSTM3DWeights random_cell_weights(int64_t C, Generator& gen, Device device = Device::cpu()) {
+  auto leaf = [&](const Shape& s, double lo, double hi) {
+    Tensor t = rand(s, lo, hi, DType::Float32, gen).to(device);
+    t.requires_grad_();
+    return t;
+  };
+  const int64_t Cz = 2 * C;
+  return {leaf({Cz, 3}, -1, 1),  leaf({Cz, 3}, -1, 1),     leaf({Cz, 3}, -1, 1),       leaf({Cz}, -0.5, 0.5),
+          leaf({Cz}, -0.5, 0.5), leaf({Cz}, -0.5, 0.5), leaf({4 * C, Cz}, -0.3, 0.3), leaf({4 * C}, -0.5, 0.5)};
+}
 
 }  // namespace tmem::bench

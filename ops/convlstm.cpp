@@ -664,6 +664,15 @@ DeviceStages device_stages(const OpKernels& k, const Dims& dm, const std::vector
   return st;
 }
 
+// Throws ShapeError unless the output gradients g (of h' and c') have the
+// state's shape [B, C, D, H, W].
+void check_output_grads(const Dims& dm, const Grads& g) {
+  const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
+  for (int k = 0; k < 2; ++k)
+    check<ShapeError>(g[k].shape() == state, kOp, ": expected grad_output ", k == 0 ? "h'" : "c'",
+                      " of shape ", shape_str(state), ", but got ", shape_str(g[k].shape()));
+}
+
 // The backward of the device cell (saved: the contiguous x, h, c, depthwise
 // weights and biases and pw, then c' and the gates [B, 4C, S]).
 Grads cell_device_backward(const Dims& dm, const Node& n, const Grads& g) {
@@ -769,10 +778,7 @@ ConvLSTM3DState cell_device(const Dims& dm, const std::vector<Tensor>& inputs) {
   saved.push_back(cn);
   saved.push_back(gates);
   record(OpId::Convlstm3dCell, inputs, {hn, cn}, saved, [dm](const Node& n, const Grads& g) {
-    const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
-    for (int k = 0; k < 2; ++k)
-      check<ShapeError>(g[k].shape() == state, kOp, ": expected grad_output ", k == 0 ? "h'" : "c'",
-                        " of shape ", shape_str(state), ", but got ", shape_str(g[k].shape()));
+    check_output_grads(dm, g);
     return cell_device_backward(dm, n, g);
   });
   return {hn, cn};
@@ -809,10 +815,7 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
   saved.push_back(cn);
   saved.push_back(gates);
   record(OpId::Convlstm3dCell, inputs, {hn, cn}, saved, [dm](const Node& n, const Grads& g) {
-    const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
-    for (int k = 0; k < 2; ++k)
-      check<ShapeError>(g[k].shape() == state, kOp, ": expected grad_output ", k == 0 ? "h'" : "c'",
-                        " of shape ", shape_str(state), ", but got ", shape_str(g[k].shape()));
+    check_output_grads(dm, g);
     Tensor gh = contiguous_data(g[0]), gc = contiguous_data(g[1]);
     Grads out(kNumInputs);
     for (int i = 0; i < kNumInputs; ++i)

@@ -71,15 +71,7 @@ void check_parity(const std::string& what, const Fn& f, const std::vector<Tensor
   }
 }
 
-template <class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 
@@ -145,17 +137,8 @@ TEST_CASE("cuda: every op the op table lists for cuda matches the CPU on its gra
   for (const OpInfo& info : op_table()) {
     if (std::find(info.devices.begin(), info.devices.end(), "cuda") == info.devices.end()) continue;
     for (const OpCase& c : info.cases) {
-      std::vector<Tensor> in;
-      for (const Tensor& t : c.inputs()) {
-        if (!t.defined() || !is_floating(t.dtype())) {
-          in.push_back(t);
-          continue;
-        }
-        Tensor f = to_dtype(t.detach(), DType::Float32);
-        if (t.requires_grad()) f.requires_grad_();
-        in.push_back(f);
-      }
-      check_parity(std::string(info.name()) + ": " + c.label, c.fn, in, info.id == OpId::ToDevice);
+      check_parity(std::string(info.name()) + ": " + c.label, c.fn, test::float32_inputs(c),
+                   info.id == OpId::ToDevice);
     }
   }
 }

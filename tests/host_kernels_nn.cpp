@@ -188,16 +188,7 @@ namespace {
 using V = std::vector<Tensor>;
 constexpr double kInf = std::numeric_limits<double>::infinity();
 
-// The message of the E that f throws ("" when it throws none).
-template <class E, class F>
-std::string nn_error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 // A float32 U[lo, hi) tensor requiring grad, with `masked` rows set to -inf.
 Tensor logits_input(const Shape& shape, double lo, double hi, uint64_t seed,
@@ -273,10 +264,10 @@ TEST_CASE("device kernels: layer_norm matches the CPU on long rows, many rows an
                      {in({0, 8}, -1, 1, 11), in({8}, 0.5, 1.5, 12), in({8}, -1, 1, 13)});
   Tensor x = ones({2, 3}).to(Device::cuda());
   Tensor w = ones({4}).to(Device::cuda());
-  const std::string cpu = nn_error_of<ShapeError>([] { layer_norm(ones({2, 3}), ones({4}), {}); });
+  const std::string cpu = error_of<ShapeError>([] { layer_norm(ones({2, 3}), ones({4}), {}); });
   CHECK(!cpu.empty());
-  CHECK(nn_error_of<ShapeError>([&] { layer_norm(x, w, Tensor()); }) == cpu);
-  CHECK(nn_error_of<DeviceError>([&] { layer_norm(x, ones({3}), Tensor()); }) ==
+  CHECK(error_of<ShapeError>([&] { layer_norm(x, w, Tensor()); }) == cpu);
+  CHECK(error_of<DeviceError>([&] { layer_norm(x, ones({3}), Tensor()); }) ==
         "layer_norm: expected operands on one device, but got cuda:0 and cpu");
 }
 
@@ -297,12 +288,12 @@ TEST_CASE("device kernels: embedding matches the CPU and checks indices as the C
   Tensor w = ones({5, 3});
   for (int64_t bad : {5, -1}) {
     Tensor i = tensor_int({0, 2, bad, 1}, {2, 2});
-    const std::string cpu = nn_error_of<IndexError>([&] { embedding(w, i); });
+    const std::string cpu = error_of<IndexError>([&] { embedding(w, i); });
     CHECK(!cpu.empty());
-    CHECK(nn_error_of<IndexError>([&] { embedding(w.to(Device::cuda()), i.to(Device::cuda())); }) ==
+    CHECK(error_of<IndexError>([&] { embedding(w.to(Device::cuda()), i.to(Device::cuda())); }) ==
           cpu);
   }
-  CHECK(nn_error_of<DeviceError>([&] { embedding(w.to(Device::cuda()), tensor_int({0}, {1})); }) ==
+  CHECK(error_of<DeviceError>([&] { embedding(w.to(Device::cuda()), tensor_int({0}, {1})); }) ==
         "embedding: expected operands on one device, but got cuda:0 and cpu");
 }
 
@@ -326,12 +317,12 @@ TEST_CASE("device kernels: cross_entropy matches the CPU and checks targets as t
   Tensor logits = ones({3, 4});
   for (int64_t bad : {4, -1}) {
     Tensor t = tensor_int({0, bad, 1}, {3});
-    const std::string cpu = nn_error_of<IndexError>([&] { cross_entropy(logits, t); });
+    const std::string cpu = error_of<IndexError>([&] { cross_entropy(logits, t); });
     CHECK(!cpu.empty());
-    CHECK(nn_error_of<IndexError>(
+    CHECK(error_of<IndexError>(
               [&] { cross_entropy(logits.to(Device::cuda()), t.to(Device::cuda())); }) == cpu);
   }
-  CHECK(nn_error_of<DeviceError>([&] {
+  CHECK(error_of<DeviceError>([&] {
           cross_entropy(logits.to(Device::cuda()), tensor_int({0, 1, 2}, {3}));
         }) == "cross_entropy: expected operands on one device, but got cuda:0 and cpu");
 }

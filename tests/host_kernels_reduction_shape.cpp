@@ -105,16 +105,7 @@ Tensor input(const Shape& shape, double lo = -1.0, double hi = 1.0, uint64_t see
   return t;
 }
 
-// The message of the Error f throws ("" when it throws none).
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 }  // namespace
 

@@ -152,7 +152,7 @@ ConvLSTM3DWeights cell_weights(const V& v) { return {v[3], v[4], v[5], v[6], v[7
 
 // "<error type>: <message>" of what f throws ("" when nothing).
 template <class F>
-std::string error_of(F f) {
+std::string typed_error_of(F f) {
   try {
     f();
   } catch (const ShapeError& e) {
@@ -174,7 +174,7 @@ void check_same_error(const std::string& what, const std::function<void(const V&
   INFO(what);
   V dev;
   for (const Tensor& t : cpu) dev.push_back(t.defined() ? t.detach().to(Device::cuda()) : t);
-  const std::string ec = error_of([&] { f(cpu); }), ed = error_of([&] { f(dev); });
+  const std::string ec = typed_error_of([&] { f(cpu); }), ed = typed_error_of([&] { f(dev); });
   CHECK(!ec.empty());
   CHECK(ed == ec);
 }
@@ -332,21 +332,21 @@ TEST_CASE("device kernels: the spatial ops raise the same errors on the stand-in
   }());
   // Mixed devices and float64 on the device.
   Tensor x = input({1, 2, 3, 3, 3}), g = input({1, 2, 2, 2, 3});
-  CHECK(error_of([&] { grid_sample(x.detach().to(Device::cuda()), g); }) ==
+  CHECK(typed_error_of([&] { grid_sample(x.detach().to(Device::cuda()), g); }) ==
         "DeviceError: grid_sample: expected input and grid on one device, but got cuda:0 and cpu");
-  CHECK(error_of([&] {
+  CHECK(typed_error_of([&] {
           conv3d_depthwise(x.detach().to(Device::cuda()), input({2, 1, 3, 3, 3}), input({2}));
         }) == "DeviceError: conv3d_depthwise: expected input, weight and bias on one device, but got cuda:0, "
               "cpu and cpu");
-  CHECK(error_of([&] {
+  CHECK(typed_error_of([&] {
           gaussian_splat(input({2, 3}).detach().to(Device::cuda()), input({2, 3}), input({2}, 0.1, 0.5), 3, 3, 3);
         }) == "DeviceError: gaussian_splat: expected content, mu and sigma on one device, but got cuda:0, cpu "
               "and cpu");
   V cell = cell_inputs(1, 2, 3, 3, 3, 3);
-  CHECK(error_of([&] {
+  CHECK(typed_error_of([&] {
           convlstm3d_cell(cell[0].detach().to(Device::cuda()), cell[1], cell[2], cell_weights(cell));
         }) == "DeviceError: convlstm3d_cell: expected every input on x's device cuda:0, but h is on cpu");
-  CHECK(error_of([&] {
+  CHECK(typed_error_of([&] {
           const Tensor x64 = to_dtype(x.detach(), DType::Float64).to(Device::cuda());
           grid_sample(x64, to_dtype(g.detach(), DType::Float64).to(Device::cuda()));
         }) == "DtypeError: grid_sample: cuda kernels take float32, but got float64");

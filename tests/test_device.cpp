@@ -27,16 +27,7 @@ using test::FakeCuda;
 using test::g_fake_stats;
 using test::check_parity;
 
-// The message of the Error f throws ("" when it throws none).
-template <class E, class F>
-std::string error_of(F f) {
-  try {
-    f();
-  } catch (const E& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::error_of;
 
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 

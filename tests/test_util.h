@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/op_table.h"
 #include "ops/ops.h"
 
 namespace tmem::test {
@@ -56,6 +57,35 @@ inline void require_gradcheck(const std::function<Tensor(const std::vector<Tenso
   GradcheckResult r = gradcheck(f, inputs, eps, atol, rtol);
   INFO(r.message);
   CHECK(r.ok);
+}
+
+/// The message of the E that f throws ("" when it throws none; an exception
+/// of another type propagates).
+template <class E = Error, class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const E& e) {
+    return e.what();
+  }
+  return "";
+}
+
+/// The inputs of an op-table gradcheck case in float32, the dtype device
+/// kernels take: floating inputs converted (requires_grad kept), index and
+/// undefined inputs as they are.
+inline std::vector<Tensor> float32_inputs(const OpCase& c) {
+  std::vector<Tensor> in;
+  for (const Tensor& t : c.inputs()) {
+    if (!t.defined() || !is_floating(t.dtype())) {
+      in.push_back(t);
+      continue;
+    }
+    Tensor f = to_dtype(t.detach(), DType::Float32);
+    if (t.requires_grad()) f.requires_grad_();
+    in.push_back(f);
+  }
+  return in;
 }
 
 }  // namespace tmem::test
