@@ -86,7 +86,7 @@ StreamSegments::StreamSegments(const std::vector<int64_t>& tokens, int64_t batch
   count_ = (row_ + seq - 1) / seq;
 }
 
-std::pair<Tensor, Tensor> StreamSegments::segment(int64_t i) const {
+std::pair<Tensor, Tensor> StreamSegments::segment(int64_t i, Device device) const {
   check<IndexError>(i >= 0 && i < count_, "StreamSegments: segment ", i, " is outside [0, ", count_, ")");
   const auto N = static_cast<int64_t>(tokens_.size());
   std::vector<int64_t> in(static_cast<size_t>(batch_ * seq_), 0), tg(in.size(), -100);
@@ -97,7 +97,7 @@ std::pair<Tensor, Tensor> StreamSegments::segment(int64_t i) const {
       in[b * seq_ + t] = tokens_[pos];
       tg[b * seq_ + t] = tokens_[pos + 1];
     }
-  return {tensor_int(in, {batch_, seq_}), tensor_int(tg, {batch_, seq_})};
+  return {tensor_int(in, {batch_, seq_}).to(device), tensor_int(tg, {batch_, seq_}).to(device)};
 }
 
 double PerplexityResult::perplexity() const { return std::exp(nll()); }
@@ -105,13 +105,14 @@ double PerplexityResult::perplexity() const { return std::exp(nll()); }
 PerplexityResult evaluate_perplexity(TransformerLM& model, const std::vector<int64_t>& stream, int64_t batch,
                                      const std::function<void(const PerplexityResult&, int64_t, int64_t)>& progress) {
   StreamSegments segs(stream, batch, model.cfg.seq);
+  const Device device = model.tok->weight.device();
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
   BackboneState state;
   PerplexityResult r;
   for (int64_t i = 0; i < segs.count(); ++i) {
-    auto [in, tg] = segs.segment(i);
+    auto [in, tg] = segs.segment(i, device);
     Tensor logits = model.forward(in, state);
     Tensor flat = reshape(tg, {-1});
     r.nll_sum += cross_entropy(reshape(logits, {-1, model.cfg.vocab}), flat, -100, 0.0, "sum").item();

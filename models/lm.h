@@ -89,9 +89,10 @@ class StreamSegments {
   StreamSegments(const std::vector<int64_t>& tokens, int64_t batch, int64_t seq);
   /// Segments per pass over the stream: ceil(L / T).
   int64_t count() const { return count_; }
-  /// Segment i: inputs int64 [B, T] and targets int64 [B, T] (the next token,
-  /// -100 past a row's end). Throws IndexError for i outside [0, count()).
-  std::pair<Tensor, Tensor> segment(int64_t i) const;
+  /// Segment i on `device`: inputs int64 [B, T] and targets int64 [B, T]
+  /// (the next token, -100 past a row's end). Throws IndexError for i outside
+  /// [0, count()), DeviceError when `device` is not available.
+  std::pair<Tensor, Tensor> segment(int64_t i, Device device = Device::cpu()) const;
 
  private:
   std::vector<int64_t> tokens_;
@@ -106,9 +107,10 @@ struct PerplexityResult {
 };
 
 /// Perplexity per token of `stream` (every token but the first is predicted
-/// once, see StreamSegments), in eval mode (dropout off) and without
-/// autograd. Segments run in order with the state carried from each to the
-/// next, so xl sees the previous segment and tensor / leaky their memories;
+/// once, see StreamSegments), on the model's device, in eval mode (dropout
+/// off) and without autograd. Segments run in order with the state carried
+/// from each to the next, so xl sees the previous segment and tensor / leaky
+/// their memories;
 /// base, local and linear carry no state: each segment is evaluated on its
 /// own (independent segments, the context of a token is its segment so far).
 /// The model's training mode is restored afterwards. progress(so_far, done,

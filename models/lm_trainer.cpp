@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "core/device_backend.h"
 #include "models/scheduled_adamw.h"
 #include "ops/loss.h"
 #include "ops/shape.h"
@@ -32,7 +33,7 @@ json lm_config_to_json(const LMTrainConfig& c) {
           {"gamma_init", m.memory.gamma_init}, {"batch", c.batch}, {"steps", lm_train_steps(c)},
           {"tokens", c.tokens}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_batch", c.eval_batch},
-          {"mlp_hidden", lm_backbone_config(m).mlp_hidden}};
+          {"mlp_hidden", lm_backbone_config(m).mlp_hidden}, {"device", c.device}};
 }
 
 LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& train,
@@ -41,8 +42,11 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   const int64_t steps = lm_train_steps(cfg);
   check<ValueError>(cfg.batch >= 1 && cfg.eval_batch >= 1, "train_lm: expected batch, eval_batch >= 1, but got ",
                     cfg.batch, ", ", cfg.eval_batch);
+  const Device device = parse_device(cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   Generator gen(cfg.seed);
   TransformerLM model(cfg.model, gen);
+  model.to(device);
   StreamSegments segs(train, cfg.batch, cfg.model.seq);
   ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
 
@@ -55,7 +59,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   for (int64_t step = 0; step < steps; ++step) {
     const int64_t i = step % segs.count();
     if (i == 0) state = BackboneState();
-    auto [in, tg] = segs.segment(i);
+    auto [in, tg] = segs.segment(i, device);
     Tensor logits = model.forward(in, state);
     Tensor loss = cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(tg, {-1}));
     loss.backward();

@@ -23,6 +23,7 @@ struct LMTrainConfig {
   double weight_decay = 0.1, clip = 1.0;
   uint64_t seed = 42;
   int64_t eval_batch = 16;   // parallel streams for the perplexity evaluation
+  std::string device = "cpu";  // where the model trains and is evaluated: cpu, cuda or cuda:<index>
 };
 
 /// The number of optimizer steps a config runs: steps, or tokens / (batch *
@@ -30,7 +31,7 @@ struct LMTrainConfig {
 /// negative, or the budget buys no step.
 int64_t lm_train_steps(const LMTrainConfig& c);
 
-/// Every key of an LMTrainConfig (and its model) as JSON.
+/// Every key of an LMTrainConfig (and its model) as JSON, the device included.
 nlohmann::json lm_config_to_json(const LMTrainConfig& c);
 
 /// One progress report: phase "train" (step = optimizer steps done, loss =
@@ -53,9 +54,11 @@ struct LMTrainResult {
   int64_t skipped_steps = 0;     // steps skipped for a non-finite gradient norm
 };
 
-/// Trains one LM on `train`: the stream is cut into cfg.batch rows read in
-/// order (StreamSegments), one segment per step; the state (xl cache, memory
-/// states) is carried from step to step, detached (truncated
+/// Trains one LM on `train` on cfg.device (the model, its optimizer state
+/// and every segment live there; the token streams stay on the host): the
+/// stream is cut into cfg.batch rows read in order (StreamSegments), one
+/// segment per step; the state (xl cache, memory states) is carried from
+/// step to step, detached (truncated
 /// backpropagation through one segment), and reset at the start of each
 /// pass over the stream. Loss: mean cross-entropy of the next token.
 /// ScheduledAdamW (models/scheduled_adamw.h): AdamW (beta 0.9, 0.95) with
@@ -64,8 +67,11 @@ struct LMTrainResult {
 /// Then the perplexities of `valid` and `test` (when not empty) with
 /// evaluate_perplexity. A step whose gradient norm is not finite is skipped
 /// (counted in skipped_steps). `progress` is called every step and after
-/// every evaluated segment. Throws ValueError for a bad config or a training
-/// stream shorter than 2 tokens.
+/// every evaluated segment. Throws ValueError for a bad config, a device
+/// string that is not cpu, cuda or cuda:<index>, or a training stream
+/// shorter than 2 tokens; DeviceError naming "train" before any work when the
+/// device is not available, and DeviceError when an op the model needs has
+/// no kernel on that device.
 LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& train,
                        const std::vector<int64_t>& valid, const std::vector<int64_t>& test,
                        const std::function<void(const LMTrainProgress&)>& progress = {});

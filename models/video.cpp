@@ -131,12 +131,12 @@ Tensor set_targets(const Tensor& labels, int64_t classes) {
       check<IndexError>(c >= 0 && c < classes, "set_targets: label ", c, " is outside [0, ", classes, ")");
       target[b * classes + c] += 1.0 / static_cast<double>(I);
     }
-  return tensor(target, {B, classes});
+  return tensor(target, {B, classes}).to(labels.device());
 }
 
 Tensor set_cross_entropy(const Tensor& logits, const Tensor& labels) {
   check_logits("set_cross_entropy", logits, labels);
-  Tensor target = set_targets(labels, logits.shape()[1]);
+  Tensor target = set_targets(labels, logits.shape()[1]).to(logits.device());
   return -mean(sum(target * log_softmax(logits, 1), {1}));
 }
 

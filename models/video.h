@@ -115,16 +115,17 @@ class VideoModel : public nn::Module {
 };
 
 /// The soft target of each clip: labels int64 [B, I] (item classes) ->
-/// float32 [B, K] with target[b, c] = (the items of clip b of class c) / I
-/// (two items: 0.5 on each class, 1.0 when both share one). Throws
+/// float32 [B, K] on labels' device with target[b, c] = (the items of clip
+/// b of class c) / I (two items: 0.5 on each class, 1.0 when both share one). Throws
 /// ShapeError naming "set_targets" for labels not [B >= 1, I >= 1],
 /// DtypeError for non-int64 labels, IndexError for a label outside [0, K).
 Tensor set_targets(const Tensor& labels, int64_t classes);
 
 /// The set loss: cross-entropy of logits [B, K] against set_targets(labels),
-/// -(1 / B) sum_b sum_c target[b, c] log_softmax(logits[b])[c], a scalar.
-/// Differentiable in logits. Throws ShapeError naming "set_cross_entropy"
-/// for logits not [B, K] or labels not [B, I], and what set_targets throws.
+/// -(1 / B) sum_b sum_c target[b, c] log_softmax(logits[b])[c], a scalar on
+/// logits' device (labels may be on any device). Differentiable in logits.
+/// Throws ShapeError naming "set_cross_entropy" for logits not [B, K] or
+/// labels not [B, I], and what set_targets throws.
 Tensor set_cross_entropy(const Tensor& logits, const Tensor& labels);
 
 /// The predicted set of each clip: the k_b classes with the highest logits

@@ -4,6 +4,7 @@
 #include <chrono>
 
 #include "core/autograd.h"
+#include "core/device_backend.h"
 #include "models/scheduled_adamw.h"
 #include "models/train_stats.h"
 #include "ops/shape.h"
@@ -36,7 +37,7 @@ json video_config_to_json(const VideoTrainConfig& c) {
                        {"occluder_value", d.occluder_value}, {"occluded_frames", d.occluded_frames}}},
             {"steps", c.steps}, {"batch", c.batch}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
             {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_clips", c.eval_clips},
-            {"eval_seed", c.eval_seed}, {"eval_batch", c.eval_batch}};
+            {"eval_seed", c.eval_seed}, {"eval_batch", c.eval_batch}, {"device", c.device}};
   if (m.method == "joint") j["pooling"] = "mean of all T x N output tokens";
   if (m.method == "registers") {
     j["registers"] = m.registers;
@@ -78,6 +79,7 @@ VideoScore evaluate_video(VideoModel& model, const MovingFashionMNIST& data, int
                           int64_t batch, const std::function<void(const VideoScore&)>& progress) {
   check<ValueError>(clips >= 1 && batch >= 1, "evaluate_video: expected clips >= 1 and batch >= 1, but got ", clips,
                     " and ", batch);
+  const Device device = model.space_pos.device();
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -85,7 +87,7 @@ VideoScore evaluate_video(VideoModel& model, const MovingFashionMNIST& data, int
   VideoScore score;
   for (int64_t c0 = 0; c0 < clips; c0 += batch) {
     const MovingFashionMNISTBatch b = evaluation_clips(data, seed, c0, std::min(batch, clips - c0));
-    const Tensor logits = model.forward(b.frames);
+    const Tensor logits = model.forward(b.frames.to(device));
     hit += set_correct(logits, b.labels);
     const std::vector<std::vector<int64_t>> sets = predicted_sets(logits, b.labels);
     const std::vector<int64_t> labels = b.labels.to_int_vector(), occ = b.occluded.to_int_vector();
@@ -109,9 +111,12 @@ VideoScore evaluate_video(VideoModel& model, const MovingFashionMNIST& data, int
 VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                              const std::function<void(const VideoTrainProgress&)>& progress) {
   check_video_train_config(cfg);
+  const Device device = parse_device(cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   const MovingFashionMNIST train_clips(train, cfg.data), test_clips(test, cfg.data);
   Generator gen(cfg.seed), clip_gen(cfg.seed + 1);
   VideoModel model(cfg.model, gen);
+  model.to(device);
   ScheduledAdamW opt(model.parameters(), {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
 
   VideoTrainResult res;
@@ -121,7 +126,7 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < cfg.steps; ++step) {
     const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
-    Tensor logits = model.forward(b.frames);
+    Tensor logits = model.forward(b.frames.to(device));
     Tensor loss = set_cross_entropy(logits, b.labels);
     const double metric = static_cast<double>(set_correct(logits, b.labels)) / static_cast<double>(cfg.batch);
     loss.backward();

@@ -28,6 +28,7 @@ struct VideoTrainConfig {
   int64_t eval_clips = 1000;        // the fixed evaluation set
   uint64_t eval_seed = 1234;
   int64_t eval_batch = 100;
+  std::string device = "cpu";       // where the model trains and is evaluated: cpu, cuda or cuda:<index>
 };
 
 /// Throws ValueError (naming "train_video") for steps < 1, batch < 1,
@@ -35,9 +36,9 @@ struct VideoTrainConfig {
 /// model.size != data.size, and what video_backbone_config throws.
 void check_video_train_config(const VideoTrainConfig& c);
 
-/// Every key of a VideoTrainConfig as JSON, with the MLP width the method
-/// gets (the parameter-matched width, or 4C). Throws what
-/// check_video_train_config throws.
+/// Every key of a VideoTrainConfig (the device included) as JSON, with the
+/// MLP width the method gets (the parameter-matched width, or 4C). Throws
+/// what check_video_train_config throws.
 nlohmann::json video_config_to_json(const VideoTrainConfig& c);
 
 /// The parameters of the VideoModel a config trains. Throws ValueError for a
@@ -62,7 +63,8 @@ struct VideoScore {
 };
 
 /// Scores `model` on evaluation_clips(data, seed, 0, clips), `batch` clips
-/// at a time, in eval mode without autograd (the training mode is restored).
+/// at a time, on the model's device (the frames of each batch are moved
+/// there), in eval mode without autograd (the training mode is restored).
 /// progress(score so far) after every batch. Throws ValueError for clips < 1
 /// or batch < 1, ShapeError when the clips do not fit the model.
 VideoScore evaluate_video(VideoModel& model, const MovingFashionMNIST& data, int64_t clips, uint64_t seed,
@@ -92,12 +94,18 @@ struct VideoTrainResult {
 
 /// Trains one VideoModel on clips from `train` images and scores it on the
 /// fixed evaluation clips from `test` images (evaluate_video), both with
-/// cfg.data's options. Each step draws a fresh batch of clips from
-/// Generator(seed + 1) (the same clips for every method) and takes one
+/// cfg.data's options, on cfg.device (the model, its optimizer state and the
+/// frames of each batch live there; the clips are drawn on the host). Each
+/// step draws a fresh batch of clips from Generator(seed + 1) (the same clips
+/// for every method) and takes one
 /// ScheduledAdamW step (warmup + cosine, clip, weight decay on matrices) on
 /// set_cross_entropy; a step with a non-finite gradient norm is skipped.
 /// `progress` is called every step and after every test batch. Throws what
-/// check_video_train_config and the MovingFashionMNIST constructor throw.
+/// check_video_train_config and the MovingFashionMNIST constructor throw,
+/// ValueError for a device string that is not cpu, cuda or cuda:<index>,
+/// DeviceError naming "train" before any work when the device is not
+/// available, and DeviceError when an op the model needs has no kernel on
+/// that device.
 VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                              const std::function<void(const VideoTrainProgress&)>& progress = {});
 

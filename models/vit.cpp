@@ -73,7 +73,7 @@ Tensor local_attention_mask(const Tensor& index, int64_t grid, int64_t window) {
         if (std::abs(nt / grid - ns / grid) > r || std::abs(nt % grid - ns % grid) > r)
           p[(b * T + t) * T + s] = -std::numeric_limits<float>::infinity();
       }
-  return mask;
+  return mask.to(index.device());
 }
 
 Tensor gather_rows(const Tensor& x, const Tensor& index) {
@@ -90,7 +90,7 @@ Tensor gather_rows(const Tensor& x, const Tensor& index) {
       check<IndexError>(v >= 0 && v < N, "gather_rows: index ", v, " is outside [0, ", N, ")");
       v += b * N;
     }
-  return reshape(index_select(reshape(x, {B * N, D}), 0, tensor_int(flat, {B * K})), {B, K, D});
+  return reshape(index_select(reshape(x, {B * N, D}), 0, tensor_int(flat, {B * K}).to(x.device())), {B, K, D});
 }
 
 ViTEncoder::ViTEncoder(const ViTConfig& c, Generator& gen) : cfg(c) {
@@ -119,7 +119,7 @@ Tensor ViTEncoder::forward(const Tensor& images) const {
   if (cfg.method == "local") {
     std::vector<int64_t> all(static_cast<size_t>(N));
     std::iota(all.begin(), all.end(), int64_t{0});
-    mask = local_attention_mask(tensor_int(all, {N}), cfg.image / cfg.patch, cfg.window);
+    mask = local_attention_mask(tensor_int(all, {N}), cfg.image / cfg.patch, cfg.window).to(images.device());
   }
   return encode(embed->forward(images) + pos, mask);
 }
@@ -133,8 +133,10 @@ Tensor ViTEncoder::forward_patches(const Tensor& patches, const Tensor& index) c
   const int64_t B = patches.shape()[0], T = patches.shape()[1];
   check<DtypeError>(index.dtype() == DType::Int64, "ViT: expected an int64 patch index, but got ",
                     dtype_name(index.dtype()));
-  Tensor p = reshape(index_select(pos, 0, reshape(index, {B * T})), {B, T, cfg.dim});
-  Tensor mask = cfg.method == "local" ? local_attention_mask(index, cfg.image / cfg.patch, cfg.window) : Tensor();
+  Tensor p = reshape(index_select(pos, 0, reshape(index, {B * T}).to(pos.device())), {B, T, cfg.dim});
+  Tensor mask = cfg.method == "local"
+                    ? local_attention_mask(index, cfg.image / cfg.patch, cfg.window).to(patches.device())
+                    : Tensor();
   return encode(embed->embed(patches) + p, mask);
 }
 
@@ -258,7 +260,7 @@ Tensor mae_composite(const Tensor& images, const Tensor& pred, const PatchMask& 
       check<IndexError>(n >= 0 && n < N, "mae_composite: masked patch ", n, " is outside [0, ", N, ")");
       is_masked[b * N + n] = 1.0;
     }
-  Tensor patches = where(tensor(is_masked, {B, N, 1}), clamp(pred, 0.0, 1.0), target);
+  Tensor patches = where(tensor(is_masked, {B, N, 1}).to(pred.device()), clamp(pred, 0.0, 1.0), target);
   return nn::unpatchify(patches, patch, images.shape()[1], images.shape()[2]);
 }
 

@@ -77,16 +77,17 @@ BackboneConfig vit_backbone_config(const ViTConfig& cfg);
 
 /// Local attention mask on a G x G patch grid: index int64 [T] or [B, T],
 /// the raster-order patch number n = r * G + c of each token, ->
-/// float32 [T, T] or [B, 1, T, T] with entry (t, s) = 0 when
-/// |r_t - r_s| <= window / 2 and |c_t - c_s| <= window / 2, else -inf (a
-/// token always sees itself). Throws ValueError for grid < 1 or an even or
+/// float32 [T, T] or [B, 1, T, T] on index's device with entry (t, s) = 0
+/// when |r_t - r_s| <= window / 2 and |c_t - c_s| <= window / 2, else -inf
+/// (a token always sees itself). Throws ValueError for grid < 1 or an even or
 /// non-positive window, ShapeError for an index that is not 1-D or 2-D,
 /// DtypeError for a non-int64 index, IndexError for an index outside
 /// [0, G^2).
 Tensor local_attention_mask(const Tensor& index, int64_t grid, int64_t window);
 
-/// Rows of each batch element: x [B, N, D], index int64 [B, K] ->
-/// out [B, K, D], out[b, k] = x[b, index[b, k]]. Differentiable in x.
+/// Rows of each batch element: x [B, N, D], index int64 [B, K] (any device)
+/// -> out [B, K, D] on x's device, out[b, k] = x[b, index[b, k]].
+/// Differentiable in x.
 /// Throws ShapeError for x not 3-D or index not [B, K], DtypeError for a
 /// non-int64 index, IndexError for an index outside [0, N).
 Tensor gather_rows(const Tensor& x, const Tensor& index);
@@ -101,7 +102,8 @@ class ViTEncoder : public nn::Module {
   /// shape (naming "ViT").
   Tensor forward(const Tensor& images) const;
   /// A subset of each image's patches: patches [B, T, P * P] (patchify's
-  /// rows) with their patch numbers index int64 [B, T] -> tokens [B, T, C].
+  /// rows) with their patch numbers index int64 [B, T] (any device) ->
+  /// tokens [B, T, C].
   /// Each token gets its patch's position; local's mask follows the patches'
   /// grid positions; spatial's memory scans the tokens in the given order
   /// (ascending index = raster order). Throws ShapeError for patches not
@@ -132,6 +134,8 @@ class ViTClassifier : public nn::Module {
 
 /// Which patches an MAE sees: visible and masked patch numbers of each
 /// image, each row ascending (raster order); together they partition 0 ... N-1.
+/// The functions that take a mask accept it on any device (the trainers keep
+/// it on the host, where its indices are read).
 struct PatchMask {
   Tensor visible;  // int64 [B, N - M]
   Tensor masked;   // int64 [B, M]
@@ -143,9 +147,9 @@ struct PatchMask {
 /// visible or no masked patch.
 int64_t masked_patch_count(int64_t N, double ratio);
 
-/// A uniformly random mask per image: M = masked_patch_count(N, ratio)
-/// patches drawn without replacement from `gen` (deterministic for a given
-/// generator state). Throws ValueError for B < 1, N < 2 or a bad ratio.
+/// A uniformly random mask per image, on the host: M = masked_patch_count(N,
+/// ratio) patches drawn without replacement from `gen` (deterministic for a
+/// given generator state). Throws ValueError for B < 1, N < 2 or a bad ratio.
 PatchMask random_patch_mask(int64_t B, int64_t N, double ratio, Generator& gen);
 
 struct MAEConfig {
@@ -180,8 +184,8 @@ Tensor masked_patch_loss(const Tensor& pred, const Tensor& images, const PatchMa
 
 /// The composite reconstruction [B, H, W]: visible patches copied from
 /// images (exactly), masked patches from pred [B, N, P * P] clamped to
-/// [0, 1]. No autograd. Throws ShapeError when pred does not match
-/// patchify(images, patch).
+/// [0, 1]. No autograd. images and pred on one device, the result on it.
+/// Throws ShapeError when pred does not match patchify(images, patch).
 Tensor mae_composite(const Tensor& images, const Tensor& pred, const PatchMask& mask, int64_t patch);
 
 }  // namespace tmem::models

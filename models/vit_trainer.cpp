@@ -7,6 +7,7 @@
 #include <numeric>
 
 #include "core/autograd.h"
+#include "core/device_backend.h"
 #include "models/image_metrics.h"
 #include "models/scheduled_adamw.h"
 #include "models/train_stats.h"
@@ -40,7 +41,8 @@ json vit_config_to_json(const ViTTrainConfig& c, int64_t train_images) {
             {"layers", e.layers}, {"heads", e.heads}, {"mlp_hidden", mlp_hidden},
             {"dropout", e.dropout}, {"batch", c.batch}, {"epochs", c.epochs},
             {"steps", vit_train_steps(c, train_images)}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
-            {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_batch", c.eval_batch}};
+            {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_batch", c.eval_batch},
+            {"device", c.device}};
   if (e.method == "local") j["window"] = e.window;
   if (e.method == "registers") j["registers"] = e.registers;
   if (e.method == "spatial")
@@ -95,6 +97,7 @@ void check_dataset(const char* what, const ImageDataset& d, int64_t image) {
 double evaluate_accuracy(ViTClassifier& model, const ImageDataset& data, int64_t batch,
                          const std::function<void(int64_t, int64_t)>& progress) {
   check<ValueError>(batch >= 1, "evaluate_accuracy: expected batch >= 1, but got ", batch);
+  const Device device = model.encoder->pos.device();
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -102,7 +105,7 @@ double evaluate_accuracy(ViTClassifier& model, const ImageDataset& data, int64_t
   int64_t hit = 0;
   for (int64_t n0 = 0; n0 < N; n0 += batch) {
     const int64_t n1 = std::min(N, n0 + batch);
-    hit += correct(model.forward(image_range(data.images, n0, n1)), slice(data.labels, 0, n0, n1));
+    hit += correct(model.forward(image_range(data.images, n0, n1).to(device)), slice(data.labels, 0, n0, n1));
     if (progress) progress(hit, n1);
   }
   model.train(was_training);
@@ -118,6 +121,7 @@ ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tens
   const ViTConfig& e = model.cfg.encoder;
   const int64_t N = images.shape()[0], patches = vit_patches(e);
   masked_patch_count(patches, ratio);
+  const Device device = model.encoder->pos.device();
   const bool was_training = model.is_training();
   model.eval();
   NoGradGuard no_grad;
@@ -125,10 +129,10 @@ ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tens
   std::vector<Tensor> composites;
   double ssim_sum = 0;
   for (int64_t n0 = 0, done = 0; n0 < N; n0 += batch) {
-    Tensor x = image_range(images, n0, std::min(N, n0 + batch));
+    Tensor x = image_range(images, n0, std::min(N, n0 + batch)).cpu();
     const int64_t B = x.shape()[0];
     PatchMask mask = random_patch_mask(B, patches, ratio, gen);
-    Tensor comp = mae_composite(x, model.forward(x, mask), mask, e.patch);
+    Tensor comp = mae_composite(x, model.forward(x.to(device), mask).cpu(), mask, e.patch);
     for (int64_t b = 0; b < B; ++b) ssim_sum += ssim(image_at(comp, b), image_at(x, b));
     composites.push_back(comp);
     if (progress) progress(++done);
@@ -150,12 +154,15 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
     masked_patch_count(patches, cfg.mask_ratio);
     for (double r : cfg.eval_ratios) masked_patch_count(patches, r);
   }
+  const Device device = parse_device(cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   Generator gen(cfg.seed);
   std::unique_ptr<ViTClassifier> classifier;
   std::unique_ptr<MaskedAutoencoder> autoencoder;
   if (mae) autoencoder = std::make_unique<MaskedAutoencoder>(cfg.model, gen);
   else classifier = std::make_unique<ViTClassifier>(e, gen);
   nn::Module& model = mae ? static_cast<nn::Module&>(*autoencoder) : *classifier;
+  model.to(device);
   ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
 
   ViTTrainResult res;
@@ -173,17 +180,18 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
     }
     const int64_t B = std::min(cfg.batch, N);
     Tensor idx = tensor_int(std::vector<int64_t>(order.begin() + i * B, order.begin() + (i + 1) * B), {B});
-    Tensor x = index_select(train.images, 0, idx);
+    Tensor x = index_select(train.images, 0, idx.to(train.images.device())).to(device);
     Tensor loss;
     double metric;
     if (mae) {
       PatchMask mask = random_patch_mask(B, patches, cfg.mask_ratio, gen);
       Tensor pred = autoencoder->forward(x, mask);
       loss = masked_patch_loss(pred, x, mask, e.patch);
-      metric = psnr(mae_composite(x, pred, mask, e.patch), x);
+      const Tensor x_host = x.cpu();  // the training PSNR is measured on the host
+      metric = psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host);
     } else {
       Tensor logits = classifier->forward(x);
-      Tensor y = index_select(train.labels, 0, idx);
+      Tensor y = index_select(train.labels, 0, idx.to(train.labels.device())).to(device);
       loss = cross_entropy(logits, y);
       metric = static_cast<double>(correct(logits, y)) / static_cast<double>(B);
     }

@@ -29,6 +29,7 @@ struct ViTTrainConfig {
   uint64_t seed = 42;        // initialisation, data order and training masks
   uint64_t mask_seed = 1234;  // mae: the test masks (the same for every method)
   int64_t eval_batch = 250;
+  std::string device = "cpu";  // where the model trains and is evaluated: cpu, cuda or cuda:<index>
 };
 
 /// Throws ValueError naming `task` unless it is classify or mae.
@@ -39,9 +40,9 @@ void check_vit_task(const std::string& task);
 /// for a negative count, batch < 1, or a budget that buys no step.
 int64_t vit_train_steps(const ViTTrainConfig& c, int64_t train_images);
 
-/// Every key of a ViTTrainConfig (and its model) as JSON, with the encoder's
-/// MLP width for the method (the parameter-matched width, or 4C) and the
-/// steps for `train_images`. Throws ValueError for a bad config.
+/// Every key of a ViTTrainConfig (its model and device included) as JSON,
+/// with the encoder's MLP width for the method (the parameter-matched width,
+/// or 4C) and the steps for `train_images`. Throws ValueError for a bad config.
 nlohmann::json vit_config_to_json(const ViTTrainConfig& c, int64_t train_images);
 
 /// The parameters of the model a config trains (ViTClassifier for classify,
@@ -80,8 +81,10 @@ struct ViTTrainResult {
   int64_t skipped_steps = 0;    // steps skipped for a non-finite gradient norm
 };
 
-/// Accuracy of `model` on `data` (argmax of the logits), in eval mode without
-/// autograd, `batch` images at a time; the training mode is restored.
+/// Accuracy of `model` on `data` (argmax of the logits), on the model's
+/// device (each batch of images is moved there; data may be on any device),
+/// in eval mode without autograd, `batch` images at a time; the training
+/// mode is restored.
 /// progress(correct_so_far, images_so_far) after every batch. Throws
 /// ValueError for batch < 1, ShapeError for images of the wrong size.
 double evaluate_accuracy(ViTClassifier& model, const ImageDataset& data, int64_t batch,
@@ -89,8 +92,9 @@ double evaluate_accuracy(ViTClassifier& model, const ImageDataset& data, int64_t
 
 /// Reconstruction quality at one mask ratio: the images in order, `batch`
 /// at a time, each batch masked by random_patch_mask drawn from one
-/// Generator(mask_seed) (so every method sees the same masks), predicted in
-/// eval mode without autograd; scores of the composites (mae_composite).
+/// Generator(mask_seed) (so every method sees the same masks), predicted on
+/// the model's device in eval mode without autograd; scores of the
+/// composites (mae_composite), made and scored on the host.
 /// images [N, H, W]. progress(batches_done) after every batch. Throws
 /// ValueError for batch < 1 or a bad ratio, ShapeError for no images or
 /// images of the wrong size.
@@ -98,16 +102,21 @@ ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tens
                                             uint64_t mask_seed, int64_t batch,
                                             const std::function<void(int64_t)>& progress = {});
 
-/// Trains one model on `train` and evaluates it on `test`: the training
-/// images in a fresh random order every epoch (drawn from the seed), one
-/// batch per step; classify: cross-entropy of ViTClassifier's logits, then
-/// the test accuracy; mae: masked_patch_loss with a fresh random_patch_mask
-/// at mask_ratio per batch, then evaluate_reconstruction at every eval ratio.
+/// Trains one model on `train` and evaluates it on `test`, on cfg.device
+/// (the model, its optimizer state and each batch live there; the datasets
+/// and the masks stay on the host, PSNR and SSIM are computed there): the
+/// training images in a fresh random order every epoch (drawn from the
+/// seed), one batch per step; classify: cross-entropy of ViTClassifier's
+/// logits, then the test accuracy; mae: masked_patch_loss with a fresh
+/// random_patch_mask at mask_ratio per batch, then evaluate_reconstruction
+/// at every eval ratio.
 /// ScheduledAdamW (warmup + cosine, clip, weight decay on matrices). A step
 /// with a non-finite gradient norm is skipped. `progress` is called every
-/// step and after every test batch. Throws ValueError for a bad config or
-/// task, ShapeError for images that are not [N, image, image] or labels not
-/// [N].
+/// step and after every test batch. Throws ValueError for a bad config, task
+/// or device string, ShapeError for images that are not [N, image, image]
+/// or labels not [N], DeviceError naming "train" before any work when the
+/// device is not available, and DeviceError when an op the model needs has
+/// no kernel on that device.
 ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                          const std::function<void(const ViTTrainProgress&)>& progress = {});
 

@@ -1,11 +1,16 @@
 // Whole models on the stand-in "cuda" device (fake_device.h) running the
 // host build of the CUDA kernels (host_kernels.h): `tmem train --device cuda`
-// must give the CPU's losses step for step, which checks that every tensor a
-// model makes lands on its device and that the optimizer runs there.
+// (the diagnostic tasks, brown, fashion-mnist, moving-fmnist) must give the
+// CPU's losses step for step and its evaluation figures, which checks that
+// every tensor a model makes lands on its device and that the optimizer runs
+// there; a backend without kernels must fail, never fall back to the CPU.
 #include "core/device_backend.h"
 #include "fake_device.h"
 #include "host_kernels.h"
+#include "models/lm_trainer.h"
 #include "models/trainer.h"
+#include "models/video_trainer.h"
+#include "models/vit_trainer.h"
 
 using namespace tmem;
 
@@ -68,5 +73,257 @@ TEST_CASE("device: training on a device that is not there fails before any work,
 TEST_CASE("device: training on a device whose backend has no kernels names the first op it needs") {
   test::FakeCuda fake;  // a stand-in device without op kernels: the model must not fall back to the CPU
   CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny("base", "cuda")), doctest::Contains("not implemented on cuda yet"),
+                       DeviceError);
+}
+
+namespace {
+
+// The language models of tests/test_lm.cpp's tiny_lm (V = 11, d = 16, 2
+// layers, segments of 8, memory C = 4 at 3^3, chunk 1), 3 steps of 4 streams
+// on `device`.
+models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& device) {
+  models::LMTrainConfig c;
+  c.model.method = method;
+  c.model.vocab = 11;
+  c.model.dim = 16;
+  c.model.layers = 2;
+  c.model.heads = 2;
+  c.model.seq = 8;
+  c.model.window = 3;
+  c.model.dropout = 0.0;
+  c.model.memory.channels = 4;
+  c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
+  c.model.memory.chunk = 1;
+  c.batch = 4;
+  c.steps = 3;
+  c.warmup = 1;
+  c.lr = 2e-2;
+  c.eval_batch = 2;
+  c.device = device;
+  return c;
+}
+
+// tests/test_lm.cpp's periodic stream: period 10 over 10 ids.
+std::vector<int64_t> periodic_stream(int64_t n) {
+  std::vector<int64_t> s(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) s[i] = (i % 5) * 2 + (i / 5) % 2;
+  return s;
+}
+
+models::LMTrainResult train_tiny_lm(const std::string& method, const std::string& device) {
+  const std::vector<int64_t> stream = periodic_stream(200);
+  return models::train_lm(tiny_lm_run(method, device), stream, std::vector<int64_t>(stream.begin(), stream.begin() + 60),
+                          std::vector<int64_t>(stream.begin() + 60, stream.begin() + 100));
+}
+
+// tests/test_vit.cpp's synthetic labelled images: class 0 bright on the left
+// half, class 1 on the right, plus noise.
+ImageDataset halves(int64_t n, int64_t size, uint64_t seed) {
+  Generator gen(seed);
+  std::vector<double> px(static_cast<size_t>(n * size * size));
+  std::vector<int64_t> labels(static_cast<size_t>(n));
+  for (int64_t k = 0; k < n; ++k) {
+    labels[k] = k % 2;
+    for (int64_t i = 0; i < size; ++i)
+      for (int64_t j = 0; j < size; ++j)
+        px[(k * size + i) * size + j] = ((j < size / 2) == (labels[k] == 0) ? 0.8 : 0.1) + 0.1 * gen.uniform();
+  }
+  return {tensor(px, {n, size, size}), tensor_int(labels, {n})};
+}
+
+// tests/test_vit.cpp's smoke-test ViT (12 x 12 images, patch 4, d = 16, 2
+// layers, memory C = 4 at 3^3, chunk 2; MAE decoder d = 8, 1 layer), 3 steps
+// of 8 images on `device`.
+models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& method, const std::string& device) {
+  models::ViTTrainConfig c;
+  c.task = task;
+  models::ViTConfig& e = c.model.encoder;
+  e.method = method;
+  e.image = 12;
+  e.classes = 2;
+  e.dim = 16;
+  e.layers = 2;
+  e.heads = 2;
+  e.registers = 2;
+  e.memory.channels = 4;
+  e.memory.D = e.memory.H = e.memory.W = 3;
+  e.memory.chunk = 2;
+  c.model.decoder_dim = 8;
+  c.model.decoder_layers = 1;
+  c.model.decoder_heads = 2;
+  c.steps = 3;
+  c.batch = 8;
+  c.warmup = 1;
+  c.lr = 5e-3;
+  c.eval_batch = 8;
+  c.device = device;
+  return c;
+}
+
+models::ViTTrainResult train_tiny_vit(const std::string& task, const std::string& method, const std::string& device) {
+  return models::train_vit(tiny_vit_run(task, method, device), halves(24, 12, 20), halves(12, 12, 21));
+}
+
+// tests/test_video.cpp's M synthetic 28 x 28 items of 4 classes (stripes,
+// stripes, a checkerboard, solid).
+ImageDataset pattern_items(int64_t M) {
+  std::vector<double> px(static_cast<size_t>(M * 28 * 28));
+  std::vector<int64_t> labels(static_cast<size_t>(M));
+  for (int64_t m = 0; m < M; ++m) {
+    labels[m] = m % 4;
+    for (int64_t y = 0; y < 28; ++y)
+      for (int64_t x = 0; x < 28; ++x) {
+        const bool on = m % 4 == 0 ? y % 4 < 2 : m % 4 == 1 ? x % 4 < 2 : m % 4 == 2 ? (y / 4 + x / 4) % 2 == 0 : true;
+        px[(m * 28 + y) * 28 + x] = on ? 1.0 : 0.0;
+      }
+  }
+  return {tensor(px, {M, 28, 28}), tensor_int(labels, {M})};
+}
+
+// tests/test_video.cpp's smoke-test video model (2 frames of 64 x 64, patch
+// 16, d = 32, 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6
+// evaluation clips, occlusion on, on `device`.
+models::VideoTrainConfig tiny_video_run(const std::string& method, const std::string& device) {
+  models::VideoTrainConfig c;
+  c.model.method = method;
+  c.model.frames = c.data.frames = 2;
+  c.model.size = c.data.size = 64;
+  c.model.patch = 16;
+  c.model.dim = 32;
+  c.model.layers = 2;
+  c.model.heads = 4;
+  c.model.classes = 4;
+  c.model.registers = 2;
+  c.model.memory.channels = 4;
+  c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
+  c.data.occlusion = true;
+  c.data.occluded_frames = 1;
+  c.steps = 3;
+  c.batch = 4;
+  c.warmup = 1;
+  c.lr = 3e-3;
+  c.eval_clips = 6;
+  c.eval_batch = 4;
+  c.device = device;
+  return c;
+}
+
+models::VideoTrainResult train_tiny_video(const std::string& method, const std::string& device) {
+  const ImageDataset items = pattern_items(8);
+  return models::train_video(tiny_video_run(method, device), items, items);
+}
+
+}  // namespace
+
+TEST_CASE("device kernels: the language models train and evaluate on the device with the CPU's figures") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  for (const std::string& method : models::lm_methods()) {
+    INFO(method);
+    const models::LMTrainResult cpu = train_tiny_lm(method, "cpu"), dev = train_tiny_lm(method, "cuda");
+    REQUIRE(cpu.losses.size() == 3);
+    test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
+    CHECK(dev.valid.tokens == cpu.valid.tokens);
+    CHECK(dev.test.tokens == cpu.test.tokens);
+    test::check_close({dev.valid.nll(), dev.test.nll()}, {cpu.valid.nll(), cpu.test.nll()}, 1e-4, 1e-4);
+    test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
+    CHECK(dev.skipped_steps == 0);
+  }
+  CHECK(models::lm_config_to_json(tiny_lm_run("base", "cuda"))["device"] == "cuda");
+}
+
+TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with the CPU's result") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  const std::vector<int64_t> stream = periodic_stream(100);
+  for (const char* method : {"xl", "tensor"}) {
+    INFO(method);
+    Generator gen(3);
+    models::TransformerLM model(tiny_lm_run(method, "cpu").model, gen);
+    const models::PerplexityResult cpu = models::evaluate_perplexity(model, stream, 3);
+    model.to(Device::cuda());
+    const models::PerplexityResult dev = models::evaluate_perplexity(model, stream, 3);
+    CHECK(dev.tokens == cpu.tokens);
+    CHECK(dev.nll() == doctest::Approx(cpu.nll()).epsilon(1e-5));
+  }
+}
+
+TEST_CASE("device kernels: the ViTs train on the device with the CPU's losses and test accuracy") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  for (const std::string& method : models::vit_methods()) {
+    INFO(method);
+    const models::ViTTrainResult cpu = train_tiny_vit("classify", method, "cpu");
+    const models::ViTTrainResult dev = train_tiny_vit("classify", method, "cuda");
+    REQUIRE(cpu.losses.size() == 3);
+    test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
+    test::check_close(dev.metrics, cpu.metrics, 1e-12, 0);
+    CHECK(dev.test_accuracy == cpu.test_accuracy);
+    test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
+  }
+  CHECK(models::vit_config_to_json(tiny_vit_run("classify", "vit", "cuda"), 24)["device"] == "cuda");
+}
+
+TEST_CASE("device kernels: the MAE trains on the device with the CPU's losses, PSNR and SSIM") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  for (const char* method : {"local", "spatial"}) {
+    INFO(method);
+    const models::ViTTrainResult cpu = train_tiny_vit("mae", method, "cpu");
+    const models::ViTTrainResult dev = train_tiny_vit("mae", method, "cuda");
+    REQUIRE(cpu.losses.size() == 3);
+    test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
+    test::check_close(dev.metrics, cpu.metrics, 1e-4, 1e-4);  // the training batches' PSNR
+    REQUIRE(dev.reconstruction.size() == cpu.reconstruction.size());
+    for (size_t r = 0; r < cpu.reconstruction.size(); ++r) {
+      INFO("mask ratio " << cpu.reconstruction[r].ratio);
+      test::check_close({dev.reconstruction[r].psnr, dev.reconstruction[r].ssim},
+                        {cpu.reconstruction[r].psnr, cpu.reconstruction[r].ssim}, 1e-4, 1e-4);
+    }
+  }
+  // The trainers make the composites on the host; on the device it is the same image.
+  Generator gen(5);
+  const Tensor images = halves(3, 12, 22).images, pred = rand({3, 9, 16}, -0.5, 1.5, DType::Float32, gen);
+  const models::PatchMask mask = models::random_patch_mask(3, 9, 0.5, gen);
+  const Tensor dev = models::mae_composite(images.to(Device::cuda()), pred.to(Device::cuda()), mask, 4);
+  CHECK(dev.device() == Device::cuda());
+  test::check_close(dev.to_vector(), models::mae_composite(images, pred, mask, 4).to_vector(), 0, 0);
+}
+
+TEST_CASE("device kernels: the video models train on the device with the CPU's losses and scores") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  for (const std::string& method : models::video_methods()) {
+    INFO(method);
+    const models::VideoTrainResult cpu = train_tiny_video(method, "cpu"), dev = train_tiny_video(method, "cuda");
+    REQUIRE(cpu.losses.size() == 3);
+    test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
+    test::check_close(dev.metrics, cpu.metrics, 1e-12, 0);
+    CHECK(dev.test.clips == cpu.test.clips);
+    CHECK(dev.test.occluded_clips == cpu.test.occluded_clips);
+    CHECK(dev.test.accuracy == cpu.test.accuracy);
+    CHECK(dev.test.occluded_item == cpu.test.occluded_item);
+    test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
+  }
+  CHECK(models::video_config_to_json(tiny_video_run("joint", "cuda"))["device"] == "cuda");
+}
+
+TEST_CASE("device: the LM, ViT and video trainers fail on a device that is not there before any work") {
+  test::FakeCuda fake(&test::host_op_kernels());  // one stand-in device: cuda:0
+  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda:1"),
+                       doctest::Contains("train: cuda:1 is not available"), DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_video("tensor", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_lm("base", "gpu"), doctest::Contains("device: expected cpu, cuda or cuda:<index>"),
+                       ValueError);
+}
+
+TEST_CASE("device: the LM, ViT and video trainers on a backend without kernels name the op, never fall back") {
+  test::FakeCuda fake;  // a stand-in device without op kernels: the models must not fall back to the CPU
+  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda"), doctest::Contains("not implemented on cuda yet"), DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda"), doctest::Contains("not implemented on cuda yet"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda"), doctest::Contains("not implemented on cuda yet"),
+                       DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_video("joint", "cuda"), doctest::Contains("not implemented on cuda yet"),
                        DeviceError);
 }

@@ -11,6 +11,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/device_backend.h"
 #include "core/svg_plot.h"
 #include "data/brown.h"
 #include "models/lm_trainer.h"
@@ -52,6 +53,8 @@ int run(BrownArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   for (const auto& m : a.methods) models::check_lm_method(m);
   const int64_t steps = models::lm_train_steps(a.cfg);
+  const Device device = parse_device(a.cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the corpus loads
   std::printf("loading the Brown corpus from %s\n", a.data_dir.c_str());
   std::fflush(stdout);
   BrownCorpus corpus = load_brown(a.data_dir);
@@ -71,11 +74,11 @@ int run(BrownArgs& a) {
   std::filesystem::create_directories(root);
   const auto& m = a.cfg.model;
   std::printf("tmem train brown: %zu methods, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
-              "(%.2fM tokens), lr %g, %d threads -> %s\n",
+              "(%.2fM tokens), lr %g, on %s, %d threads -> %s\n",
               a.methods.size(), static_cast<long long>(m.dim), static_cast<long long>(m.layers),
               static_cast<long long>(m.heads), static_cast<long long>(m.seq), static_cast<long long>(a.cfg.batch),
               static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
-              omp_get_max_threads(), root.c_str());
+              device.str().c_str(), omp_get_max_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-6s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -171,6 +174,7 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str();
   app.add_option("--eval-batch", c.eval_batch, "Parallel streams for the perplexity evaluation")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed")->capture_default_str();
+  app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
                   "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");
   return parse_and_run(app, argc, argv, [&] { return run(a); });

@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/device_backend.h"
 #include "core/svg_plot.h"
 #include "models/video_trainer.h"
 #include "tools/progress.h"
@@ -113,6 +114,8 @@ int run(VideoArgs& a) {
     occlusion.push_back(o == "on");
   }
   a.cfg.model.frames = a.cfg.data.frames;
+  const Device device = parse_device(a.cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
   for (const auto& m : a.methods) {
@@ -132,14 +135,14 @@ int run(VideoArgs& a) {
   const auto& c = a.cfg;
   std::printf("tmem train moving-fmnist: %zu methods x %zu occlusion settings, %lld frames of %lldx%lld, patch %lld "
               "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
-              "clips), lr %g, %lld test clips, %d threads -> %s\n",
+              "clips), lr %g, %lld test clips, on %s, %d threads -> %s\n",
               a.methods.size(), occlusion.size(), static_cast<long long>(c.data.frames),
               static_cast<long long>(c.data.size), static_cast<long long>(c.data.size),
               static_cast<long long>(c.model.patch), static_cast<long long>(models::video_patches(c.model)),
               static_cast<long long>(c.model.dim), static_cast<long long>(c.model.layers),
               static_cast<long long>(c.model.heads), static_cast<long long>(c.batch), static_cast<long long>(c.steps),
               static_cast<long long>(c.steps * c.batch), c.lr, static_cast<long long>(c.eval_clips),
-              omp_get_max_threads(), root.c_str());
+              device.str().c_str(), omp_get_max_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -247,6 +250,7 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str();
   app.add_option("--eval-batch", c.eval_batch, "Clips per test batch")->capture_default_str();
   app.add_option("--seed", c.seed, "Seed (initialisation; seed + 1: the training clips)")->capture_default_str();
+  app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });
 }

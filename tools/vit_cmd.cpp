@@ -9,6 +9,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "core/device_backend.h"
 #include "core/svg_plot.h"
 #include "models/vit_trainer.h"
 #include "ops/shape.h"
@@ -119,6 +120,8 @@ int run(FashionArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   models::check_vit_task(a.cfg.task);
   for (const auto& m : a.methods) models::check_vit_method(m);
+  const Device device = parse_device(a.cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
   for (const auto& m : a.methods) {
@@ -145,9 +148,10 @@ int run(FashionArgs& a) {
     std::printf(", decoder d=%lld / %lld layers / %lld heads, mask %.2f", static_cast<long long>(a.cfg.model.decoder_dim),
                 static_cast<long long>(a.cfg.model.decoder_layers), static_cast<long long>(a.cfg.model.decoder_heads),
                 a.cfg.mask_ratio);
-  std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, %d threads -> %s\n", static_cast<long long>(a.cfg.batch),
-              static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train),
-              a.cfg.lr, omp_get_max_threads(), root.c_str());
+  std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, on %s, %d threads -> %s\n",
+              static_cast<long long>(a.cfg.batch), static_cast<long long>(steps),
+              static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str().c_str(),
+              omp_get_max_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -271,6 +275,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
   app.add_option("--test-images", a.test_images, "Use only the first n test images (0: all 10,000)")
       ->capture_default_str();
   app.add_option("--seed", c.seed, "Seed (initialisation, data order, training masks)")->capture_default_str();
+  app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });
 }
