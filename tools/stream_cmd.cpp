@@ -79,22 +79,25 @@ int run(const StreamArgs& a) {
     json points = json::array();
     bool stopped = false;
     const bool tty = isatty(fileno(stdout));
+    auto record = [&](const models::StreamReport& r) {
+      points.push_back({{"tokens", r.tokens}, {"seconds", r.seconds}, {"state_bytes", r.state_bytes},
+                        {"bytes_in_use", r.bytes_in_use}, {"peak_bytes", r.peak_bytes}});
+      char line[256];
+      std::snprintf(line, sizeof line, "| %s | %lld | %.2f | %.1f | %.1f | %.0f |", method.c_str(),
+                    static_cast<long long>(r.tokens), mib(r.state_bytes), mib(r.bytes_in_use), mib(r.peak_bytes),
+                    r.tokens / std::max(r.seconds, 1e-9));
+      table.push_back(line);
+    };
     models::stream_lm(model, a.tokens, a.seed, [&](const models::StreamReport& r) {
       print_progress_line(method, "tokens", r.tokens, a.tokens,
                           "state " + std::to_string(static_cast<int64_t>(mib(r.state_bytes))) + " MiB", r.seconds,
                           tty, 20);
-      while (next < marks.size() && r.tokens >= marks[next]) {
-        points.push_back({{"tokens", r.tokens}, {"seconds", r.seconds}, {"state_bytes", r.state_bytes},
-                          {"bytes_in_use", r.bytes_in_use}, {"peak_bytes", r.peak_bytes}});
-        char line[256];
-        std::snprintf(line, sizeof line, "| %s | %lld | %.2f | %.1f | %.1f | %.0f |", method.c_str(),
-                      static_cast<long long>(r.tokens), mib(r.state_bytes), mib(r.bytes_in_use),
-                      mib(r.peak_bytes), r.tokens / std::max(r.seconds, 1e-9));
-        table.push_back(line);
-        ++next;
-      }
+      bool recorded = false;
+      for (; next < marks.size() && r.tokens >= marks[next]; ++next) recorded = true;
+      if (recorded) record(r);
       if (r.seconds > a.max_minutes * 60 && r.tokens < a.tokens) {
         stopped = true;
+        if (!recorded) record(r);  // the last point reached
         std::printf("\n%s: stopped after %lld tokens: over --max-minutes %.0f\n", method.c_str(),
                     static_cast<long long>(r.tokens), a.max_minutes);
         return false;
