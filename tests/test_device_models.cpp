@@ -7,6 +7,7 @@
 #include "core/device_backend.h"
 #include "fake_device.h"
 #include "host_kernels.h"
+#include "model_fixtures.h"
 #include "models/lm_trainer.h"
 #include "models/trainer.h"
 #include "models/video_trainer.h"
@@ -78,22 +79,13 @@ TEST_CASE("device: training on a device whose backend has no kernels names the f
 
 namespace {
 
-// The language models of tests/test_lm.cpp's tiny_lm (V = 11, d = 16, 2
+// The language models of model_fixtures.h's tiny_lm (V = 11, d = 16, 2
 // layers, segments of 8, memory C = 4 at 3^3, chunk 1), 3 steps of 4 streams
 // on `device`.
 models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& device) {
   models::LMTrainConfig c;
-  c.model.method = method;
-  c.model.vocab = 11;
-  c.model.dim = 16;
-  c.model.layers = 2;
-  c.model.heads = 2;
+  c.model = test::tiny_lm(method);
   c.model.seq = 8;
-  c.model.window = 3;
-  c.model.dropout = 0.0;
-  c.model.memory.channels = 4;
-  c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
-  c.model.memory.chunk = 1;
   c.batch = 4;
   c.steps = 3;
   c.warmup = 1;
@@ -103,50 +95,22 @@ models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& 
   return c;
 }
 
-// tests/test_lm.cpp's periodic stream: period 10 over 10 ids.
-std::vector<int64_t> periodic_stream(int64_t n) {
-  std::vector<int64_t> s(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) s[i] = (i % 5) * 2 + (i / 5) % 2;
-  return s;
-}
-
 models::LMTrainResult train_tiny_lm(const std::string& method, const std::string& device) {
-  const std::vector<int64_t> stream = periodic_stream(200);
+  const std::vector<int64_t> stream = test::periodic_stream(200);
   return models::train_lm(tiny_lm_run(method, device), stream, std::vector<int64_t>(stream.begin(), stream.begin() + 60),
                           std::vector<int64_t>(stream.begin() + 60, stream.begin() + 100));
 }
 
-// tests/test_vit.cpp's synthetic labelled images: class 0 bright on the left
-// half, class 1 on the right, plus noise.
-ImageDataset halves(int64_t n, int64_t size, uint64_t seed) {
-  Generator gen(seed);
-  std::vector<double> px(static_cast<size_t>(n * size * size));
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) {
-    labels[k] = k % 2;
-    for (int64_t i = 0; i < size; ++i)
-      for (int64_t j = 0; j < size; ++j)
-        px[(k * size + i) * size + j] = ((j < size / 2) == (labels[k] == 0) ? 0.8 : 0.1) + 0.1 * gen.uniform();
-  }
-  return {tensor(px, {n, size, size}), tensor_int(labels, {n})};
-}
-
-// tests/test_vit.cpp's smoke-test ViT (12 x 12 images, patch 4, d = 16, 2
+// model_fixtures.h's tiny_vit on 12 x 12 images (patch 4, d = 16, 2
 // layers, memory C = 4 at 3^3, chunk 2; MAE decoder d = 8, 1 layer), 3 steps
 // of 8 images on `device`.
 models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& method, const std::string& device) {
   models::ViTTrainConfig c;
   c.task = task;
   models::ViTConfig& e = c.model.encoder;
-  e.method = method;
+  e = test::tiny_vit(method);
   e.image = 12;
   e.classes = 2;
-  e.dim = 16;
-  e.layers = 2;
-  e.heads = 2;
-  e.registers = 2;
-  e.memory.channels = 4;
-  e.memory.D = e.memory.H = e.memory.W = 3;
   e.memory.chunk = 2;
   c.model.decoder_dim = 8;
   c.model.decoder_layers = 1;
@@ -161,41 +125,21 @@ models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& 
 }
 
 models::ViTTrainResult train_tiny_vit(const std::string& task, const std::string& method, const std::string& device) {
-  return models::train_vit(tiny_vit_run(task, method, device), halves(24, 12, 20), halves(12, 12, 21));
+  return models::train_vit(tiny_vit_run(task, method, device), test::halves(24, 12, 20), test::halves(12, 12, 21));
 }
 
-// tests/test_video.cpp's M synthetic 28 x 28 items of 4 classes (stripes,
-// stripes, a checkerboard, solid).
-ImageDataset pattern_items(int64_t M) {
-  std::vector<double> px(static_cast<size_t>(M * 28 * 28));
-  std::vector<int64_t> labels(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) {
-    labels[m] = m % 4;
-    for (int64_t y = 0; y < 28; ++y)
-      for (int64_t x = 0; x < 28; ++x) {
-        const bool on = m % 4 == 0 ? y % 4 < 2 : m % 4 == 1 ? x % 4 < 2 : m % 4 == 2 ? (y / 4 + x / 4) % 2 == 0 : true;
-        px[(m * 28 + y) * 28 + x] = on ? 1.0 : 0.0;
-      }
-  }
-  return {tensor(px, {M, 28, 28}), tensor_int(labels, {M})};
-}
-
-// tests/test_video.cpp's smoke-test video model (2 frames of 64 x 64, patch
-// 16, d = 32, 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6
-// evaluation clips, occlusion on, on `device`.
+// model_fixtures.h's tiny_video on 2 frames of 64 x 64 (patch 16, d = 32,
+// 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6 evaluation
+// clips, occlusion on, on `device`.
 models::VideoTrainConfig tiny_video_run(const std::string& method, const std::string& device) {
   models::VideoTrainConfig c;
-  c.model.method = method;
-  c.model.frames = c.data.frames = 2;
+  c.model = test::tiny_video(method, 2);
+  c.data.frames = 2;
   c.model.size = c.data.size = 64;
   c.model.patch = 16;
   c.model.dim = 32;
-  c.model.layers = 2;
   c.model.heads = 4;
   c.model.classes = 4;
-  c.model.registers = 2;
-  c.model.memory.channels = 4;
-  c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
   c.data.occlusion = true;
   c.data.occluded_frames = 1;
   c.steps = 3;
@@ -209,7 +153,7 @@ models::VideoTrainConfig tiny_video_run(const std::string& method, const std::st
 }
 
 models::VideoTrainResult train_tiny_video(const std::string& method, const std::string& device) {
-  const ImageDataset items = pattern_items(8);
+  const ImageDataset items = test::pattern_items(8);
   return models::train_video(tiny_video_run(method, device), items, items);
 }
 
@@ -233,7 +177,7 @@ TEST_CASE("device kernels: the language models train and evaluate on the device 
 
 TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with the CPU's result") {
   test::FakeCuda fake(&test::host_op_kernels());
-  const std::vector<int64_t> stream = periodic_stream(100);
+  const std::vector<int64_t> stream = test::periodic_stream(100);
   for (const char* method : {"xl", "tensor"}) {
     INFO(method);
     Generator gen(3);
@@ -279,7 +223,7 @@ TEST_CASE("device kernels: the MAE trains on the device with the CPU's losses, P
   }
   // The trainers make the composites on the host; on the device it is the same image.
   Generator gen(5);
-  const Tensor images = halves(3, 12, 22).images, pred = rand({3, 9, 16}, -0.5, 1.5, DType::Float32, gen);
+  const Tensor images = test::halves(3, 12, 22).images, pred = rand({3, 9, 16}, -0.5, 1.5, DType::Float32, gen);
   const models::PatchMask mask = models::random_patch_mask(3, 9, 0.5, gen);
   const Tensor dev = models::mae_composite(images.to(Device::cuda()), pred.to(Device::cuda()), mask, 4);
   CHECK(dev.device() == Device::cuda());

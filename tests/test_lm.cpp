@@ -6,29 +6,15 @@
 #include "core/svg_plot.h"
 #include "models/lm_trainer.h"
 #include "nn/optim.h"
+#include "model_fixtures.h"
 #include "test_util.h"
 
 using namespace tmem;
 using namespace tmem::models;
 using tmem::test::check_close;
+using tmem::test::tiny_lm;
 
 namespace {
-
-LMConfig tiny_lm(const std::string& method) {
-  LMConfig c;
-  c.method = method;
-  c.vocab = 11;
-  c.dim = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.seq = 12;
-  c.window = 3;
-  c.dropout = 0.0;
-  c.memory.channels = 4;
-  c.memory.D = c.memory.H = c.memory.W = 3;
-  c.memory.chunk = 1;
-  return c;
-}
 
 Tensor random_tokens(int64_t B, int64_t T, int64_t V, uint64_t seed) {
   Generator gen(seed);
@@ -333,8 +319,7 @@ TEST_CASE("LM errors name the problem") {
 }
 
 TEST_CASE("training smoke test: the loss falls on a tiny periodic stream, for every method") {
-  std::vector<int64_t> stream(600);
-  for (int64_t i = 0; i < 600; ++i) stream[i] = (i % 5) * 2 + (i / 5) % 2;  // period 10 over 10 ids
+  const std::vector<int64_t> stream = test::periodic_stream(600);
   for (const auto& m : lm_methods()) {
     INFO(m);
     LMTrainConfig c;

@@ -7,30 +7,16 @@
 #include <cmath>
 
 #include "models/video_trainer.h"
+#include "model_fixtures.h"
 #include "test_util.h"
 
 using namespace tmem;
 using namespace tmem::models;
 using tmem::test::check_close;
+using tmem::test::pattern_items;
+using tmem::test::tiny_video;
 
 namespace {
-
-// A small video model on 16 x 16 frames, patch 4 (a 4 x 4 grid of 16
-// patches, chunk 4: 4 memory steps per frame).
-VideoConfig tiny_video(const std::string& method, int64_t frames = 4) {
-  VideoConfig c;
-  c.method = method;
-  c.frames = frames;
-  c.size = 16;
-  c.patch = 4;
-  c.dim = 16;
-  c.layers = 2;
-  c.heads = 2;
-  c.registers = 2;
-  c.memory.channels = 4;
-  c.memory.D = c.memory.H = c.memory.W = 3;
-  return c;
-}
 
 Tensor random_clips(int64_t B, int64_t T, int64_t size, uint64_t seed) {
   Generator gen(seed);
@@ -53,23 +39,6 @@ double frame_change(const Tensor& a, const Tensor& b, int64_t t) {
   return max(abs(slice(a, 1, t, t + 1) - slice(b, 1, t, t + 1))).item();
 }
 
-// M synthetic 28 x 28 items of 4 classes, item m of class m % 4, each class
-// a pattern: horizontal stripes, vertical stripes, a checkerboard, or solid
-// (pixels 0 or 1, so LayerNorm cannot wash the difference out as it would
-// brightness levels).
-ImageDataset pattern_items(int64_t M) {
-  std::vector<double> px(static_cast<size_t>(M * 28 * 28));
-  std::vector<int64_t> labels(static_cast<size_t>(M));
-  for (int64_t m = 0; m < M; ++m) {
-    labels[m] = m % 4;
-    for (int64_t y = 0; y < 28; ++y)
-      for (int64_t x = 0; x < 28; ++x) {
-        const bool on = m % 4 == 0 ? y % 4 < 2 : m % 4 == 1 ? x % 4 < 2 : m % 4 == 2 ? (y / 4 + x / 4) % 2 == 0 : true;
-        px[(m * 28 + y) * 28 + x] = on ? 1.0 : 0.0;
-      }
-  }
-  return {tensor(px, {M, 28, 28}), tensor_int(labels, {M})};
-}
 
 }  // namespace
 

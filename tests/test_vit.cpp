@@ -12,26 +12,16 @@
 #include "models/scheduled_adamw.h"
 #include "models/vit_trainer.h"
 #include "nn/patch_embed.h"
+#include "model_fixtures.h"
 #include "test_util.h"
 
 using namespace tmem;
 using namespace tmem::models;
 using tmem::test::check_close;
+using tmem::test::halves;
+using tmem::test::tiny_vit;
 
 namespace {
-
-// A small ViT on 28 x 28 images, patch 4 (a 7 x 7 grid of 49 patches).
-ViTConfig tiny_vit(const std::string& method, int64_t layers = 2) {
-  ViTConfig c;
-  c.method = method;
-  c.dim = 16;
-  c.layers = layers;
-  c.heads = 2;
-  c.registers = 2;
-  c.memory.channels = 4;
-  c.memory.D = c.memory.H = c.memory.W = 3;
-  return c;
-}
 
 Tensor random_images(int64_t B, int64_t size, uint64_t seed) {
   Generator gen(seed);
@@ -57,19 +47,6 @@ double token_change(const Tensor& a, const Tensor& b, int64_t t) {
   return max(abs(slice(a, 1, t, t + 1) - slice(b, 1, t, t + 1))).item();
 }
 
-// Synthetic labelled images: class 0 bright on the left half, class 1 on the right, plus noise.
-ImageDataset halves(int64_t n, int64_t size, uint64_t seed) {
-  Generator gen(seed);
-  std::vector<double> px(static_cast<size_t>(n * size * size));
-  std::vector<int64_t> labels(static_cast<size_t>(n));
-  for (int64_t k = 0; k < n; ++k) {
-    labels[k] = k % 2;
-    for (int64_t i = 0; i < size; ++i)
-      for (int64_t j = 0; j < size; ++j)
-        px[(k * size + i) * size + j] = ((j < size / 2) == (labels[k] == 0) ? 0.8 : 0.1) + 0.1 * gen.uniform();
-  }
-  return {tensor(px, {n, size, size}), tensor_int(labels, {n})};
-}
 
 }  // namespace
 
