@@ -57,6 +57,7 @@ models::LMConfig stream_model(const StreamArgs& a, const std::string& method) {
 int run(const StreamArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   const Device device = parse_device(a.device);
+  if (!device.is_cpu()) device_backend(device, "stream");  // a clear error before any work
   const std::string root = "runs/" + (a.name.empty() ? timestamped_name("stream") : a.name);
   std::filesystem::create_directories(root);
   std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
