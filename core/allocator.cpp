@@ -81,9 +81,14 @@ void cpu_release(void* p, size_t n) {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.in_use -= cls;
     if (c.stats.cached + cls <= cache_limit()) {
-      c.free[cls].push_back(p);
-      c.stats.cached += cls;
-      return;
+      // Release runs in destructors, also while a bad_alloc unwinds: when
+      // the free list cannot grow, the block goes back to the system.
+      try {
+        c.free[cls].push_back(p);
+        c.stats.cached += cls;
+        return;
+      } catch (const std::bad_alloc&) {
+      }
     }
   }
   std::free(p);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 #include <map>
 
@@ -99,6 +100,9 @@ void GradDumpWriter::write_step(int64_t step, double loss,
 }
 
 std::vector<json> read_grad_dump(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw IOError("read_grad_dump: " + path + " is not a regular file (a gradient dump is a JSON-lines file)");
   std::ifstream in(path);
   if (!in) throw IOError("read_grad_dump: cannot open " + path);
   std::vector<json> steps;
@@ -119,6 +123,8 @@ std::vector<json> read_grad_dump(const std::string& path) {
       steps.push_back(std::move(j));
     }
   }
+  if (in.bad()) throw IOError("read_grad_dump: reading " + path + " failed");
+  if (steps.empty()) throw IOError("read_grad_dump: " + path + " holds no dumped step");
   return steps;
 }
 

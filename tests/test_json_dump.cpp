@@ -2,6 +2,7 @@
 // non-finite numbers.
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 
 #include "test_util.h"
@@ -97,4 +98,15 @@ TEST_CASE("summarize and diff gradient dumps") {
   CHECK(diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pa), 5)[0].rel == 0);
   std::filesystem::remove(pa);
   std::filesystem::remove(pb);
+}
+
+TEST_CASE("read_grad_dump names the file when it is a directory, empty or blank") {
+  const std::string dir = test::tmp_path("tmem_dump_dir");
+  std::filesystem::create_directories(dir);
+  CHECK_THROWS_WITH_AS(read_grad_dump(dir), doctest::Contains((dir + " is not a regular file").c_str()), IOError);
+  const std::string blank = test::tmp_path("tmem_dump_blank.jsonl");
+  std::ofstream(blank) << "\n  \n";
+  CHECK_THROWS_WITH_AS(read_grad_dump(blank), doctest::Contains((blank + " holds no dumped step").c_str()), IOError);
+  CHECK_THROWS_WITH_AS(read_grad_dump(test::tmp_path("tmem_no_such_dump.jsonl")),
+                       doctest::Contains("is not a regular file"), IOError);
 }

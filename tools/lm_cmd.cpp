@@ -70,7 +70,7 @@ int run(BrownArgs& a) {
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
   if (a.name.empty()) a.name = timestamped_name("brown");
-  const std::string root = "runs/" + a.name;
+  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& m = a.cfg.model;
   std::printf("tmem train brown: %zu methods, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "

@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <ctime>
 
+#include "core/error.h"
+
 namespace tmem::tools {
 
 std::string fmt_time(double s) {
@@ -46,6 +48,20 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
               fmt_time(eta).c_str(), tty && !last ? "" : "\n");
   std::fflush(stdout);
 }
+
+std::string run_dir(const std::string& name) {
+  if (name.empty() || name == "." || name == ".." || name.find_first_of("/\\") != std::string::npos)
+    throw ValueError("--name: expected a plain directory name under runs/ (no '/', not '.' or '..'), but got \"" +
+                     name + "\"");
+  return "runs/" + name;
+}
+
+const CLI::Validator kPositive(
+    [](const std::string& v) { return std::stoll(v) >= 1 ? std::string() : "must be at least 1, got " + v; },
+    "INT >= 1");
+const CLI::Validator kNonNegative(
+    [](const std::string& v) { return std::stoll(v) >= 0 ? std::string() : "must be at least 0, got " + v; },
+    "INT >= 0");
 
 std::string timestamped_name(const std::string& prefix) {
   char buf[64];

@@ -34,6 +34,15 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name.
 std::string timestamped_name(const std::string& prefix);
 
+/// "runs/<name>", the directory of a run. Throws ValueError naming --name
+/// unless name is a plain directory name (not empty, ".", "..", and without
+/// '/' or '\\'), so a run never writes outside runs/.
+std::string run_dir(const std::string& name);
+
+/// CLI11 checks of integer options: at least 1, at least 0.
+extern const CLI::Validator kPositive;
+extern const CLI::Validator kNonNegative;
+
 /// Adds the options every training command shares: --threads, --name (the
 /// help names the default `name_default`, e.g. "brown-date-time") and
 /// --data-dir with the help `data_help`.

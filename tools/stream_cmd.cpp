@@ -47,18 +47,39 @@ models::LMConfig stream_model(const StreamArgs& a, const std::string& method) {
   if (method == "kv-cache") {
     c.method = "xl";
     c.cache_len = -1;
-  } else {
-    models::check_lm_method(method);
-    c.method = method;
+    return c;
   }
+  const auto& lm = models::lm_methods();
+  check<ValueError>(std::find(lm.begin(), lm.end(), method) != lm.end(), "stream: unknown method \"", method,
+                    "\" (expected kv-cache or a language-model method: base, local, linear, xl, tensor, leaky)");
+  c.method = method;
   return c;
+}
+
+// Every check a stream can fail before it runs: the device, the methods
+// (known, no repeats), the report points and the time limit, and each
+// method's model (built once and dropped), so a bad option never leaves a
+// run directory or fails after an earlier method streamed.
+void check_args(const StreamArgs& a, Device device) {
+  if (!device.is_cpu()) device_backend(device, "stream");
+  check<ValueError>(!a.methods.empty(), "stream: --method names no method");
+  for (size_t i = 0; i < a.methods.size(); ++i)
+    check<ValueError>(std::find(a.methods.begin(), a.methods.begin() + i, a.methods[i]) == a.methods.begin() + i,
+                      "stream: --method names \"", a.methods[i], "\" twice");
+  for (int64_t m : a.report_at)
+    check<ValueError>(m >= 1, "stream: --report-at expects token counts >= 1, but got ", m);
+  check<ValueError>(a.max_minutes > 0, "stream: --max-minutes expects a positive number, but got ", a.max_minutes);
+  for (const std::string& method : a.methods) {
+    Generator gen(a.seed);
+    models::TransformerLM probe(stream_model(a, method), gen);
+  }
 }
 
 int run(const StreamArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   const Device device = parse_device(a.device);
-  if (!device.is_cpu()) device_backend(device, "stream");  // a clear error before any work
-  const std::string root = "runs/" + (a.name.empty() ? timestamped_name("stream") : a.name);
+  check_args(a, device);
+  const std::string root = run_dir(a.name.empty() ? timestamped_name("stream") : a.name);
   std::filesystem::create_directories(root);
   std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
               "%d threads -> %s\n",
@@ -75,6 +96,7 @@ int run(const StreamArgs& a) {
     std::vector<int64_t> marks;
     for (int64_t m : a.report_at)
       if (m <= a.tokens) marks.push_back(m);
+    std::sort(marks.begin(), marks.end());
     if (marks.empty() || marks.back() != a.tokens) marks.push_back(a.tokens);
     size_t next = 0;
     json points = json::array();
@@ -99,7 +121,7 @@ int run(const StreamArgs& a) {
       if (r.seconds > a.max_minutes * 60 && r.tokens < a.tokens) {
         stopped = true;
         if (!recorded) record(r);  // the last point reached
-        std::printf("\n%s: stopped after %lld tokens: over --max-minutes %.0f\n", method.c_str(),
+        std::printf("\n%s: stopped after %lld tokens: over --max-minutes %g\n", method.c_str(),
                     static_cast<long long>(r.tokens), a.max_minutes);
         return false;
       }
@@ -133,13 +155,13 @@ std::function<int()> add_stream_command(CLI::App& app) {
                 "Methods, comma-separated: tensor, kv-cache (xl keeping every token), or any LM method")
       ->delimiter(',')
       ->capture_default_str();
-  s->add_option("--tokens", a->tokens, "Tokens to stream")->capture_default_str()->check(CLI::PositiveNumber);
-  s->add_option("--report-at", a->report_at, "Token counts to report, comma-separated")
+  s->add_option("--tokens", a->tokens, "Tokens to stream")->capture_default_str()->check(kPositive);
+  s->add_option("--report-at", a->report_at, "Token counts to report, comma-separated (those past --tokens are dropped)")
       ->delimiter(',')
       ->capture_default_str();
   s->add_option("--max-minutes", a->max_minutes, "Stop a method's stream after this long (a growing cache slows)")
       ->capture_default_str();
-  s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(CLI::PositiveNumber);
+  s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(kPositive);
   s->add_option("--dim", a->model.dim, "Model width C")->capture_default_str();
   s->add_option("--layers", a->model.layers, "Layers")->capture_default_str();
   s->add_option("--heads", a->model.heads, "Attention heads")->capture_default_str();

@@ -68,10 +68,21 @@ int run_ops(bool run_checks) {
 
 // Per-tensor gradient norms over the dumped steps; flags NaN/Inf and
 // vanishing gradients. Returns 1 when any tensor was flagged.
+// Runs f, turning a missing or mistyped field of a dump (a JSON library
+// error) into an IOError naming the dumps.
+template <class F>
+auto with_dump_errors(const std::string& what, F f) {
+  try {
+    return f();
+  } catch (const nlohmann::json::exception& e) {
+    throw tmem::IOError(what + ": a step or tensor has a missing or mistyped field (" + e.what() + ")");
+  }
+}
+
 int run_grads_summarize(const std::string& path) {
   using namespace tmem;
   auto steps = read_grad_dump(path);
-  auto series = summarize_grad_dump(steps);
+  auto series = with_dump_errors(path, [&] { return summarize_grad_dump(steps); });
   std::printf("%s: %zu dumped steps, %zu tensors\n", path.c_str(), steps.size(), series.size());
   std::printf("%-40s %12s %12s %12s %12s  %s\n", "tensor", "norm first", "norm last", "norm min",
               "norm max", "flags");
@@ -96,7 +107,7 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
   using namespace tmem;
   auto dump_a = read_grad_dump(a);
   auto dump_b = read_grad_dump(b);
-  auto diffs = diff_grad_dumps(dump_a, dump_b, top);
+  auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top); });
   std::printf("%-8s %-40s %-12s %14s %14s %12s\n", "step", "tensor", "field", "A", "B", "rel diff");
   for (const DumpDifference& d : diffs)
     std::printf("%-8lld %-40s %-12s %14.6e %14.6e %12.3e\n", static_cast<long long>(d.step),

@@ -10,6 +10,7 @@
 #include <map>
 #include <omp.h>
 
+#include "core/device_backend.h"
 #include "models/diagnostic.h"
 #include "models/trainer.h"
 #include "tools/progress.h"
@@ -42,13 +43,6 @@ void print_progress(const std::string& label, const models::TrainProgress& p, bo
               tty && p.step != p.steps ? "" : "\n");
   std::fflush(stdout);
 }
-
-const CLI::Validator kPositive(
-    [](const std::string& v) { return std::stoll(v) >= 1 ? std::string() : "must be at least 1, got " + v; },
-    "INT >= 1");
-const CLI::Validator kNonNegative(
-    [](const std::string& v) { return std::stoll(v) >= 0 ? std::string() : "must be at least 0, got " + v; },
-    "INT >= 0");
 
 std::string noise_str(double s) {
   char buf[32];
@@ -92,8 +86,10 @@ int run(TrainArgs& a) {
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
+  const Device device = parse_device(a.cfg.device);
+  if (!device.is_cpu()) device_backend(device, "train");  // before any directory is made
   if (a.name.empty()) a.name = timestamped_name(a.task);
-  const std::string root = "runs/" + a.name;
+  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const bool tty = isatty(fileno(stdout));
   std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
@@ -174,15 +170,22 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   // --config values are defaults that explicit flags override.
   for (int i = 1; i + 1 < argc; ++i)
     if (std::string(argv[i]) == "--config") {
-      std::ifstream in(argv[i + 1]);
-      if (!in) throw IOError(std::string("train: cannot open config file ") + argv[i + 1]);
+      const std::string path = argv[i + 1];
+      std::error_code ec;
+      if (!std::filesystem::is_regular_file(path, ec)) throw IOError("train: config file " + path + " is not a file");
+      std::ifstream in(path);
+      if (!in) throw IOError("train: cannot open config file " + path);
       json j;
       try {
         j = json::parse(in);
       } catch (const json::exception& e) {
-        throw IOError(std::string("train: config file ") + argv[i + 1] + " is not valid JSON: " + e.what());
+        throw IOError("train: config file " + path + " is not valid JSON: " + e.what());
       }
-      models::apply_config_json(a->cfg, j);
+      try {
+        models::apply_config_json(a->cfg, j);
+      } catch (const ValueError& e) {
+        throw ValueError("train: config file " + path + ": " + e.what());
+      }
       if (j.contains("task")) a->task = a->cfg.task;
       if (j.contains("method")) a->methods = {a->cfg.model.method};
       if (j.contains("W")) a->Ws = {a->cfg.task_cfg.W};
@@ -285,7 +288,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
       if (i < 0 || i >= static_cast<int>(variants.size()))
         throw ValueError("ablate: variant " + std::to_string(i) + " does not exist (0-" +
                          std::to_string(variants.size() - 1) + ")");
-    const std::string root = "runs/" + (name->empty() ? std::string("ablate") : *name);
+    const std::string root = run_dir(name->empty() ? std::string("ablate") : *name);
     std::filesystem::create_directories(root);
     const bool tty = isatty(fileno(stdout));
     json rows = json::array();

@@ -130,7 +130,7 @@ int run(VideoArgs& a) {
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
   if (a.name.empty()) a.name = timestamped_name("moving-fmnist");
-  const std::string root = "runs/" + a.name;
+  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& c = a.cfg;
   std::printf("tmem train moving-fmnist: %zu methods x %zu occlusion settings, %lld frames of %lldx%lld, patch %lld "

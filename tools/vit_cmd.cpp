@@ -136,7 +136,7 @@ int run(FashionArgs& a) {
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
   if (a.name.empty()) a.name = timestamped_name("fashion-mnist-" + a.cfg.task);
-  const std::string root = "runs/" + a.name;
+  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& e = a.cfg.model.encoder;
   std::printf("tmem train fashion-mnist --task %s: %zu methods, %lld train / %lld test images, patch %lld (%lld "
