@@ -48,8 +48,8 @@ int device_count(Device::Kind kind) {
 }
 
 void throw_not_implemented(const char* op, Device d) {
-  throw DeviceError(detail::cat(op, ": not implemented on ", Device::kind_name(d.kind),
-                                " yet (got a tensor on ", d.str(), ")"));
+  throw DeviceError(detail::cat(op, ": the ", Device::kind_name(d.kind),
+                                " backend has no kernel for this op (got a tensor on ", d.str(), ")"));
 }
 
 AllocatorStats allocator_stats(Device d) {

@@ -84,7 +84,7 @@ const DeviceBackend* registered_device_backend(Device::Kind kind);
 const DeviceBackend& device_backend(Device d, const char* op);
 /// Number of usable devices of `kind` (the CPU: 1; 0 without a backend).
 int device_count(Device::Kind kind);
-/// Throws DeviceError "<op>: not implemented on <kind> yet (got a tensor on
+/// Throws DeviceError "<op>: the <kind> backend has no kernel for this op (got a tensor on
 /// <device>)": the one message of every op that has no kernel for d.
 [[noreturn]] void throw_not_implemented(const char* op, Device d);
 

@@ -174,7 +174,7 @@ void copy_data(const Tensor& dst, const Tensor& src);
 /// Fills every element of t with value (any device); bumps the version.
 void fill_data(const Tensor& t, double value);
 /// The gate of every op that has only a CPU kernel: throws DeviceError
-/// "<op>: not implemented on cuda yet (...)" unless t is on the CPU.
+/// "<op>: the cuda backend has no kernel for this op (...)" unless t is on the CPU.
 void check_cpu(const Tensor& t, const char* op);
 
 }  // namespace tmem

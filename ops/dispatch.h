@@ -2,7 +2,7 @@
 // for a tensor on another device it asks device_kernels(op, t) for the
 // kernels that device's backend registered (ops/device_kernels.h) and calls
 // the one it needs. An op without a kernel on that device throws the one
-// DeviceError "<op>: not implemented on cuda yet", from here or from
+// DeviceError "<op>: the cuda backend has no kernel for this op", from here or from
 // check_cpu (core/tensor.h) in ops that have only CPU kernels.
 #pragma once
 #include <array>
@@ -15,7 +15,7 @@
 namespace tmem {
 
 /// The kernels of t's device for `op` (t not on the CPU). Throws DeviceError
-/// "<op>: not implemented on cuda yet (...)" when that device's backend does
+/// "<op>: the cuda backend has no kernel for this op (...)" when that device's backend does
 /// not run `op`, DeviceError when the device is not available, and
 /// DtypeError unless t is float32.
 const OpKernels& device_kernels(OpId op, const Tensor& t);

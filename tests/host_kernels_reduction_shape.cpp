@@ -269,7 +269,7 @@ TEST_CASE("device: reductions and shape ops without kernels on the device throw 
   test::FakeCuda fake;  // a backend with no op kernels at all
   const Tensor d = ones({2, 3}).to(Device::cuda());
   const Tensor i = tensor_int({0}, {1});
-  auto msg = [](const std::string& op) { return op + ": not implemented on cuda yet (got a tensor on cuda:0)"; };
+  auto msg = [](const std::string& op) { return op + ": the cuda backend has no kernel for this op (got a tensor on cuda:0)"; };
   CHECK(error_of<DeviceError>([&] { min(d, 0); }) == msg("min"));
   CHECK(error_of<DeviceError>([&] { max(d); }) == msg("max"));
   CHECK(error_of<DeviceError>([&] { index_select(d, 0, i); }) == msg("index_select"));

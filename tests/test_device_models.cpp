@@ -73,7 +73,7 @@ TEST_CASE("device: training on a device that is not there fails before any work,
 
 TEST_CASE("device: training on a device whose backend has no kernels names the first op it needs") {
   test::FakeCuda fake;  // a stand-in device without op kernels: the model must not fall back to the CPU
-  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny("base", "cuda")), doctest::Contains("not implemented on cuda yet"),
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny("base", "cuda")), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
 }
 
@@ -263,11 +263,11 @@ TEST_CASE("device: the LM, ViT and video trainers fail on a device that is not t
 
 TEST_CASE("device: the LM, ViT and video trainers on a backend without kernels name the op, never fall back") {
   test::FakeCuda fake;  // a stand-in device without op kernels: the models must not fall back to the CPU
-  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda"), doctest::Contains("not implemented on cuda yet"), DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda"), doctest::Contains("not implemented on cuda yet"),
+  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"), DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda"), doctest::Contains("not implemented on cuda yet"),
+  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_video("joint", "cuda"), doctest::Contains("not implemented on cuda yet"),
+  CHECK_THROWS_WITH_AS(train_tiny_video("joint", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
 }
