@@ -137,6 +137,17 @@ json memory_internals(const DiagnosticModel& model) {
   return layers;
 }
 
+// A checkpoint continues only the run that wrote it: every key of its config
+// but the step count (a run may be extended) must match.
+void check_same_config(const std::string& path, const json& saved, const json& now) {
+  std::string diff;
+  for (const auto& [key, v] : now.items())
+    if (key != "steps" && (!saved.contains(key) || saved[key] != v))
+      diff += "\n  " + key + ": checkpoint " + (saved.contains(key) ? saved[key].dump() : "(missing)") + ", now " +
+              v.dump();
+  check<ValueError>(diff.empty(), "train: cannot resume from ", path, ": it was written with another config:", diff);
+}
+
 }  // namespace
 
 TrainResult train_diagnostic(const TrainConfig& cfg,
@@ -167,13 +178,24 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
       if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
       else if (k.rfind("optim.", 0) == 0) opt_state[k.substr(6)] = t;
     }
+    auto meta = [&](const std::string& key) {
+      auto it = f.metadata.find(key);
+      check<IOError>(it != f.metadata.end(), "train: checkpoint ", ckpt, " has no \"", key,
+                     "\" entry (written by an older tmem?), so it cannot be resumed");
+      return it->second;
+    };
+    check_same_config(ckpt, json::parse(meta("config")), config_to_json(cfg));
     model.load_state_dict(model_state);
     opt.load_state_dict(opt_state);
-    data_gen.set_state(f.metadata.at("data_rng"));
-    init_gen.set_state(f.metadata.at("model_rng"));
-    res.start_step = std::stoll(f.metadata.at("step"));
-    for (const auto& h : json::parse(f.metadata.at("recent_hits")))
+    data_gen.set_state(meta("data_rng"));
+    init_gen.set_state(meta("model_rng"));
+    res.start_step = std::stoll(meta("step"));
+    check<ValueError>(res.start_step <= cfg.steps, "train: cannot resume from ", ckpt, ": it is at step ",
+                      res.start_step, ", past the ", cfg.steps, " steps asked for");
+    for (const auto& h : json::parse(meta("recent_hits")))
       recent.emplace_back(h[0].get<int64_t>(), h[1].get<int64_t>());
+    res.losses = json::parse(meta("losses")).get<std::vector<double>>();
+    res.accuracy_curve = json::parse(meta("accuracy_curve")).get<std::vector<std::pair<int64_t, double>>>();
   }
   auto save_checkpoint = [&](int64_t step) {
     std::map<std::string, Tensor> all;
@@ -183,7 +205,9 @@ TrainResult train_diagnostic(const TrainConfig& cfg,
     for (auto& [h, n] : recent) hits.push_back({h, n});
     save_safetensors(ckpt, all, {{"step", std::to_string(step)}, {"data_rng", data_gen.state()},
                                  {"model_rng", init_gen.state()},
-                                 {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()}});
+                                 {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()},
+                                 {"losses", json(res.losses).dump()},
+                                 {"accuracy_curve", json(res.accuracy_curve).dump()}});
   };
 
   std::unique_ptr<GradDumpWriter> dump;

@@ -43,10 +43,10 @@ struct TrainProgress {
 };
 
 struct TrainResult {
-  std::vector<double> losses;       // per step, for every step run in this call
+  std::vector<double> losses;       // per step from step 0 (a resumed run's include those before it)
   double train_accuracy = 0;        // query accuracy over the last 100 steps
-  /// (step, query accuracy over the 100 steps up to it) every 100 steps run
-  /// in this call: the training curve (bench/peer/coord_peer.py logs the same).
+  /// (step, query accuracy over the 100 steps up to it) every 100 steps from
+  /// step 0: the training curve (bench/peer/coord_peer.py logs the same).
   std::vector<std::pair<int64_t, double>> accuracy_curve;
   double eval_accuracy = 0;         // on eval_batches fresh batches
   double eval_accuracy_observed = -1;  // map-building: on queries of observed cells (-1: n/a)
@@ -57,8 +57,12 @@ struct TrainResult {
 };
 
 /// Trains one configuration of a diagnostic task (DiagnosticModel, cross
-/// entropy on the target positions). `progress` is called every step. Throws
-/// ValueError for a bad config, IOError for checkpoint or dump failures.
+/// entropy on the target positions). `progress` is called every step. With
+/// cfg.resume, continues from run_dir/checkpoint.safetensors (bit-exactly:
+/// model, optimizer, data and dropout generators, losses and curve so far).
+/// Throws ValueError for a bad config or a checkpoint written with another
+/// config (any key but steps; the message lists the keys that differ),
+/// IOError for checkpoint or dump failures.
 TrainResult train_diagnostic(const TrainConfig& cfg,
                              const std::function<void(const TrainProgress&)>& progress = {});
 

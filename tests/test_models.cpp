@@ -196,11 +196,23 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
   half.resume = true;
   TrainResult second = train_diagnostic(half);
   CHECK(second.start_step == 6);
-  std::vector<double> joined = first.losses;
-  joined.insert(joined.end(), second.losses.begin(), second.losses.end());
-  REQUIRE(joined.size() == full.losses.size());
-  for (size_t i = 0; i < joined.size(); ++i) CHECK(joined[i] == full.losses[i]);
+  REQUIRE(first.losses.size() == 6);
+  REQUIRE(second.losses.size() == full.losses.size());  // the losses before the resume come from the checkpoint
+  for (size_t i = 0; i < full.losses.size(); ++i) CHECK(second.losses[i] == full.losses[i]);
+  for (size_t i = 0; i < first.losses.size(); ++i) CHECK(first.losses[i] == full.losses[i]);
   CHECK(second.eval_accuracy == full.eval_accuracy);
+
+  TrainConfig other = half;  // a checkpoint continues only the run that wrote it
+  other.lr = 1e-3;
+  other.task_cfg.W = 6;
+  const std::string err = test::error_of<ValueError>([&] { train_diagnostic(other); });
+  CHECK(err.find("written with another config") != std::string::npos);
+  CHECK(err.find("lr: checkpoint 0.0003, now 0.001") != std::string::npos);
+  CHECK(err.find("W: checkpoint 5, now 6") != std::string::npos);
+  TrainConfig shorter = half;
+  shorter.steps = 4;
+  CHECK(test::error_of<ValueError>([&] { train_diagnostic(shorter); }).find("at step 12, past the 4 steps") !=
+        std::string::npos);
   fs::remove_all(c.run_dir);
   fs::remove_all(half.run_dir);
 }

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <omp.h>
 
 #include "core/device_backend.h"
@@ -65,6 +66,18 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
   else c.task_cfg.length = v;
 }
 
+// The result of a cell that an earlier run of the same config finished (its
+// result.json), so `--resume` skips it; nullopt when there is none to reuse.
+std::optional<json> finished_cell(const models::TrainConfig& c) {
+  std::ifstream in(c.run_dir + "/result.json");
+  if (!in) return std::nullopt;
+  json j = json::parse(in, nullptr, false);
+  if (j.is_discarded() || !j.contains("config") || j["config"] != models::config_to_json(c) ||
+      !j.contains("eval_accuracy"))
+    return std::nullopt;
+  return j;
+}
+
 int run(TrainArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
@@ -97,7 +110,8 @@ int run(TrainArgs& a) {
               static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), omp_get_max_threads(),
               root.c_str());
   json cells = json::array();
-  std::map<std::tuple<std::string, double, int64_t>, std::vector<models::TrainResult>> table;
+  // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
+  std::map<std::tuple<std::string, double, int64_t>, std::vector<std::pair<double, double>>> table;
   for (const auto& method : a.methods)
     for (double noise : a.noises)
       for (int64_t v : values)
@@ -113,6 +127,16 @@ int run(TrainArgs& a) {
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
           if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
+          if (c.resume) {
+            if (auto done = finished_cell(c)) {
+              std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", cell.c_str(),
+                          100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
+              table[{method, noise, v}].push_back(
+                  {done->at("eval_accuracy").get<double>(), done->value("eval_accuracy_observed", -1.0)});
+              cells.push_back(*done);
+              continue;
+            }
+          }
           if (c.resume && !std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
             std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), cell.c_str());
           std::filesystem::create_directories(c.run_dir);
@@ -125,7 +149,7 @@ int run(TrainArgs& a) {
           if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
           for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
           std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
-          table[{method, noise, v}].push_back(r);
+          table[{method, noise, v}].push_back({r.eval_accuracy, r.eval_accuracy_observed});
           json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
                     {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
                     {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
@@ -148,7 +172,7 @@ int run(TrainArgs& a) {
       for (int64_t v : values) {
         const auto& rs = table[{method, noise, v}];
         double acc = 0, obs = 0;
-        for (const auto& r : rs) acc += r.eval_accuracy / rs.size(), obs += r.eval_accuracy_observed / rs.size();
+        for (const auto& [a, o] : rs) acc += a / rs.size(), obs += o / rs.size();
         char buf[32];
         if (observed) std::snprintf(buf, sizeof buf, "%.1f / %.1f", 100 * acc, 100 * obs);
         else std::snprintf(buf, sizeof buf, "%.1f", 100 * acc);
@@ -230,7 +254,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
-  t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/");
+  t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose result.json has the same config is not run again)");
   t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)");
   t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory");
   t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str();
