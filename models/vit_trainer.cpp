@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <memory>
 #include <numeric>
 
@@ -221,7 +222,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   };
   if (mae) {
     const auto total = static_cast<int64_t>(cfg.eval_ratios.size()) * per_pass;
-    double last_psnr = 0;
+    double last_psnr = std::numeric_limits<double>::quiet_NaN();
     for (size_t r = 0; r < cfg.eval_ratios.size(); ++r) {
       const auto before = static_cast<int64_t>(r) * per_pass;
       res.reconstruction.push_back(evaluate_reconstruction(

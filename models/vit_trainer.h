@@ -54,7 +54,7 @@ int64_t vit_parameters(const ViTTrainConfig& c);
 /// the training batch (mae), each the mean over the last 50 steps, lr = this
 /// step's. phase "test": step = test batches done (over every mask ratio for
 /// mae), loss = 0, metric = accuracy so far (classify) or the last finished
-/// ratio's PSNR (mae, 0 before), lr = 0. Images per second and seconds are
+/// ratio's PSNR (mae, NaN before the first), lr = 0. Images per second and seconds are
 /// the phase's so far.
 struct ViTTrainProgress {
   std::string phase;

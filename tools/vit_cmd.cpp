@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -69,6 +70,7 @@ void print_progress(const std::string& method, const std::string& task, const mo
                     bool tty) {
   char label[64], fields[128], metric[48];
   if (task == "classify") std::snprintf(metric, sizeof metric, "acc %5.1f%%", 100 * p.metric);
+  else if (std::isnan(p.metric)) std::snprintf(metric, sizeof metric, "PSNR -");  // no mask ratio finished yet
   else std::snprintf(metric, sizeof metric, "PSNR %.2f dB", p.metric);
   const bool train = p.phase == "train";
   std::snprintf(label, sizeof label, train ? "%-9s" : "%-9s test", method.c_str());
