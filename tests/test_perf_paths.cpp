@@ -98,6 +98,10 @@ const GemmCase kGemmCases[] = {
     {3, 600, 17, false, false, false},   // few rows: threads split the B panels
     {4200, 20, 9, false, false, false},  // more rows than one packed A chunk
     {50, 17, 0, false, false, false},    // K = 0 zeroes C
+    // Transposed A read in place (narrow or small products): whole panels
+    // over two KC slices, a packed edge panel, and with transposed B.
+    {48, 16, 300, true, false, false},   {129, 16, 129, true, false, true},
+    {26, 150, 40, true, true, false},
 };
 
 }  // namespace

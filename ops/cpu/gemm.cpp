@@ -13,7 +13,10 @@
 // count, so results are reproducible.
 //
 // B is read in place (no packing) when its rows are contiguous and the
-// problem is small, where packing would cost as much as the product.
+// problem is small, where packing would cost as much as the product. So is A
+// when its columns are contiguous (a transposed operand, as in the backward
+// products and attention's) and the product is small or narrow: its layout is
+// then the packed one, [k][MR], with a column stride of a_cs instead of MR.
 #include "ops/cpu/gemm.h"
 
 #include <algorithm>
@@ -44,7 +47,7 @@ struct Blocking {
 // kept for the next call (contents undefined).
 template <class T>
 T* scratch(size_t n, int slot) {
-  thread_local std::vector<T> bufs[3];
+  thread_local std::vector<T> bufs[4];
   std::vector<T>& buf = bufs[slot];
   const size_t pad = 64 / sizeof(T);
   if (buf.size() < n + pad) buf.resize(n + pad);
@@ -167,11 +170,12 @@ void pack_a_panel(const T* A, int64_t a_rs, int64_t a_cs, int64_t mr, int64_t kc
   }
 }
 
-// C[0:mr, 0:nr] (row stride ldc) = (add ? C : 0) + the product over kc of a
-// packed A micro-panel Ap [kc][MR] and NR columns of B whose rows lie at
-// stride ldb: a packed panel (ldb = NR, kAligned) or B itself (unaligned).
+// C[0:mr, 0:nr] (row stride ldc) = (add ? C : 0) + the product over kc of an
+// A micro-panel of MR rows whose columns lie at stride lda (packed: lda = MR;
+// A itself: a_cs) and NR columns of B whose rows lie at stride ldb: a packed
+// panel (ldb = NR, kAligned) or B itself (unaligned).
 template <class T, bool kAligned>
-void micro_kernel(int64_t kc, const T* Ap, const T* Bp, int64_t ldb, T* C, int64_t ldc,
+void micro_kernel(int64_t kc, const T* Ap, int64_t lda, const T* Bp, int64_t ldb, T* C, int64_t ldc,
                   int64_t mr, int64_t nr, bool add) {
   using Bk = Blocking<T>;
   using V = typename Bk::V;
@@ -184,7 +188,7 @@ void micro_kernel(int64_t kc, const T* Ap, const T* Bp, int64_t ldb, T* C, int64
     V b1 = kAligned ? V::load_aligned(b + L) : V::load_unaligned(b + L);
     keep_in_register(b0);
     keep_in_register(b1);
-    const T* a = Ap + k * MR;
+    const T* a = Ap + k * lda;
 #pragma GCC unroll 12
     for (int64_t i = 0; i < MR; ++i) {
       const V ai(a[i]);
@@ -236,13 +240,17 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
   const double work = static_cast<double>(M) * static_cast<double>(N) * static_cast<double>(K);
   // Small products with contiguous B rows read B in place.
   const bool direct_b = b_cs == 1 && (M <= 4 * MR || work <= 262144.0);
+  // Small or narrow products with contiguous A columns read A in place (a
+  // column stride of at most 1024 elements keeps a panel's kc columns within
+  // a few pages).
+  const bool direct_a = a_rs == 1 && a_cs <= 1024 && (N <= 4 * NR || work <= 262144.0);
   const int nthr = parallel && work > 1048576.0 ? omp_get_max_threads() : 1;
   const int64_t kc_max = std::min(KC, K);
   // A is packed in chunks of up to MA rows (4 MiB of floats at KC = 256),
   // each chunk once per KC slice; B in blocks of KC x NC, each once per chunk.
   const int64_t MA = std::min((M + MR - 1) / MR * MR, Bk::MA);
   const int64_t nc_max = std::min(NC, (N + NR - 1) / NR * NR);
-  T* ap = scratch<T>(static_cast<size_t>(MA * kc_max), 0);
+  T* ap = direct_a ? nullptr : scratch<T>(static_cast<size_t>(MA * kc_max), 0);
   T* bp = direct_b ? nullptr : scratch<T>(static_cast<size_t>(kc_max * nc_max), 1);
   // Thread `tid` of `team` takes a contiguous share of each loop (as
   // schedule(static)); `sync` is the barrier between the packing and the
@@ -261,16 +269,24 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
       }
     };
     T* eb = direct_b ? scratch<T>(static_cast<size_t>(kc_max * NR), 2) : nullptr;
+    T* ea = direct_a ? scratch<T>(static_cast<size_t>(kc_max * MR), 3) : nullptr;
     for (int64_t ic = 0; ic < M; ic += MA) {
       const int64_t ma = std::min(MA, M - ic);
       const int64_t mpanels = (ma + MR - 1) / MR;
       for (int64_t pc = 0; pc < K; pc += KC) {
         const int64_t kc = std::min(KC, K - pc);
         const bool add = accumulate || pc > 0;
-        for (auto [q, qe] = share(mpanels); q < qe; ++q)
-          pack_a_panel(A + (ic + q * MR) * a_rs + pc * a_cs, a_rs, a_cs, std::min(MR, ma - q * MR),
-                       kc, ap + q * kc * MR);
-        sync();
+        // Read in place, a last panel of fewer than MR rows would load past
+        // the end of A's columns: every thread packs its own copy of it.
+        const bool edge_a = direct_a && ma % MR != 0;
+        if (edge_a)
+          pack_a_panel(A + (ic + (mpanels - 1) * MR) + pc * a_cs, a_rs, a_cs, ma % MR, kc, ea);
+        if (!direct_a) {
+          for (auto [q, qe] = share(mpanels); q < qe; ++q)
+            pack_a_panel(A + (ic + q * MR) * a_rs + pc * a_cs, a_rs, a_cs, std::min(MR, ma - q * MR),
+                         kc, ap + q * kc * MR);
+          sync();
+        }
         for (int64_t jc = 0; jc < N; jc += NC) {
           const int64_t nc = std::min(NC, N - jc);
           const int64_t npanels = (nc + NR - 1) / NR;
@@ -288,14 +304,16 @@ void gemm(int64_t M, int64_t N, int64_t K, const T* A, int64_t a_rs, int64_t a_c
           auto tile = [&](int64_t q, int64_t p) {
             const int64_t i0 = q * MR, j0 = p * NR;
             const int64_t mr = std::min(MR, ma - i0), nr = std::min(NR, nc - j0);
-            const T* a = ap + q * kc * MR;
+            const bool packed_a = !direct_a || (edge_a && q == mpanels - 1);
+            const T* a = !direct_a ? ap + q * kc * MR : packed_a ? ea : A + ic + i0 + pc * a_cs;
+            const int64_t lda = packed_a ? MR : a_cs;
             T* c = C + (ic + i0) * ldc + jc + j0;
             if (edge && p == npanels - 1)
-              micro_kernel<T, true>(kc, a, eb, NR, c, ldc, mr, nr, add);
+              micro_kernel<T, true>(kc, a, lda, eb, NR, c, ldc, mr, nr, add);
             else if (direct_b)
-              micro_kernel<T, false>(kc, a, B + pc * b_rs + jc + j0, b_rs, c, ldc, mr, nr, add);
+              micro_kernel<T, false>(kc, a, lda, B + pc * b_rs + jc + j0, b_rs, c, ldc, mr, nr, add);
             else
-              micro_kernel<T, true>(kc, a, bp + p * kc * NR, NR, c, ldc, mr, nr, add);
+              micro_kernel<T, true>(kc, a, lda, bp + p * kc * NR, NR, c, ldc, mr, nr, add);
           };
           if (mpanels >= 2 * team) {
             // Threads split the A micro-panels; each keeps its panel in L1
