@@ -1,5 +1,7 @@
 // Reductions. Shapes: input any rank; the reduced dims are moved last and made
-// contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced).
+// contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced);
+// the CPU sum of a contiguous input over its leading dims reads it in place
+// as columns instead (column_sums).
 // All also run on devices (ops/dispatch.h): sum and mean through sum_rows,
 // max and min through extreme_rows (and extreme_rows_backward), var through
 // var_rows and var_backward.
@@ -25,6 +27,7 @@ using Grads = std::vector<Tensor>;
 struct Plan {
   Shape in, keep, out, perm;  // perm: kept dims then reduced dims
   int64_t O = 1, R = 1;
+  int64_t reduced = 0;  // how many dims are reduced
 };
 
 Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, const char* op) {
@@ -50,6 +53,7 @@ Plan make_plan(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim, 
     if (red[i]) {
       p.perm.push_back(i);
       p.R *= p.in[i];
+      ++p.reduced;
     }
   for (int64_t i = 0; i < r; ++i)
     if (!red[i] || keepdim) p.out.push_back(p.keep[i]);
@@ -82,6 +86,44 @@ Tensor expand_grad(OpId id, const Tensor& g, const Plan& p, double scale) {
   return out;
 }
 
+// Whether a is contiguous and its reduced dims are its leading ones, so that
+// it is rows [R, O] as it lies (a bias gradient summed over B and T, any
+// broadcast operand's gradient): column_sums then reads it in place.
+bool leading_dims_reduced(const Tensor& a, const Plan& p) {
+  const auto r = static_cast<int64_t>(p.perm.size()), kept = r - p.reduced;
+  if (p.reduced == 0 || kept == 0 || !a.is_contiguous()) return false;
+  for (int64_t i = 0; i < r; ++i)
+    if (p.perm[i] != (i < kept ? p.reduced + i : i - kept)) return false;
+  return true;
+}
+
+// o[j] = scale * sum over i of x[i, j] for rows x [R, O]: each thread sums a
+// range of columns, 256 rows at a time into an L1-resident block of partial
+// sums that is then added to o, so no thread count or timing changes a sum.
+template <class T>
+void column_sums(const T* x, int64_t R, int64_t O, T scale, T* o) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(V::size), kRows = 256, kCols = 16 * L;
+  const int64_t chunks = (O + kCols - 1) / kCols;
+#pragma omp parallel for if (R * O >= kParallelGrain && chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kCols, c1 = std::min(O, c0 + kCols), vend = c0 + (c1 - c0) / L * L;
+    T part[kCols];
+    std::fill(o + c0, o + c1, T(0));
+    for (int64_t r0 = 0; r0 < R; r0 += kRows) {
+      std::fill(part, part + (c1 - c0), T(0));
+      for (int64_t i = r0; i < std::min(R, r0 + kRows); ++i) {
+        const T* row = x + i * O;
+        for (int64_t j = c0; j < vend; j += L)
+          (V::load_unaligned(part + j - c0) + V::load_unaligned(row + j)).store_unaligned(part + j - c0);
+        for (int64_t j = vend; j < c1; ++j) part[j - c0] += row[j];
+      }
+      for (int64_t j = c0; j < c1; ++j) o[j] += part[j - c0];
+    }
+    for (int64_t j = c0; j < c1; ++j) o[j] *= scale;
+  }
+}
+
 Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
   const char* op = op_name(id).data();
   if (!a.device().is_cpu()) {
@@ -91,8 +133,14 @@ Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
     k.sum_rows(a.device().index, rows.data<float>(), out.data<float>(), p.O, p.R, scale);
     return out;
   }
-  Tensor rows = rows_of(a, p);
   Tensor out = empty(p.out, a.dtype());
+  if (leading_dims_reduced(a, p)) {
+    dispatch_floating(a.dtype(), op, [&]<class T>() {
+      column_sums(a.data<T>(), p.R, p.O, static_cast<T>(scale), out.data<T>());
+    });
+    return out;
+  }
+  Tensor rows = rows_of(a, p);
   dispatch_floating(a.dtype(), op, [&]<class T>() {
     const T* x = rows.data<T>();
     T* o = out.data<T>();

@@ -1,5 +1,7 @@
 // Values of the core ops: views, broadcasting, reductions, matmul vs a naive
 // reference, shape ops. (Gradients are covered by the op-table gradchecks.)
+#include <omp.h>
+
 #include "test_util.h"
 
 using namespace tmem;
@@ -62,6 +64,38 @@ TEST_CASE("reductions: sum, mean, var, max/min with indices") {
   // var of large values with a tiny spread: the two-pass formula keeps it.
   check_close(var(tensor({40000, 40001, 40002, 40003}, {4}), {}, 0), {1.25}, 1e-4);
   CHECK_THROWS_AS(sum(x, {2}), IndexError);
+}
+
+TEST_CASE("sum over leading dims (read in place as columns) matches a naive sum, on 1 and 2 threads") {
+  // [3, 200, 37]: 600 rows past one 256-row block, 37 columns (a vector tail);
+  // [2, 5, 700]: columns over several per-thread chunks; a sliced input is
+  // not contiguous and takes the transposed-rows path.
+  Generator gen(3);
+  for (const Shape& shape : std::vector<Shape>{{3, 200, 37}, {2, 5, 700}, {1, 4, 1}}) {
+    Tensor x = randn(shape, 0, 1, DType::Float64, gen);
+    const std::vector<double> v = x.to_vector();
+    const int64_t R = shape[0] * shape[1], O = shape[2];
+    std::vector<double> want(static_cast<size_t>(O), 0.0);
+    for (int64_t i = 0; i < R; ++i)
+      for (int64_t j = 0; j < O; ++j) want[j] += v[i * O + j];
+    INFO("shape " << shape_str(shape));
+    check_close(sum(x, {0, 1}), want, 1e-12, 1e-12);
+    std::vector<double> mean_want = want;
+    for (double& m : mean_want) m /= static_cast<double>(R);
+    check_close(mean(x, {1, 0}, true), mean_want, 1e-12, 1e-12);
+    const Tensor xf = to_dtype(x, DType::Float32);
+    const int before = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const std::vector<double> one = sum(xf, {0, 1}).to_vector();
+    omp_set_num_threads(2);
+    const std::vector<double> two = sum(xf, {0, 1}).to_vector();
+    omp_set_num_threads(before);
+    CHECK(one == two);
+    check_close(sum(xf, {0, 1}), want, 1e-4, 1e-4);
+  }
+  Tensor y = randn({4, 6, 10}, 0, 1, DType::Float64, gen);
+  Tensor ys = slice(y, 2, 0, 8);
+  check_close(sum(ys, {0, 1}), sum(contiguous(ys), {0, 1}).to_vector(), 1e-12, 1e-12);
 }
 
 TEST_CASE("matmul matches a naive product across shapes, strides and blocking edges") {
