@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "core/autograd.h"
 #include "core/device_backend.h"
@@ -47,13 +48,43 @@ Shape infer_shape(const Tensor& a, Shape shape, const char* op) {
   return shape;
 }
 
+// The strides that let a tensor of shape `from` and strides `strides` be seen
+// with shape `to` (same numel) without a copy, or nullopt when a new dim would
+// span parts of the storage that are not one stride apart. PyTorch's
+// computeStride (ATen/TensorUtils.cpp): the old dims are cut into chunks that
+// are contiguous with each other, and each new dim must lie inside one chunk.
+std::optional<Shape> view_strides(const Shape& from, const Shape& strides, const Shape& to) {
+  if (from.empty() || numel_of(from) == 0) return contiguous_strides(to);
+  Shape out(to.size());
+  auto view_d = static_cast<int64_t>(to.size()) - 1;
+  int64_t chunk_base = strides.back(), tensor_numel = 1, view_numel = 1;
+  for (auto d = static_cast<int64_t>(from.size()) - 1; d >= 0; --d) {
+    tensor_numel *= from[d];
+    if (d == 0 || (from[d - 1] != 1 && strides[d - 1] != tensor_numel * chunk_base)) {
+      while (view_d >= 0 && (view_numel < tensor_numel || to[view_d] == 1)) {
+        out[view_d] = view_numel * chunk_base;
+        view_numel *= to[view_d];
+        --view_d;
+      }
+      if (view_numel != tensor_numel) return std::nullopt;
+      if (d > 0) {
+        chunk_base = strides[d - 1];
+        tensor_numel = view_numel = 1;
+      }
+    }
+  }
+  if (view_d != -1) return std::nullopt;
+  return out;
+}
+
 Tensor reshape_impl(const Tensor& a, Shape shape, bool allow_copy, const char* op) {
   shape = infer_shape(a, std::move(shape), op);
-  check<ShapeError>(allow_copy || a.is_contiguous(), op, ": input of shape ",
-                    shape_str(a.shape()), " is not contiguous; use reshape");
-  Tensor out = a.is_contiguous()
-                   ? make_view(a, shape, contiguous_strides(shape), a.offset())
-                   : reshape_data(a, shape);
+  const std::optional<Shape> strides =
+      a.is_contiguous() ? contiguous_strides(shape) : view_strides(a.shape(), a.strides(), shape);
+  check<ShapeError>(allow_copy || strides.has_value(), op, ": input of shape ", shape_str(a.shape()),
+                    " and strides ", shape_str(a.strides()), " cannot be seen as shape ", shape_str(shape),
+                    " without a copy (a new dim would span dims that are not contiguous); use reshape");
+  Tensor out = strides ? make_view(a, shape, *strides, a.offset()) : reshape_data(a, shape);
   record(OpId::Reshape, {a}, {out}, {}, [in = a.shape()](const Node&, const Grads& g) {
     return Grads{reshape_data(g[0], in)};
   });

@@ -1,4 +1,4 @@
-// Shape ops (DESIGN.md 3). reshape (of a contiguous tensor), view, permute,
+// Shape ops (DESIGN.md 3). reshape (when the strides allow), view, permute,
 // transpose, slice, expand, squeeze and unsqueeze return views that share
 // storage and version counter with their input; the others copy. All are
 // differentiable; semantics follow PyTorch's functions of the same names.
@@ -10,9 +10,13 @@
 namespace tmem {
 
 /// a with a new shape of the same numel; one dim may be -1 (inferred). A view
-/// when a is contiguous, else a copy. Throws ShapeError on a numel mismatch.
+/// when a's strides allow one (always when a is contiguous; also, as in
+/// PyTorch, when each new dim lies within dims of a that are contiguous with
+/// each other, e.g. dropping or adding a size-1 dim of a permuted tensor),
+/// else a copy. Throws ShapeError on a numel mismatch.
 Tensor reshape(const Tensor& a, Shape shape);
-/// As reshape, but never copies: throws ShapeError for a non-contiguous a.
+/// As reshape, but never copies: throws ShapeError when a's strides allow no
+/// view of that shape (PyTorch's view).
 Tensor view(const Tensor& a, Shape shape);
 /// Reorders dims: out.shape[i] = a.shape[dims[i]]. Throws IndexError/ValueError
 /// unless dims is a permutation of 0..rank-1.
