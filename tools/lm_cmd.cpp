@@ -149,8 +149,9 @@ int run_train_brown(int argc, char** argv) {
       "across segments), leaky (tensor with the reference code's shared state; not causal).\n"
       "Defaults: d=256, 4 layers, 4 heads, seq 256, batch 16, 4M training tokens (976 steps, 5 epochs), lr "
       "1e-3 -> 1e-4 (100 warmup steps, cosine), dropout 0.2, memory C=32 8^3 chunk 16; about 11.1M parameters "
-      "per method. On 2 cores one method takes 30-50 minutes plus 2-3 minutes of evaluation (xl the slowest, "
-      "about 1,500 tokens/s; tensor about 2,300).",
+      "per method. Measured on one thread per method, two methods side by side on 2 cores: 30-48 minutes of "
+      "training (tensor 30, local 33, base 36, linear 37, xl 48; 1,400-2,300 tokens/s) plus about 3 minutes of "
+      "evaluation.",
       "tmem train brown"};
   app.add_option("--method", a.methods, "Methods, comma-separated: base, local, linear, xl, tensor, leaky")
       ->delimiter(',')->capture_default_str();
