@@ -55,6 +55,8 @@ int run(BrownArgs& a) {
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the corpus loads
+  if (a.name.empty()) a.name = timestamped_name("brown");
+  const std::string root = run_dir(a.name);  // so does a bad --name
   std::printf("loading the Brown corpus from %s\n", a.data_dir.c_str());
   std::fflush(stdout);
   BrownCorpus corpus = load_brown(a.data_dir);
@@ -69,11 +71,9 @@ int run(BrownArgs& a) {
     Generator gen(0);
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
-  if (a.name.empty()) a.name = timestamped_name("brown");
-  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& m = a.cfg.model;
-  std::printf("tmem train brown: %zu methods, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
+  std::printf("tmem train brown: methods %zu, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
               "(%.2fM tokens), lr %g, on %s, %d threads -> %s\n",
               a.methods.size(), static_cast<long long>(m.dim), static_cast<long long>(m.layers),
               static_cast<long long>(m.heads), static_cast<long long>(m.seq), static_cast<long long>(a.cfg.batch),

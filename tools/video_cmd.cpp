@@ -116,6 +116,8 @@ int run(VideoArgs& a) {
   a.cfg.model.frames = a.cfg.data.frames;
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
+  if (a.name.empty()) a.name = timestamped_name("moving-fmnist");
+  const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
   for (const auto& m : a.methods) {
@@ -129,11 +131,9 @@ int run(VideoArgs& a) {
   const ImageDataset train = load_fashion_mnist(a.data_dir, true);
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
-  if (a.name.empty()) a.name = timestamped_name("moving-fmnist");
-  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& c = a.cfg;
-  std::printf("tmem train moving-fmnist: %zu methods x %zu occlusion settings, %lld frames of %lldx%lld, patch %lld "
+  std::printf("tmem train moving-fmnist: methods %zu x occlusion settings %zu, %lld frames of %lldx%lld, patch %lld "
               "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
               "clips), lr %g, %lld test clips, on %s, %d threads -> %s\n",
               a.methods.size(), occlusion.size(), static_cast<long long>(c.data.frames),

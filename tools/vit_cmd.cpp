@@ -124,6 +124,8 @@ int run(FashionArgs& a) {
   for (const auto& m : a.methods) models::check_vit_method(m);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
+  if (a.name.empty()) a.name = timestamped_name("fashion-mnist-" + a.cfg.task);
+  const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
   for (const auto& m : a.methods) {
@@ -137,11 +139,9 @@ int run(FashionArgs& a) {
   const ImageDataset test = first_images(load_fashion_mnist(a.data_dir, false), a.test_images);
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
-  if (a.name.empty()) a.name = timestamped_name("fashion-mnist-" + a.cfg.task);
-  const std::string root = run_dir(a.name);
   std::filesystem::create_directories(root);
   const auto& e = a.cfg.model.encoder;
-  std::printf("tmem train fashion-mnist --task %s: %zu methods, %lld train / %lld test images, patch %lld (%lld "
+  std::printf("tmem train fashion-mnist --task %s: methods %zu, %lld train / %lld test images, patch %lld (%lld "
               "patches), d=%lld, %lld layers, %lld heads",
               a.cfg.task.c_str(), a.methods.size(), static_cast<long long>(n_train), static_cast<long long>(n_test),
               static_cast<long long>(e.patch), static_cast<long long>(models::vit_patches(e)),
