@@ -63,6 +63,7 @@ class MapBuilding : public Task {
   int64_t vocab() const override { return 0; }
   int64_t classes() const override { return 2; }
   int64_t seq_len() const override { return c_.T + 1; }
+  int64_t default_dim() const override { return 96; }
 
   TaskBatch sample(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();
@@ -109,6 +110,7 @@ class Occlusion : public Task {
   int64_t classes() const override { return 4; }
   int64_t seq_len() const override { return kFrames * 16; }
   int64_t default_chunk() const override { return 16; }
+  int64_t default_dim() const override { return 96; }
 
   TaskBatch sample(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();

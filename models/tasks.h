@@ -37,6 +37,9 @@ class Task {
   /// The memory chunk size that suits the task (1 token per step, or one
   /// frame for occlusion).
   virtual int64_t default_chunk() const { return 1; }
+  /// The model width d of the reference configuration (DESIGN.md 4: 64 for
+  /// the binding tasks, 96 for map-building and occlusion).
+  virtual int64_t default_dim() const { return 64; }
   virtual TaskBatch sample(int64_t B, Generator& gen) const = 0;
 };
 

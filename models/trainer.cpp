@@ -20,6 +20,12 @@ namespace tmem::models {
 
 using nlohmann::json;
 
+void resolve_task_defaults(TrainConfig& c) {
+  std::unique_ptr<Task> task = make_task(c.task, c.task_cfg);
+  if (c.model.dim == 0) c.model.dim = task->default_dim();
+  if (c.model.memory.chunk == 0) c.model.memory.chunk = task->default_chunk();
+}
+
 json config_to_json(const TrainConfig& c) {
   const auto& m = c.model;
   const auto& t = c.task_cfg;
@@ -150,14 +156,15 @@ void check_same_config(const std::string& path, const json& saved, const json& n
 
 }  // namespace
 
-TrainResult train_diagnostic(const TrainConfig& cfg,
+TrainResult train_diagnostic(const TrainConfig& config,
                              const std::function<void(const TrainProgress&)>& progress) {
+  TrainConfig cfg = config;
+  resolve_task_defaults(cfg);
   std::unique_ptr<Task> task = make_task(cfg.task, cfg.task_cfg);
   check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
   check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
   BackboneConfig mcfg = cfg.model;
   mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
-  if (mcfg.memory.chunk == 0) mcfg.memory.chunk = task->default_chunk();
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1), eval_gen(cfg.seed + 2);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work

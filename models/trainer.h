@@ -14,14 +14,17 @@
 namespace tmem::models {
 
 struct TrainConfig {
-  TrainConfig() { model.memory.chunk = 0; }
+  TrainConfig() {
+    model.dim = 0;
+    model.memory.chunk = 0;
+  }
   std::string task = "coord-binding";
   TaskConfig task_cfg;        // W, noise, queries, T, L, length
   int64_t steps = 2000, batch = 128;
   uint64_t seed = 42;
   double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
   int64_t eval_batches = 16;  // held-out batches for the final accuracy
-  BackboneConfig model;       // method, dim, layers, heads, memory (chunk 0 = the task's), leaky_memory
+  BackboneConfig model;       // method, dim, layers, heads, memory, leaky_memory (dim 0, chunk 0: the task's)
   std::string run_dir;        // checkpoints and dumps go here ("" = none)
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
   bool resume = false;           // continue from run_dir/checkpoint.safetensors
@@ -31,6 +34,10 @@ struct TrainConfig {
   std::string device = "cpu";    // where the model trains: cpu, cuda or cuda:<index>
 };
 
+/// Sets the values left at 0 to the task's defaults: model.dim
+/// (Task::default_dim) and the memory chunk (Task::default_chunk). Throws
+/// ValueError for an unknown task or task parameters out of range.
+void resolve_task_defaults(TrainConfig& c);
 /// Every key of a TrainConfig as JSON (the exact config of a run).
 nlohmann::json config_to_json(const TrainConfig& c);
 /// Applies the keys of `j` to `c`. Throws ValueError naming any unknown key,

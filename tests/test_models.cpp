@@ -248,3 +248,27 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
   CHECK(config_to_json(d) == config_to_json(c));
   CHECK_THROWS_AS(mlp_ratio_of("slotz"), ValueError);
 }
+
+TEST_CASE("resolve_task_defaults: d and chunk of DESIGN.md 4 per task, explicit values kept") {
+  for (auto [task, dim, chunk] : {std::tuple<const char*, int64_t, int64_t>{"coord-binding", 64, 1},
+                                  {"no-harm", 64, 1},
+                                  {"map-building", 96, 1},
+                                  {"occlusion", 96, 16},
+                                  {"occlusion-visible", 96, 16}}) {
+    INFO(task);
+    TrainConfig c;
+    c.task = task;
+    resolve_task_defaults(c);
+    CHECK(c.model.dim == dim);
+    CHECK(c.model.memory.chunk == chunk);
+  }
+  TrainConfig c;
+  c.task = "occlusion";
+  c.model.dim = 32;
+  c.model.memory.chunk = 4;
+  resolve_task_defaults(c);
+  CHECK(c.model.dim == 32);
+  CHECK(c.model.memory.chunk == 4);
+  c.task = "occlusion-hidden";
+  CHECK_THROWS_WITH_AS(resolve_task_defaults(c), doctest::Contains("occlusion-hidden"), ValueError);
+}

@@ -93,8 +93,8 @@ int run(TrainArgs& a) {
       c.task = a.task;
       c.model.method = method;
       set_sweep(c, sweep, v);
+      models::resolve_task_defaults(c);
       auto task = models::make_task(c.task, c.task_cfg);
-      if (c.model.memory.chunk == 0) c.model.memory.chunk = task->default_chunk();
       c.model.max_len = std::max(c.model.max_len, task->seq_len());
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
@@ -122,7 +122,7 @@ int run(TrainArgs& a) {
           set_sweep(c, sweep, v);
           c.task_cfg.noise = noise;
           c.seed = seed;
-          if (c.model.memory.chunk == 0) c.model.memory.chunk = models::make_task(c.task, c.task_cfg)->default_chunk();
+          models::resolve_task_defaults(c);
           std::string tag = sweep + std::to_string(v) + (coord ? "_s" + noise_str(noise) : "");
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
@@ -241,7 +241,9 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str();
   t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
   t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
-  t->add_option("--dim", c.model.dim, "Model width d")->capture_default_str();
+  t->add_option("--dim", c.model.dim,
+                 "Model width d (0: the task's - 64 for coord-binding and no-harm, 96 for map-building and occlusion)")
+      ->capture_default_str();
   t->add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str();
   t->add_option("--heads", c.model.heads, "Attention heads")->capture_default_str();
   t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str();
@@ -320,6 +322,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
     for (int i : chosen) {
       models::TrainConfig c = *cfg;
       variants[i].apply(c.model.memory);
+      models::resolve_task_defaults(c);
       c.run_dir = root + "/variant" + std::to_string(i);
       models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
         print_progress(variants[i].name, p, tty);
