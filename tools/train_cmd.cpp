@@ -300,7 +300,10 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   t->add_option("--steps", cfg->steps, "Training steps per variant")->capture_default_str();
   t->add_option("--batch", cfg->batch, "Batch size")->capture_default_str();
   t->add_option("--seed", cfg->seed, "Seed")->capture_default_str();
-  t->add_option("--variants", *only, "Run only these variant numbers (0-7), comma-separated")->delimiter(',');
+  std::string listing;
+  for (size_t i = 0; i < ablation_variants().size(); ++i)
+    listing += (i ? "; " : "") + std::to_string(i) + " " + ablation_variants()[i].name;
+  t->add_option("--variants", *only, "Run only these variants, comma-separated: " + listing)->delimiter(',');
   t->add_option("--threads", *threads, "OpenMP threads (default: all cores)");
   t->add_option("--name", *name, "Run name: results go to runs/<name>/");
   return [t, cfg, name, only, threads]() -> int {
