@@ -4,6 +4,7 @@
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <limits>
 
 #include "core/autograd.h"
 #include "core/device_backend.h"
@@ -165,7 +166,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
   BackboneConfig mcfg = cfg.model;
   mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
-  Generator init_gen(cfg.seed), data_gen(cfg.seed + 1), eval_gen(cfg.seed + 2);
+  Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   DiagnosticModel model(*task, mcfg, init_gen);
@@ -264,16 +265,33 @@ TrainResult train_diagnostic(const TrainConfig& config,
 
   model.eval();
   NoGradGuard no_grad;
-  Hits total;
-  for (int64_t e = 0; e < cfg.eval_batches; ++e) {
-    TaskBatch batch = to_device(task->sample(cfg.batch, eval_gen), device);
-    Hits hh = query_hits(model.forward(batch), batch);
-    total.hit += hh.hit, total.total += hh.total, total.hit_obs += hh.hit_obs, total.total_obs += hh.total_obs;
-  }
+  // Accuracy on eval_batches batches drawn from the seed's eval stream (the
+  // same batches on every call).
+  auto evaluate = [&] {
+    Generator eval_gen(cfg.seed + 2);
+    Hits total;
+    for (int64_t e = 0; e < cfg.eval_batches; ++e) {
+      TaskBatch batch = to_device(task->sample(cfg.batch, eval_gen), device);
+      Hits hh = query_hits(model.forward(batch), batch);
+      total.hit += hh.hit, total.total += hh.total, total.hit_obs += hh.hit_obs, total.total_obs += hh.total_obs;
+    }
+    return total;
+  };
+  const Hits total = evaluate();
   res.eval_accuracy = total.total ? static_cast<double>(total.hit) / total.total : 0.0;
   if (total.total_obs) res.eval_accuracy_observed = static_cast<double>(total.hit_obs) / total.total_obs;
-  for (const auto& blk : model.backbone->blocks())
-    if (blk->memory) res.gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
+  res.gates = memory_gates(*model.backbone);
+  if (!res.gates.empty()) {
+    // The same batches with every memory gate at 0 (gamma = -inf): the
+    // accuracy the model gets without its memory path.
+    std::vector<std::pair<Tensor, double>> gammas;
+    for (const auto& blk : model.backbone->blocks())
+      if (blk->memory) gammas.emplace_back(blk->memory->gamma, blk->memory->gamma.item());
+    for (auto& [g, v] : gammas) fill_data(g, -std::numeric_limits<double>::infinity());
+    const Hits off = evaluate();
+    for (auto& [g, v] : gammas) fill_data(g, v);
+    res.eval_accuracy_memory_off = off.total ? static_cast<double>(off.hit) / off.total : 0.0;
+  }
   return res;
 }
 

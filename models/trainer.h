@@ -58,6 +58,10 @@ struct TrainResult {
   double eval_accuracy = 0;         // on eval_batches fresh batches
   double eval_accuracy_observed = -1;  // map-building: on queries of observed cells (-1: n/a)
   std::vector<double> gates;        // sigmoid(gamma) of each memory layer at the end
+  /// Tensor Memory models: the eval accuracy on the same batches with every
+  /// memory gate sigmoid(gamma) set to 0, i.e. without the memory path (-1: no
+  /// memory layers). Near eval_accuracy means the model does not use its memory.
+  double eval_accuracy_memory_off = -1;
   double seconds = 0;
   int64_t parameters = 0;
   int64_t start_step = 0;           // > 0 when resumed

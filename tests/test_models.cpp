@@ -1,6 +1,8 @@
 // Diagnostic models: causality of every backbone (and the leaky-memory
 // ablation failing it), bit-exact resume, config validation.
 #include <filesystem>
+#include <limits>
+#include <map>
 
 #include "models/diagnostic.h"
 #include "models/trainer.h"
@@ -271,4 +273,44 @@ TEST_CASE("resolve_task_defaults: d and chunk of DESIGN.md 4 per task, explicit 
   CHECK(c.model.memory.chunk == 4);
   c.task = "occlusion-hidden";
   CHECK_THROWS_WITH_AS(resolve_task_defaults(c), doctest::Contains("occlusion-hidden"), ValueError);
+}
+
+TEST_CASE("memory gate at 0 is the model without memory: a tensor model's output equals base's with its weights") {
+  TaskConfig tc;
+  tc.W = 5;
+  tc.queries = 2;
+  auto task = make_task("coord-binding", tc);
+  Generator gen(3);
+  DiagnosticModel tensor_model(*task, tiny("tensor"), gen);
+  DiagnosticModel base_model(*task, tiny("base"), gen);
+  std::map<std::string, Tensor> shared;
+  for (auto& [k, t] : tensor_model.state_dict())
+    if (k.find(".memory.") == std::string::npos && k.find(".ln_mem.") == std::string::npos) shared[k] = t;
+  base_model.load_state_dict(shared);  // strict: every base parameter has a tensor-model twin
+  for (const auto& blk : tensor_model.backbone->blocks())
+    if (blk->memory) fill_data(blk->memory->gamma, -std::numeric_limits<double>::infinity());
+  NoGradGuard no_grad;
+  TaskBatch b = task->sample(3, gen);
+  Tensor with_memory_off = tensor_model.forward(b), base = base_model.forward(b);
+  test::check_close(with_memory_off.to_vector(), base.to_vector(), 0, 0);
+}
+
+TEST_CASE("eval_accuracy_memory_off: reported for Tensor Memory models only, gates restored after it") {
+  TrainConfig c;
+  c.model = tiny("tensor");
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = 8;
+  c.eval_batches = 2;
+  c.steps = 30;
+  c.lr = 1e-2;
+  TrainResult r = train_diagnostic(c);
+  CHECK(r.eval_accuracy_memory_off >= 0.0);
+  CHECK(r.eval_accuracy_memory_off <= 1.0);
+  REQUIRE(r.gates.size() == 2);
+  for (double g : r.gates) CHECK(g > 0.1);  // the trained gates, not the 0 of the memory-off pass
+  c.model = tiny("base");
+  CHECK(train_diagnostic(c).eval_accuracy_memory_off == -1.0);
+  c.model = tiny("slots");
+  CHECK(train_diagnostic(c).eval_accuracy_memory_off == -1.0);
 }

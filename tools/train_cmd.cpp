@@ -112,6 +112,8 @@ int run(TrainArgs& a) {
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
   std::map<std::tuple<std::string, double, int64_t>, std::vector<std::pair<double, double>>> table;
+  // eval accuracy with the memory gates at 0 of every seed of a (method, noise, value) with Tensor Memory
+  std::map<std::tuple<std::string, double, int64_t>, std::vector<double>> memory_off;
   for (const auto& method : a.methods)
     for (double noise : a.noises)
       for (int64_t v : values)
@@ -133,6 +135,8 @@ int run(TrainArgs& a) {
                           100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
               table[{method, noise, v}].push_back(
                   {done->at("eval_accuracy").get<double>(), done->value("eval_accuracy_observed", -1.0)});
+              if (done->contains("eval_accuracy_memory_off"))
+                memory_off[{method, noise, v}].push_back(done->at("eval_accuracy_memory_off").get<double>());
               cells.push_back(*done);
               continue;
             }
@@ -148,13 +152,16 @@ int run(TrainArgs& a) {
           std::printf("%s: eval accuracy %.1f%%", label.c_str(), 100 * r.eval_accuracy);
           if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
           for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
+          if (r.eval_accuracy_memory_off >= 0) std::printf(", memory off %.1f%%", 100 * r.eval_accuracy_memory_off);
           std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
           table[{method, noise, v}].push_back({r.eval_accuracy, r.eval_accuracy_observed});
+          if (r.eval_accuracy_memory_off >= 0) memory_off[{method, noise, v}].push_back(r.eval_accuracy_memory_off);
           json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
                     {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
                     {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
                     {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}};
           if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
+          if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
           cells.push_back(j);
           std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
           std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
@@ -166,20 +173,41 @@ int run(TrainArgs& a) {
   std::printf("%-12s %-7s", "method", coord ? "noise" : "");
   for (int64_t v : values) std::printf(" %13s", (sweep + "=" + std::to_string(v)).c_str());
   std::printf("\n");
+  auto mean = [](const std::vector<double>& xs) {
+    double m = 0;
+    for (double x : xs) m += x / xs.size();
+    return m;
+  };
   for (const auto& method : a.methods)
     for (double noise : a.noises) {
       std::printf("%-12s %-7s", method.c_str(), coord ? noise_str(noise).c_str() : "");
       for (int64_t v : values) {
-        const auto& rs = table[{method, noise, v}];
-        double acc = 0, obs = 0;
-        for (const auto& [a, o] : rs) acc += a / rs.size(), obs += o / rs.size();
+        std::vector<double> acc, obs;
+        for (const auto& [x, o] : table[{method, noise, v}]) acc.push_back(x), obs.push_back(o);
         char buf[32];
-        if (observed) std::snprintf(buf, sizeof buf, "%.1f / %.1f", 100 * acc, 100 * obs);
-        else std::snprintf(buf, sizeof buf, "%.1f", 100 * acc);
+        if (observed) std::snprintf(buf, sizeof buf, "%.1f / %.1f", 100 * mean(acc), 100 * mean(obs));
+        else std::snprintf(buf, sizeof buf, "%.1f", 100 * mean(acc));
         std::printf(" %13s", buf);
       }
       std::printf("\n");
     }
+  bool any_off = false;
+  for (const auto& method : a.methods)
+    for (double noise : a.noises) {
+      bool has = false;
+      for (int64_t v : values) has = has || memory_off.count({method, noise, v});
+      if (!has) continue;
+      any_off = true;
+      std::printf("%-12s %-7s", (method + " -mem").c_str(), coord ? noise_str(noise).c_str() : "");
+      for (int64_t v : values) {
+        auto it = memory_off.find({method, noise, v});
+        char buf[16] = "-";
+        if (it != memory_off.end()) std::snprintf(buf, sizeof buf, "%.1f", 100 * mean(it->second));
+        std::printf(" %13s", buf);
+      }
+      std::printf("\n");
+    }
+  if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
   std::ofstream(root + "/results.json") << results.dump(2) << "\n";
   std::printf("results written to %s/results.json\n", root.c_str());
@@ -332,14 +360,16 @@ std::function<int()> add_ablate_command(CLI::App& app) {
       });
       results.emplace_back(variants[i].name, r);
       rows.push_back({{"variant", variants[i].name}, {"config", models::config_to_json(c)},
-                      {"eval_accuracy", r.eval_accuracy}, {"parameters", r.parameters}, {"seconds", r.seconds}});
+                      {"eval_accuracy", r.eval_accuracy}, {"eval_accuracy_memory_off", r.eval_accuracy_memory_off},
+                      {"gates", r.gates}, {"parameters", r.parameters}, {"seconds", r.seconds}});
     }
     std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
                 static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
-    std::printf("%-52s %10s %10s %9s\n", "variant", "accuracy", "params", "seconds");
+    std::printf("%-52s %10s %10s %10s %9s\n", "variant", "accuracy", "memory off", "params", "seconds");
     for (const auto& [n, r] : results)
-      std::printf("%-52s %9.1f%% %10lld %9.1f\n", n.c_str(), 100 * r.eval_accuracy,
-                  static_cast<long long>(r.parameters), r.seconds);
+      std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", n.c_str(), 100 * r.eval_accuracy,
+                  100 * r.eval_accuracy_memory_off, static_cast<long long>(r.parameters), r.seconds);
+    std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
     std::ofstream(root + "/results.json") << json{{"ablations", rows}}.dump(2) << "\n";
     std::printf("results written to %s/results.json\n", root.c_str());
     return 0;
