@@ -23,6 +23,8 @@ using nlohmann::json;
 
 void resolve_task_defaults(TrainConfig& c) {
   std::unique_ptr<Task> task = make_task(c.task, c.task_cfg);
+  check<ValueError>(c.model.dim >= 0 && c.model.memory.chunk >= 0, "train: expected dim >= 0 and chunk >= 0 (0: the ",
+                    "task's default), but got dim ", c.model.dim, " and chunk ", c.model.memory.chunk);
   if (c.model.dim == 0) c.model.dim = task->default_dim();
   if (c.model.memory.chunk == 0) c.model.memory.chunk = task->default_chunk();
 }

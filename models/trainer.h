@@ -36,7 +36,8 @@ struct TrainConfig {
 
 /// Sets the values left at 0 to the task's defaults: model.dim
 /// (Task::default_dim) and the memory chunk (Task::default_chunk). Throws
-/// ValueError for an unknown task or task parameters out of range.
+/// ValueError for an unknown task, task parameters out of range, or a
+/// negative dim or chunk.
 void resolve_task_defaults(TrainConfig& c);
 /// Every key of a TrainConfig as JSON (the exact config of a run).
 nlohmann::json config_to_json(const TrainConfig& c);

@@ -271,6 +271,9 @@ TEST_CASE("resolve_task_defaults: d and chunk of DESIGN.md 4 per task, explicit 
   resolve_task_defaults(c);
   CHECK(c.model.dim == 32);
   CHECK(c.model.memory.chunk == 4);
+  c.model.dim = -5;
+  CHECK_THROWS_WITH_AS(resolve_task_defaults(c), doctest::Contains("dim -5"), ValueError);
+  c.model.dim = 32;
   c.task = "occlusion-hidden";
   CHECK_THROWS_WITH_AS(resolve_task_defaults(c), doctest::Contains("occlusion-hidden"), ValueError);
 }
