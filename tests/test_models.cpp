@@ -26,6 +26,18 @@ BackboneConfig tiny(const std::string& method, bool leaky = false) {
   return c;
 }
 
+// A short coord-binding run (W=5, 2 queries, 1 eval batch) of the tiny backbone.
+TrainConfig tiny_run(const std::string& method, int64_t steps, int64_t batch) {
+  TrainConfig c;
+  c.model = tiny(method);
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = batch;
+  c.eval_batches = 1;
+  c.steps = steps;
+  return c;
+}
+
 // Largest |change| of the backbone output at positions < t when the input at
 // position t changes.
 double change_before(const BackboneConfig& cfg, int64_t t, int64_t chunk = 1) {
@@ -178,13 +190,7 @@ TEST_CASE("no-harm: next token is (s + 1) mod 16") {
 
 TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted steps") {
   namespace fs = std::filesystem;
-  TrainConfig c;
-  c.model = tiny("tensor");
-  c.task_cfg.W = 5;
-  c.task_cfg.queries = 2;
-  c.batch = 4;
-  c.eval_batches = 1;
-  c.steps = 12;
+  TrainConfig c = tiny_run("tensor", 12, 4);
   c.run_dir = (fs::temp_directory_path() / "tmem_resume_full").string();
   fs::remove_all(c.run_dir);
   TrainResult full = train_diagnostic(c);
@@ -220,13 +226,7 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
 }
 
 TEST_CASE("the training curve holds the 100-step accuracy at every 100th step") {
-  TrainConfig c;
-  c.model = tiny("base");
-  c.task_cfg.W = 5;
-  c.task_cfg.queries = 2;
-  c.batch = 2;
-  c.eval_batches = 1;
-  c.steps = 250;
+  TrainConfig c = tiny_run("base", 250, 2);
   std::vector<double> at_progress;
   TrainResult r = train_diagnostic(c, [&](const TrainProgress& p) {
     if (p.step % 100 == 0) at_progress.push_back(p.accuracy);
@@ -299,13 +299,7 @@ TEST_CASE("memory gate at 0 is the model without memory: a tensor model's output
 }
 
 TEST_CASE("eval_accuracy_memory_off: reported for Tensor Memory models only, gates restored after it") {
-  TrainConfig c;
-  c.model = tiny("tensor");
-  c.task_cfg.W = 5;
-  c.task_cfg.queries = 2;
-  c.batch = 8;
-  c.eval_batches = 2;
-  c.steps = 30;
+  TrainConfig c = tiny_run("tensor", 30, 8);
   c.lr = 1e-2;
   TrainResult r = train_diagnostic(c);
   CHECK(r.eval_accuracy_memory_off >= 0.0);
