@@ -334,6 +334,8 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   t->add_option("--variants", *only, "Run only these variants, comma-separated: " + listing)->delimiter(',');
   t->add_option("--threads", *threads, "OpenMP threads (default: all cores)");
   t->add_option("--name", *name, "Run name: results go to runs/<name>/");
+  t->add_flag("--resume", cfg->resume, "Continue each variant from its checkpoint under runs/<name>/ (a variant whose result.json has the same config is not run again)");
+  t->add_option("--checkpoint-every", cfg->checkpoint_every, "Checkpoint every N steps (0: only at the end)");
   return [t, cfg, name, only, threads]() -> int {
     if (!*t) return -1;
     if (*threads > 0) omp_set_num_threads(*threads);
@@ -349,26 +351,39 @@ std::function<int()> add_ablate_command(CLI::App& app) {
     std::filesystem::create_directories(root);
     const bool tty = isatty(fileno(stdout));
     json rows = json::array();
-    std::vector<std::pair<std::string, models::TrainResult>> results;
     for (int i : chosen) {
       models::TrainConfig c = *cfg;
       variants[i].apply(c.model.memory);
       models::resolve_task_defaults(c);
       c.run_dir = root + "/variant" + std::to_string(i);
+      if (c.resume) {
+        if (auto done = finished_cell(c)) {
+          std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", variants[i].name.c_str(),
+                      100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
+          rows.push_back(*done);
+          continue;
+        }
+      }
       models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
         print_progress(variants[i].name, p, tty);
       });
-      results.emplace_back(variants[i].name, r);
-      rows.push_back({{"variant", variants[i].name}, {"config", models::config_to_json(c)},
-                      {"eval_accuracy", r.eval_accuracy}, {"eval_accuracy_memory_off", r.eval_accuracy_memory_off},
-                      {"gates", r.gates}, {"parameters", r.parameters}, {"seconds", r.seconds}});
+      std::printf("%s: eval accuracy %.1f%%, memory off %.1f%%, %lld params, %.1f s\n", variants[i].name.c_str(),
+                  100 * r.eval_accuracy, 100 * r.eval_accuracy_memory_off, static_cast<long long>(r.parameters),
+                  r.seconds);
+      json row = {{"variant", variants[i].name}, {"config", models::config_to_json(c)},
+                  {"eval_accuracy", r.eval_accuracy}, {"eval_accuracy_memory_off", r.eval_accuracy_memory_off},
+                  {"gates", r.gates}, {"parameters", r.parameters}, {"seconds", r.seconds},
+                  {"resumed_from", r.start_step}};
+      std::ofstream(c.run_dir + "/result.json") << row.dump(2) << "\n";
+      rows.push_back(row);
     }
     std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
                 static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
     std::printf("%-52s %10s %10s %10s %9s\n", "variant", "accuracy", "memory off", "params", "seconds");
-    for (const auto& [n, r] : results)
-      std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", n.c_str(), 100 * r.eval_accuracy,
-                  100 * r.eval_accuracy_memory_off, static_cast<long long>(r.parameters), r.seconds);
+    for (const auto& row : rows)
+      std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", row["variant"].get<std::string>().c_str(),
+                  100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
+                  static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
     std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
     std::ofstream(root + "/results.json") << json{{"ablations", rows}}.dump(2) << "\n";
     std::printf("results written to %s/results.json\n", root.c_str());
