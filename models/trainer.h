@@ -69,13 +69,16 @@ struct TrainResult {
 };
 
 /// Trains one configuration of a diagnostic task (DiagnosticModel, cross
-/// entropy on the target positions). `progress` is called every step. With
+/// entropy on the target positions); dim and chunk left at 0 take the task's
+/// defaults (resolve_task_defaults). `progress` is called every step. With
 /// cfg.resume, continues from run_dir/checkpoint.safetensors (bit-exactly:
 /// model, optimizer, data and dropout generators, losses and curve so far).
 /// Throws ValueError for a bad config or a checkpoint written with another
 /// config (any key but steps; the message lists the keys that differ),
-/// IOError for checkpoint or dump failures.
-TrainResult train_diagnostic(const TrainConfig& cfg,
+/// IOError for checkpoint or dump failures. The eval runs after the last
+/// step on eval_batches fresh batches from generator seed + 2; for a model
+/// with Tensor Memory layers a second time with their gates at 0.
+TrainResult train_diagnostic(const TrainConfig& config,
                              const std::function<void(const TrainProgress&)>& progress = {});
 
 }  // namespace tmem::models
