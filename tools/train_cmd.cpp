@@ -78,6 +78,43 @@ std::optional<json> finished_cell(const models::TrainConfig& c) {
   return j;
 }
 
+// Trains c (printing progress and a result line under `label`) and writes
+// c.run_dir/result.json and losses.json; with c.resume, a run that an earlier
+// invocation finished with the same config is reused instead. `id` names the
+// run in the record ({"cell": ...} or {"variant": ...}). Returns the
+// result.json record.
+json run_or_reuse(const models::TrainConfig& c, const std::string& label, const json& id, bool tty) {
+  const std::string name = id.begin().value().get<std::string>();
+  if (c.resume) {
+    if (auto done = finished_cell(c)) {
+      std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", name.c_str(),
+                  100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
+      return *done;
+    }
+    if (!std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
+      std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), name.c_str());
+  }
+  std::filesystem::create_directories(c.run_dir);
+  models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
+    print_progress(label, p, tty);
+  });
+  std::printf("%s: eval accuracy %.1f%%", label.c_str(), 100 * r.eval_accuracy);
+  if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
+  for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
+  if (r.eval_accuracy_memory_off >= 0) std::printf(", memory off %.1f%%", 100 * r.eval_accuracy_memory_off);
+  std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
+  json j = id;
+  j.update({{"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
+            {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
+            {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
+            {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}});
+  if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
+  if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
+  std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
+  std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
+  return j;
+}
+
 int run(TrainArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
@@ -129,42 +166,14 @@ int run(TrainArgs& a) {
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
           c.run_dir = root + "/" + cell;
           if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
-          if (c.resume) {
-            if (auto done = finished_cell(c)) {
-              std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", cell.c_str(),
-                          100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
-              table[{method, noise, v}].push_back(
-                  {done->at("eval_accuracy").get<double>(), done->value("eval_accuracy_observed", -1.0)});
-              if (done->contains("eval_accuracy_memory_off"))
-                memory_off[{method, noise, v}].push_back(done->at("eval_accuracy_memory_off").get<double>());
-              cells.push_back(*done);
-              continue;
-            }
-          }
-          if (c.resume && !std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
-            std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), cell.c_str());
-          std::filesystem::create_directories(c.run_dir);
-          std::string label = method + " " + sweep + "=" + std::to_string(v) +
-                              (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
-          models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
-            print_progress(label, p, tty);
-          });
-          std::printf("%s: eval accuracy %.1f%%", label.c_str(), 100 * r.eval_accuracy);
-          if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
-          for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
-          if (r.eval_accuracy_memory_off >= 0) std::printf(", memory off %.1f%%", 100 * r.eval_accuracy_memory_off);
-          std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
-          table[{method, noise, v}].push_back({r.eval_accuracy, r.eval_accuracy_observed});
-          if (r.eval_accuracy_memory_off >= 0) memory_off[{method, noise, v}].push_back(r.eval_accuracy_memory_off);
-          json j = {{"cell", cell}, {"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
-                    {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
-                    {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
-                    {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}};
-          if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
-          if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
+          const std::string label = method + " " + sweep + "=" + std::to_string(v) +
+                                    (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
+          const json j = run_or_reuse(c, label, {{"cell", cell}}, tty);
+          table[{method, noise, v}].push_back(
+              {j.at("eval_accuracy").get<double>(), j.value("eval_accuracy_observed", -1.0)});
+          if (j.contains("eval_accuracy_memory_off"))
+            memory_off[{method, noise, v}].push_back(j.at("eval_accuracy_memory_off").get<double>());
           cells.push_back(j);
-          std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
-          std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
         }
   const bool observed = a.task == "map-building";
   std::printf("\n%s accuracy (%%; eval, mean over %zu seed%s%s), %lld steps\n", a.task.c_str(), a.seeds.size(),
@@ -356,26 +365,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
       variants[i].apply(c.model.memory);
       models::resolve_task_defaults(c);
       c.run_dir = root + "/variant" + std::to_string(i);
-      if (c.resume) {
-        if (auto done = finished_cell(c)) {
-          std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", variants[i].name.c_str(),
-                      100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
-          rows.push_back(*done);
-          continue;
-        }
-      }
-      models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
-        print_progress(variants[i].name, p, tty);
-      });
-      std::printf("%s: eval accuracy %.1f%%, memory off %.1f%%, %lld params, %.1f s\n", variants[i].name.c_str(),
-                  100 * r.eval_accuracy, 100 * r.eval_accuracy_memory_off, static_cast<long long>(r.parameters),
-                  r.seconds);
-      json row = {{"variant", variants[i].name}, {"config", models::config_to_json(c)},
-                  {"eval_accuracy", r.eval_accuracy}, {"eval_accuracy_memory_off", r.eval_accuracy_memory_off},
-                  {"gates", r.gates}, {"parameters", r.parameters}, {"seconds", r.seconds},
-                  {"resumed_from", r.start_step}};
-      std::ofstream(c.run_dir + "/result.json") << row.dump(2) << "\n";
-      rows.push_back(row);
+      rows.push_back(run_or_reuse(c, variants[i].name, {{"variant", variants[i].name}}, tty));
     }
     std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
                 static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
