@@ -259,6 +259,10 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
                                         "(or `train brown`: the language models; `train fashion-mnist`: the ViTs; "
                                         "`train moving-fmnist`: the video models)");
+  t->footer("Measured time per cell (2000 steps at batch 128): coord-binding on 2 idle cores, base ~35 s and "
+            "tensor ~5 min; on one thread beside another job, map-building base 1-4 min and tensor 6-27 min "
+            "(T = 16-64), occlusion base ~9 min and tensor ~13 min, no-harm base ~1 min and tensor ~8 min. "
+            "base_wide takes 1.1-1.2x base's time, slots 1.2-3.3x. Figures: docs/RESULTS.md.");
   t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm; "
                                  "brown trains the language models (see tmem train brown --help), fashion-mnist "
                                  "the ViTs (tmem train fashion-mnist --help), moving-fmnist the video models "
@@ -334,6 +338,8 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   cfg->model.method = "tensor";
   cfg->model.memory.chunk = 1;
   auto* t = app.add_subcommand("ablate", "Tensor Memory ablations on coord-binding (W=20, s=0.05)");
+  t->footer("Measured on one thread beside another job: 3-18 min per variant (chunk 4 the fastest, grid 8^3 "
+            "the slowest), 55 min for all seven. Figures: docs/RESULTS.md.");
   t->add_option("--steps", cfg->steps, "Training steps per variant")->capture_default_str();
   t->add_option("--batch", cfg->batch, "Batch size")->capture_default_str();
   t->add_option("--seed", cfg->seed, "Seed")->capture_default_str();
