@@ -177,6 +177,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
 
   TrainResult res;
+  double seconds_before = 0;  // training time of the invocations before a resume
   res.parameters = model.num_parameters();
   const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/checkpoint.safetensors";
   if (!cfg.run_dir.empty()) std::filesystem::create_directories(cfg.run_dir);
@@ -206,7 +207,14 @@ TrainResult train_diagnostic(const TrainConfig& config,
       recent.emplace_back(h[0].get<int64_t>(), h[1].get<int64_t>());
     res.losses = json::parse(meta("losses")).get<std::vector<double>>();
     res.accuracy_curve = json::parse(meta("accuracy_curve")).get<std::vector<std::pair<int64_t, double>>>();
+    // Training time before the resume; checkpoints from before tmem recorded
+    // it count from the resume.
+    if (auto it = f.metadata.find("seconds"); it != f.metadata.end()) seconds_before = std::stod(it->second);
   }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds_so_far = [&] {
+    return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
   auto save_checkpoint = [&](int64_t step) {
     std::map<std::string, Tensor> all;
     for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
@@ -217,14 +225,14 @@ TrainResult train_diagnostic(const TrainConfig& config,
                                  {"model_rng", init_gen.state()},
                                  {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()},
                                  {"losses", json(res.losses).dump()},
-                                 {"accuracy_curve", json(res.accuracy_curve).dump()}});
+                                 {"accuracy_curve", json(res.accuracy_curve).dump()},
+                                 {"seconds", std::to_string(seconds_so_far())}});
   };
 
   std::unique_ptr<GradDumpWriter> dump;
   if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads);
   auto named = model.named_parameters();
   model.train();
-  const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = res.start_step; step < cfg.steps; ++step) {
     TaskBatch batch = to_device(task->sample(cfg.batch, data_gen), device);
     Tensor logits = model.forward(batch);
@@ -259,7 +267,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
                 static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9)});
     }
   }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  res.seconds = seconds_so_far();
   if (!ckpt.empty()) save_checkpoint(cfg.steps);
   int64_t h = 0, n = 0;
   for (auto& [a, b] : recent) h += a, n += b;

@@ -63,7 +63,7 @@ struct TrainResult {
   /// memory gate sigmoid(gamma) set to 0, i.e. without the memory path (-1: no
   /// memory layers). Near eval_accuracy means the model does not use its memory.
   double eval_accuracy_memory_off = -1;
-  double seconds = 0;
+  double seconds = 0;               // training wall time, summed over a resumed run's invocations
   int64_t parameters = 0;
   int64_t start_step = 0;           // > 0 when resumed
 };

@@ -209,6 +209,10 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
   for (size_t i = 0; i < full.losses.size(); ++i) CHECK(second.losses[i] == full.losses[i]);
   for (size_t i = 0; i < first.losses.size(); ++i) CHECK(first.losses[i] == full.losses[i]);
   CHECK(second.eval_accuracy == full.eval_accuracy);
+  CHECK(second.seconds > first.seconds);  // the time before the resume is counted
+  TrainResult again = train_diagnostic(half);  // resumed at its last step: nothing to train
+  CHECK(again.start_step == 12);
+  CHECK(again.seconds >= second.seconds);
 
   TrainConfig other = half;  // a checkpoint continues only the run that wrote it
   other.lr = 1e-3;
