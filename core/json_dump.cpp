@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <map>
 
@@ -81,9 +82,7 @@ Tensor tensor_from_summary(const json& j) {
   return tensor(v, shape, DType::Float64);
 }
 
-GradDumpWriter::GradDumpWriter(const std::string& path) : path_(path), out_(path) {
-  if (!out_) throw IOError("GradDumpWriter: cannot open " + path + " for writing");
-}
+GradDumpWriter::GradDumpWriter(const std::string& path) : out_(path, true) {}
 
 void GradDumpWriter::write_step(int64_t step, double loss,
                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -94,9 +93,7 @@ void GradDumpWriter::write_step(int64_t step, double loss,
   json arr = json::array();
   for (const auto& [name, t] : tensors) arr.push_back(tensor_summary(name, t, values));
   j["tensors"] = std::move(arr);
-  out_ << j.dump() << '\n';
-  out_.flush();
-  if (!out_) throw IOError("GradDumpWriter: write to " + path_ + " failed");
+  out_.write(j.dump() + '\n');
 }
 
 std::vector<json> read_grad_dump(const std::string& path) {

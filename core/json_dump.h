@@ -6,13 +6,13 @@
 // "Infinity" and "-Infinity" and read back as such; finite doubles are
 // written with 17 significant digits and so round-trip exactly.
 #pragma once
-#include <fstream>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/file_io.h"
 #include "core/tensor.h"
 
 namespace tmem {
@@ -31,19 +31,21 @@ nlohmann::json tensor_summary(const std::string& name, const Tensor& t, bool val
 Tensor tensor_from_summary(const nlohmann::json& j);
 
 /// Appends one step object per call to a dump file (one JSON object a line,
-/// flushed after each step so a crashed run keeps what it dumped).
+/// written through AppendFileWriter and fsync'ed after each step, so a
+/// crashed run keeps what it dumped and a full disk is an IOError).
 class GradDumpWriter {
  public:
-  /// Opens (truncates) `path`; throws IOError when it cannot be written.
+  /// Opens (truncates) `path`; throws IOError naming it when it cannot be
+  /// written or is not a regular file.
   explicit GradDumpWriter(const std::string& path);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`.
+  /// Throws IOError naming the file when the write fails.
   void write_step(int64_t step, double loss,
                   const std::vector<std::pair<std::string, Tensor>>& tensors, bool values = false,
                   const nlohmann::json& extra = nlohmann::json::object());
 
  private:
-  std::string path_;
-  std::ofstream out_;
+  AppendFileWriter out_;
 };
 
 /// Reads every step object of a dump file (one object a line; a line may

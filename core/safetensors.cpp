@@ -1,15 +1,11 @@
 #include "core/safetensors.h"
 
-#include <cstdio>
-#include <cstring>
-#include <filesystem>
 #include <fstream>
 #include <vector>
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <nlohmann/json.hpp>
+
+#include "core/file_io.h"
 
 namespace tmem {
 
@@ -51,29 +47,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
-  const std::string tmp = path + ".tmp";
-  FILE* f = std::fopen(tmp.c_str(), "wb");
-  check<IOError>(f != nullptr, "save_safetensors: cannot open ", tmp, " for writing: ", std::strerror(errno));
   uint64_t hlen = h.size();
   unsigned char len_le[8];
   for (int i = 0; i < 8; ++i) len_le[i] = static_cast<unsigned char>(hlen >> (8 * i));
-  bool ok = std::fwrite(len_le, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
-  for (const Tensor& c : data) {
-    size_t n = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
-    ok = ok && std::fwrite(c.raw_data(), 1, n, f) == n;
-  }
-  ok = ok && std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
-  ok = (std::fclose(f) == 0) && ok;
-  if (!ok) {
-    std::remove(tmp.c_str());
-    throw IOError("save_safetensors: writing " + tmp + " failed: " + std::strerror(errno));
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::remove(tmp.c_str());
-    throw IOError("save_safetensors: renaming " + tmp + " to " + path + " failed: " + ec.message());
-  }
+  AtomicFileWriter out(path);
+  out.write(len_le, 8);
+  out.write(h);
+  for (const Tensor& c : data) out.write(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  out.commit();
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {

@@ -13,9 +13,10 @@ namespace tmem {
 using StringMap = std::map<std::string, std::string>;
 
 /// Writes `tensors` (any layout and device; device tensors are copied to the
-/// host) and `metadata` to `path` atomically:
-/// the file is written to "<path>.tmp", flushed to disk and renamed, so a
-/// crash never leaves a half-written checkpoint. Throws IOError.
+/// host) and `metadata` to `path` atomically through AtomicFileWriter
+/// (core/file_io.h): a crash or a full disk never leaves a half-written
+/// checkpoint, and the previous file survives a failed save. Throws IOError
+/// naming the path.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const StringMap& metadata = {});
 

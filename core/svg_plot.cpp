@@ -3,12 +3,11 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <limits>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace tmem {
 
@@ -119,19 +118,7 @@ std::string svg_line_plot(const std::vector<PlotSeries>& series, const PlotOptio
 }
 
 void write_svg_line_plot(const std::string& path, const std::vector<PlotSeries>& series, const PlotOptions& opt) {
-  const std::string svg = svg_line_plot(series, opt), tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    check<IOError>(static_cast<bool>(out), "write_svg_line_plot: cannot open ", tmp, " for writing");
-    out << svg;
-    check<IOError>(static_cast<bool>(out), "write_svg_line_plot: writing ", tmp, " failed");
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) {
-    std::filesystem::remove(tmp, ec);
-    throw IOError("write_svg_line_plot: renaming " + tmp + " to " + path + " failed");
-  }
+  write_file_atomic(path, svg_line_plot(series, opt));
 }
 
 }  // namespace tmem

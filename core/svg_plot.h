@@ -24,8 +24,9 @@ struct PlotOptions {
 /// lengths, or width / height are below 100.
 std::string svg_line_plot(const std::vector<PlotSeries>& series, const PlotOptions& opt = {});
 
-/// Writes svg_line_plot(series, opt) to `path` (through a temporary file and
-/// a rename). Throws IOError naming the path when it cannot be written.
+/// Writes svg_line_plot(series, opt) to `path` with write_file_atomic
+/// (core/file_io.h). Throws IOError naming the path when it cannot be
+/// written; an old plot at `path` then survives.
 void write_svg_line_plot(const std::string& path, const std::vector<PlotSeries>& series,
                          const PlotOptions& opt = {});
 

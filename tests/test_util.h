@@ -3,10 +3,13 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
+
+#include <sys/resource.h>
 
 #include "ops/op_table.h"
 #include "ops/ops.h"
@@ -29,6 +32,30 @@ inline void write_all(const std::filesystem::path& p, const std::string& bytes) 
   std::ofstream out(p, std::ios::binary);
   out << bytes;
 }
+
+/// Limits the size of files this process writes to `bytes` while alive
+/// (RLIMIT_FSIZE, with SIGXFSZ ignored): a write past it fails with EFBIG as
+/// a write to a full disk fails with ENOSPC. Works for root too.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    getrlimit(RLIMIT_FSIZE, &old_);
+    rlimit lim = old_;
+    lim.rlim_cur = bytes;
+    setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  FileSizeLimit(const FileSizeLimit&) = delete;
+  FileSizeLimit& operator=(const FileSizeLimit&) = delete;
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &old_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+
+ private:
+  rlimit old_{};
+  void (*old_handler_)(int) = nullptr;
+};
 
 /// Element-wise |a - b| <= atol + rtol |b| for every element, with a message
 /// naming the first element that fails.

@@ -30,6 +30,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/file_io.h"
 
 namespace tmem::tools {
 namespace {
@@ -129,9 +130,7 @@ class Suite {
     const std::string table = markdown(minutes);
     std::printf("\n%s", table.c_str());
     if (!opt_.results.empty() && !opt_.no_append) {
-      std::ofstream f(opt_.results, std::ios::app);
-      if (!f) throw IOError("tmem bench: cannot append to " + opt_.results);
-      f << "\n" << table;
+      append_file_atomic(opt_.results, "\n" + table);
       std::printf("appended to %s\n", opt_.results.c_str());
     }
     return 0;
@@ -401,6 +400,11 @@ std::function<int()> add_bench_command(CLI::App& app) {
     if (!*cmd) return -1;
     if (opt->results.empty() && !opt->quick)
       opt->results = (fs::path(TMEM_SOURCE_DIR) / "bench/RESULTS.md").string();
+    // Before the benchmarks run, so their table is not lost at the end.
+    if (!opt->results.empty() && !opt->no_append) {
+      const fs::path dir = fs::path(opt->results).parent_path();
+      ensure_writable_dir(dir.empty() ? "." : dir.string());
+    }
     return Suite(*opt).run();
   };
 }

@@ -5,13 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "core/device_backend.h"
+#include "core/file_io.h"
 #include "core/svg_plot.h"
 #include "data/brown.h"
 #include "models/lm_trainer.h"
@@ -71,7 +70,7 @@ int run(BrownArgs& a) {
     Generator gen(0);
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
-  std::filesystem::create_directories(root);
+  ensure_writable_dir(root);
   const auto& m = a.cfg.model;
   std::printf("tmem train brown: methods %zu, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
               "(%.2fM tokens), lr %g, on %s, %d threads -> %s\n",
@@ -117,7 +116,7 @@ int run(BrownArgs& a) {
                                   "segment by segment; xl / tensor / leaky carry their state across segments, "
                                   "base / local / linear evaluate each segment on its own"},
                 {"methods", methods}};
-    std::ofstream(root + "/results.json") << all.dump(2) << "\n";
+    write_file_atomic(root + "/results.json", all.dump(2) + "\n");
     write_svg_line_plot(root + "/loss.svg", curves,
                         {"Brown corpus: training loss (moving average)", "training tokens (millions)",
                          "cross-entropy (nats per token)"});

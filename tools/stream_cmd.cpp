@@ -5,8 +5,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -14,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/device_backend.h"
+#include "core/file_io.h"
 #include "models/lm.h"
 #include "tools/progress.h"
 
@@ -80,7 +79,7 @@ int run(const StreamArgs& a) {
   const Device device = parse_device(a.device);
   check_args(a, device);
   const std::string root = run_dir(a.name.empty() ? timestamped_name("stream") : a.name);
-  std::filesystem::create_directories(root);
+  ensure_writable_dir(root);
   std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
               "%d threads -> %s\n",
               static_cast<long long>(a.tokens), static_cast<long long>(a.model.seq),
@@ -135,12 +134,10 @@ int run(const StreamArgs& a) {
   std::printf("\n| method | tokens | state MiB | tensors held MiB | peak MiB | tokens/s |\n"
               "| --- | --- | --- | --- | --- | --- |\n");
   for (const std::string& l : table) std::printf("%s\n", l.c_str());
-  const std::string tmp = root + "/results.json.tmp";
-  std::ofstream(tmp) << json{{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens},
-                             {"seed", a.seed}, {"threads", omp_get_max_threads()}, {"methods", out}}
-                            .dump(2)
-                     << "\n";
-  std::filesystem::rename(tmp, root + "/results.json");
+  write_file_atomic(root + "/results.json",
+                    json{{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens}, {"seed", a.seed},
+                         {"threads", omp_get_max_threads()}, {"methods", out}}
+                            .dump(2) + "\n");
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;
 }

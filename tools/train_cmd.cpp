@@ -12,6 +12,7 @@
 #include <omp.h>
 
 #include "core/device_backend.h"
+#include "core/file_io.h"
 #include "models/diagnostic.h"
 #include "models/trainer.h"
 #include "tools/progress.h"
@@ -94,7 +95,7 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
     if (!std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
       std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), name.c_str());
   }
-  std::filesystem::create_directories(c.run_dir);
+  ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
     print_progress(label, p, tty);
   });
@@ -110,8 +111,8 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
             {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
-  std::ofstream(c.run_dir + "/result.json") << j.dump(2) << "\n";
-  std::ofstream(c.run_dir + "/losses.json") << json(r.losses).dump() << "\n";
+  write_file_atomic(c.run_dir + "/losses.json", json(r.losses).dump() + "\n");
+  write_file_atomic(c.run_dir + "/result.json", j.dump(2) + "\n");
   return j;
 }
 
@@ -140,7 +141,7 @@ int run(TrainArgs& a) {
   if (!device.is_cpu()) device_backend(device, "train");  // before any directory is made
   if (a.name.empty()) a.name = timestamped_name(a.task);
   const std::string root = run_dir(a.name);
-  std::filesystem::create_directories(root);
+  ensure_writable_dir(root);
   const bool tty = isatty(fileno(stdout));
   std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
               a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
@@ -218,7 +219,7 @@ int run(TrainArgs& a) {
     }
   if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
-  std::ofstream(root + "/results.json") << results.dump(2) << "\n";
+  write_file_atomic(root + "/results.json", results.dump(2) + "\n");
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;
 }
@@ -363,7 +364,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
         throw ValueError("ablate: variant " + std::to_string(i) + " does not exist (0-" +
                          std::to_string(variants.size() - 1) + ")");
     const std::string root = run_dir(name->empty() ? std::string("ablate") : *name);
-    std::filesystem::create_directories(root);
+    ensure_writable_dir(root);
     const bool tty = isatty(fileno(stdout));
     json rows = json::array();
     for (int i : chosen) {
@@ -381,7 +382,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
                   100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
                   static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
     std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
-    std::ofstream(root + "/results.json") << json{{"ablations", rows}}.dump(2) << "\n";
+    write_file_atomic(root + "/results.json", json{{"ablations", rows}}.dump(2) + "\n");
     std::printf("results written to %s/results.json\n", root.c_str());
     return 0;
   };

@@ -3,13 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "core/device_backend.h"
+#include "core/file_io.h"
 #include "core/svg_plot.h"
 #include "models/video_trainer.h"
 #include "tools/progress.h"
@@ -131,7 +130,7 @@ int run(VideoArgs& a) {
   const ImageDataset train = load_fashion_mnist(a.data_dir, true);
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
-  std::filesystem::create_directories(root);
+  ensure_writable_dir(root);
   const auto& c = a.cfg;
   std::printf("tmem train moving-fmnist: methods %zu x occlusion settings %zu, %lld frames of %lldx%lld, patch %lld "
               "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
@@ -190,7 +189,7 @@ int run(VideoArgs& a) {
                                     "is among the top-k. Clip i of the test set is drawn from its own generator, so "
                                     "it has the same items and motion with occlusion off and on"},
                   {"runs", runs}};
-      std::ofstream(root + "/results.json") << all.dump(2) << "\n";
+      write_file_atomic(root + "/results.json", all.dump(2) + "\n");
       write_svg_line_plot(root + "/loss.svg", curves,
                           {"Moving Fashion-MNIST: training loss (moving average)", "training clips (thousands)",
                            "set cross-entropy (nats)"});

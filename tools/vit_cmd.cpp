@@ -4,13 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "core/device_backend.h"
+#include "core/file_io.h"
 #include "core/svg_plot.h"
 #include "models/vit_trainer.h"
 #include "ops/shape.h"
@@ -139,7 +138,7 @@ int run(FashionArgs& a) {
   const ImageDataset test = first_images(load_fashion_mnist(a.data_dir, false), a.test_images);
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
-  std::filesystem::create_directories(root);
+  ensure_writable_dir(root);
   const auto& e = a.cfg.model.encoder;
   std::printf("tmem train fashion-mnist --task %s: methods %zu, %lld train / %lld test images, patch %lld (%lld "
               "patches), d=%lld, %lld layers, %lld heads",
@@ -204,7 +203,7 @@ int run(FashionArgs& a) {
                              "ratio; composite = visible patches of the input + predicted masked patches clamped to "
                              "[0, 1]; PSNR over every pixel of every composite, SSIM (7x7 Gaussian, sigma 1.5) mean "
                              "over images";
-    std::ofstream(root + "/results.json") << all.dump(2) << "\n";
+    write_file_atomic(root + "/results.json", all.dump(2) + "\n");
     write_svg_line_plot(root + "/loss.svg", curves,
                         {std::string("Fashion-MNIST ") + (mae ? "MAE" : "classification") +
                              ": training loss (moving average)",

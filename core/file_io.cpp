@@ -1,0 +1,158 @@
+#include "core/file_io.h"
+
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "core/error.h"
+
+namespace tmem {
+
+namespace {
+
+std::string parent_dir(const std::string& path) {
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return dir.empty() ? "." : dir;
+}
+
+[[noreturn]] void throw_io(const std::string& path, const std::string& step, int err) {
+  throw IOError("cannot write " + path + ": " + step + " failed (" + std::strerror(err) + ")");
+}
+
+// Writes all n bytes to fd, retrying short writes and EINTR; false with errno
+// set on failure.
+bool write_fully(int fd, const char* p, size_t n) {
+  while (n > 0) {
+    const ssize_t w = ::write(fd, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return false;
+    }
+    if (w == 0) {
+      errno = EIO;
+      return false;
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
+// fsync of a directory, so a rename in it survives a crash. Some file
+// systems cannot fsync directories (EINVAL); that is not a write failure.
+void sync_dir(const std::string& dir, const std::string& path) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throw_io(path, "opening its directory " + dir, errno);
+  const int rc = ::fsync(fd), err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL && err != ENOTSUP) throw_io(path, "fsync of its directory " + dir, err);
+}
+
+std::atomic<uint64_t> tmp_counter{0};
+
+}  // namespace
+
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+  check<IOError>(!path_.empty(), "cannot write a file with an empty name");
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw IOError("cannot write " + path_ + ": it is a directory");
+  for (int attempt = 0; fd_ < 0; ++attempt) {
+    tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tmp_counter++);
+    fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+    if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) {
+      const int err = errno;
+      tmp_.clear();
+      throw_io(path_, "creating a temporary file in " + parent_dir(path_), err);
+    }
+  }
+}
+
+AtomicFileWriter::~AtomicFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+  if (!committed_ && !tmp_.empty()) ::unlink(tmp_.c_str());
+}
+
+void AtomicFileWriter::fail(const std::string& step, int err) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  if (!tmp_.empty()) ::unlink(tmp_.c_str());
+  tmp_.clear();
+  throw_io(path_, step, err);
+}
+
+void AtomicFileWriter::write(const void* data, size_t n) {
+  check<IOError>(fd_ >= 0 && !committed_, "cannot write ", path_, ": the writer is closed");
+  if (!write_fully(fd_, static_cast<const char*>(data), n)) fail("write", errno);
+}
+
+void AtomicFileWriter::commit() {
+  check<IOError>(fd_ >= 0 && !committed_, "cannot write ", path_, ": the writer is closed");
+  if (::fsync(fd_) != 0) fail("fsync", errno);
+  const int rc = ::close(fd_);
+  fd_ = -1;
+  if (rc != 0) fail("close", errno);
+  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename from " + tmp_, errno);
+  committed_ = true;
+  sync_dir(parent_dir(path_), path_);
+}
+
+void write_file_atomic(const std::string& path, std::string_view data) {
+  AtomicFileWriter w(path);
+  w.write(data);
+  w.commit();
+}
+
+void append_file_atomic(const std::string& path, std::string_view data) {
+  std::string old;
+  std::error_code ec;
+  if (std::filesystem::exists(path, ec)) {
+    check<IOError>(std::filesystem::is_regular_file(path, ec), "cannot append to ", path, ": not a regular file");
+    std::ifstream in(path, std::ios::binary);
+    check<IOError>(static_cast<bool>(in), "cannot append to ", path, ": it cannot be read");
+    old.assign(std::istreambuf_iterator<char>(in), {});
+    check<IOError>(!in.bad(), "cannot append to ", path, ": reading it failed");
+  }
+  old.append(data);
+  write_file_atomic(path, old);
+}
+
+AppendFileWriter::AppendFileWriter(std::string path, bool truncate) : path_(std::move(path)) {
+  struct stat st;
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
+    throw IOError("cannot write " + path_ + ": not a regular file");
+  fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC | (truncate ? O_TRUNC : O_APPEND), 0666);
+  if (fd_ < 0) throw_io(path_, "open", errno);
+}
+
+AppendFileWriter::~AppendFileWriter() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+void AppendFileWriter::write(std::string_view s) {
+  if (!write_fully(fd_, s.data(), s.size())) throw_io(path_, "write", errno);
+  if (::fsync(fd_) != 0) throw_io(path_, "fsync", errno);
+}
+
+void ensure_writable_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) throw IOError("cannot create the run directory " + dir + ": " + ec.message());
+  check<IOError>(std::filesystem::is_directory(dir, ec), "the run directory ", dir, " is not a directory");
+  const std::string probe = dir + "/.tmem-write-check";
+  try {
+    write_file_atomic(probe, "ok\n");
+  } catch (const IOError& e) {
+    throw IOError("the run directory " + dir + " is not writable: " + e.what());
+  }
+  std::filesystem::remove(probe, ec);
+}
+
+}  // namespace tmem

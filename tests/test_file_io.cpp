@@ -1,0 +1,108 @@
+// Checked file output (core/file_io.h): a failed write is an IOError naming
+// the file and the old file survives. Failures are injected with a file size
+// limit (RLIMIT_FSIZE), which fails write() with EFBIG as a full disk fails it
+// with ENOSPC, and works for root too.
+#include <filesystem>
+
+#include "core/file_io.h"
+#include "core/json_dump.h"
+#include "core/safetensors.h"
+#include "core/svg_plot.h"
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::FileSizeLimit;
+using tmem::test::read_all;
+using tmem::test::tmp_path;
+namespace fs = std::filesystem;
+
+namespace {
+
+// A fresh empty directory under the temp folder.
+std::string fresh_dir(const std::string& name) {
+  const std::string d = tmp_path(name);
+  fs::remove_all(d);
+  fs::create_directories(d);
+  return d;
+}
+
+// The names in dir other than `keep` (left-over temporary files).
+std::vector<std::string> others_in(const std::string& dir, const std::string& keep) {
+  std::vector<std::string> out;
+  for (const auto& e : fs::directory_iterator(dir))
+    if (e.path().filename() != keep) out.push_back(e.path().filename().string());
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("file_io: write_file_atomic replaces the file and leaves no temporary file") {
+  const std::string dir = fresh_dir("tmem_fio_basic"), p = dir + "/result.json";
+  write_file_atomic(p, "first\n");
+  write_file_atomic(p, "second\n");
+  CHECK(read_all(p) == "second\n");
+  CHECK(others_in(dir, "result.json").empty());
+  append_file_atomic(p, "third\n");
+  CHECK(read_all(p) == "second\nthird\n");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: a write that fails (file size limit) throws IOError naming the file, the old file survives") {
+  const std::string dir = fresh_dir("tmem_fio_full"), p = dir + "/result.json";
+  write_file_atomic(p, "old results\n");
+  const std::string big(64 * 1024, 'x');
+  {
+    FileSizeLimit limit(1024);
+    CHECK_THROWS_WITH_AS(write_file_atomic(p, big), doctest::Contains("result.json"), IOError);
+    CHECK_THROWS_WITH_AS(append_file_atomic(p, big), doctest::Contains("result.json"), IOError);
+  }
+  CHECK(read_all(p) == "old results\n");
+  CHECK(others_in(dir, "result.json").empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: a missing directory, a directory as target and a bad run directory are IOErrors") {
+  const std::string dir = fresh_dir("tmem_fio_bad");
+  CHECK_THROWS_WITH_AS(write_file_atomic(dir + "/no/such/dir/x.json", "x"), doctest::Contains("x.json"), IOError);
+  fs::create_directory(dir + "/sub");
+  CHECK_THROWS_WITH_AS(write_file_atomic(dir + "/sub", "x"), doctest::Contains("is a directory"), IOError);
+  write_file_atomic(dir + "/file", "x");
+  CHECK_THROWS_WITH_AS(ensure_writable_dir(dir + "/file/run"), doctest::Contains("file/run"), IOError);
+  ensure_writable_dir(dir + "/run/cell");
+  CHECK(fs::is_directory(dir + "/run/cell"));
+  CHECK(fs::is_empty(dir + "/run/cell"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: AtomicFileWriter without commit leaves the target untouched") {
+  const std::string dir = fresh_dir("tmem_fio_abort"), p = dir + "/ckpt";
+  write_file_atomic(p, "old");
+  {
+    AtomicFileWriter w(p);
+    w.write("new bytes");
+  }
+  CHECK(read_all(p) == "old");
+  CHECK(others_in(dir, "ckpt").empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: checkpoints, plots and gradient dumps fail loudly on a full disk") {
+  const std::string dir = fresh_dir("tmem_fio_users");
+  const std::string ckpt = dir + "/checkpoint.safetensors", svg = dir + "/loss.svg", dump = dir + "/grads.jsonl";
+  save_safetensors(ckpt, {{"w", full({2}, 3.0)}});
+  write_svg_line_plot(svg, {{"a", {0, 1}, {1, 2}}});
+  const std::string old_svg = read_all(svg);
+  GradDumpWriter w(dump);
+  {
+    FileSizeLimit limit(4096);
+    CHECK_THROWS_WITH_AS(save_safetensors(ckpt, {{"w", full({10000}, 4.0)}}), doctest::Contains("checkpoint.safetensors"),
+                         IOError);
+    std::vector<double> xs(2000), ys(2000);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>(i), ys[i] = std::sin(0.01 * static_cast<double>(i));
+    CHECK_THROWS_WITH_AS(write_svg_line_plot(svg, {{"long", xs, ys}}), doctest::Contains("loss.svg"), IOError);
+    CHECK_THROWS_WITH_AS(w.write_step(0, 1.0, {{"g", ones({1000})}}, true), doctest::Contains("grads.jsonl"), IOError);
+  }
+  CHECK(load_safetensors(ckpt).tensors.at("w").to_vector() == std::vector<double>{3, 3});
+  CHECK(read_all(svg) == old_svg);
+  fs::remove_all(dir);
+}
