@@ -23,7 +23,8 @@ namespace tmem {
   X(Softmax, "softmax") X(LogSoftmax, "log_softmax") X(LayerNorm, "layer_norm")                \
   X(Embedding, "embedding") X(CrossEntropy, "cross_entropy") X(Dropout, "dropout")             \
   X(GridSample, "grid_sample") X(GaussianSplat, "gaussian_splat")                              \
-  X(Conv3dDepthwise, "conv3d_depthwise") X(Convlstm3dCell, "convlstm3d_cell")
+  X(Conv3dDepthwise, "conv3d_depthwise") X(Convlstm3dCell, "convlstm3d_cell")                  \
+  X(SelectiveScan, "selective_scan")
 
 enum class OpId : int {
 #define TMEM_X(id, name) id,
@@ -37,7 +38,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 53, "update the op count when adding an op");
+static_assert(kOpNames.size() == 54, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

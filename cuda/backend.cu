@@ -31,6 +31,7 @@ constexpr OpId kImplemented[] = {
     OpId::Dropout,
     // spatial ops
     OpId::GridSample, OpId::GaussianSplat, OpId::Conv3dDepthwise, OpId::Convlstm3dCell,
+    OpId::SelectiveScan,
 };
 
 OpKernels make_op_kernels() {
@@ -73,6 +74,10 @@ OpKernels make_op_kernels() {
   k.conv3d_depthwise_backward_params = &conv3d_depthwise_backward_params;
   k.convlstm3d_gates_forward = &convlstm3d_gates_forward;
   k.convlstm3d_gates_backward = &convlstm3d_gates_backward;
+  // selective_scan
+  k.selective_scan_forward = &selective_scan_forward;
+  k.selective_scan_backward = &selective_scan_backward;
+  k.selective_scan_reduce = &selective_scan_reduce;
   // optimizers
   k.adamw_step = &adamw_step;
   k.sgd_step = &sgd_step;

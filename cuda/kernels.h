@@ -104,6 +104,17 @@ void convlstm3d_gates_forward(int device, int64_t B, int64_t C, int64_t S, const
 void convlstm3d_gates_backward(int device, int64_t B, int64_t C, int64_t S, const float* gates, const float* c,
                                const float* cn, const float* ghn, const float* gcn, float* dP, float* dc);
 
+// ---- selective_scan (cuda/selective_scan.cu) ----
+void selective_scan_forward(int device, const OpKernels::ScanArgs& a, const float* u, const float* delta,
+                            const float* A, const float* Bm, const float* Cm, const float* D, const float* h0,
+                            float* y, float* h, float* states);
+void selective_scan_backward(int device, const OpKernels::ScanArgs& a, const float* u, const float* delta,
+                             const float* A, const float* Bm, const float* Cm, const float* D, const float* h0,
+                             const float* gy, const float* gh, float* states, float* gu, float* gdelta, float* gApart,
+                             float* gDpart, float* gh0);
+void selective_scan_reduce(int device, const OpKernels::ScanArgs& a, const float* c1, const float* c2,
+                           const float* x, float* out);
+
 // ---- optimizers (cuda/optim.cu) ----
 void adamw_step(int device, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s);
 void sgd_step(int device, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s);

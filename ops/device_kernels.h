@@ -257,6 +257,40 @@ struct OpKernels {
                                     const float* c, const float* cn, const float* ghn, const float* gcn,
                                     float* dP, float* dc);
 
+  // ---- selective_scan ----
+  // Every tensor argument is contiguous float32; a null gradient pointer
+  // marks a gradient nobody needs, which is then not computed.
+
+  /// The sizes of one selective_scan call (ops/selective_scan.h): u, delta
+  /// and y [B, T, E], A [E, N], Bm and Cm [B, T, N], D [E], h0 and h
+  /// [B, E, N].
+  struct ScanArgs {
+    int64_t B = 0, T = 0, E = 0, N = 0;
+  };
+  /// One thread per (b, e): the recurrence of ops/selective_scan.h from h0
+  /// (null: zeros). Writes, each where not null, y [B, T, E], the final
+  /// state h [B, E, N] and states [B, E, T, N], the state after each step.
+  void (*selective_scan_forward)(int device, const ScanArgs& a, const float* u, const float* delta,
+                                 const float* A, const float* Bm, const float* Cm, const float* D,
+                                 const float* h0, float* y, float* h, float* states);
+  /// One thread per (b, e), t from T-1 down to 0: the reverse sweep from the
+  /// output gradients gy [B, T, E] and gh [B, E, N] (either null: zero) and
+  /// the states of selective_scan_forward, which it overwrites with the
+  /// adjoints: states[b, e, t, :] = dL/d(the state after step t). Writes gu
+  /// and gdelta [B, T, E], gh0 [B, E, N], and the per-item parts of A's and
+  /// D's gradients, gApart [E, N, B] and gDpart [E, B] (ops/ sums them over
+  /// B); any of these may be null.
+  void (*selective_scan_backward)(int device, const ScanArgs& a, const float* u, const float* delta,
+                                  const float* A, const float* Bm, const float* Cm, const float* D,
+                                  const float* h0, const float* gy, const float* gh, float* states, float* gu,
+                                  float* gdelta, float* gApart, float* gDpart, float* gh0);
+  /// One thread per (b, t, n): out[b, t, n] = sum over e of c1[b, t, e]
+  /// c2[b, t, e] x[b, e, t, n] (c1 null: 0, c2 null: 1), with c1, c2
+  /// [B, T, E] and x [B, E, T, N]: Cm's gradient from gy and the states,
+  /// Bm's from delta, u and the adjoints.
+  void (*selective_scan_reduce)(int device, const ScanArgs& a, const float* c1, const float* c2,
+                                const float* x, float* out);
+
   // ---- optimizers: AdamW, SGD, clip_grad_norm_ ----
   /// One AdamW update of n contiguous float32 parameters p with gradient g
   /// and moments m, v (nn/optim.h AdamW::step), in place.

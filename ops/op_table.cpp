@@ -24,6 +24,7 @@ const std::vector<OpInfo>& op_table() {
     register_gaussian_splat_ops(t);
     register_conv3d_ops(t);
     register_convlstm_ops(t);
+    register_selective_scan_ops(t);
     std::sort(t.begin(), t.end(), [](const OpInfo& a, const OpInfo& b) { return a.id < b.id; });
     // Devices other than the CPU come from the backend registered in this
     // build (ops/dispatch.h), so the table says what runs here.

@@ -51,6 +51,7 @@ void register_grid_sample_ops(std::vector<OpInfo>& table);
 void register_gaussian_splat_ops(std::vector<OpInfo>& table);
 void register_conv3d_ops(std::vector<OpInfo>& table);
 void register_convlstm_ops(std::vector<OpInfo>& table);
+void register_selective_scan_ops(std::vector<OpInfo>& table);
 
 /// A float64 tensor of `shape` with U[lo, hi) values from a fixed seed, with
 /// requires_grad set (the usual gradcheck input).

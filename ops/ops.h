@@ -18,5 +18,6 @@
 #include "ops/loss.h"
 #include "ops/op_table.h"
 #include "ops/reduction.h"
+#include "ops/selective_scan.h"
 #include "ops/shape.h"
 #include "ops/softmax.h"

@@ -475,6 +475,22 @@ TEST_CASE("cuda: convlstm3d_cell matches the CPU at the Tensor Memory update") {
   check_parity("c'", [cell](const std::vector<Tensor>& v) { return cell(v).c; }, inputs());
 }
 
+TEST_CASE("cuda: selective_scan matches the CPU at model shapes, from both outputs") {
+  // B=8, T=128, E=64, N=16; delta > 0 (after softplus) and A < 0, as in a
+  // model; y and h side by side, so the gradient reaches both.
+  const int64_t B = 8, T = 128, E = 64, N = 16;
+  const std::vector<Tensor> inputs{input({B, T, E}, -1, 1, 61), input({B, T, E}, 0.05, 1, 62),
+                                   input({E, N}, -2, -0.1, 63), input({B, T, N}, -1, 1, 64),
+                                   input({B, T, N}, -1, 1, 65), input({E}, -1, 1, 66),
+                                   input({B, E, N}, -1, 1, 67)};
+  check_parity("y and h",
+               [](const std::vector<Tensor>& v) {
+                 const SelectiveScanResult r = selective_scan(v[0], v[1], v[2], v[3], v[4], v[5], v[6]);
+                 return cat({reshape(r.y, {-1}), reshape(r.h, {-1})}, 0);
+               },
+               inputs);
+}
+
 // ---- optimizer parity tests ----
 #endif
 

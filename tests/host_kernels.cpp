@@ -13,6 +13,7 @@ const OpKernels& host_op_kernels() {
     add_nn_host_kernels(k);
     add_spatial_host_kernels(k);
     add_optim_host_kernels(k);
+    add_scan_host_kernels(k);
     return k;
   }();
   return table;

@@ -22,5 +22,6 @@ void add_reduction_shape_host_kernels(OpKernels& k);
 void add_nn_host_kernels(OpKernels& k);
 void add_spatial_host_kernels(OpKernels& k);
 void add_optim_host_kernels(OpKernels& k);
+void add_scan_host_kernels(OpKernels& k);
 
 }  // namespace tmem::test
