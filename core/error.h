@@ -5,6 +5,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 
 namespace tmem {
 
@@ -25,6 +26,22 @@ class IndexError : public Error { public: using Error::Error; };
 class ValueError : public Error { public: using Error::Error; };
 /// File input/output failures and malformed files.
 class IOError : public Error { public: using Error::Error; };
+
+/// `s` as it may appear in an error message: bytes outside printable ASCII
+/// as \xNN, and at most `max` characters, the rest cut and counted
+/// ("... (12345 bytes in all)"), so an untrusted value (a config entry, an
+/// option, a file's contents) never floods a message.
+inline std::string printable(std::string_view s, size_t max = 80) {
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (out.size() >= max) return out + "... (" + std::to_string(s.size()) + " bytes in all)";
+    const auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x20 && c < 0x7f) out += static_cast<char>(c);
+    else out += std::string("\\x") + kHex[c >> 4] + kHex[c & 15];
+  }
+  return out;
+}
 
 namespace detail {
 template <class... Args>

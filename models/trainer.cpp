@@ -45,48 +45,74 @@ json config_to_json(const TrainConfig& c) {
           {"factorized", m.memory.factorized}, {"device", c.device}};
 }
 
+namespace {
+
+// An integer config value: a JSON integer (1.9 is not truncated to 1).
+int64_t int_value(const std::string& key, const json& v) {
+  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
+  check<ValueError>(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= kMax),
+                    "config: key \"", key, "\" expects an integer, but got ", printable(v.dump()));
+  return v.get<int64_t>();
+}
+
+// A real config value: a JSON number (true is not 1.0).
+double real_value(const std::string& key, const json& v) {
+  check<ValueError>(v.is_number(), "config: key \"", key, "\" expects a number, but got ", printable(v.dump()));
+  return v.get<double>();
+}
+
+// A seed: a JSON integer >= 0 (-1 does not wrap to 2^64 - 1).
+uint64_t seed_value(const std::string& key, const json& v) {
+  check<ValueError>(v.is_number_unsigned(), "config: key \"", key, "\" expects an integer >= 0, but got ",
+                    printable(v.dump()));
+  return v.get<uint64_t>();
+}
+
+}  // namespace
+
 void apply_config_json(TrainConfig& c, const json& j) {
-  check<ValueError>(j.is_object(), "config: expected a JSON object, but got ", j.dump());
+  check<ValueError>(j.is_object(), "config: expected a JSON object, but got ", printable(j.dump()));
   auto& m = c.model;
   for (const auto& [key, v] : j.items()) {
     try {
       if (key == "task") c.task = v.get<std::string>();
       else if (key == "device") c.device = v.get<std::string>();
-      else if (key == "W") c.task_cfg.W = v.get<int64_t>();
-      else if (key == "noise") c.task_cfg.noise = v.get<double>();
-      else if (key == "queries") c.task_cfg.queries = v.get<int64_t>();
-      else if (key == "T") c.task_cfg.T = v.get<int64_t>();
-      else if (key == "L") c.task_cfg.L = v.get<int64_t>();
-      else if (key == "length") c.task_cfg.length = v.get<int64_t>();
-      else if (key == "steps") c.steps = v.get<int64_t>();
-      else if (key == "batch") c.batch = v.get<int64_t>();
-      else if (key == "seed") c.seed = v.get<uint64_t>();
-      else if (key == "lr") c.lr = v.get<double>();
-      else if (key == "weight_decay") c.weight_decay = v.get<double>();
-      else if (key == "clip") c.clip = v.get<double>();
-      else if (key == "eval_batches") c.eval_batches = v.get<int64_t>();
+      else if (key == "W") c.task_cfg.W = int_value(key, v);
+      else if (key == "noise") c.task_cfg.noise = real_value(key, v);
+      else if (key == "queries") c.task_cfg.queries = int_value(key, v);
+      else if (key == "T") c.task_cfg.T = int_value(key, v);
+      else if (key == "L") c.task_cfg.L = int_value(key, v);
+      else if (key == "length") c.task_cfg.length = int_value(key, v);
+      else if (key == "steps") c.steps = int_value(key, v);
+      else if (key == "batch") c.batch = int_value(key, v);
+      else if (key == "seed") c.seed = seed_value(key, v);
+      else if (key == "lr") c.lr = real_value(key, v);
+      else if (key == "weight_decay") c.weight_decay = real_value(key, v);
+      else if (key == "clip") c.clip = real_value(key, v);
+      else if (key == "eval_batches") c.eval_batches = int_value(key, v);
       else if (key == "method") m.method = v.get<std::string>();
-      else if (key == "dim") m.dim = v.get<int64_t>();
-      else if (key == "layers") m.layers = v.get<int64_t>();
-      else if (key == "heads") m.heads = v.get<int64_t>();
-      else if (key == "max_len") m.max_len = v.get<int64_t>();
-      else if (key == "dropout") m.dropout = v.get<double>();
+      else if (key == "dim") m.dim = int_value(key, v);
+      else if (key == "layers") m.layers = int_value(key, v);
+      else if (key == "heads") m.heads = int_value(key, v);
+      else if (key == "max_len") m.max_len = int_value(key, v);
+      else if (key == "dropout") m.dropout = real_value(key, v);
       else if (key == "leaky_memory") m.leaky_memory = v.get<bool>();
-      else if (key == "mem_channels") m.memory.channels = v.get<int64_t>();
+      else if (key == "mem_channels") m.memory.channels = int_value(key, v);
       else if (key == "mem_grid") {
-        auto g = v.get<std::vector<int64_t>>();
-        check<ValueError>(g.size() == 3, "config: mem_grid expects [D, H, W], got ", v.dump());
+        check<ValueError>(v.is_array() && v.size() == 3, "config: mem_grid expects [D, H, W], got ",
+                          printable(v.dump()));
+        const int64_t g[3] = {int_value(key, v[0]), int_value(key, v[1]), int_value(key, v[2])};
         m.memory.D = g[0], m.memory.H = g[1], m.memory.W = g[2];
-      } else if (key == "chunk") m.memory.chunk = v.get<int64_t>();
-      else if (key == "sigma_scale") m.memory.sigma_scale = v.get<double>();
-      else if (key == "gamma_init") m.memory.gamma_init = v.get<double>();
-      else if (key == "mem_dropout") m.memory.dropout = v.get<double>();
+      } else if (key == "chunk") m.memory.chunk = int_value(key, v);
+      else if (key == "sigma_scale") m.memory.sigma_scale = real_value(key, v);
+      else if (key == "gamma_init") m.memory.gamma_init = real_value(key, v);
+      else if (key == "mem_dropout") m.memory.dropout = real_value(key, v);
       else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
       else if (key == "hard_write") m.memory.hard_write = v.get<bool>();
       else if (key == "factorized") m.memory.factorized = v.get<bool>();
-      else throw ValueError("config: unknown key \"" + key + "\"");
+      else throw ValueError("config: unknown key \"" + printable(key) + "\"");
     } catch (const json::exception& e) {
-      throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + v.dump() + ")");
+      throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + printable(v.dump()) + ")");
     }
   }
 }
@@ -152,8 +178,9 @@ void check_same_config(const std::string& path, const json& saved, const json& n
   std::string diff;
   for (const auto& [key, v] : now.items())
     if (key != "steps" && (!saved.contains(key) || saved[key] != v))
-      diff += "\n  " + key + ": checkpoint " + (saved.contains(key) ? saved[key].dump() : "(missing)") + ", now " +
-              v.dump();
+      diff += "\n  " + key + ": checkpoint " +
+              (saved.contains(key) ? printable(saved[key].dump()) : std::string("(missing)")) + ", now " +
+              printable(v.dump());
   check<ValueError>(diff.empty(), "train: cannot resume from ", path, ": it was written with another config:", diff);
 }
 
@@ -166,6 +193,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
   std::unique_ptr<Task> task = make_task(cfg.task, cfg.task_cfg);
   check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
   check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
+  check<ValueError>(cfg.dump_every >= 1 && cfg.checkpoint_every >= 0, "train: expected dump_every >= 1 and ",
+                    "checkpoint_every >= 0, but got ", cfg.dump_every, " and ", cfg.checkpoint_every);
   BackboneConfig mcfg = cfg.model;
   mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);

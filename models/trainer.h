@@ -42,7 +42,8 @@ void resolve_task_defaults(TrainConfig& c);
 /// Every key of a TrainConfig as JSON (the exact config of a run).
 nlohmann::json config_to_json(const TrainConfig& c);
 /// Applies the keys of `j` to `c`. Throws ValueError naming any unknown key,
-/// and for a value of the wrong type.
+/// and for a value of the wrong type (an integer key given 1.9, a number key
+/// given true, a seed given -1).
 void apply_config_json(TrainConfig& c, const nlohmann::json& j);
 
 struct TrainProgress {

@@ -39,3 +39,84 @@ TEST_CASE("cli: a result file that cannot be written fails the run, naming the f
   CHECK(r.output.find("blocked/results.json") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("cli: every bad option value is a parse error naming the option and its range") {
+  const std::string dir = fresh_cli_dir("tmem_cli_options");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;  // in the message
+  };
+  const std::vector<Case> cases = {
+      {{"train", "no-harm", "--steps", "abc"}, "--steps: expected an integer in [0, 1000000000]"},
+      {{"train", "no-harm", "--steps", ""}, "--steps: expected an integer in [0, 1000000000], but got an empty value"},
+      {{"train", "no-harm", "--steps", "nan"}, "--steps: expected an integer"},
+      {{"train", "no-harm", "--steps", "99999999999999999999"}, "(too large)"},
+      {{"train", "no-harm", "--steps", "0x10"}, "--steps: expected an integer"},
+      {{"train", "no-harm", "--lr", ""}, "--lr: expected a finite number in [0, 10], but got an empty value"},
+      {{"train", "no-harm", "--lr", "inf"}, "--lr: expected a finite number"},
+      {{"train", "no-harm", "--noise", "nan"}, "--noise: expected a finite number"},
+      {{"train", "no-harm", "--seed", "-1"}, "--seed: expected an integer in [0, "},
+      {{"train", "no-harm", "--dump-every", "0"}, "--dump-every: expected an integer in [1, "},
+      {{"train", "no-harm", "--batch", "100000000000"}, "--batch: expected an integer in [1, 65536]"},
+      {{"train", "no-harm", "--W", "100000000000"}, "--W: expected an integer in [1, 65536]"},
+      {{"train", "no-harm", "--dim", "100000000000"}, "--dim: expected an integer in [0, 65536]"},
+      {{"train", "no-harm", "--mem-grid", "100000"}, "--mem-grid: expected an integer in [1, 256]"},
+      {{"train", "no-harm", "--mem-channels", "100000"}, "--mem-channels: expected an integer in [1, 4096]"},
+      {{"train", "no-harm", "--queries", "-3"}, "--queries: expected an integer in [1, 65536]"},
+      {{"train", "no-harm", "--name", ""}, "--name: expected a value, but got an empty one"},
+      {{"train", "no-harm", "--method", "base,base"}, "--method: the value \"base\" is given twice"},
+      {{"train", "coord-binding", "--W", "5,5"}, "--W: the value \"5\" is given twice"},
+      {{"ablate", "--steps", "abc"}, "--steps: expected an integer"},
+      {{"stream", "--tokens", "abc"}, "--tokens: expected an integer in [1, "},
+      {{"stream", "--vocab", ""}, "--vocab: expected an integer"},
+      {{"bench", "--threads", "-1"}, "--threads: expected an integer in [1, 1024]"},
+      {{"grads", "diff", "a", "b", "--top", "-1"}, "--top: expected an integer in [0, "},
+      {{"train", "brown", "--dim", "abc"}, "--dim: expected an integer in [1, 65536]"},
+      {{"train", "fashion-mnist", "--lr", "inf"}, "--lr: expected a finite number"},
+      {{"train", "moving-fmnist", "--batch", ""}, "--batch: expected an integer in [1, 65536]"},
+  };
+  for (const Case& c : cases) {
+    const auto r = run_tmem(c.args, dir);
+    std::string line;
+    for (const auto& a : c.args) line += a + " ";
+    INFO("tmem " << line << "\n" << r.output);
+    CHECK(r.status != 0);
+    CHECK(r.status < 128);  // not killed by a signal (SIGFPE, SIGABRT)
+    CHECK(r.output.find(c.expected) != std::string::npos);
+  }
+  CHECK(!fs::exists(dir + "/runs"));  // nothing started
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep their types") {
+  const std::string dir = fresh_cli_dir("tmem_cli_config");
+  tmem::test::write_all(dir + "/unknown.json", R"({"no_such_key": 1})");
+  tmem::test::write_all(dir + "/float.json", R"({"batch": 1.9})");
+  tmem::test::write_all(dir + "/seed.json", R"({"seed": -1})");
+  tmem::test::write_all(dir + "/bool.json", R"({"lr": true})");
+  auto r = run_tmem({"train", "no-harm", "--config=unknown.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("unknown key \"no_such_key\"") != std::string::npos);
+  r = run_tmem({"train", "no-harm", "--config", "float.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("key \"batch\" expects an integer, but got 1.9") != std::string::npos);
+  r = run_tmem({"train", "no-harm", "--config=seed.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("key \"seed\" expects an integer >= 0, but got -1") != std::string::npos);
+  r = run_tmem({"train", "no-harm", "--config=bool.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("key \"lr\" expects a number, but got true") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: --resume without --name is an error, not a fresh run") {
+  const std::string dir = fresh_cli_dir("tmem_cli_resume_name");
+  auto args = tiny_train_args("x");
+  args.resize(args.size() - 2);  // drop --name x
+  args.push_back("--resume");
+  const auto r = run_tmem(args, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--resume needs --name") != std::string::npos);
+  CHECK(!fs::exists(dir + "/runs"));
+  fs::remove_all(dir);
+}

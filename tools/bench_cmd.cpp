@@ -31,6 +31,7 @@
 
 #include "core/error.h"
 #include "core/file_io.h"
+#include "tools/progress.h"
 
 namespace tmem::tools {
 namespace {
@@ -387,7 +388,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
                 "One short run per benchmark (under 5 minutes); appends only with --results");
   cmd->add_option("--threads", opt->threads, "Threads for tmem and the peers")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(int_range(1, 1024));
   cmd->add_option("--areas", opt->areas, "Areas to run: gemm, ops, scaling, models, lm")
       ->delimiter(',')
       ->check(CLI::IsMember({"gemm", "ops", "scaling", "models", "lm"}))

@@ -154,26 +154,36 @@ int run_train_brown(int argc, char** argv) {
       "tmem train brown"};
   app.add_option("--method", a.methods, "Methods, comma-separated: base, local, linear, xl, tensor, leaky")
       ->delimiter(',')->capture_default_str();
-  app.add_option("--dim", c.model.dim, "Model width d")->capture_default_str();
-  app.add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str();
-  app.add_option("--heads", c.model.heads, "Attention heads")->capture_default_str();
-  app.add_option("--seq", c.model.seq, "Segment length (tokens per sequence)")->capture_default_str();
-  app.add_option("--window", c.model.window, "local: attention window")->capture_default_str();
-  app.add_option("--batch", c.batch, "Parallel streams per step")->capture_default_str();
-  app.add_option("--tokens", c.tokens, "Training-token budget (steps = tokens / (batch * seq))")->capture_default_str();
-  app.add_option("--steps", c.steps, "Optimizer steps (overrides --tokens)")->capture_default_str();
-  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str();
-  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str();
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
-  app.add_option("--dropout", c.model.dropout, "Dropout")->capture_default_str();
-  app.add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str();
+  app.add_option("--dim", c.model.dim, "Model width d")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--heads", c.model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--seq", c.model.seq, "Segment length (tokens per sequence)")->capture_default_str()
+      ->check(int_range(1, 1048576));
+  app.add_option("--window", c.model.window, "local: attention window")->capture_default_str()
+      ->check(int_range(1, 1048576));
+  app.add_option("--batch", c.batch, "Parallel streams per step")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--tokens", c.tokens, "Training-token budget (steps = tokens / (batch * seq))")->capture_default_str()
+      ->check(int_range(1, 1000000000000));
+  app.add_option("--steps", c.steps, "Optimizer steps (overrides --tokens)")->capture_default_str()
+      ->check(int_range(0, 1000000000));
+  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
+  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
+  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--dropout", c.model.dropout, "Dropout")->capture_default_str()->check(real_range(0, 1));
+  app.add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str()
+      ->check(int_range(1, 4096));
   app.add_option("--mem-grid", c.model.memory.D, "Memory grid size (D = H = W)")->capture_default_str()
+      ->check(int_range(1, 256))
       ->each([&c](const std::string&) { c.model.memory.H = c.model.memory.W = c.model.memory.D; });
-  app.add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str();
-  app.add_option("--eval-batch", c.eval_batch, "Parallel streams for the perplexity evaluation")->capture_default_str();
-  app.add_option("--seed", c.seed, "Seed")->capture_default_str();
+  app.add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--eval-batch", c.eval_batch, "Parallel streams for the perplexity evaluation")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--seed", c.seed, "Seed")->capture_default_str()->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
                   "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");

@@ -1,9 +1,12 @@
 #include "tools/progress.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <limits>
+#include <set>
 
 #include "core/error.h"
 
@@ -56,12 +59,79 @@ std::string run_dir(const std::string& name) {
   return "runs/" + name;
 }
 
-const CLI::Validator kPositive(
-    [](const std::string& v) { return std::stoll(v) >= 1 ? std::string() : "must be at least 1, got " + v; },
-    "INT >= 1");
-const CLI::Validator kNonNegative(
-    [](const std::string& v) { return std::stoll(v) >= 0 ? std::string() : "must be at least 0, got " + v; },
-    "INT >= 0");
+namespace {
+
+// The message for a value that is not a plain integer in [lo, hi] ("" when it is one).
+std::string int_error(const std::string& v, int64_t lo, int64_t hi) {
+  int64_t x = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  const std::string range = "an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]";
+  if (v.empty()) return "expected " + range + ", but got an empty value";
+  if (ec == std::errc::result_out_of_range) return "expected " + range + ", but got " + printable(v) + " (too large)";
+  if (ec != std::errc() || p != end) return "expected " + range + ", but got \"" + printable(v) + "\"";
+  if (x < lo || x > hi) return "expected " + range + ", but got " + v;
+  return "";
+}
+
+std::string real_error(const std::string& v, double lo, double hi) {
+  char buf[96];
+  if (std::isfinite(lo) || std::isfinite(hi)) std::snprintf(buf, sizeof buf, "a finite number in [%g, %g]", lo, hi);
+  else std::snprintf(buf, sizeof buf, "a finite number");
+  const std::string range = buf;
+  if (v.empty()) return "expected " + range + ", but got an empty value";
+  double x = 0;
+  const char* end = v.data() + v.size();
+  const auto [p, ec] = std::from_chars(v.data(), end, x);
+  if (ec != std::errc() || p != end || !std::isfinite(x))
+    return "expected " + range + ", but got \"" + printable(v) + "\"";
+  if (x < lo || x > hi) return "expected " + range + ", but got " + v;
+  return "";
+}
+
+}  // namespace
+
+CLI::Validator int_range(int64_t lo, int64_t hi) {
+  return CLI::Validator([lo, hi](const std::string& v) { return int_error(v, lo, hi); },
+                        "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+}
+
+CLI::Validator real_range(double lo, double hi) {
+  char desc[64];
+  std::snprintf(desc, sizeof desc, "in [%g, %g]", lo, hi);
+  return CLI::Validator([lo, hi](const std::string& v) { return real_error(v, lo, hi); }, desc);
+}
+
+const CLI::Validator kPositive = int_range(1, std::numeric_limits<int64_t>::max());
+const CLI::Validator kNonNegative = int_range(0, std::numeric_limits<int64_t>::max());
+
+void check_every_option(CLI::App& app) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  for (CLI::Option* o : app.get_options()) {
+    if (o->get_type_size() == 0) continue;  // a flag
+    // The type as CLI11 names it, before the descriptions of the checks.
+    const std::string full = o->get_type_name(), type = full.substr(0, full.find(':'));
+    if (type == "INT") o->check(CLI::Validator([](const std::string& v) { return int_error(v, -kMax - 1, kMax); }, ""));
+    else if (type == "UINT") o->check(CLI::Validator([](const std::string& v) { return int_error(v, 0, kMax); }, ""));
+    else if (type == "FLOAT")
+      o->check(CLI::Validator([](const std::string& v) { return real_error(v, -HUGE_VAL, HUGE_VAL); }, ""));
+    else
+      o->check(CLI::Validator(
+          [](const std::string& v) { return v.empty() ? std::string("expected a value, but got an empty one") : ""; },
+          ""));
+  }
+  // A list naming a value twice would run the same cell twice.
+  app.parse_complete_callback([&app] {
+    for (const CLI::Option* o : app.get_options()) {
+      if (o->get_type_size() == 0 || o->get_items_expected_max() <= 1) continue;
+      std::set<std::string> seen;
+      for (const std::string& v : o->results())
+        if (!seen.insert(v).second)
+          throw CLI::ValidationError(o->get_name(), "the value \"" + printable(v) + "\" is given twice");
+    }
+  });
+  for (CLI::App* sub : app.get_subcommands({})) check_every_option(*sub);
+}
 
 std::string timestamped_name(const std::string& prefix) {
   char buf[64];
@@ -72,12 +142,13 @@ std::string timestamped_name(const std::string& prefix) {
 
 void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
                      const std::string& name_default, const std::string& data_help) {
-  app.add_option("--threads", threads, "OpenMP threads (default: all cores)");
+  app.add_option("--threads", threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   app.add_option("--name", name, "Run name: results go to runs/<name>/ (default: " + name_default + ")");
   app.add_option("--data-dir", data_dir, data_help)->capture_default_str();
 }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
+  check_every_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

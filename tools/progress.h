@@ -39,9 +39,27 @@ std::string timestamped_name(const std::string& prefix);
 /// '/' or '\\'), so a run never writes outside runs/.
 std::string run_dir(const std::string& name);
 
-/// CLI11 checks of integer options: at least 1, at least 0.
+/// CLI11 check of an integer option: a plain base-10 integer in [lo, hi]. An
+/// empty value, trailing text, a value that overflows and one outside the
+/// range are parse errors whose message names the option (CLI11 prefixes it)
+/// and the range.
+CLI::Validator int_range(int64_t lo, int64_t hi);
+/// CLI11 check of a real option: a finite decimal number in [lo, hi] (not
+/// empty, not nan or inf); the message names the range.
+CLI::Validator real_range(double lo, double hi);
+
+/// CLI11 checks of integer options: at least 1, at least 0 (int_range).
 extern const CLI::Validator kPositive;
 extern const CLI::Validator kNonNegative;
+
+/// Adds the checks every option of `app` and of its subcommands needs, so
+/// none is forgotten: a value is never empty, an integer option's value is a
+/// plain base-10 integer that fits (int_range over its type: no wrap of -1
+/// into an unsigned, no saturation), a real option's value is finite, and a
+/// list option (--method a,b) names no value twice. Call
+/// it after the options are added; ranges of single options are added with
+/// int_range / real_range where the option is declared.
+void check_every_option(CLI::App& app);
 
 /// Adds the options every training command shares: --threads, --name (the
 /// help names the default `name_default`, e.g. "brown-date-time") and
@@ -53,7 +71,8 @@ void add_run_options(CLI::App& app, int& threads, std::string& name, std::string
 inline constexpr const char* kFashionMnistDirHelp =
     "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";
 
-/// Parses argv into app, then runs `run`: a parse error or --help exits as
+/// Parses argv into app (every option checked with check_every_option),
+/// then runs `run`: a parse error or --help exits as
 /// CLI11 does (its message and status); an exception from `run` prints
 /// "tmem: error: <what>" on stderr and returns 1.
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run);

@@ -152,20 +152,22 @@ std::function<int()> add_stream_command(CLI::App& app) {
                 "Methods, comma-separated: tensor, kv-cache (xl keeping every token), or any LM method")
       ->delimiter(',')
       ->capture_default_str();
-  s->add_option("--tokens", a->tokens, "Tokens to stream")->capture_default_str()->check(kPositive);
+  s->add_option("--tokens", a->tokens, "Tokens to stream")->capture_default_str()->check(int_range(1, 1000000000000));
   s->add_option("--report-at", a->report_at, "Token counts to report, comma-separated (those past --tokens are dropped)")
       ->delimiter(',')
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range(1, 1000000000000));
   s->add_option("--max-minutes", a->max_minutes, "Stop a method's stream after this long (a growing cache slows)")
-      ->capture_default_str();
-  s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(kPositive);
-  s->add_option("--dim", a->model.dim, "Model width C")->capture_default_str();
-  s->add_option("--layers", a->model.layers, "Layers")->capture_default_str();
-  s->add_option("--heads", a->model.heads, "Attention heads")->capture_default_str();
-  s->add_option("--seq", a->model.seq, "Segment length T")->capture_default_str();
+      ->capture_default_str()
+      ->check(real_range(0, 1e6));
+  s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(int_range(1, 16777216));
+  s->add_option("--dim", a->model.dim, "Model width C")->capture_default_str()->check(int_range(1, 65536));
+  s->add_option("--layers", a->model.layers, "Layers")->capture_default_str()->check(int_range(1, 1024));
+  s->add_option("--heads", a->model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
+  s->add_option("--seq", a->model.seq, "Segment length T")->capture_default_str()->check(int_range(1, 1048576));
   s->add_option("--device", a->device, "cpu, cuda or cuda:<index>")->capture_default_str();
-  s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str();
-  s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str()->check(kNonNegative);
+  s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   s->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: stream-date-time)");
   return [s, a]() -> int {
     if (!*s) return -1;

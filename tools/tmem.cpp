@@ -17,6 +17,7 @@
 #include "ops/ops.h"
 #include "tools/bench_cmd.h"
 #include "tools/lm_cmd.h"
+#include "tools/progress.h"
 #include "tools/stream_cmd.h"
 #include "tools/video_cmd.h"
 #include "tools/vit_cmd.h"
@@ -160,6 +161,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "tmem: error: %s\n", e.what());
     return 1;
   }
+  tmem::tools::check_every_option(app);
   CLI11_PARSE(app, argc, argv);
   try {
     if (*ops) return run_ops(run_checks);

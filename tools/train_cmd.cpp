@@ -139,6 +139,7 @@ int run(TrainArgs& a) {
     }
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // before any directory is made
+  check<ValueError>(!a.cfg.resume || !a.name.empty(), "train: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name(a.task);
   const std::string root = run_dir(a.name);
   ensure_writable_dir(root);
@@ -229,33 +230,36 @@ int run(TrainArgs& a) {
 std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   auto a = std::make_shared<TrainArgs>();
   a->task = a->cfg.task;
-  // --config values are defaults that explicit flags override.
-  for (int i = 1; i + 1 < argc; ++i)
-    if (std::string(argv[i]) == "--config") {
-      const std::string path = argv[i + 1];
-      std::error_code ec;
-      if (!std::filesystem::is_regular_file(path, ec)) throw IOError("train: config file " + path + " is not a file");
-      std::ifstream in(path);
-      if (!in) throw IOError("train: cannot open config file " + path);
-      json j;
-      try {
-        j = json::parse(in);
-      } catch (const json::exception& e) {
-        throw IOError("train: config file " + path + " is not valid JSON: " + e.what());
-      }
-      try {
-        models::apply_config_json(a->cfg, j);
-      } catch (const ValueError& e) {
-        throw ValueError("train: config file " + path + ": " + e.what());
-      }
-      if (j.contains("task")) a->task = a->cfg.task;
-      if (j.contains("method")) a->methods = {a->cfg.model.method};
-      if (j.contains("W")) a->Ws = {a->cfg.task_cfg.W};
-      if (j.contains("T")) a->Ts = {a->cfg.task_cfg.T};
-      if (j.contains("L")) a->Ls = {a->cfg.task_cfg.L};
-      if (j.contains("noise")) a->noises = {a->cfg.task_cfg.noise};
-      if (j.contains("seed")) a->seeds = {a->cfg.seed};
+  // --config values are defaults that explicit flags override (--config FILE
+  // or --config=FILE).
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (arg != "--config" && !arg.starts_with("--config=")) continue;
+    if (arg == "--config" && i + 1 == argc) break;  // CLI11 reports the missing value
+    const std::string path = arg == "--config" ? argv[i + 1] : arg.substr(9);
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(path, ec)) throw IOError("train: config file " + path + " is not a file");
+    std::ifstream in(path);
+    if (!in) throw IOError("train: cannot open config file " + path);
+    json j;
+    try {
+      j = json::parse(in);
+    } catch (const json::exception& e) {
+      throw IOError("train: config file " + path + " is not valid JSON: " + e.what());
     }
+    try {
+      models::apply_config_json(a->cfg, j);
+    } catch (const ValueError& e) {
+      throw ValueError("train: config file " + path + ": " + e.what());
+    }
+    if (j.contains("task")) a->task = a->cfg.task;
+    if (j.contains("method")) a->methods = {a->cfg.model.method};
+    if (j.contains("W")) a->Ws = {a->cfg.task_cfg.W};
+    if (j.contains("T")) a->Ts = {a->cfg.task_cfg.T};
+    if (j.contains("L")) a->Ls = {a->cfg.task_cfg.L};
+    if (j.contains("noise")) a->noises = {a->cfg.task_cfg.noise};
+    if (j.contains("seed")) a->seeds = {a->cfg.seed};
+  }
   auto& c = a->cfg;
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
                                         "(or `train brown`: the language models; `train fashion-mnist`: the ViTs; "
@@ -271,37 +275,52 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();
-  t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--T", a->Ts, "map-building: observation counts, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--L", a->Ls, "occlusion: hidden-frame counts, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--length", c.task_cfg.length, "no-harm: sequence length")->capture_default_str();
-  t->add_option("--queries", c.task_cfg.queries, "coord-binding: query tokens")->capture_default_str();
-  t->add_option("--noise", a->noises, "Query noise levels s, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--seed", a->seeds, "Seeds, comma-separated")->delimiter(',')->capture_default_str();
-  t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(kNonNegative);
-  t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(kPositive);
-  t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str();
-  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str();
-  t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
+  t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(int_range(1, 65536));
+  t->add_option("--T", a->Ts, "map-building: observation counts, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(int_range(1, 65536));
+  t->add_option("--L", a->Ls, "occlusion: hidden-frame counts, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(int_range(0, 65536));
+  t->add_option("--length", c.task_cfg.length, "no-harm: sequence length")->capture_default_str()
+      ->check(int_range(2, 65536));
+  t->add_option("--queries", c.task_cfg.queries, "coord-binding: query tokens")->capture_default_str()
+      ->check(int_range(1, 65536));
+  t->add_option("--noise", a->noises, "Query noise levels s, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(real_range(0, 100));
+  t->add_option("--seed", a->seeds, "Seeds, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(kNonNegative);
+  t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(int_range(0, 1000000000));
+  t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
+  t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
+  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str()
+      ->check(real_range(0, 10));
+  t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
   t->add_option("--dim", c.model.dim,
                  "Model width d (0: the task's - 64 for coord-binding and no-harm, 96 for map-building and occlusion)")
-      ->capture_default_str();
-  t->add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str();
-  t->add_option("--heads", c.model.heads, "Attention heads")->capture_default_str();
-  t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str();
+      ->capture_default_str()->check(int_range(0, 65536));
+  t->add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str()->check(int_range(1, 1024));
+  t->add_option("--heads", c.model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
+  t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str()
+      ->check(int_range(1, 4096));
   t->add_option("--mem-grid", c.model.memory.D, "Memory grid size (D = H = W)")->capture_default_str()
+      ->check(int_range(1, 256))
       ->each([&c](const std::string&) { c.model.memory.H = c.model.memory.W = c.model.memory.D; });
-  t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K (0: the task's default)")->capture_default_str();
-  t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str();
+  t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K (0: the task's default)")->capture_default_str()
+      ->check(int_range(0, 65536));
+  t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str()
+      ->check(real_range(1e-3, 1e3));
   t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
-  t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str();
-  t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str()
+      ->check(int_range(1, 1000000));
+  t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
   t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose result.json has the same config is not run again)");
-  t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)");
+  t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)")
+      ->check(int_range(0, 1000000000));
   t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory");
-  t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str();
+  t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str()
+      ->check(int_range(1, 1000000000));
   t->add_flag("--dump-values", c.dump_values, "Include every gradient value in the dumps");
   return [t, a]() { return *t ? run(*a) : -1; };
 }
@@ -341,17 +360,19 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   auto* t = app.add_subcommand("ablate", "Tensor Memory ablations on coord-binding (W=20, s=0.05)");
   t->footer("Measured on one thread beside another job: 3-18 min per variant (chunk 4 the fastest, grid 8^3 "
             "the slowest), 55 min for all seven. Figures: docs/RESULTS.md.");
-  t->add_option("--steps", cfg->steps, "Training steps per variant")->capture_default_str();
-  t->add_option("--batch", cfg->batch, "Batch size")->capture_default_str();
-  t->add_option("--seed", cfg->seed, "Seed")->capture_default_str();
+  t->add_option("--steps", cfg->steps, "Training steps per variant")->capture_default_str()
+      ->check(int_range(0, 1000000000));
+  t->add_option("--batch", cfg->batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
+  t->add_option("--seed", cfg->seed, "Seed")->capture_default_str()->check(kNonNegative);
   std::string listing;
   for (size_t i = 0; i < ablation_variants().size(); ++i)
     listing += (i ? "; " : "") + std::to_string(i) + " " + ablation_variants()[i].name;
   t->add_option("--variants", *only, "Run only these variants, comma-separated: " + listing)->delimiter(',');
-  t->add_option("--threads", *threads, "OpenMP threads (default: all cores)");
+  t->add_option("--threads", *threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   t->add_option("--name", *name, "Run name: results go to runs/<name>/");
   t->add_flag("--resume", cfg->resume, "Continue each variant from its checkpoint under runs/<name>/ (a variant whose result.json has the same config is not run again)");
-  t->add_option("--checkpoint-every", cfg->checkpoint_every, "Checkpoint every N steps (0: only at the end)");
+  t->add_option("--checkpoint-every", cfg->checkpoint_every, "Checkpoint every N steps (0: only at the end)")
+      ->check(int_range(0, 1000000000));
   return [t, cfg, name, only, threads]() -> int {
     if (!*t) return -1;
     if (*threads > 0) omp_set_num_threads(*threads);

@@ -226,29 +226,40 @@ int run_train_moving_fmnist(int argc, char** argv) {
       ->delimiter(',')->capture_default_str();
   app.add_option("--occlusion", a.occlusion, "Occluder settings, comma-separated: off, on")
       ->delimiter(',')->capture_default_str();
-  app.add_option("--frames", c.data.frames, "Frames per clip T")->capture_default_str();
+  app.add_option("--frames", c.data.frames, "Frames per clip T")->capture_default_str()->check(int_range(1, 1024));
   app.add_option("--occluded-frames", c.data.occluded_frames, "Occlusion on: the last frames the occluder is shown in")
-      ->capture_default_str();
-  app.add_option("--dim", m.dim, "Width d")->capture_default_str();
-  app.add_option("--layers", m.layers, "Layers")->capture_default_str();
-  app.add_option("--heads", m.heads, "Attention heads")->capture_default_str();
-  app.add_option("--registers", m.registers, "registers: register tokens R")->capture_default_str();
-  app.add_option("--mem-channels", m.memory.channels, "tensor: memory channels C")->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range(0, 1024));
+  app.add_option("--dim", m.dim, "Width d")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--layers", m.layers, "Layers")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--heads", m.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--registers", m.registers, "registers: register tokens R")->capture_default_str()
+      ->check(int_range(0, 65536));
+  app.add_option("--mem-channels", m.memory.channels, "tensor: memory channels C")->capture_default_str()
+      ->check(int_range(1, 4096));
   app.add_option("--mem-grid", m.memory.D, "tensor: memory grid size (D = H = W)")->capture_default_str()
+      ->check(int_range(1, 256))
       ->each([&m](const std::string&) { m.memory.H = m.memory.W = m.memory.D; });
-  app.add_option("--chunk", m.memory.chunk, "tensor: patches per memory step K")->capture_default_str();
-  app.add_option("--memory-every", m.memory_every, "tensor: a memory layer in every n-th block")->capture_default_str();
-  app.add_option("--steps", c.steps, "Optimizer steps (one fresh batch of clips each)")->capture_default_str();
-  app.add_option("--batch", c.batch, "Clips per step")->capture_default_str();
-  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str();
-  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str();
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
-  app.add_option("--eval-clips", c.eval_clips, "Test clips (a fixed set)")->capture_default_str();
-  app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str();
-  app.add_option("--eval-batch", c.eval_batch, "Clips per test batch")->capture_default_str();
-  app.add_option("--seed", c.seed, "Seed (initialisation; seed + 1: the training clips)")->capture_default_str();
+  app.add_option("--chunk", m.memory.chunk, "tensor: patches per memory step K")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--memory-every", m.memory_every, "tensor: a memory layer in every n-th block")->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--steps", c.steps, "Optimizer steps (one fresh batch of clips each)")->capture_default_str()
+      ->check(int_range(0, 1000000000));
+  app.add_option("--batch", c.batch, "Clips per step")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
+  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
+  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--eval-clips", c.eval_clips, "Test clips (a fixed set)")->capture_default_str()
+      ->check(int_range(1, 1000000));
+  app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str()->check(kNonNegative);
+  app.add_option("--eval-batch", c.eval_batch, "Clips per test batch")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--seed", c.seed, "Seed (initialisation->check(kNonNegative); seed + 1: the training clips)")->capture_default_str();
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });

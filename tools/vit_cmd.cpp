@@ -244,38 +244,57 @@ int run_train_fashion_mnist(int argc, char** argv) {
   app.add_option("--task", c.task, "classify or mae")->capture_default_str();
   app.add_option("--method", a.methods, "Methods, comma-separated: vit, local, registers, spatial")
       ->delimiter(',')->capture_default_str();
-  app.add_option("--patch", e.patch, "Patch size (4: 49 patches, 7: 16)")->capture_default_str();
-  app.add_option("--dim", e.dim, "Encoder width d")->capture_default_str();
-  app.add_option("--layers", e.layers, "Encoder layers")->capture_default_str();
-  app.add_option("--heads", e.heads, "Encoder attention heads")->capture_default_str();
-  app.add_option("--window", e.window, "local: the odd side of the patch neighbourhood")->capture_default_str();
-  app.add_option("--registers", e.registers, "registers: register tokens R")->capture_default_str();
-  app.add_option("--mem-channels", e.memory.channels, "spatial: memory channels C")->capture_default_str();
+  app.add_option("--patch", e.patch, "Patch size (4: 49 patches, 7: 16)")->capture_default_str()
+      ->check(int_range(1, 28));
+  app.add_option("--dim", e.dim, "Encoder width d")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--layers", e.layers, "Encoder layers")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--heads", e.heads, "Encoder attention heads")->capture_default_str()->check(int_range(1, 1024));
+  app.add_option("--window", e.window, "local: the odd side of the patch neighbourhood")->capture_default_str()
+      ->check(int_range(1, 1048576));
+  app.add_option("--registers", e.registers, "registers: register tokens R")->capture_default_str()
+      ->check(int_range(0, 65536));
+  app.add_option("--mem-channels", e.memory.channels, "spatial: memory channels C")->capture_default_str()
+      ->check(int_range(1, 4096));
   app.add_option("--mem-grid", e.memory.D, "spatial: memory grid size (D = H = W)")->capture_default_str()
+      ->check(int_range(1, 256))
       ->each([&e](const std::string&) { e.memory.H = e.memory.W = e.memory.D; });
-  app.add_option("--chunk", e.memory.chunk, "spatial: patches per memory step K")->capture_default_str();
-  app.add_option("--memory-every", e.memory_every, "spatial: a memory layer in every n-th block")->capture_default_str();
-  app.add_option("--dropout", e.dropout, "Dropout")->capture_default_str();
-  app.add_option("--dec-dim", c.model.decoder_dim, "mae: decoder width")->capture_default_str();
-  app.add_option("--dec-layers", c.model.decoder_layers, "mae: decoder layers")->capture_default_str();
-  app.add_option("--dec-heads", c.model.decoder_heads, "mae: decoder heads")->capture_default_str();
-  app.add_option("--mask-ratio", c.mask_ratio, "mae: training mask ratio")->capture_default_str();
-  app.add_option("--mask-seed", c.mask_seed, "mae: seed of the test masks")->capture_default_str();
+  app.add_option("--chunk", e.memory.chunk, "spatial: patches per memory step K")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--memory-every", e.memory_every, "spatial: a memory layer in every n-th block")->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--dropout", e.dropout, "Dropout")->capture_default_str()->check(real_range(0, 1));
+  app.add_option("--dec-dim", c.model.decoder_dim, "mae: decoder width")->capture_default_str()
+      ->check(int_range(1, 65536));
+  app.add_option("--dec-layers", c.model.decoder_layers, "mae: decoder layers")->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--dec-heads", c.model.decoder_heads, "mae: decoder heads")->capture_default_str()
+      ->check(int_range(1, 1024));
+  app.add_option("--mask-ratio", c.mask_ratio, "mae: training mask ratio")->capture_default_str()
+      ->check(real_range(0, 1));
+  app.add_option("--mask-seed", c.mask_seed, "mae: seed of the test masks")->capture_default_str()->check(kNonNegative);
   app.add_option("--epochs", c.epochs, "Passes over the training images (steps = epochs * 60000 / batch)")
-      ->capture_default_str();
-  app.add_option("--steps", c.steps, "Optimizer steps (overrides --epochs)")->capture_default_str();
-  app.add_option("--batch", c.batch, "Images per step")->capture_default_str();
-  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str();
-  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str();
-  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str();
-  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str();
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str();
-  app.add_option("--eval-batch", c.eval_batch, "Images per test batch")->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range(0, 1000000));
+  app.add_option("--steps", c.steps, "Optimizer steps (overrides --epochs)")->capture_default_str()
+      ->check(int_range(0, 1000000000));
+  app.add_option("--batch", c.batch, "Images per step")->capture_default_str()->check(int_range(1, 65536));
+  app.add_option("--lr", c.lr, "Peak AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
+  app.add_option("--min-lr", c.min_lr, "Learning rate at the end of the cosine decay")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
+  app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str()
+      ->check(real_range(0, 10));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--eval-batch", c.eval_batch, "Images per test batch")->capture_default_str()
+      ->check(int_range(1, 65536));
   app.add_option("--train-images", a.train_images, "Use only the first n training images (0: all 60,000)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range(0, 60000));
   app.add_option("--test-images", a.test_images, "Use only the first n test images (0: all 10,000)")
-      ->capture_default_str();
-  app.add_option("--seed", c.seed, "Seed (initialisation, data order, training masks)")->capture_default_str();
+      ->capture_default_str()
+      ->check(int_range(0, 10000));
+  app.add_option("--seed", c.seed, "Seed (initialisation, data order, training masks)")->capture_default_str()
+      ->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
   return parse_and_run(app, argc, argv, [&] { return run(a); });
