@@ -1,4 +1,4 @@
-// The tape (DESIGN.md 2). Each differentiable op, when grad mode is on and an
+// The tape (docs/DESIGN.md §3). Each differentiable op, when grad mode is on and an
 // input requires grad, records a Node {op id, input edges, saved tensors,
 // backward function}. Nodes are numbered in creation order; backward() walks
 // the nodes reachable from the loss in reverse creation order (iteratively,

@@ -1,4 +1,4 @@
-// The device backend hook (DESIGN.md 1). core reaches device memory, and ops/
+// The device backend hook (docs/DESIGN.md §1, §5). core reaches device memory, and ops/
 // reaches device kernels, only through the DeviceBackend that a backend
 // library (cuda/) registers for its Device::Kind while the program starts;
 // core and ops/ name no CUDA symbol, so dependencies keep pointing one way

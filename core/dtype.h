@@ -1,4 +1,4 @@
-// Element types and devices (DESIGN.md 2). C++17, so that nvcc (which
+// Element types and devices (docs/DESIGN.md §2). C++17, so that nvcc (which
 // compiles cuda/ as C++17) can include it.
 #pragma once
 #include <cstddef>

@@ -1,4 +1,4 @@
-// Error hierarchy (DESIGN.md 2). Library code throws these for every user
+// Error hierarchy (docs/DESIGN.md §2). Library code throws these for every user
 // error; it never aborts. Messages name the op and print the shapes or values
 // at fault, PyTorch ATen style: "op: expected ..., but got ...".
 #pragma once

@@ -1,4 +1,4 @@
-// JSON gradient dumps (DESIGN.md 7). A dump file holds one JSON object per
+// JSON gradient dumps (docs/DESIGN.md §12). A dump file holds one JSON object per
 // dumped step, one object per line:
 //   {"step": 10, "loss": 2.3, "tensors": [{"name", "shape", "norm", "mean", "std",
 //    "min", "max", "nan", "inf", "values"?}, ...], ...extra keys}

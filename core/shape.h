@@ -1,4 +1,4 @@
-// Shapes, strides and NumPy broadcasting rules (DESIGN.md 2).
+// Shapes, strides and NumPy broadcasting rules (docs/DESIGN.md §2).
 #pragma once
 #include <cstdint>
 #include <initializer_list>

@@ -1,5 +1,5 @@
 // Tensor: a shared handle to Storage + shape + strides + offset + dtype +
-// device + autograd meta (DESIGN.md 2). Copying a Tensor copies the handle,
+// device + autograd meta (docs/DESIGN.md §2). Copying a Tensor copies the handle,
 // not the data. Views share storage and the storage's version counter.
 #pragma once
 #include <atomic>

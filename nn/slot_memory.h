@@ -1,4 +1,4 @@
-// The `slots` baseline of the diagnostics (DESIGN.md 5): 8 learned memory
+// The `slots` baseline of the diagnostics (docs/DESIGN.md §8): 8 learned memory
 // slots updated by attention, made causal by scanning the sequence chunk by
 // chunk exactly like TensorMemory (read before write). tmem's construction:
 // the reference code's slots attend to the whole sequence, which leaks.

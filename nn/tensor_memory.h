@@ -1,4 +1,4 @@
-// The Tensor Memory layer (Swain et al. 2026, arXiv 2605.27686; DESIGN.md 4):
+// The Tensor Memory layer (Swain et al. 2026, arXiv 2605.27686; docs/DESIGN.md §7):
 // a fixed-size recurrent 3-D state (h, c), each [B, Cm, D, H, W], that tokens
 // read by trilinear sampling at predicted coordinates and write with Gaussian
 // soft writes, updated by a ConvLSTM3D cell once per chunk of K tokens.
@@ -35,7 +35,7 @@ struct TensorMemoryOptions {
   double gamma_init = 0.0;           // gate logit: 0 for text/toys, -2 for ViT/video
   double dropout = 0.0;              // on the read output
   bool shared_coords = true;         // one coordinate head for read and write (tied)
-  // Ablations (DESIGN.md 5):
+  // Ablations (docs/DESIGN.md §8):
   bool hard_write = false;  // write the content into the nearest cell only (no gradient to mu, sigma)
   bool factorized = true;   // false: the ConvLSTM3D update is pointwise only (depthwise taps fixed to identity)
 };

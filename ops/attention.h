@@ -1,4 +1,4 @@
-// Scaled dot-product attention (DESIGN.md 3), PyTorch semantics
+// Scaled dot-product attention (docs/DESIGN.md §4), PyTorch semantics
 // (torch.nn.functional.scaled_dot_product_attention, math path), composed of
 // differentiable ops (matmul, softmax, masked_fill, dropout), so its backward
 // is theirs. Shapes: B batch, H heads, T queries, S keys, Dh query/key width,

@@ -1,4 +1,4 @@
-// Depthwise 3-D convolution (DESIGN.md 3): PyTorch's F.conv3d with
+// Depthwise 3-D convolution (docs/DESIGN.md §4): PyTorch's F.conv3d with
 // groups = C and one filter per channel.
 #pragma once
 #include <array>

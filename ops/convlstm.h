@@ -1,4 +1,4 @@
-// The ConvLSTM3D cell (DESIGN.md 3 and 4): the Tensor Memory update, one
+// The ConvLSTM3D cell (docs/DESIGN.md §7): the Tensor Memory update, one
 // fused op (one node on the tape) with a hand-written backward.
 #pragma once
 #include "core/tensor.h"
@@ -40,7 +40,7 @@ struct ConvLSTM3DState {
 /// x [B,Cx,D,H,W], h and c [B,C,D,H,W]; returns {h', c'}, each [B,C,D,H,W].
 /// conv_D(z)[d] = dw_d[:,0] z[d-1] + dw_d[:,1] z[d] + dw_d[:,2] z[d+1] (PyTorch
 /// cross-correlation order), likewise along H and W. Source: the Tensor
-/// Memory update (Swain et al. 2026; DESIGN.md 3 and 4), gates as in Shi et
+/// Memory update (Swain et al. 2026; docs/DESIGN.md §7), gates as in Shi et
 /// al. 2015, "Convolutional LSTM Network". The fused op equals the same cell
 /// composed from cat, conv3d_depthwise, matmul, sigmoid, tanh, mul and add
 /// (tests/test_spatial_ops.cpp).

@@ -1,4 +1,4 @@
-// The op kernels a device backend gives ops/ (DESIGN.md 3): one struct of
+// The op kernels a device backend gives ops/ (docs/DESIGN.md §5): one struct of
 // function pointers per device kind, found through the backend registered in
 // core/device_backend.h (DeviceBackend::ops), filled by cuda/backend.cu.
 // ops/ does everything but the arithmetic: it checks shapes, dtypes and

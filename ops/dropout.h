@@ -1,4 +1,4 @@
-// Dropout (DESIGN.md 3), PyTorch semantics (torch.nn.functional.dropout).
+// Dropout (docs/DESIGN.md §4), PyTorch semantics (torch.nn.functional.dropout).
 // Shapes: any; the output has x's shape.
 #pragma once
 #include "core/rng.h"

@@ -1,4 +1,4 @@
-// Elementwise ops (DESIGN.md 3). Binary ops broadcast by NumPy rules and their
+// Elementwise ops (docs/DESIGN.md §4). Binary ops broadcast by NumPy rules and their
 // backward sums each gradient back to its input's shape. Operands must share
 // dtype and device (no implicit promotion): DtypeError / DeviceError name the
 // op and both operands otherwise. Formulas follow PyTorch's definitions.

@@ -1,4 +1,4 @@
-// Embedding lookup (DESIGN.md 3), PyTorch semantics
+// Embedding lookup (docs/DESIGN.md §4), PyTorch semantics
 // (torch.nn.functional.embedding without padding_idx or max_norm).
 // Shapes: weight[V, D] (V rows of width D), indices[...] int64 -> out[..., D].
 #pragma once

@@ -1,4 +1,4 @@
-// Gaussian splat (DESIGN.md 3 and 4): the Tensor Memory write. Each batch
+// Gaussian splat (docs/DESIGN.md §7): the Tensor Memory write. Each batch
 // item paints its content vector into a D x H x W volume, weighted by an
 // isotropic Gaussian centred at mu.
 #pragma once
@@ -35,7 +35,7 @@ namespace tmem {
 ///   dL/dmu[b,a]      = (2 / den) sum_v M[b,v] (p_a(v) - mu[b,a])
 ///   dL/dsigma[b]     = (4 sigma / den^2) sum_v M[b,v] |p(v) - mu[b]|^2
 /// sigma = 1e-4 (den ~ eps) and sigma = 1e4 give finite values and gradients.
-/// Source: the Tensor Memory write (Swain et al. 2026; DESIGN.md 3 and 4).
+/// Source: the Tensor Memory write (Swain et al. 2026; docs/DESIGN.md §7).
 ///
 /// Throws ShapeError (naming the op and every shape) unless content is [B,C],
 /// mu is [B,3] and sigma is [B], or when D, H or W < 1; DtypeError for mixed or

@@ -1,4 +1,4 @@
-// grid_sample (DESIGN.md 3): samples a 4-D or 5-D input at the normalised
+// grid_sample (docs/DESIGN.md §4): samples a 4-D or 5-D input at the normalised
 // points of a grid, with PyTorch's torch.nn.functional.grid_sample semantics
 // (aten/src/ATen/native/GridSampler.h), forward and backward on the CPU.
 #pragma once

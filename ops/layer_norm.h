@@ -1,4 +1,4 @@
-// Layer normalisation over the last dim (DESIGN.md 3), PyTorch semantics
+// Layer normalisation over the last dim (docs/DESIGN.md §4), PyTorch semantics
 // (torch.nn.functional.layer_norm with normalized_shape = [C]).
 // Shapes: x[..., C] (N = numel / C rows), weight[C], bias[C] -> y[..., C].
 #pragma once

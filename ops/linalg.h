@@ -1,4 +1,4 @@
-// Matrix products (DESIGN.md 3), PyTorch torch.matmul semantics. CPU: own
+// Matrix products (docs/DESIGN.md §4), PyTorch torch.matmul semantics. CPU: own
 // xsimd GEMM; CUDA: cuBLAS (float32).
 #pragma once
 #include "core/tensor.h"

@@ -1,4 +1,4 @@
-// Losses (DESIGN.md 3), PyTorch semantics.
+// Losses (docs/DESIGN.md §4), PyTorch semantics.
 // Shapes: logits[N, C] (N samples, C classes), target[N] int64.
 #pragma once
 #include <cstdint>

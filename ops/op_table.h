@@ -1,4 +1,4 @@
-// The op table (DESIGN.md 3): every op with its name, the devices that have a
+// The op table (docs/DESIGN.md §4): every op with its name, the devices that have a
 // kernel for it, its differentiable inputs, and its gradcheck cases. `tmem
 // ops` prints the table; the test suite runs every case (float64 central
 // differences), so "gradcheck: yes" means a case exists and runs in CI.

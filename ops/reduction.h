@@ -1,4 +1,4 @@
-// Reductions (DESIGN.md 3): sum, mean, max/min (values + indices), var, over
+// Reductions (docs/DESIGN.md §4): sum, mean, max/min (values + indices), var, over
 // any set of dims, with keepdim. Empty `dims` means every dim. Float inputs.
 // All of them also run on CUDA (float32; cuda/reduction.cu).
 #pragma once

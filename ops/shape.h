@@ -1,4 +1,4 @@
-// Shape ops (DESIGN.md 3). reshape (when the strides allow), view, permute,
+// Shape ops (docs/DESIGN.md §4). reshape (when the strides allow), view, permute,
 // transpose, slice, expand, squeeze and unsqueeze return views that share
 // storage and version counter with their input; the others copy. All are
 // differentiable; semantics follow PyTorch's functions of the same names.

@@ -1,4 +1,4 @@
-// Softmax and log-softmax along one dim (DESIGN.md 3), PyTorch semantics
+// Softmax and log-softmax along one dim (docs/DESIGN.md §4), PyTorch semantics
 // (torch.softmax / torch.log_softmax), max-subtracted for stability.
 // Shapes: x[..., R, ...] with R the size of `dim`; the output has x's shape.
 #pragma once

@@ -54,7 +54,7 @@ std::string shape_error(F&& f) {
 bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
 
 
-// The cell of DESIGN.md 3 composed from primitive tmem ops.
+// The cell of ops/convlstm.h (docs/DESIGN.md §7) composed from primitive tmem ops.
 ConvLSTM3DState composed_cell(const Tensor& x, const Tensor& h, const Tensor& c,
                               const ConvLSTM3DWeights& w) {
   const int64_t B = x.size(0), C = h.size(1), Cz = x.size(1) + C;

@@ -30,7 +30,7 @@ struct FashionArgs {
 };
 
 // The defaults of a task (see the help text): classify trains a d=96 ViT
-// (4 layers, 3 heads) for 5 epochs; mae the small preset of DESIGN.md 4
+// (4 layers, 3 heads) for 5 epochs; mae the small preset of docs/DESIGN.md §7
 // (encoder d=192 / 4 layers / 3 heads, decoder 96 / 2 / 3) for 5 epochs, with
 // memory chunk 4 instead of 16: at mask 0.75 the encoder sees 12 patches,
 // which chunk 16 would make one chunk whose read sees only the zero state.

@@ -1,5 +1,5 @@
 #!/usr/bin/python3
-"""tmem's coord-binding diagnostic (DESIGN.md 4 and 5) re-implemented in
+"""tmem's coord-binding diagnostic (docs/DESIGN.md §7 and §8) re-implemented in
 PyTorch, method `base` or `tensor`, for timing and accuracy side by side with
 `tmem train coord-binding` (models/tasks.cpp, diagnostic.cpp, transformer.cpp,
 trainer.cpp; nn/tensor_memory.cpp, layers.cpp, linear.cpp, optim.cpp).
