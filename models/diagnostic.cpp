@@ -1,15 +1,49 @@
 #include "models/diagnostic.h"
 
+#include <algorithm>
+
 #include "ops/elementwise.h"
+#include "ops/shape.h"
 
 namespace tmem::models {
 
-DiagnosticModel::DiagnosticModel(const Task& task, const BackboneConfig& cfg, Generator& gen) {
+const std::vector<std::string>& segmented_methods() {
+  static const std::vector<std::string> m = {"none", "full", "xl", "linear", "ssm", "rmt", "tensor"};
+  return m;
+}
+
+BackboneConfig backbone_config_for(const Task& task, const BackboneConfig& cfg) {
+  BackboneConfig b = cfg;
+  b.max_len = std::max(b.max_len, task.seq_len());
+  if (task.segment() == 0) return b;
+  const auto& valid = segmented_methods();
+  if (std::find(valid.begin(), valid.end(), cfg.method) == valid.end()) {
+    std::string names;
+    for (const auto& m : valid) names += (names.empty() ? "" : ", ") + m;
+    throw ValueError("segmented tasks take the methods " + names + ", but got \"" + cfg.method + "\"");
+  }
+  if (cfg.method == "none" || cfg.method == "full") b.method = "base";
+  if (cfg.method == "xl") {
+    check<ValueError>(cfg.cache_len >= 0, "xl: expected a cache of >= 0 tokens (0: one segment), but got ",
+                      cfg.cache_len);
+    if (cfg.cache_len == 0) b.cache_len = task.segment();
+    b.method = "base";
+    b.attention = "xl";
+    b.cache_grad = true;
+  }
+  if (cfg.method != "full")
+    b.max_len = std::max(cfg.max_len, task.segment() + (cfg.method == "rmt" ? 2 * cfg.memory_tokens : 0));
+  return b;
+}
+
+DiagnosticModel::DiagnosticModel(const Task& task, const BackboneConfig& cfg, Generator& gen)
+    : segment(cfg.method == "full" ? 0 : task.segment()) {
+  const BackboneConfig b = backbone_config_for(task, cfg);
   if (task.feature_dim() > 0)
-    input_proj = register_module("input_proj", std::make_shared<nn::Linear>(task.feature_dim(), cfg.dim, true, gen));
-  if (task.vocab() > 0) id_emb = register_module("id_emb", std::make_shared<nn::Embedding>(task.vocab(), cfg.dim, gen));
-  backbone = register_module("backbone", std::make_shared<Backbone>(cfg, gen));
-  head = register_module("head", std::make_shared<nn::Linear>(cfg.dim, task.classes(), true, gen));
+    input_proj = register_module("input_proj", std::make_shared<nn::Linear>(task.feature_dim(), b.dim, true, gen));
+  if (task.vocab() > 0) id_emb = register_module("id_emb", std::make_shared<nn::Embedding>(task.vocab(), b.dim, gen));
+  backbone = register_module("backbone", std::make_shared<Backbone>(b, gen));
+  head = register_module("head", std::make_shared<nn::Linear>(b.dim, task.classes(), true, gen));
 }
 
 Tensor DiagnosticModel::embed(const TaskBatch& batch) const {
@@ -20,7 +54,18 @@ Tensor DiagnosticModel::embed(const TaskBatch& batch) const {
 }
 
 Tensor DiagnosticModel::forward(const TaskBatch& batch) const {
-  return head->forward(backbone->forward(embed(batch)));
+  BackboneState state;
+  return forward(batch, state);
+}
+
+Tensor DiagnosticModel::forward(const TaskBatch& batch, BackboneState& state) const {
+  Tensor x = embed(batch);
+  if (segment == 0) return head->forward(backbone->forward(x, state));
+  const int64_t T = x.shape()[1];
+  std::vector<Tensor> outs;
+  for (int64_t s = 0; s < T; s += segment)
+    outs.push_back(backbone->forward(slice(x, 1, s, std::min(T, s + segment)), state));
+  return head->forward(outs.size() == 1 ? outs[0] : cat(outs, 1));
 }
 
 }  // namespace tmem::models

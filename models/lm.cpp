@@ -129,9 +129,7 @@ int64_t bytes_of(const Tensor& t) { return t.defined() ? t.numel() * static_cast
 
 int64_t state_bytes(const BackboneState& s) {
   int64_t n = 0;
-  for (const ConvLSTM3DState& m : s.memory) n += bytes_of(m.h) + bytes_of(m.c);
-  for (const Tensor& t : s.slots) n += bytes_of(t);
-  for (const Tensor& t : s.cache) n += bytes_of(t);
+  for (const Tensor& t : s.tensors()) n += bytes_of(t);
   return n;
 }
 

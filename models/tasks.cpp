@@ -9,6 +9,51 @@ namespace {
 
 constexpr int64_t kIgnore = -100;
 
+// The index of the key of keys[W, 3] nearest (squared distance) to q[3].
+int64_t nearest_key(const double* keys, int64_t W, const double* q) {
+  int64_t best = 0;
+  double best_d = 1e300;
+  for (int64_t i = 0; i < W; ++i) {
+    double d = 0;
+    for (int a = 0; a < 3; ++a) d += (q[a] - keys[i * 3 + a]) * (q[a] - keys[i * 3 + a]);
+    if (d < best_d) best_d = d, best = i;
+  }
+  return best;
+}
+
+// out[3] = key[3] + N(0, noise^2) per axis, clamped to [-1, 1].
+void noisy_copy(const double* key, double noise, Generator& gen, double* out) {
+  for (int a = 0; a < 3; ++a) out[a] = std::clamp(key[a] + noise * gen.normal(), -1.0, 1.0);
+}
+
+// A hidden 8x8 Bernoulli(0.5) map.
+void random_map(int (&grid)[8][8], Generator& gen) {
+  for (auto& row : grid)
+    for (int& v : row) v = gen.uniform() < 0.5;
+}
+
+// One map observation token x[7]: the 2x2 patch at a random window, its
+// (row/8, col/8), 0; marks the patch's cells as seen.
+void observe(const int (&grid)[8][8], bool (&seen)[8][8], Generator& gen, double* x) {
+  int r = static_cast<int>(gen.randint(7)), cc = static_cast<int>(gen.randint(7));
+  for (int dr = 0; dr < 2; ++dr)
+    for (int dc = 0; dc < 2; ++dc) {
+      x[dr * 2 + dc] = grid[r + dr][cc + dc];
+      seen[r + dr][cc + dc] = true;
+    }
+  x[4] = r / 8.0;
+  x[5] = cc / 8.0;
+}
+
+// k distinct values of 0..n-1 in random order (a partial Fisher-Yates shuffle).
+std::vector<int64_t> distinct(int64_t n, int64_t k, Generator& gen) {
+  std::vector<int64_t> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = i;
+  for (int64_t i = 0; i < k; ++i) std::swap(v[i], v[i + gen.randint(n - i)]);
+  v.resize(k);
+  return v;
+}
+
 class CoordBinding : public Task {
  public:
   explicit CoordBinding(const TaskConfig& c) : c_(c) {
@@ -32,17 +77,8 @@ class CoordBinding : public Task {
         ids[b * T + i] = gen.randint(kValues);
       }
       for (int64_t q = W; q < T; ++q) {
-        const int64_t src = gen.randint(W);
-        for (int a = 0; a < 3; ++a)
-          k[q * 3 + a] = std::clamp(k[src * 3 + a] + c_.noise * gen.normal(), -1.0, 1.0);
-        int64_t best = 0;
-        double best_d = 1e300;
-        for (int64_t i = 0; i < W; ++i) {
-          double d = 0;
-          for (int a = 0; a < 3; ++a) d += (k[q * 3 + a] - k[i * 3 + a]) * (k[q * 3 + a] - k[i * 3 + a]);
-          if (d < best_d) best_d = d, best = i;
-        }
-        targets[b * T + q] = ids[b * T + best];
+        noisy_copy(k + gen.randint(W) * 3, c_.noise, gen, k + q * 3);
+        targets[b * T + q] = ids[b * T + nearest_key(k, W, k + q * 3)];
       }
     }
     return {tensor(keys, {B, T, 3}), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
@@ -72,18 +108,9 @@ class MapBuilding : public Task {
     for (int64_t b = 0; b < B; ++b) {
       int grid[8][8];
       bool seen[8][8] = {};
-      for (auto& row : grid)
-        for (int& v : row) v = gen.uniform() < 0.5;
+      random_map(grid, gen);
       for (int64_t t = 0; t < c_.T; ++t) {
-        int r = static_cast<int>(gen.randint(7)), cc = static_cast<int>(gen.randint(7));
-        double* x = f.data() + (b * T + t) * 7;
-        for (int dr = 0; dr < 2; ++dr)
-          for (int dc = 0; dc < 2; ++dc) {
-            x[dr * 2 + dc] = grid[r + dr][cc + dc];
-            seen[r + dr][cc + dc] = true;
-          }
-        x[4] = r / 8.0;
-        x[5] = cc / 8.0;
+        observe(grid, seen, gen, f.data() + (b * T + t) * 7);
       }
       int qr = static_cast<int>(gen.randint(8)), qc = static_cast<int>(gen.randint(8));
       double* q = f.data() + (b * T + c_.T) * 7;
@@ -186,6 +213,127 @@ class NoHarm : public Task {
   TaskConfig c_;
 };
 
+// mqar: pairs (key id + one-hot value) in the first P/16 segments, G
+// distractor segments of pairs with keys from the second id range, then 16
+// queries (key id + flag) of distinct written keys.
+class Mqar : public Task {
+ public:
+  explicit Mqar(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.P >= kSegment && c.P <= kKeys && c.P % kSegment == 0 && c.G >= 0,
+                      "mqar: expected P a multiple of ", kSegment, " in [", kSegment, ", ", kKeys,
+                      "] and G >= 0, but got P ", c.P, " G ", c.G);
+  }
+  int64_t feature_dim() const override { return kValues + 1; }
+  int64_t vocab() const override { return 2 * kKeys; }
+  int64_t classes() const override { return kValues; }
+  int64_t seq_len() const override { return c_.P + kSegment * (c_.G + 1); }
+  int64_t segment() const override { return kSegment; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t T = seq_len(), F = feature_dim(), Q = T - kSegment;
+    std::vector<double> f(B * T * F, 0.0);
+    std::vector<int64_t> ids(B * T), targets(B * T, kIgnore);
+    for (int64_t b = 0; b < B; ++b) {
+      std::vector<int64_t> keys = distinct(kKeys, c_.P, gen), values(c_.P);
+      for (int64_t t = 0; t < Q; ++t) {
+        const bool pair = t < c_.P;
+        const int64_t v = gen.randint(kValues);
+        if (pair) values[t] = v;
+        ids[b * T + t] = pair ? keys[t] : kKeys + gen.randint(kKeys);
+        f[(b * T + t) * F + v] = 1.0;
+      }
+      const std::vector<int64_t> asked = distinct(c_.P, kSegment, gen);
+      for (int64_t q = 0; q < kSegment; ++q) {
+        ids[b * T + Q + q] = keys[asked[q]];
+        f[(b * T + Q + q) * F + kValues] = 1.0;
+        targets[b * T + Q + q] = values[asked[q]];
+      }
+    }
+    return {tensor(f, {B, T, F}), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
+  }
+
+  static constexpr int64_t kKeys = 256, kValues = 64;
+
+ private:
+  TaskConfig c_;
+};
+
+class MapRecall : public Task {
+ public:
+  explicit MapRecall(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.T >= kSegment && c.T % kSegment == 0,
+                      "map-recall: expected T a positive multiple of ", kSegment, ", but got ", c.T);
+  }
+  int64_t feature_dim() const override { return 7; }
+  int64_t vocab() const override { return 0; }
+  int64_t classes() const override { return 2; }
+  int64_t seq_len() const override { return c_.T + kSegment; }
+  int64_t segment() const override { return kSegment; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t T = seq_len();
+    std::vector<double> f(B * T * 7, 0.0);
+    std::vector<int64_t> targets(B * T, kIgnore), observed(B * T, 0);
+    for (int64_t b = 0; b < B; ++b) {
+      int grid[8][8];
+      bool seen[8][8] = {};
+      random_map(grid, gen);
+      for (int64_t t = 0; t < c_.T; ++t) observe(grid, seen, gen, f.data() + (b * T + t) * 7);
+      const std::vector<int64_t> cells = distinct(64, kSegment, gen);
+      for (int64_t q = 0; q < kSegment; ++q) {
+        const int64_t r = cells[q] / 8, cc = cells[q] % 8, t = c_.T + q;
+        double* x = f.data() + (b * T + t) * 7;
+        x[4] = r / 8.0;
+        x[5] = cc / 8.0;
+        x[6] = 1.0;
+        targets[b * T + t] = grid[r][cc];
+        observed[b * T + t] = seen[r][cc];
+      }
+    }
+    return {tensor(f, {B, T, 7}), Tensor(), tensor_int(targets, {B, T}), tensor_int(observed, {B, T})};
+  }
+
+ private:
+  TaskConfig c_;
+};
+
+class CoordRecall : public Task {
+ public:
+  explicit CoordRecall(const TaskConfig& c) : c_(c) {
+    check<ValueError>(c.W >= kSegment && c.W % kSegment == 0 && c.G >= 0 && c.noise >= 0,
+                      "coord-recall: expected W a positive multiple of ", kSegment,
+                      ", G >= 0 and noise >= 0, but got W ", c.W, " G ", c.G, " noise ", c.noise);
+  }
+  int64_t feature_dim() const override { return 3; }
+  int64_t vocab() const override { return 2 * kValues + 1; }
+  int64_t classes() const override { return kValues; }
+  int64_t seq_len() const override { return c_.W + kSegment * (c_.G + 1); }
+  int64_t segment() const override { return kSegment; }
+
+  TaskBatch sample(int64_t B, Generator& gen) const override {
+    const int64_t W = c_.W, T = seq_len(), Q = T - kSegment;
+    std::vector<double> keys(B * T * 3);
+    std::vector<int64_t> ids(B * T, kValues), targets(B * T, kIgnore);
+    for (int64_t b = 0; b < B; ++b) {
+      double* k = keys.data() + b * T * 3;
+      for (int64_t i = 0; i < Q; ++i) {
+        for (int a = 0; a < 3; ++a) k[i * 3 + a] = -1.0 + 2.0 * gen.uniform();
+        ids[b * T + i] = gen.randint(kValues) + (i < W ? 0 : kValues + 1);
+      }
+      for (int64_t q = Q; q < T; ++q) {
+        noisy_copy(k + gen.randint(W) * 3, c_.noise, gen, k + q * 3);
+        targets[b * T + q] = ids[b * T + nearest_key(k, W, k + q * 3)];
+      }
+    }
+    return {tensor(keys, {B, T, 3}), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
+  }
+
+  static constexpr int64_t kValues = 32;
+
+ private:
+  TaskConfig c_;
+};
+
 }  // namespace
 
 std::unique_ptr<Task> make_coord_binding(const TaskConfig& c) { return std::make_unique<CoordBinding>(c); }
@@ -194,6 +342,9 @@ std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden) {
   return std::make_unique<Occlusion>(c, final_hidden);
 }
 std::unique_ptr<Task> make_no_harm(const TaskConfig& c) { return std::make_unique<NoHarm>(c); }
+std::unique_ptr<Task> make_mqar(const TaskConfig& c) { return std::make_unique<Mqar>(c); }
+std::unique_ptr<Task> make_map_recall(const TaskConfig& c) { return std::make_unique<MapRecall>(c); }
+std::unique_ptr<Task> make_coord_recall(const TaskConfig& c) { return std::make_unique<CoordRecall>(c); }
 
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
   if (name == "coord-binding") return make_coord_binding(c);
@@ -201,8 +352,12 @@ std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
   if (name == "occlusion") return make_occlusion(c, true);
   if (name == "occlusion-visible") return make_occlusion(c, false);
   if (name == "no-harm") return make_no_harm(c);
+  if (name == "mqar") return make_mqar(c);
+  if (name == "map-recall") return make_map_recall(c);
+  if (name == "coord-recall") return make_coord_recall(c);
   throw ValueError("unknown task \"" + name +
-                   "\" (expected coord-binding, map-building, occlusion, occlusion-visible or no-harm)");
+                   "\" (expected coord-binding, map-building, occlusion, occlusion-visible, no-harm, mqar, "
+                   "map-recall or coord-recall)");
 }
 
 }  // namespace tmem::models

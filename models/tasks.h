@@ -1,9 +1,12 @@
-// The synthetic diagnostic tasks of DESIGN.md 5, generated on the fly from a
+// The synthetic diagnostic tasks of docs/DESIGN.md §8, generated on the fly from a
 // seeded Generator. Every task produces token sequences as
 //   features [B, T, F] float32 (continuous inputs; undefined when F = 0),
 //   ids      [B, T] int64 (categorical inputs; undefined when vocab = 0),
 //   targets  [B, T] int64 (the class to predict; -100 where there is no loss),
-//   observed [B, T] int64 (map-building only: 1 where the queried cell was seen).
+//   observed [B, T] int64 (map-building, map-recall: 1 where the queried cell was seen).
+// The segmented tasks (mqar, map-recall, coord-recall; docs/DESIGN.md §9) are cut
+// into segments of Task::segment() tokens that a model processes one at a
+// time, carrying only its recurrent state across segment boundaries.
 #pragma once
 #include <memory>
 #include <string>
@@ -25,7 +28,12 @@ struct TaskConfig {
   int64_t T = 32;         // map-building: observation tokens
   int64_t L = 2;          // occlusion: frames the ball is hidden
   int64_t length = 32;    // no-harm: sequence length
+  int64_t P = 64;         // mqar: key-value pairs
+  int64_t G = 1;          // mqar, coord-recall: distractor segments
 };
+
+/// Tokens per segment of the segmented tasks.
+constexpr int64_t kSegment = 16;
 
 class Task {
  public:
@@ -37,9 +45,12 @@ class Task {
   /// The memory chunk size that suits the task (1 token per step, or one
   /// frame for occlusion).
   virtual int64_t default_chunk() const { return 1; }
-  /// The model width d of the reference configuration (DESIGN.md 4: 64 for
+  /// The model width d of the reference configuration (docs/DESIGN.md §7: 64 for
   /// the binding tasks, 96 for map-building and occlusion).
   virtual int64_t default_dim() const { return 64; }
+  /// Tokens per segment for the segmented tasks (kSegment); 0: one sequence
+  /// that attention sees whole.
+  virtual int64_t segment() const { return 0; }
   virtual TaskBatch sample(int64_t B, Generator& gen) const = 0;
 };
 
@@ -64,9 +75,30 @@ std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden);
 /// next-token prediction at every position but the last.
 std::unique_ptr<Task> make_no_harm(const TaskConfig& c);
 
+/// mqar (multi-query associative recall, Arora et al. 2023 "Zoology"): P
+/// key-value pairs in the first P/16 segments, one token per pair (ids = key
+/// from 0..255, drawn without replacement; features = one-hot value of 64,
+/// then a query flag); G distractor segments of 16 pairs whose keys come from
+/// ids 256..511; a query segment of 16 distinct written keys in random order
+/// (flag 1, no value); target: each queried key's value (chance 1/64).
+/// T = P + 16 G + 16. Throws ValueError unless P is a multiple of 16 in
+/// [16, 256] and G >= 0.
+std::unique_ptr<Task> make_mqar(const TaskConfig& c);
+/// map-recall: map-building's hidden 8x8 grid and observation tokens, T
+/// observations (a multiple of 16, default 64) in T/16 segments, then a
+/// query segment of 16 distinct cells (0,0,0,0, r/8, c/8, 1); target:
+/// occupancy (chance 50%); `observed` marks queried cells that were seen.
+std::unique_ptr<Task> make_map_recall(const TaskConfig& c);
+/// coord-recall: coord-binding's W writes (key in [-1,1]^3, value 0..31; W a
+/// multiple of 16, default 32) in W/16 segments, G distractor segments of 16
+/// writes marked as distractors (ids 33 + value: their keys never answer a
+/// query), a query segment of 16 queries (written key + N(0, s^2) noise,
+/// clamped; id 32); target: the value of the nearest written key.
+std::unique_ptr<Task> make_coord_recall(const TaskConfig& c);
+
 /// The task named `name` (coord-binding, map-building, occlusion,
-/// occlusion-visible, no-harm). Throws ValueError for an unknown name or bad
-/// parameters.
+/// occlusion-visible, no-harm, mqar, map-recall, coord-recall). Throws
+/// ValueError for an unknown name or bad parameters.
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c);
 
 }  // namespace tmem::models

@@ -33,7 +33,7 @@ json config_to_json(const TrainConfig& c) {
   const auto& m = c.model;
   const auto& t = c.task_cfg;
   return {{"task", c.task}, {"W", t.W}, {"noise", t.noise}, {"queries", t.queries}, {"T", t.T},
-          {"L", t.L}, {"length", t.length},
+          {"L", t.L}, {"length", t.length}, {"P", t.P}, {"G", t.G},
           {"steps", c.steps}, {"batch", c.batch}, {"seed", c.seed}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"eval_batches", c.eval_batches},
           {"method", m.method}, {"dim", m.dim}, {"layers", m.layers}, {"heads", m.heads},
@@ -42,7 +42,9 @@ json config_to_json(const TrainConfig& c) {
           {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
           {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
           {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
-          {"factorized", m.memory.factorized}, {"device", c.device}};
+          {"factorized", m.memory.factorized}, {"device", c.device}, {"cache_len", m.cache_len},
+          {"linear_features", m.linear_features}, {"ssm_state", m.ssm_state}, {"memory_tokens", m.memory_tokens},
+          {"stop_accuracy", c.stop_accuracy}};
 }
 
 namespace {
@@ -83,6 +85,13 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "T") c.task_cfg.T = int_value(key, v);
       else if (key == "L") c.task_cfg.L = int_value(key, v);
       else if (key == "length") c.task_cfg.length = int_value(key, v);
+      else if (key == "P") c.task_cfg.P = int_value(key, v);
+      else if (key == "G") c.task_cfg.G = int_value(key, v);
+      else if (key == "cache_len") m.cache_len = int_value(key, v);
+      else if (key == "linear_features") m.linear_features = int_value(key, v);
+      else if (key == "ssm_state") m.ssm_state = int_value(key, v);
+      else if (key == "memory_tokens") m.memory_tokens = int_value(key, v);
+      else if (key == "stop_accuracy") c.stop_accuracy = real_value(key, v);
       else if (key == "steps") c.steps = int_value(key, v);
       else if (key == "batch") c.batch = int_value(key, v);
       else if (key == "seed") c.seed = seed_value(key, v);
@@ -195,12 +204,12 @@ TrainResult train_diagnostic(const TrainConfig& config,
   check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
   check<ValueError>(cfg.dump_every >= 1 && cfg.checkpoint_every >= 0, "train: expected dump_every >= 1 and ",
                     "checkpoint_every >= 0, but got ", cfg.dump_every, " and ", cfg.checkpoint_every);
-  BackboneConfig mcfg = cfg.model;
-  mcfg.max_len = std::max(mcfg.max_len, task->seq_len());
+  check<ValueError>(cfg.stop_accuracy >= 0 && cfg.stop_accuracy <= 1,
+                    "train: expected stop_accuracy in [0, 1], but got ", cfg.stop_accuracy);
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
-  DiagnosticModel model(*task, mcfg, init_gen);
+  DiagnosticModel model(*task, cfg.model, init_gen);
   model.to(device);
   std::vector<Tensor> params = model.parameters();
   nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
@@ -239,6 +248,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
     // Training time before the resume; checkpoints from before tmem recorded
     // it count from the resume.
     if (auto it = f.metadata.find("seconds"); it != f.metadata.end()) seconds_before = std::stod(it->second);
+    if (auto it = f.metadata.find("stopped_at"); it != f.metadata.end()) res.stopped_at = std::stoll(it->second);
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds_so_far = [&] {
@@ -255,14 +265,15 @@ TrainResult train_diagnostic(const TrainConfig& config,
                                  {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()},
                                  {"losses", json(res.losses).dump()},
                                  {"accuracy_curve", json(res.accuracy_curve).dump()},
-                                 {"seconds", std::to_string(seconds_so_far())}});
+                                 {"seconds", std::to_string(seconds_so_far())},
+                                 {"stopped_at", std::to_string(res.stopped_at)}});
   };
 
   std::unique_ptr<GradDumpWriter> dump;
   if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads);
   auto named = model.named_parameters();
   model.train();
-  for (int64_t step = res.start_step; step < cfg.steps; ++step) {
+  for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
     TaskBatch batch = to_device(task->sample(cfg.batch, data_gen), device);
     Tensor logits = model.forward(batch);
     Tensor loss = loss_of(logits, batch.targets);
@@ -286,6 +297,11 @@ TrainResult train_diagnostic(const TrainConfig& config,
       for (auto& [a, b] : recent) h += a, n += b;
       res.accuracy_curve.emplace_back(step + 1, n ? static_cast<double>(h) / n : 0.0);
     }
+    if (cfg.stop_accuracy > 0 && recent.size() == 100) {
+      int64_t h = 0, n = 0;
+      for (auto& [a, b] : recent) h += a, n += b;
+      if (n > 0 && static_cast<double>(h) >= cfg.stop_accuracy * static_cast<double>(n)) res.stopped_at = step + 1;
+    }
     if (!ckpt.empty() && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
       save_checkpoint(step + 1);
     if (progress) {
@@ -297,7 +313,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
     }
   }
   res.seconds = seconds_so_far();
-  if (!ckpt.empty()) save_checkpoint(cfg.steps);
+  if (!ckpt.empty()) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
   int64_t h = 0, n = 0;
   for (auto& [a, b] : recent) h += a, n += b;
   res.train_accuracy = n ? static_cast<double>(h) / n : 0.0;
@@ -311,7 +327,9 @@ TrainResult train_diagnostic(const TrainConfig& config,
     Hits total;
     for (int64_t e = 0; e < cfg.eval_batches; ++e) {
       TaskBatch batch = to_device(task->sample(cfg.batch, eval_gen), device);
-      Hits hh = query_hits(model.forward(batch), batch);
+      BackboneState state;
+      Hits hh = query_hits(model.forward(batch, state), batch);
+      res.state_floats = state.floats_per_sequence();
       total.hit += hh.hit, total.total += hh.total, total.hit_obs += hh.hit_obs, total.total_obs += hh.total_obs;
     }
     return total;

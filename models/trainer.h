@@ -19,7 +19,7 @@ struct TrainConfig {
     model.memory.chunk = 0;
   }
   std::string task = "coord-binding";
-  TaskConfig task_cfg;        // W, noise, queries, T, L, length
+  TaskConfig task_cfg;        // W, noise, queries, T, L, length, P, G
   int64_t steps = 2000, batch = 128;
   uint64_t seed = 42;
   double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
@@ -32,6 +32,9 @@ struct TrainConfig {
   int64_t dump_every = 100;
   bool dump_values = false;
   std::string device = "cpu";    // where the model trains: cpu, cuda or cuda:<index>
+  /// > 0: stop once the query accuracy over the last 100 training steps
+  /// reaches it (e.g. 0.99); 0: train every step.
+  double stop_accuracy = 0;
 };
 
 /// Sets the values left at 0 to the task's defaults: model.dim
@@ -67,6 +70,13 @@ struct TrainResult {
   double seconds = 0;               // training wall time, summed over a resumed run's invocations
   int64_t parameters = 0;
   int64_t start_step = 0;           // > 0 when resumed
+  /// The step at which the accuracy over the last 100 training steps first
+  /// reached stop_accuracy (training stopped there); -1 when it never did.
+  int64_t stopped_at = -1;
+  /// Floats per sequence of recurrent state the model carries (its
+  /// BackboneState after the last eval batch: across segments on the
+  /// segmented tasks; 0 for methods without state).
+  int64_t state_floats = 0;
 };
 
 /// Trains one configuration of a diagnostic task (DiagnosticModel, cross

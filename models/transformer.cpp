@@ -8,9 +8,11 @@
 namespace tmem::models {
 
 double mlp_ratio_of(const std::string& method) {
-  if (method == "base" || method == "tensor" || method == "slots") return 4.0;
+  if (method == "base" || method == "tensor" || method == "slots" || method == "linear" || method == "ssm" ||
+      method == "rmt")
+    return 4.0;
   if (method == "base_wide") return 4.5;
-  throw ValueError("unknown method \"" + method + "\" (expected base, base_wide, slots or tensor)");
+  throw ValueError("unknown method \"" + method + "\" (expected base, base_wide, slots, tensor, linear, ssm or rmt)");
 }
 
 void check_attention_kind(const std::string& attention) {
@@ -34,6 +36,41 @@ int64_t parameter_matched_mlp_hidden(int64_t dim, int64_t extra, int64_t blocks)
 void BackboneState::detach() {
   for (auto& s : memory) s = {s.h.detach(), s.c.detach()};
   for (auto& s : slots) s = s.detach();
+  for (auto& s : cache) s = s.detach();
+  for (auto& s : linear) s = {s.S.detach(), s.z.detach()};
+  for (auto& s : ssm) s = s.detach();
+  if (tokens.defined()) tokens = tokens.detach();
+}
+
+std::vector<Tensor> BackboneState::tensors() const {
+  std::vector<Tensor> all;
+  for (const auto& s : memory) all.insert(all.end(), {s.h, s.c});
+  for (const auto& s : linear) all.insert(all.end(), {s.S, s.z});
+  for (const auto* v : {&slots, &cache, &ssm}) all.insert(all.end(), v->begin(), v->end());
+  if (tokens.defined()) all.push_back(tokens);
+  return all;
+}
+
+int64_t BackboneState::floats_per_sequence() const {
+  int64_t n = 0;
+  for (const Tensor& t : tensors()) n += t.numel() / t.shape()[0];
+  return n;
+}
+
+int64_t state_floats(const BackboneConfig& cfg) {
+  const int64_t layers = cfg.leaky_memory ? 1 : cfg.layers / cfg.memory_every;
+  const auto& m = cfg.memory;
+  if (cfg.attention == "xl") {
+    check<ValueError>(cfg.cache_len > 0, "state_floats: xl's state is fixed only for cache_len > 0, but got ",
+                      cfg.cache_len);
+    return cfg.layers * cfg.dim * cfg.cache_len;
+  }
+  if (cfg.method == "tensor") return layers * 2 * m.channels * m.D * m.H * m.W;
+  if (cfg.method == "slots") return layers * 8 * cfg.dim;
+  if (cfg.method == "linear") return cfg.layers * cfg.heads * cfg.linear_features * (cfg.dim / cfg.heads + 1);
+  if (cfg.method == "ssm") return cfg.layers * cfg.dim * cfg.ssm_state;
+  if (cfg.method == "rmt") return cfg.memory_tokens * cfg.dim;
+  return 0;
 }
 
 namespace {
@@ -62,6 +99,11 @@ Block::Block(const BackboneConfig& cfg, Generator& gen, bool with_memory) : caus
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     memory = register_module("memory", std::make_shared<nn::TensorMemory>(cfg.dim, cfg.memory, gen));
   }
+  if (cfg.method == "linear")
+    linear = register_module("linear", std::make_shared<nn::LinearAttentionMemory>(cfg.dim, cfg.heads,
+                                                                                  cfg.linear_features, gen));
+  if (cfg.method == "ssm") ssm = register_module("ssm", std::make_shared<nn::SelectiveSSM>(cfg.dim, cfg.ssm_state, gen));
+  if (linear || ssm) ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
   if (with_memory && cfg.method == "slots") {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     slots = register_module("slots", std::make_shared<nn::SlotMemory>(cfg.dim, 8, cfg.memory.chunk,
@@ -73,11 +115,13 @@ Block::Block(const BackboneConfig& cfg, Generator& gen, bool with_memory) : caus
 }
 
 Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_state, const Tensor& cache,
-                      const Tensor& attn_mask) const {
+                      const Tensor& attn_mask, nn::LinearAttentionState* linear_state, Tensor* ssm_state) const {
   Tensor ctx = cache.defined() ? ln1->forward(cache) : Tensor();
   Tensor y = x + drop->forward(attn->forward(ln1->forward(x), causal, Tensor(), ctx, attn_mask));
   if (memory) y = y + memory->forward(ln_mem->forward(y), *state);
   if (slots) y = y + slots->forward(ln_mem->forward(y), *slot_state);
+  if (linear) y = y + linear->forward(ln_mem->forward(y), *linear_state);
+  if (ssm) y = y + ssm->forward(ln_mem->forward(y), *ssm_state);
   return y + drop->forward(mlp->forward(ln2->forward(y)));
 }
 
@@ -91,8 +135,13 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   check<ValueError>(cfg.causal || cfg.attention == "full",
                     "Backbone: bidirectional (non-causal) attention must be full, but got attention \"",
                     cfg.attention, "\"");
+  check<ValueError>(cfg.method != "rmt" || cfg.memory_tokens > 0,
+                    "Backbone: rmt needs memory_tokens >= 1, but got ", cfg.memory_tokens);
   if (cfg.attention != "xl" && cfg.positions)
     pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
+  if (cfg.method == "rmt")
+    memory_init_ = register_parameter("memory_tokens", randn({cfg.memory_tokens, cfg.dim}, 0.0, 0.02,
+                                                             DType::Float32, gen));
   for (int64_t l = 0; l < cfg.layers; ++l)
     blocks_.push_back(register_module("blocks." + std::to_string(l),
                                       std::make_shared<Block>(cfg, gen, (l + 1) % cfg.memory_every == 0)));
@@ -100,7 +149,7 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
 }
 
 Tensor Backbone::extend_cache(const Tensor& cache, const Tensor& h) const {
-  Tensor now = h.detach();
+  Tensor now = cfg.cache_grad ? h : h.detach();
   if (cfg.cache_len == 0 || !cache.defined()) return now;
   Tensor all = cat({cache, now}, 1);
   const int64_t P = all.shape()[1];
@@ -113,9 +162,12 @@ Tensor Backbone::forward(const Tensor& x) const {
 }
 
 Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& attn_mask) const {
-  check<ShapeError>(x.dim() == 3 && x.shape()[2] == cfg.dim && x.shape()[1] <= cfg.max_len,
-                    "Backbone: expected x [B, T <= ", cfg.max_len, ", ", cfg.dim, "], but got ",
+  const bool rmt = cfg.method == "rmt";
+  const int64_t R = rmt ? cfg.memory_tokens : 0;
+  check<ShapeError>(x.dim() == 3 && x.shape()[2] == cfg.dim && x.shape()[1] + 2 * R <= cfg.max_len,
+                    "Backbone: expected x [B, T <= ", cfg.max_len - 2 * R, ", ", cfg.dim, "], but got ",
                     shape_str(x.shape()));
+  check<ValueError>(!rmt || !attn_mask.defined(), "Backbone: rmt takes no attention mask");
   const int64_t B = x.shape()[0], T = x.shape()[1];
   const auto L = blocks_.size();
   if (state.empty()) {
@@ -123,20 +175,32 @@ Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& at
       if (blk->memory && (!cfg.leaky_memory || state.memory.empty()))
         state.memory.push_back(blk->memory->initial_state(B));
       if (blk->slots) state.slots.push_back(blk->slots->initial_state(B));
+      if (blk->linear) state.linear.push_back(blk->linear->initial_state(B));
+      if (blk->ssm) state.ssm.push_back(blk->ssm->initial_state(B));
     }
   }
-  Tensor h = pos_.defined() ? x + slice(pos_, 0, 0, T) : x;
+  Tensor h = x;
+  if (rmt) {
+    Tensor mem = state.tokens.defined() ? state.tokens : expand(memory_init_, {B, R, cfg.dim});
+    h = cat({mem, x, mem}, 1);
+  }
+  if (pos_.defined()) h = h + slice(pos_, 0, 0, T + 2 * R);
   std::vector<Tensor> next_cache;
-  size_t mem_i = 0, slot_i = 0;  // the state of the next block with that memory
+  size_t mem_i = 0, slot_i = 0, lin_i = 0, ssm_i = 0;  // the state of the next block with that mechanism
   for (size_t l = 0; l < L; ++l) {
     const auto& blk = blocks_[l];
     if (cfg.attention == "xl") next_cache.push_back(extend_cache(state.cache.empty() ? Tensor() : state.cache[l], h));
     ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : mem_i++] : nullptr;
     Tensor* slot = blk->slots ? &state.slots[slot_i++] : nullptr;
-    h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l], attn_mask);
+    nn::LinearAttentionState* lin = blk->linear ? &state.linear[lin_i++] : nullptr;
+    Tensor* ssm = blk->ssm ? &state.ssm[ssm_i++] : nullptr;
+    h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l], attn_mask, lin, ssm);
   }
   if (cfg.attention == "xl") state.cache = std::move(next_cache);
-  return ln_f_->forward(h);
+  Tensor out = ln_f_->forward(h);
+  if (!rmt) return out;
+  state.tokens = contiguous(slice(out, 1, R + T, 2 * R + T));
+  return slice(out, 1, R, R + T);
 }
 
 std::vector<double> memory_gates(const Backbone& backbone) {

@@ -1,7 +1,7 @@
 // The transformer backbones: a pre-norm causal transformer (`base`), the same
 // with MLP ratio 4.5 (`base_wide`, parameter-matched), and the same with a
 // Tensor Memory layer (`tensor`) or slot memory (`slots`) in every block (or
-// every memory_every-th), for the diagnostics of DESIGN.md 5; the attention
+// every memory_every-th), for the diagnostics of docs/DESIGN.md §8; the attention
 // kinds (full, local sliding window, causal linear, Transformer-XL cache) and
 // the streaming state serve the language models of models/lm.h; bidirectional
 // attention, an additive attention mask and caller-supplied positions serve
@@ -13,13 +13,18 @@
 #include <vector>
 
 #include "nn/layers.h"
+#include "nn/recurrent.h"
 #include "nn/slot_memory.h"
 #include "nn/tensor_memory.h"
 
 namespace tmem::models {
 
 struct BackboneConfig {
-  std::string method = "tensor";  // base | base_wide | slots | tensor
+  /// base | base_wide | slots | tensor, and the state mechanisms of the
+  /// segment-recurrent comparison (docs/DESIGN.md §9): linear (LinearAttentionMemory
+  /// in every block), ssm (SelectiveSSM in every block), rmt (recurrent memory
+  /// tokens around each segment).
+  std::string method = "tensor";
   /// full: causal softmax attention; local: causal sliding window of `window`
   /// tokens; linear: causal linear attention, ELU + 1 features; xl: causal
   /// attention over a cache of the previous segment plus the current one,
@@ -33,6 +38,15 @@ struct BackboneConfig {
   /// every earlier token (a KV cache that grows with the stream; distances
   /// beyond 2 * max_len share the last relative bias).
   int64_t cache_len = 0;
+  /// xl: gradients flow into the cache (false: detached, Transformer-XL's
+  /// stop-gradient).
+  bool cache_grad = false;
+  int64_t linear_features = 16;   // linear: feature dimension f per head
+  int64_t ssm_state = 16;         // ssm: state dimension N
+  /// rmt (Bulatov et al. 2022): R memory tokens read at the start of each
+  /// segment and written at its end; the written tokens' outputs are the next
+  /// segment's memory (the first segment's is learned).
+  int64_t memory_tokens = 8;
   int64_t mlp_hidden = 0;         // MLP width; 0: mlp_ratio_of(method) * dim
   double dropout = 0.0;
   /// false: bidirectional softmax attention (images; full or with the
@@ -51,7 +65,7 @@ struct BackboneConfig {
   bool leaky_memory = false;
 };
 
-/// MLP ratio of a method: 4 for base, slots and tensor, 4.5 for base_wide.
+/// MLP ratio of a method: 4.5 for base_wide, 4 for the others.
 /// Throws ValueError for an unknown method.
 double mlp_ratio_of(const std::string& method);
 
@@ -89,13 +103,31 @@ struct BackboneState {
   /// slots: one slot state [B, M, C] per layer.
   std::vector<Tensor> slots;
   /// xl: per layer, that layer's input over the previous segment [B, P, C],
-  /// detached (stop-gradient), as Transformer-XL's memory.
+  /// detached (stop-gradient) unless cache_grad, as Transformer-XL's memory.
   std::vector<Tensor> cache;
-  bool empty() const { return memory.empty() && slots.empty() && cache.empty(); }
+  /// linear: one LinearAttentionState per layer.
+  std::vector<nn::LinearAttentionState> linear;
+  /// ssm: one state [B, C, N] per layer.
+  std::vector<Tensor> ssm;
+  /// rmt: the memory tokens' embeddings [B, R, C] (undefined before the first segment).
+  Tensor tokens;
+  bool empty() const { return tensors().empty(); }
+  /// Every tensor the state carries.
+  std::vector<Tensor> tensors() const;
+  /// The floats the state carries per sequence: the numel of tensors() over
+  /// the batch size (0 when empty).
+  int64_t floats_per_sequence() const;
   /// Cuts the autograd history of the memory and slot states (truncated
   /// backpropagation between training segments); the cache is always detached.
   void detach();
 };
+
+/// The floats per sequence a segment-recurrent Backbone of `cfg` carries
+/// from one segment to the next (what BackboneState::floats_per_sequence
+/// gives after a segment): tensor 2 C D H W, linear heads f (dim / heads + 1),
+/// ssm dim N, xl dim cache_len (layer inputs, from which keys and values are
+/// recomputed), each per memory layer; rmt R dim; 0 for base.
+int64_t state_floats(const BackboneConfig& cfg);
 
 /// Pre-norm block: x += attn(ln1(x) [, context ln1(cache)]);
 /// [x += mem(ln_m(x))]; x += mlp(ln2(x)), the memory being TensorMemory
@@ -104,19 +136,22 @@ struct BackboneState {
 class Block : public nn::Module {
  public:
   Block(const BackboneConfig& cfg, Generator& gen, bool with_memory = true);
-  /// memory_state / slot_state: this layer's recurrent state (used when the
-  /// block has that memory), advanced in place. cache [B, P, C]: earlier
+  /// memory_state / slot_state / linear_state / ssm_state: this layer's
+  /// recurrent state (used when the block has that mechanism), advanced in place. cache [B, P, C]: earlier
   /// tokens' layer inputs that attention sees before x's (xl), or undefined.
   /// attn_mask: additive attention mask broadcastable to [B, heads, T, T]
   /// (0 = seen, -inf = hidden), or undefined. Throws what
   /// MultiheadAttention::forward throws.
   Tensor forward(const Tensor& x, ConvLSTM3DState* memory_state, Tensor* slot_state = nullptr,
-                 const Tensor& cache = Tensor(), const Tensor& attn_mask = Tensor()) const;
+                 const Tensor& cache = Tensor(), const Tensor& attn_mask = Tensor(),
+                 nn::LinearAttentionState* linear_state = nullptr, Tensor* ssm_state = nullptr) const;
   std::shared_ptr<nn::LayerNorm> ln1, ln2, ln_mem;
   std::shared_ptr<nn::MultiheadAttention> attn;
   std::shared_ptr<nn::MLP> mlp;
   std::shared_ptr<nn::TensorMemory> memory;  // null unless method == tensor
   std::shared_ptr<nn::SlotMemory> slots;     // null unless method == slots
+  std::shared_ptr<nn::LinearAttentionMemory> linear;  // null unless method == linear
+  std::shared_ptr<nn::SelectiveSSM> ssm;              // null unless method == ssm
   std::shared_ptr<nn::Dropout> drop;
   bool causal;
 };
@@ -137,14 +172,17 @@ class Backbone : public nn::Module {
   /// every segment; xl's relative positions span the cache and the segment.
   /// attn_mask: an additive mask broadcastable to [B, heads, T, T] given to
   /// every layer's attention (0 = seen, -inf = hidden), or undefined.
+  /// rmt: the segment runs as [memory, x, memory] and returns x's outputs.
   /// Throws ShapeError when the state was made for another batch size or the
-  /// mask does not broadcast; ValueError for a mask with linear or xl attention.
+  /// mask does not broadcast; ValueError for a mask with linear or xl
+  /// attention or with rmt.
   Tensor forward(const Tensor& x, BackboneState& state, const Tensor& attn_mask = Tensor()) const;
   const std::vector<std::shared_ptr<Block>>& blocks() const { return blocks_; }
   BackboneConfig cfg;
 
  private:
   Tensor pos_;
+  Tensor memory_init_;  // rmt: the first segment's memory tokens [R, C]
   std::vector<std::shared_ptr<Block>> blocks_;
   std::shared_ptr<nn::LayerNorm> ln_f_;
   // xl: the cache after a segment, from the layer's cache before it and its

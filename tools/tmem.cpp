@@ -5,6 +5,7 @@
 //   tmem train fashion-mnist   train the ViT family on Fashion-MNIST (tools/vit_cmd.h)
 //   tmem train moving-fmnist   train the video models on Moving Fashion-MNIST (tools/video_cmd.h)
 //   tmem ablate  the Tensor Memory ablations on coord-binding
+//   tmem frontier  accuracy vs state size of the segment-recurrent methods (tools/frontier_cmd.h)
 //   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
 //   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
 //   tmem stream  a language model over a long stream: the memory it holds (tools/stream_cmd.h)
@@ -16,6 +17,7 @@
 
 #include "ops/ops.h"
 #include "tools/bench_cmd.h"
+#include "tools/frontier_cmd.h"
 #include "tools/lm_cmd.h"
 #include "tools/progress.h"
 #include "tools/stream_cmd.h"
@@ -144,17 +146,18 @@ int main(int argc, char** argv) {
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
   if (argc > 1 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
-    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "grads" && cmd != "bench" &&
+    if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "frontier" && cmd != "grads" && cmd != "bench" &&
         cmd != "stream") {
-      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, grads, ops, bench, stream; see tmem --help)\n",
+      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, frontier, grads, ops, bench, stream; see tmem --help)\n",
                    cmd.c_str());
       return 2;
     }
   }
-  std::function<int()> train, ablate, bench, stream;
+  std::function<int()> train, ablate, frontier, bench, stream;
   try {
     train = tmem::tools::add_train_command(app, argc, argv);
     ablate = tmem::tools::add_ablate_command(app);
+    frontier = tmem::tools::add_frontier_command(app);
     bench = tmem::tools::add_bench_command(app);
     stream = tmem::tools::add_stream_command(app);
   } catch (const std::exception& e) {
@@ -169,6 +172,7 @@ int main(int argc, char** argv) {
     if (*diff) return run_grads_diff(dump_a, dump_b, top);
     if (int rc = train(); rc >= 0) return rc;
     if (int rc = ablate(); rc >= 0) return rc;
+    if (int rc = frontier(); rc >= 0) return rc;
     if (int rc = bench(); rc >= 0) return rc;
     if (int rc = stream(); rc >= 0) return rc;
   } catch (const std::exception& e) {

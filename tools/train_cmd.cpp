@@ -26,7 +26,7 @@ using nlohmann::json;
 struct TrainArgs {
   std::string task;
   std::vector<std::string> methods{"base", "tensor"};
-  std::vector<int64_t> Ws{20}, Ts{32}, Ls{2};
+  std::vector<int64_t> Ws, Ts, Ls{2}, Ps{64};  // Ws, Ts empty: the task's default
   std::vector<double> noises{0.05};
   std::vector<uint64_t> seeds{42};
   std::string config_file, name;
@@ -54,21 +54,27 @@ std::string noise_str(double s) {
 
 // The task parameter a sweep varies, and its values.
 std::pair<std::string, std::vector<int64_t>> sweep_of(const TrainArgs& a) {
-  if (a.task == "coord-binding") return {"W", a.Ws};
-  if (a.task == "map-building") return {"T", a.Ts};
+  auto or_default = [](const std::vector<int64_t>& v, int64_t d) { return v.empty() ? std::vector<int64_t>{d} : v; };
+  if (a.task == "coord-binding") return {"W", or_default(a.Ws, 20)};
+  if (a.task == "coord-recall") return {"W", or_default(a.Ws, 32)};
+  if (a.task == "map-building") return {"T", or_default(a.Ts, 32)};
+  if (a.task == "map-recall") return {"T", or_default(a.Ts, 64)};
+  if (a.task == "mqar") return {"P", a.Ps};
   if (a.task == "occlusion" || a.task == "occlusion-visible") return {"L", a.Ls};
   return {"length", {a.cfg.task_cfg.length}};
 }
+
+}  // namespace
 
 void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
   if (name == "W") c.task_cfg.W = v;
   else if (name == "T") c.task_cfg.T = v;
   else if (name == "L") c.task_cfg.L = v;
+  else if (name == "P") c.task_cfg.P = v;
+  else if (name == "G") c.task_cfg.G = v;
   else c.task_cfg.length = v;
 }
 
-// The result of a cell that an earlier run of the same config finished (its
-// result.json), so `--resume` skips it; nullopt when there is none to reuse.
 std::optional<json> finished_cell(const models::TrainConfig& c) {
   std::ifstream in(c.run_dir + "/result.json");
   if (!in) return std::nullopt;
@@ -79,11 +85,6 @@ std::optional<json> finished_cell(const models::TrainConfig& c) {
   return j;
 }
 
-// Trains c (printing progress and a result line under `label`) and writes
-// c.run_dir/result.json and losses.json; with c.resume, a run that an earlier
-// invocation finished with the same config is reused instead. `id` names the
-// run in the record ({"cell": ...} or {"variant": ...}). Returns the
-// result.json record.
 json run_or_reuse(const models::TrainConfig& c, const std::string& label, const json& id, bool tty) {
   const std::string name = id.begin().value().get<std::string>();
   if (c.resume) {
@@ -103,12 +104,15 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
   if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
   for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
   if (r.eval_accuracy_memory_off >= 0) std::printf(", memory off %.1f%%", 100 * r.eval_accuracy_memory_off);
+  if (r.state_floats > 0) std::printf(", state %lld floats", static_cast<long long>(r.state_floats));
+  if (r.stopped_at >= 0) std::printf(", stopped at step %lld", static_cast<long long>(r.stopped_at));
   std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
   json j = id;
   j.update({{"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
             {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
             {"final_loss", r.losses.empty() ? 0.0 : r.losses.back()}, {"resumed_from", r.start_step},
-            {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}});
+            {"gates", r.gates}, {"train_accuracy_curve", r.accuracy_curve}, {"state_floats", r.state_floats},
+            {"stopped_at", r.stopped_at}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
   write_file_atomic(c.run_dir + "/losses.json", json(r.losses).dump() + "\n");
@@ -116,11 +120,12 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
   return j;
 }
 
+namespace {
+
 int run(TrainArgs& a) {
   if (a.threads > 0) omp_set_num_threads(a.threads);
   models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
-  for (const auto& m : a.methods) models::mlp_ratio_of(m);
-  const bool coord = a.task == "coord-binding";
+  const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
   auto [sweep, values] = sweep_of(a);
   // Build every cell's model once before training, so a bad option (grid 0,
@@ -133,7 +138,6 @@ int run(TrainArgs& a) {
       set_sweep(c, sweep, v);
       models::resolve_task_defaults(c);
       auto task = models::make_task(c.task, c.task_cfg);
-      c.model.max_len = std::max(c.model.max_len, task->seq_len());
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
@@ -177,7 +181,7 @@ int run(TrainArgs& a) {
             memory_off[{method, noise, v}].push_back(j.at("eval_accuracy_memory_off").get<double>());
           cells.push_back(j);
         }
-  const bool observed = a.task == "map-building";
+  const bool observed = a.task == "map-building" || a.task == "map-recall";
   std::printf("\n%s accuracy (%%; eval, mean over %zu seed%s%s), %lld steps\n", a.task.c_str(), a.seeds.size(),
               a.seeds.size() == 1 ? "" : "s", observed ? "; all / observed cells" : "",
               static_cast<long long>(a.cfg.steps));
@@ -256,6 +260,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     if (j.contains("method")) a->methods = {a->cfg.model.method};
     if (j.contains("W")) a->Ws = {a->cfg.task_cfg.W};
     if (j.contains("T")) a->Ts = {a->cfg.task_cfg.T};
+    if (j.contains("P")) a->Ps = {a->cfg.task_cfg.P};
     if (j.contains("L")) a->Ls = {a->cfg.task_cfg.L};
     if (j.contains("noise")) a->noises = {a->cfg.task_cfg.noise};
     if (j.contains("seed")) a->seeds = {a->cfg.seed};
@@ -268,17 +273,35 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
             "tensor ~5 min; on one thread beside another job, map-building base 1-4 min and tensor 6-27 min "
             "(T = 16-64), occlusion base ~9 min and tensor ~13 min, no-harm base ~1 min and tensor ~8 min. "
             "base_wide takes 1.1-1.2x base's time, slots 1.2-3.3x. Figures: docs/RESULTS.md.");
-  t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm; "
+  t->add_option("task", a->task, "Task: coord-binding, map-building, occlusion, occlusion-visible, no-harm, or "
+                                 "the segmented mqar, map-recall, coord-recall (methods none, full, xl, linear, "
+                                 "ssm, rmt, tensor; tmem frontier sweeps their state sizes); "
                                  "brown trains the language models (see tmem train brown --help), fashion-mnist "
                                  "the ViTs (tmem train fashion-mnist --help), moving-fmnist the video models "
                                  "(tmem train moving-fmnist --help)")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
-  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor")->delimiter(',')->capture_default_str();
-  t->add_option("--W", a->Ws, "Write-token counts, comma-separated")->delimiter(',')->capture_default_str()
+  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor (segmented tasks: "
+                                        "none, full, xl, linear, ssm, rmt, tensor)")->delimiter(',')->capture_default_str();
+  t->add_option("--W", a->Ws, "Write-token counts, comma-separated (default 20; coord-recall 32)")->delimiter(',')
       ->check(int_range(1, 65536));
-  t->add_option("--T", a->Ts, "map-building: observation counts, comma-separated")->delimiter(',')->capture_default_str()
+  t->add_option("--T", a->Ts, "map-building / map-recall: observation counts, comma-separated (default 32; "
+                              "map-recall 64)")->delimiter(',')->check(int_range(1, 65536));
+  t->add_option("--P", a->Ps, "mqar: key-value pairs, comma-separated (multiples of 16)")->delimiter(',')
+      ->capture_default_str()->check(int_range(1, 65536));
+  t->add_option("--G", c.task_cfg.G, "mqar / coord-recall: distractor segments")->capture_default_str()
+      ->check(int_range(0, 65536));
+  t->add_option("--xl-cache", c.model.cache_len, "xl (segmented tasks): cached tokens per layer M")->capture_default_str()
+      ->check(int_range(0, 65536));
+  t->add_option("--linear-features", c.model.linear_features, "linear: feature dimension per head")->capture_default_str()
       ->check(int_range(1, 65536));
+  t->add_option("--ssm-state", c.model.ssm_state, "ssm: state dimension N")->capture_default_str()
+      ->check(int_range(1, 65536));
+  t->add_option("--memory-tokens", c.model.memory_tokens, "rmt: memory tokens R")->capture_default_str()
+      ->check(int_range(1, 65536));
+  t->add_option("--stop-accuracy", c.stop_accuracy, "Stop when the training accuracy over the last 100 steps "
+                                                    "reaches this (0: never)")->capture_default_str()
+      ->check(real_range(0, 1));
   t->add_option("--L", a->Ls, "occlusion: hidden-frame counts, comma-separated")->delimiter(',')->capture_default_str()
       ->check(int_range(0, 65536));
   t->add_option("--length", c.task_cfg.length, "no-harm: sequence length")->capture_default_str()
@@ -302,9 +325,9 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--heads", c.model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
   t->add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str()
       ->check(int_range(1, 4096));
-  t->add_option("--mem-grid", c.model.memory.D, "Memory grid size (D = H = W)")->capture_default_str()
-      ->check(int_range(1, 256))
-      ->each([&c](const std::string&) { c.model.memory.H = c.model.memory.W = c.model.memory.D; });
+  t->add_option_function<int64_t>(
+      "--mem-grid", [&c](const int64_t& g) { c.model.memory.D = c.model.memory.H = c.model.memory.W = g; },
+      "Memory grid size D = H = W (default 6)")->check(int_range(1, 256));
   t->add_option("--chunk", c.model.memory.chunk, "Tokens per memory step K (0: the task's default)")->capture_default_str()
       ->check(int_range(0, 65536));
   t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str()

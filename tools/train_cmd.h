@@ -1,7 +1,13 @@
 // `tmem train <task>`: trains the diagnostic models side by side and prints
 // the results table.
 #pragma once
+#include <optional>
+#include <string>
+
 #include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "models/trainer.h"
 
 namespace tmem::tools {
 
@@ -10,9 +16,25 @@ namespace tmem::tools {
 /// that explicit flags override.
 std::function<int()> add_train_command(CLI::App& app, int argc, char** argv);
 
-/// Adds the `ablate` subcommand: the ablations of DESIGN.md 5 on coord-binding
+/// Adds the `ablate` subcommand: the ablations of docs/DESIGN.md §8 on coord-binding
 /// (W=20, s=0.05): Gaussian vs hard write, shared vs separate coordinate
 /// heads, factorized vs pointwise-only update, grids 4^3/6^3/8^3, chunks 1/2/4.
 std::function<int()> add_ablate_command(CLI::App& app);
+
+/// Sets the task parameter `name` (W, T, L, P, G or length) of c to v.
+void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
+
+/// The result of a cell that an earlier run of the same config finished (its
+/// c.run_dir/result.json), so `--resume` skips it; nullopt when there is none.
+std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
+
+/// Trains c (printing progress and a result line under `label`) and writes
+/// c.run_dir/result.json and losses.json; with c.resume, a run that an earlier
+/// invocation finished with the same config is reused instead. `id` names the
+/// run in the record: its first key's value ({"cell": ...} or {"variant":
+/// ...}) is the run's name; its other keys are copied into the record.
+/// Returns the result.json record.
+nlohmann::json run_or_reuse(const models::TrainConfig& c, const std::string& label, const nlohmann::json& id,
+                            bool tty);
 
 }  // namespace tmem::tools

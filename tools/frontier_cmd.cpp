@@ -1,0 +1,394 @@
+#include "tools/frontier_cmd.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <omp.h>
+
+#include "core/file_io.h"
+#include "core/svg_plot.h"
+#include "models/diagnostic.h"
+#include "tools/progress.h"
+#include "tools/train_cmd.h"
+
+namespace tmem::tools {
+
+namespace {
+
+using nlohmann::json;
+
+// One state size of a method: its label and how it sets the model config.
+struct StateSize {
+  std::string label;
+  std::function<void(models::BackboneConfig&)> apply;
+};
+
+// The state sizes of each method, smallest first; the middle one picks the
+// learning rate. Each bounded method spans about 500 to 30,000 floats at
+// d = 64 and 2 layers (rmt stops at 8,192: 128 memory tokens already make a
+// segment 17 times longer).
+std::vector<StateSize> sizes_of(const std::string& method) {
+  auto knob = [](const std::string& prefix, std::vector<int64_t> values, int64_t models::BackboneConfig::*field) {
+    std::vector<StateSize> v;
+    for (int64_t x : values) v.push_back({prefix + std::to_string(x), [=](models::BackboneConfig& b) { b.*field = x; }});
+    return v;
+  };
+  if (method == "xl") return knob("M", {4, 32, 200}, &models::BackboneConfig::cache_len);
+  if (method == "linear") return knob("f", {4, 32, 200}, &models::BackboneConfig::linear_features);
+  if (method == "ssm") return knob("N", {4, 32, 200}, &models::BackboneConfig::ssm_state);
+  if (method == "rmt") return knob("R", {8, 32, 128}, &models::BackboneConfig::memory_tokens);
+  if (method == "tensor") {
+    std::vector<StateSize> v;
+    for (auto [c, g] : {std::pair<int64_t, int64_t>{2, 4}, {16, 4}, {16, 8}})
+      v.push_back({"C" + std::to_string(c) + "_" + std::to_string(g) + "^3", [=](models::BackboneConfig& b) {
+                     b.memory.channels = c;
+                     b.memory.D = b.memory.H = b.memory.W = g;
+                   }});
+    return v;
+  }
+  return {{"-", [](models::BackboneConfig&) {}}};
+}
+
+struct FrontierArgs {
+  std::string task;
+  std::vector<std::string> methods = models::segmented_methods();
+  std::vector<double> lrs{3e-4, 1e-3, 3e-3};
+  std::vector<uint64_t> seeds{42, 43, 44};
+  bool all_seeds = false, report_only = false;
+  std::string vs;              // P or G: accuracy against that task parameter at the middle sizes
+  std::vector<int64_t> values;  // its values
+  int threads = 0;
+  std::string name;
+  models::TrainConfig cfg;
+};
+
+std::string lr_str(double lr) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", lr);
+  return buf;
+}
+
+// The floats a method carries across segments at `size` (full: the KV cache
+// of the whole input, 2 d T per layer).
+int64_t floats_of(const models::TrainConfig& c) {
+  auto task = models::make_task(c.task, c.task_cfg);
+  if (c.model.method == "full") return 2 * c.model.dim * task->seq_len() * c.model.layers;
+  return models::state_floats(models::backbone_config_for(*task, c.model));
+}
+
+models::TrainConfig cell_config(const FrontierArgs& a, const std::string& method, size_t size, double lr,
+                                uint64_t seed) {
+  models::TrainConfig c = a.cfg;
+  c.task = a.task;
+  c.model.method = method;
+  sizes_of(method)[size].apply(c.model);
+  c.lr = lr;
+  c.seed = seed;
+  return c;
+}
+
+std::string cell_name(const std::string& method, const std::string& size, double lr, uint64_t seed) {
+  std::string s = size;
+  std::replace(s.begin(), s.end(), '^', 'p');
+  return method + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
+}
+
+// Every finished frontier cell under root (its result.json with a "method"
+// entry; the cells of --vs sweeps are left out).
+std::vector<json> finished_cells(const std::string& root) {
+  std::vector<json> cells;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    std::ifstream in(e.path() / "result.json");
+    if (!in) continue;
+    json j = json::parse(in, nullptr, false);
+    if (!j.is_discarded() && j.contains("method") && j.contains("eval_accuracy") && !j.contains("vs"))
+      cells.push_back(j);
+  }
+  return cells;
+}
+
+// The learning rate of `method`: the best eval accuracy (ties: the lower
+// final loss) among its cells at the middle size and the first seed; 0 when
+// none has finished.
+double chosen_lr(const std::vector<json>& cells, const std::string& method, uint64_t seed) {
+  const auto sizes = sizes_of(method);
+  const std::string middle = sizes[sizes.size() / 2].label;
+  const json* best = nullptr;
+  for (const json& c : cells) {
+    if (c["method"] != method || c["size"] != middle || c["seed"].get<uint64_t>() != seed) continue;
+    if (!best || c["eval_accuracy"].get<double>() > (*best)["eval_accuracy"].get<double>() ||
+        (c["eval_accuracy"] == (*best)["eval_accuracy"] &&
+         c["final_loss"].get<double>() < (*best)["final_loss"].get<double>()))
+      best = &c;
+  }
+  return best ? (*best)["lr"].get<double>() : 0.0;
+}
+
+struct Row {
+  std::string method, size;
+  int64_t floats = 0;
+  double lr = 0;
+  std::vector<double> acc, observed, stopped, seconds;
+  int64_t never = 0;  // seeds that never reached the stop accuracy
+};
+
+double mean_of(const std::vector<double>& v) {
+  double m = 0;
+  for (double x : v) m += x / static_cast<double>(v.size());
+  return m;
+}
+
+double sd_of(const std::vector<double>& v) {
+  if (v.size() < 2) return 0;
+  const double m = mean_of(v);
+  double s = 0;
+  for (double x : v) s += (x - m) * (x - m);
+  return std::sqrt(s / static_cast<double>(v.size() - 1));
+}
+
+// The table, results.json and frontier.svg over every finished cell in root
+// (so lanes that trained different methods into one run share one report).
+void report(const FrontierArgs& a, const std::string& root) {
+  const std::vector<json> cells = finished_cells(root);
+  const uint64_t first_seed = a.seeds.front();
+  std::vector<Row> rows;
+  json lr_choice = json::object();
+  for (const auto& method : models::segmented_methods()) {
+    const double lr = chosen_lr(cells, method, first_seed);
+    if (lr == 0) continue;
+    lr_choice[method] = lr;
+    for (const auto& size : sizes_of(method)) {
+      Row r{method, size.label};
+      r.lr = lr;
+      for (const json& c : cells) {
+        if (c["method"] != method || c["size"] != size.label || c["lr"].get<double>() != lr) continue;
+        r.floats = c["state_floats"].get<int64_t>();
+        r.acc.push_back(c["eval_accuracy"].get<double>());
+        if (c.contains("eval_accuracy_observed")) r.observed.push_back(c["eval_accuracy_observed"].get<double>());
+        const int64_t stop = c["stopped_at"].get<int64_t>();
+        if (stop >= 0) r.stopped.push_back(static_cast<double>(stop));
+        else ++r.never;
+        r.seconds.push_back(c["seconds"].get<double>());
+      }
+      if (!r.acc.empty()) rows.push_back(r);
+    }
+  }
+  const bool observed = a.task == "map-recall";
+  std::printf("\n%s frontier (eval accuracy %%, mean +- sd over seeds; steps to %.0f%% train accuracy)\n",
+              a.task.c_str(), 100 * a.cfg.stop_accuracy);
+  std::printf("%-7s %-9s %8s %7s %15s %5s%s %14s %9s\n", "method", "size", "floats", "lr", "accuracy", "seeds",
+              observed ? "   observed" : "", "steps to stop", "seconds");
+  json table = json::array();
+  for (const Row& r : rows) {
+    char steps[32] = "never";
+    if (!r.stopped.empty())
+      std::snprintf(steps, sizeof steps, "%.0f (%zu/%zu)", mean_of(r.stopped), r.stopped.size(), r.acc.size());
+    std::printf("%-7s %-9s %8lld %7s %8.1f +- %4.1f %5zu", r.method.c_str(), r.size.c_str(),
+                static_cast<long long>(r.floats), lr_str(r.lr).c_str(), 100 * mean_of(r.acc), 100 * sd_of(r.acc),
+                r.acc.size());
+    if (observed) std::printf(" %10.1f", r.observed.empty() ? 0.0 : 100 * mean_of(r.observed));
+    std::printf(" %14s %9.0f\n", steps, mean_of(r.seconds));
+    json row = {{"method", r.method}, {"size", r.size}, {"state_floats", r.floats}, {"lr", r.lr},
+                {"accuracy_mean", mean_of(r.acc)}, {"accuracy_sd", sd_of(r.acc)}, {"accuracies", r.acc},
+                {"stopped_at", r.stopped}, {"never_stopped", r.never}, {"seconds_mean", mean_of(r.seconds)}};
+    if (observed) row["observed_accuracy_mean"] = mean_of(r.observed);
+    table.push_back(row);
+  }
+  // The plot: accuracy against log10 state floats, a line per bounded
+  // method; none (floor) and full (ceiling) as horizontal lines.
+  std::vector<PlotSeries> series;
+  double lo = 1e300, hi = -1e300;
+  for (const Row& r : rows)
+    if (r.method != "none" && r.method != "full" && r.floats > 0)
+      lo = std::min(lo, std::log10(static_cast<double>(r.floats))), hi = std::max(hi, std::log10(static_cast<double>(r.floats)));
+  for (const auto& method : models::segmented_methods()) {
+    PlotSeries s{method, {}, {}};
+    for (const Row& r : rows) {
+      if (r.method != method) continue;
+      if (method == "none" || method == "full") {
+        if (lo > hi) continue;
+        s.label = method + (method == "none" ? " (floor)" : " (ceiling)");
+        s.x = {lo, hi};
+        s.y = {100 * mean_of(r.acc), 100 * mean_of(r.acc)};
+      } else {
+        s.x.push_back(std::log10(static_cast<double>(r.floats)));
+        s.y.push_back(100 * mean_of(r.acc));
+      }
+    }
+    if (!s.x.empty()) series.push_back(s);
+  }
+  if (!series.empty())
+    write_svg_line_plot(root + "/frontier.svg", series,
+                        {a.task + ": accuracy vs state size at equal backbone", "log10 floats of state carried across segments",
+                         "eval accuracy (%)"});
+  write_file_atomic(root + "/results.json",
+                    json{{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}}.dump(2) + "\n");
+  std::printf("results written to %s/results.json%s\n", root.c_str(),
+              series.empty() ? "" : (" and " + root + "/frontier.svg").c_str());
+}
+
+// Accuracy against the task parameter a.vs (P or G) for every method at its
+// middle size, its chosen learning rate and the first seed; the cells at the
+// frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg.
+void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
+  check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
+  check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
+  check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
+  const std::vector<json> cells = finished_cells(root);
+  const uint64_t seed = a.seeds.front();
+  json rows = json::array();
+  std::vector<PlotSeries> series;
+  std::printf("\n%s accuracy (%%) against %s, middle state size, seed %llu\n%-7s %-9s", a.task.c_str(), a.vs.c_str(),
+              static_cast<unsigned long long>(seed), "method", "size");
+  for (int64_t v : a.values) std::printf(" %7s", (a.vs + "=" + std::to_string(v)).c_str());
+  std::printf("\n");
+  for (const auto& method : a.methods) {
+    const double lr = chosen_lr(cells, method, seed);
+    check<ValueError>(lr > 0, "frontier: --vs needs the learning rate of ", method, ": run `tmem frontier ", a.task,
+                      " --name ", a.name, " --methods ", method, "` first");
+    const size_t middle = sizes_of(method).size() / 2;
+    const std::string size = sizes_of(method)[middle].label;
+    PlotSeries s{method, {}, {}};
+    std::vector<double> accs;
+    for (int64_t v : a.values) {
+      models::TrainConfig c = cell_config(a, method, middle, lr, seed);
+      const int64_t own = a.vs == "P" ? c.task_cfg.P : c.task_cfg.G;
+      set_sweep(c, a.vs, v);
+      std::string name = cell_name(method, size, lr, seed);
+      if (v != own) name += "_" + a.vs + std::to_string(v);
+      c.run_dir = root + "/" + name;
+      c.resume = true;
+      const json j = run_or_reuse(c, method + " " + size + " " + a.vs + "=" + std::to_string(v),
+                                  {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
+                                   {"vs", a.vs}, {"value", v}, {"state_floats", floats_of(c)}},
+                                  tty);
+      accs.push_back(j["eval_accuracy"].get<double>());
+      s.x.push_back(static_cast<double>(v));
+      s.y.push_back(100 * accs.back());
+    }
+    std::printf("%-7s %-9s", method.c_str(), size.c_str());
+    for (double x : accs) std::printf(" %7.1f", 100 * x);
+    std::printf("\n");
+    rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", accs}});
+    series.push_back(s);
+  }
+  const std::string base = root + "/vs-" + a.vs;
+  write_svg_line_plot(base + ".svg", series, {a.task + ": accuracy against " + a.vs + " (middle state sizes)", a.vs,
+                                              "eval accuracy (%)"});
+  write_file_atomic(base + ".json", json{{"task", a.task}, {"vs", a.vs}, {"rows", rows}}.dump(2) + "\n");
+  std::printf("results written to %s.json and %s.svg\n", base.c_str(), base.c_str());
+}
+
+int run(FrontierArgs& a) {
+  if (a.threads > 0) omp_set_num_threads(a.threads);
+  check<ValueError>(a.task == "mqar" || a.task == "map-recall" || a.task == "coord-recall",
+                    "frontier: expected task mqar, map-recall or coord-recall, but got \"", a.task, "\"");
+  check<ValueError>(!a.lrs.empty() && !a.seeds.empty(), "frontier: --lr and --seed need at least one value");
+  for (double lr : a.lrs)
+    check<ValueError>(std::isfinite(lr) && lr > 0, "frontier: --lr values must be positive, but got ", lr);
+  if (a.task == "coord-recall" && a.cfg.task_cfg.W == 20) a.cfg.task_cfg.W = 32;
+  // Build every (method, size) model once, so a bad option fails before any training.
+  for (const auto& method : a.methods)
+    for (size_t i = 0; i < sizes_of(method).size(); ++i) {
+      models::TrainConfig c = cell_config(a, method, i, a.lrs[0], a.seeds[0]);
+      auto task = models::make_task(c.task, c.task_cfg);
+      Generator gen(0);
+      models::DiagnosticModel check_model(*task, c.model, gen);
+    }
+  if (a.name.empty()) a.name = "frontier-" + a.task;
+  const std::string root = run_dir(a.name);
+  ensure_writable_dir(root);
+  const bool tty = isatty(fileno(stdout));
+  if (!a.vs.empty()) {
+    run_vs(a, root, tty);
+    return 0;
+  }
+  if (!a.report_only) {
+    std::printf("tmem frontier %s: methods %zu, learning rates %zu, seeds %zu (%s), up to %lld steps, batch %lld, "
+                "%d threads -> %s\n",
+                a.task.c_str(), a.methods.size(), a.lrs.size(), a.seeds.size(),
+                a.all_seeds ? "every size" : "later seeds at the middle size", static_cast<long long>(a.cfg.steps),
+                static_cast<long long>(a.cfg.batch), omp_get_max_threads(), root.c_str());
+    auto train = [&](const std::string& method, size_t size, double lr, uint64_t seed) {
+      models::TrainConfig c = cell_config(a, method, size, lr, seed);
+      const std::string label = sizes_of(method)[size].label;
+      const std::string name = cell_name(method, label, lr, seed);
+      c.run_dir = root + "/" + name;
+      return run_or_reuse(c, method + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
+                          {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed},
+                           {"state_floats", floats_of(c)}},
+                          tty);
+    };
+    for (const auto& method : a.methods) {
+      const size_t sizes = sizes_of(method).size(), middle = sizes / 2;
+      std::vector<json> tried;
+      for (double lr : a.lrs) tried.push_back(train(method, middle, lr, a.seeds[0]));
+      const double lr = chosen_lr(tried, method, a.seeds[0]);
+      std::printf("%s: learning rate %s (best eval accuracy at %s, seed %llu)\n", method.c_str(),
+                  lr_str(lr).c_str(), sizes_of(method)[middle].label.c_str(),
+                  static_cast<unsigned long long>(a.seeds[0]));
+      for (size_t i = 0; i < sizes; ++i)
+        if (i != middle) train(method, i, lr, a.seeds[0]);
+      for (size_t s = 1; s < a.seeds.size(); ++s)
+        for (size_t i = 0; i < sizes; ++i)
+          if (a.all_seeds || i == middle) train(method, i, lr, a.seeds[s]);
+    }
+  }
+  report(a, root);
+  return 0;
+}
+
+}  // namespace
+
+std::function<int()> add_frontier_command(CLI::App& app) {
+  auto a = std::make_shared<FrontierArgs>();
+  auto& c = a->cfg;
+  c.steps = 4000;
+  c.batch = 64;
+  c.stop_accuracy = 0.99;
+  c.checkpoint_every = 100;
+  c.model.dim = 64;
+  c.model.memory.chunk = 1;
+  c.task_cfg.T = 64;
+  auto* f = app.add_subcommand("frontier", "Accuracy against state size at equal backbone: every segment-recurrent "
+                                           "method (none, full, xl, linear, ssm, rmt, tensor) at 3 state sizes on "
+                                           "mqar, map-recall or coord-recall");
+  f->footer("Per method: the learning rate with the best eval accuracy at the middle state size and the first seed, "
+            "then the first seed at every size and the later seeds at the middle size (--all-seeds: at every "
+            "size). Cells train up to --steps, stopping once the training accuracy over 100 steps reaches "
+            "--stop-accuracy. Lanes: run one process per method group into the same --name (e.g. --methods "
+            "tensor --threads 1 next to --methods none,full,xl,linear,ssm,rmt --threads 1); each writes the table "
+            "of every cell finished so far, and --report rewrites it. Figures: docs/RESULTS.md.");
+  f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
+  f->add_option("--methods", a->methods, "Methods, comma-separated")->delimiter(',')->capture_default_str();
+  f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str();
+  f->add_option("--seed", a->seeds, "Seeds, comma-separated (the first picks the learning rate)")
+      ->delimiter(',')->capture_default_str();
+  f->add_flag("--all-seeds", a->all_seeds, "Run every seed at every size (default: later seeds at the middle size)");
+  f->add_option("--steps", c.steps, "Most training steps per cell")->capture_default_str()->check(kPositive);
+  f->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(kPositive);
+  f->add_option("--stop-accuracy", c.stop_accuracy, "Stop a cell once its training accuracy over 100 steps reaches this")
+      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
+  f->add_option("--eval-batches", c.eval_batches, "Held-out batches for the accuracy")->capture_default_str()->check(kPositive);
+  f->add_option("--P", c.task_cfg.P, "mqar: key-value pairs")->capture_default_str();
+  f->add_option("--G", c.task_cfg.G, "mqar / coord-recall: distractor segments")->capture_default_str()->check(kNonNegative);
+  f->add_option("--T", c.task_cfg.T, "map-recall: observations")->capture_default_str();
+  f->add_option("--W", c.task_cfg.W, "coord-recall: written keys (default 32)");
+  f->add_option("--noise", c.task_cfg.noise, "coord-recall: query noise s")->capture_default_str();
+  f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+  f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
+  f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
+  f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(kNonNegative);
+  f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far");
+  f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
+                               "size, chosen learning rate and first seed (needs the frontier's learning rates)");
+  f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',');
+  return [f, a]() { return *f ? run(*a) : -1; };
+}
+
+}  // namespace tmem::tools
