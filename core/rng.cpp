@@ -1,6 +1,9 @@
 #include "core/rng.h"
 
+#include <bit>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <numbers>
 #include <sstream>
 
@@ -30,8 +33,9 @@ int64_t Generator::randint(int64_t n) {
 
 std::string Generator::state() const {
   std::ostringstream os;
-  os.precision(17);
-  os << engine_ << ' ' << has_spare_ << ' ' << std::hexfloat << spare_;
+  char spare[24];
+  std::snprintf(spare, sizeof spare, "%016llx", static_cast<unsigned long long>(std::bit_cast<uint64_t>(spare_)));
+  os << engine_ << ' ' << has_spare_ << ' ' << spare;
   return os.str();
 }
 
@@ -39,9 +43,22 @@ void Generator::set_state(const std::string& s) {
   std::istringstream is(s);
   std::mt19937_64 e;
   bool has = false;
+  std::string spare_text;
+  is >> e >> has >> spare_text;
+  check<ValueError>(!is.fail() && (is >> std::ws).eof(), "Generator::set_state: malformed state text");
   double spare = 0;
-  is >> e >> has >> std::hexfloat >> spare;
-  check<ValueError>(!is.fail(), "Generator::set_state: malformed state text");
+  const char* begin = spare_text.c_str();
+  char* end = nullptr;
+  if (spare_text.find_first_of(".p") != std::string::npos) {
+    // Written by tmem before the bit pattern: a hexfloat such as 0x1.8p-3
+    // (exact too, but std::istream cannot read it back; strtod can).
+    spare = std::strtod(begin, &end);
+  } else {
+    const unsigned long long bits = std::strtoull(begin, &end, 16);
+    spare = std::bit_cast<double>(static_cast<uint64_t>(bits));
+  }
+  check<ValueError>(!spare_text.empty() && end == begin + spare_text.size(),
+                    "Generator::set_state: malformed cached normal \"", printable(spare_text), "\"");
   engine_ = e;
   has_spare_ = has;
   spare_ = spare;

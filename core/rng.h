@@ -21,9 +21,13 @@ class Generator {
   /// Uniform integer in [0, n). Throws ValueError for n <= 0.
   int64_t randint(int64_t n);
   uint64_t next_u64() { return engine_(); }
-  /// The full generator state as text (for checkpoints), and its inverse;
-  /// set_state throws ValueError on malformed text.
+  /// The full generator state as text (for checkpoints): the engine's words
+  /// in decimal, whether a normal is cached, and that normal's bit pattern
+  /// (16 hex digits), so a restored generator continues bit for bit even
+  /// after an odd number of normal() calls.
   std::string state() const;
+  /// Restores a state() text (also the older form with a hexfloat normal).
+  /// Throws ValueError on malformed text.
   void set_state(const std::string& s);
 
  private:
