@@ -8,7 +8,8 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libxtensor-dev libxsimd-dev doctest-dev nlohmann-json3-dev zlib1g-dev
-          libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist)
+          libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist
+          pybind11-dev python3-dev python3-numpy)
 if [[ "${TMEM_SETUP_TORCH:-0}" == 1 ]]; then packages+=(python3-torch python3-skimage); fi
 
 missing=()
