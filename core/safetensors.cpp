@@ -1,5 +1,6 @@
 #include "core/safetensors.h"
 
+#include <filesystem>
 #include <fstream>
 #include <vector>
 
@@ -58,6 +59,14 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 }
 
 SafetensorsFile load_safetensors(const std::string& path) {
+  // Checked before opening: a directory would read as an empty buffer and a
+  // FIFO would block the open until a writer came.
+  std::error_code ec;
+  const auto st = std::filesystem::status(path, ec);
+  check<IOError>(!ec && std::filesystem::exists(st), "load_safetensors: cannot open ", path,
+                 ec ? ": " + ec.message() : ": no such file");
+  check<IOError>(std::filesystem::is_regular_file(st), "load_safetensors: ", path,
+                 " is not a regular file (a checkpoint is a .safetensors file)");
   std::ifstream in(path, std::ios::binary);
   check<IOError>(static_cast<bool>(in), "load_safetensors: cannot open ", path);
   in.seekg(0, std::ios::end);

@@ -1,5 +1,6 @@
 #include "models/trainer.h"
 
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
@@ -181,6 +182,57 @@ json memory_internals(const DiagnosticModel& model) {
   return layers;
 }
 
+// The metadata entries of a checkpoint, read with every fault (a missing or
+// malformed entry, a value out of range) an IOError naming the file and the
+// entry, never a raw "stoll" or JSON library message.
+class CheckpointMeta {
+ public:
+  CheckpointMeta(const std::string& path, const StringMap& meta) : path_(path), meta_(meta) {}
+
+  bool has(const std::string& key) const { return meta_.count(key) > 0; }
+
+  const std::string& text(const std::string& key) const {
+    auto it = meta_.find(key);
+    if (it == meta_.end()) fail(key, "is missing (written by an older tmem?), so it cannot be resumed");
+    return it->second;
+  }
+
+  json parsed(const std::string& key) const {
+    try {
+      return json::parse(text(key));
+    } catch (const json::exception& e) {
+      fail(key, std::string("is not valid JSON (") + e.what() + ")");
+    }
+  }
+
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
+    const std::string& v = text(key);
+    int64_t x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
+      fail(key, "is \"" + printable(v) + "\", expected an integer in [" + std::to_string(lo) + ", " +
+                    std::to_string(hi) + "]");
+    return x;
+  }
+
+  double real(const std::string& key, double lo) const {
+    const std::string& v = text(key);
+    double x = 0;
+    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+    if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(x) || x < lo)
+      fail(key, "is \"" + printable(v) + "\", expected a finite number >= " + std::to_string(lo));
+    return x;
+  }
+
+  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
+    throw IOError("train: checkpoint " + path_ + ": the \"" + key + "\" entry " + what);
+  }
+
+ private:
+  const std::string& path_;
+  const StringMap& meta_;
+};
+
 // A checkpoint continues only the run that wrote it: every key of its config
 // but the step count (a run may be extended) must match.
 void check_same_config(const std::string& path, const json& saved, const json& now) {
@@ -227,28 +279,50 @@ TrainResult train_diagnostic(const TrainConfig& config,
       if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
       else if (k.rfind("optim.", 0) == 0) opt_state[k.substr(6)] = t;
     }
-    auto meta = [&](const std::string& key) {
-      auto it = f.metadata.find(key);
-      check<IOError>(it != f.metadata.end(), "train: checkpoint ", ckpt, " has no \"", key,
-                     "\" entry (written by an older tmem?), so it cannot be resumed");
-      return it->second;
-    };
-    check_same_config(ckpt, json::parse(meta("config")), config_to_json(cfg));
-    model.load_state_dict(model_state);
-    opt.load_state_dict(opt_state);
-    data_gen.set_state(meta("data_rng"));
-    init_gen.set_state(meta("model_rng"));
-    res.start_step = std::stoll(meta("step"));
+    const CheckpointMeta meta(ckpt, f.metadata);
+    check_same_config(ckpt, meta.parsed("config"), config_to_json(cfg));
+    try {
+      model.load_state_dict(model_state);
+      opt.load_state_dict(opt_state);
+    } catch (const Error& e) {
+      throw IOError("train: checkpoint " + ckpt + " does not fit the model: " + e.what());
+    }
+    for (auto [key, gen] : {std::pair{"data_rng", &data_gen}, std::pair{"model_rng", &init_gen}}) {
+      try {
+        gen->set_state(meta.text(key));
+      } catch (const ValueError& e) {
+        meta.fail(key, std::string("is malformed (") + e.what() + ")");
+      }
+    }
+    res.start_step = meta.integer("step", 0, std::numeric_limits<int64_t>::max());
     check<ValueError>(res.start_step <= cfg.steps, "train: cannot resume from ", ckpt, ": it is at step ",
                       res.start_step, ", past the ", cfg.steps, " steps asked for");
-    for (const auto& h : json::parse(meta("recent_hits")))
+    const json hits = meta.parsed("recent_hits"), losses = meta.parsed("losses");
+    const json curve = meta.parsed("accuracy_curve");
+    if (!hits.is_array() || hits.size() > 100 || hits.size() > static_cast<size_t>(res.start_step))
+      meta.fail("recent_hits", "is not a list of at most min(100, step) [hits, total] pairs");
+    for (const json& h : hits) {
+      if (!h.is_array() || h.size() != 2 || !h[0].is_number_unsigned() || !h[1].is_number_unsigned() ||
+          h[0].get<uint64_t>() > h[1].get<uint64_t>())
+        meta.fail("recent_hits", "holds " + printable(h.dump()) + ", not a [hits, total] pair, hits <= total");
       recent.emplace_back(h[0].get<int64_t>(), h[1].get<int64_t>());
-    res.losses = json::parse(meta("losses")).get<std::vector<double>>();
-    res.accuracy_curve = json::parse(meta("accuracy_curve")).get<std::vector<std::pair<int64_t, double>>>();
+    }
+    if (!losses.is_array() || losses.size() != static_cast<size_t>(res.start_step))
+      meta.fail("losses", "does not hold one loss per step before step " + std::to_string(res.start_step));
+    for (const json& l : losses) {
+      if (!l.is_number()) meta.fail("losses", "holds " + printable(l.dump()) + ", not a number");
+      res.losses.push_back(l.get<double>());
+    }
+    if (!curve.is_array()) meta.fail("accuracy_curve", "is not a list");
+    for (const json& pt : curve) {
+      if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_integer() || !pt[1].is_number())
+        meta.fail("accuracy_curve", "holds " + printable(pt.dump()) + ", not a [step, accuracy] pair");
+      res.accuracy_curve.emplace_back(pt[0].get<int64_t>(), pt[1].get<double>());
+    }
     // Training time before the resume; checkpoints from before tmem recorded
     // it count from the resume.
-    if (auto it = f.metadata.find("seconds"); it != f.metadata.end()) seconds_before = std::stod(it->second);
-    if (auto it = f.metadata.find("stopped_at"); it != f.metadata.end()) res.stopped_at = std::stoll(it->second);
+    if (meta.has("seconds")) seconds_before = meta.real("seconds", 0);
+    if (meta.has("stopped_at")) res.stopped_at = meta.integer("stopped_at", -1, res.start_step);
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds_so_far = [&] {

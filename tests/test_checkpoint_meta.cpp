@@ -1,0 +1,92 @@
+// A checkpoint's metadata is validated on resume: every bad entry is an
+// IOError naming the file and the entry. Only regular files are read as
+// checkpoints (a directory or a FIFO is refused without opening it).
+#include <filesystem>
+
+#include <sys/stat.h>
+
+#include "core/safetensors.h"
+#include "models/trainer.h"
+#include "test_util.h"
+
+using namespace tmem;
+namespace fs = std::filesystem;
+
+namespace {
+
+models::TrainConfig tiny_checkpointed_run(const std::string& dir_name) {
+  models::TrainConfig c;
+  c.model.method = "base";
+  c.model.dim = 16;
+  c.model.layers = 1;
+  c.model.heads = 2;
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = 2;
+  c.eval_batches = 1;
+  c.steps = 4;
+  c.run_dir = (fs::temp_directory_path() / dir_name).string();
+  fs::remove_all(c.run_dir);
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("checkpoint: each malformed metadata entry is an IOError naming the file and the entry") {
+  models::TrainConfig c = tiny_checkpointed_run("tmem_ckpt_meta");
+  models::train_diagnostic(c);
+  const std::string ckpt = c.run_dir + "/checkpoint.safetensors";
+  const SafetensorsFile good = load_safetensors(ckpt);
+  struct Case {
+    std::string key, value;
+  };
+  const std::vector<Case> cases = {
+      {"step", "-5"},
+      {"step", "abc"},
+      {"step", "99999999999999999999"},
+      {"losses", "[0.5, 0.25]"},  // 2 losses for 4 steps
+      {"losses", "[1, 2, 3, \"x\"]"},
+      {"losses", "[1, "},
+      {"recent_hits", "[[5, 2]]"},
+      {"recent_hits", "{}"},
+      {"accuracy_curve", "[[1]]"},
+      {"data_rng", "garbage"},
+      {"model_rng", ""},
+      {"seconds", "nan"},
+      {"config", "{"},
+  };
+  c.steps = 8;
+  c.resume = true;
+  for (const Case& k : cases) {
+    CAPTURE(k.key);
+    CAPTURE(k.value);
+    StringMap meta = good.metadata;
+    meta[k.key] = k.value;
+    save_safetensors(ckpt, good.tensors, meta);
+    const std::string err = test::error_of<IOError>([&] { models::train_diagnostic(c); });
+    CHECK(err.find(ckpt) != std::string::npos);
+    CHECK(err.find("\"" + k.key + "\" entry") != std::string::npos);
+  }
+  StringMap missing = good.metadata;
+  missing.erase("losses");
+  save_safetensors(ckpt, good.tensors, missing);
+  CHECK(test::error_of<IOError>([&] { models::train_diagnostic(c); }).find("\"losses\" entry is missing") !=
+        std::string::npos);
+  save_safetensors(ckpt, good.tensors, good.metadata);  // the untouched checkpoint resumes
+  CHECK(models::train_diagnostic(c).start_step == 4);
+  fs::remove_all(c.run_dir);
+}
+
+TEST_CASE("checkpoint: a directory or a FIFO in place of the file is refused without reading it") {
+  const std::string dir = test::tmp_path("tmem_ckpt_special");
+  fs::remove_all(dir);
+  fs::create_directories(dir + "/ckpt_dir.safetensors");
+  CHECK_THROWS_WITH_AS(load_safetensors(dir + "/ckpt_dir.safetensors"), doctest::Contains("not a regular file"),
+                       IOError);
+  const std::string fifo = dir + "/ckpt_fifo.safetensors";
+  REQUIRE(mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(load_safetensors(fifo), doctest::Contains("not a regular file"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors(dir + "/absent.safetensors"), doctest::Contains("absent.safetensors"),
+                       IOError);
+  fs::remove_all(dir);
+}
