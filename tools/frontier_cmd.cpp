@@ -291,7 +291,8 @@ int run(FrontierArgs& a) {
   check<ValueError>(!a.lrs.empty() && !a.seeds.empty(), "frontier: --lr and --seed need at least one value");
   for (double lr : a.lrs)
     check<ValueError>(std::isfinite(lr) && lr > 0, "frontier: --lr values must be positive, but got ", lr);
-  if (a.task == "coord-recall" && a.cfg.task_cfg.W == 20) a.cfg.task_cfg.W = 32;
+  // W unset: coord-recall's 32, else TaskConfig's (unused there, but part of every cell's config).
+  if (a.cfg.task_cfg.W == 0) a.cfg.task_cfg.W = a.task == "coord-recall" ? 32 : models::TaskConfig().W;
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto& method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
@@ -355,6 +356,7 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   c.model.dim = 64;
   c.model.memory.chunk = 1;
   c.task_cfg.T = 64;
+  c.task_cfg.W = 0;
   auto* f = app.add_subcommand("frontier", "Accuracy against state size at equal backbone: every segment-recurrent "
                                            "method (none, full, xl, linear, ssm, rmt, tensor) at 3 state sizes on "
                                            "mqar, map-recall or coord-recall");
@@ -366,28 +368,30 @@ std::function<int()> add_frontier_command(CLI::App& app) {
             "of every cell finished so far, and --report rewrites it. Figures: docs/RESULTS.md.");
   f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
   f->add_option("--methods", a->methods, "Methods, comma-separated")->delimiter(',')->capture_default_str();
-  f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str();
+  f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str()
+      ->check(real_range(0, 10));
   f->add_option("--seed", a->seeds, "Seeds, comma-separated (the first picks the learning rate)")
-      ->delimiter(',')->capture_default_str();
+      ->delimiter(',')->capture_default_str()->check(kNonNegative);
   f->add_flag("--all-seeds", a->all_seeds, "Run every seed at every size (default: later seeds at the middle size)");
-  f->add_option("--steps", c.steps, "Most training steps per cell")->capture_default_str()->check(kPositive);
-  f->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(kPositive);
+  f->add_option("--steps", c.steps, "Most training steps per cell")->capture_default_str()->check(int_range(1, 1000000000));
+  f->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
   f->add_option("--stop-accuracy", c.stop_accuracy, "Stop a cell once its training accuracy over 100 steps reaches this")
-      ->capture_default_str()->check(CLI::Range(0.0, 1.0));
-  f->add_option("--eval-batches", c.eval_batches, "Held-out batches for the accuracy")->capture_default_str()->check(kPositive);
-  f->add_option("--P", c.task_cfg.P, "mqar: key-value pairs")->capture_default_str();
-  f->add_option("--G", c.task_cfg.G, "mqar / coord-recall: distractor segments")->capture_default_str()->check(kNonNegative);
-  f->add_option("--T", c.task_cfg.T, "map-recall: observations")->capture_default_str();
-  f->add_option("--W", c.task_cfg.W, "coord-recall: written keys (default 32)");
-  f->add_option("--noise", c.task_cfg.noise, "coord-recall: query noise s")->capture_default_str();
-  f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)");
+      ->capture_default_str()->check(real_range(0, 1));
+  f->add_option("--eval-batches", c.eval_batches, "Held-out batches for the accuracy")->capture_default_str()->check(int_range(1, 65536));
+  f->add_option("--P", c.task_cfg.P, "mqar: key-value pairs")->capture_default_str()->check(int_range(1, 65536));
+  f->add_option("--G", c.task_cfg.G, "mqar / coord-recall: distractor segments")->capture_default_str()->check(int_range(0, 65536));
+  f->add_option("--T", c.task_cfg.T, "map-recall: observations")->capture_default_str()->check(int_range(1, 65536));
+  f->add_option("--W", c.task_cfg.W, "coord-recall: written keys (default 32)")->check(int_range(1, 65536));
+  f->add_option("--noise", c.task_cfg.noise, "coord-recall: query noise s")->capture_default_str()->check(real_range(0, 10));
+  f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
   f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
-  f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(kNonNegative);
+  f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(int_range(0, 1000000000));
   f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far");
   f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
                                "size, chosen learning rate and first seed (needs the frontier's learning rates)");
-  f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',');
+  f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',')
+      ->check(int_range(0, 65536));
   return [f, a]() { return *f ? run(*a) : -1; };
 }
 
