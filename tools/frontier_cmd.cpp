@@ -73,8 +73,8 @@ std::string lr_str(double lr) {
   return buf;
 }
 
-// The floats a method carries across segments at `size` (full: the KV cache
-// of the whole input, 2 d T per layer).
+// The floats a cell's method carries across segments (full: the KV cache of
+// the whole input, 2 d T per layer).
 int64_t floats_of(const models::TrainConfig& c) {
   auto task = models::make_task(c.task, c.task_cfg);
   if (c.model.method == "full") return 2 * c.model.dim * task->seq_len() * c.model.layers;
@@ -167,7 +167,9 @@ void report(const FrontierArgs& a, const std::string& root) {
       r.lr = lr;
       for (const json& c : cells) {
         if (c["method"] != method || c["size"] != size.label || c["lr"].get<double>() != lr) continue;
-        r.floats = c["state_floats"].get<int64_t>();
+        models::TrainConfig cfg;
+        models::apply_config_json(cfg, c["config"]);
+        r.floats = floats_of(cfg);
         r.acc.push_back(c["eval_accuracy"].get<double>());
         if (c.contains("eval_accuracy_observed")) r.observed.push_back(c["eval_accuracy_observed"].get<double>());
         const int64_t stop = c["stopped_at"].get<int64_t>();
@@ -265,7 +267,7 @@ void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
       c.resume = true;
       const json j = run_or_reuse(c, method + " " + size + " " + a.vs + "=" + std::to_string(v),
                                   {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
-                                   {"vs", a.vs}, {"value", v}, {"state_floats", floats_of(c)}},
+                                   {"vs", a.vs}, {"value", v}},
                                   tty);
       accs.push_back(j["eval_accuracy"].get<double>());
       s.x.push_back(static_cast<double>(v));
@@ -321,9 +323,7 @@ int run(FrontierArgs& a) {
       const std::string name = cell_name(method, label, lr, seed);
       c.run_dir = root + "/" + name;
       return run_or_reuse(c, method + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
-                          {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed},
-                           {"state_floats", floats_of(c)}},
-                          tty);
+                          {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed}}, tty);
     };
     for (const auto& method : a.methods) {
       const size_t sizes = sizes_of(method).size(), middle = sizes / 2;
