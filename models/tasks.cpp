@@ -54,29 +54,32 @@ std::vector<int64_t> distinct(int64_t n, int64_t k, Generator& gen) {
   return v;
 }
 
-class CoordBinding : public Task {
+// coord-binding and coord-recall: W writes (key in [-1,1]^3, value id), then
+// `distractors` writes marked as such (ids kValues + 1 + value), then
+// `queries` queries (id kValues) of a written key + noise; target: the value
+// of the nearest written key. Distractor ids exist only in the segmented
+// task's vocabulary.
+class CoordTask : public Task {
  public:
-  explicit CoordBinding(const TaskConfig& c) : c_(c) {
-    check<ValueError>(c.W >= 1 && c.queries >= 1 && c.noise >= 0,
-                      "coord-binding: expected W >= 1, queries >= 1 and noise >= 0, but got W ", c.W,
-                      " queries ", c.queries, " noise ", c.noise);
-  }
+  CoordTask(const TaskConfig& c, int64_t distractors, int64_t queries, int64_t segment)
+      : c_(c), distractors_(distractors), queries_(queries), segment_(segment) {}
   int64_t feature_dim() const override { return 3; }
-  int64_t vocab() const override { return kValues + 1; }
+  int64_t vocab() const override { return kValues + 1 + (segment_ > 0 ? kValues : 0); }
   int64_t classes() const override { return kValues; }
-  int64_t seq_len() const override { return c_.W + c_.queries; }
+  int64_t seq_len() const override { return c_.W + distractors_ + queries_; }
+  int64_t segment() const override { return segment_; }
 
   TaskBatch sample(int64_t B, Generator& gen) const override {
-    const int64_t W = c_.W, T = seq_len();
+    const int64_t W = c_.W, T = seq_len(), Q = W + distractors_;
     std::vector<double> keys(B * T * 3);
     std::vector<int64_t> ids(B * T, kValues), targets(B * T, kIgnore);
     for (int64_t b = 0; b < B; ++b) {
       double* k = keys.data() + b * T * 3;
-      for (int64_t i = 0; i < W; ++i) {
+      for (int64_t i = 0; i < Q; ++i) {
         for (int a = 0; a < 3; ++a) k[i * 3 + a] = -1.0 + 2.0 * gen.uniform();
-        ids[b * T + i] = gen.randint(kValues);
+        ids[b * T + i] = gen.randint(kValues) + (i < W ? 0 : kValues + 1);
       }
-      for (int64_t q = W; q < T; ++q) {
+      for (int64_t q = Q; q < T; ++q) {
         noisy_copy(k + gen.randint(W) * 3, c_.noise, gen, k + q * 3);
         targets[b * T + q] = ids[b * T + nearest_key(k, W, k + q * 3)];
       }
@@ -88,6 +91,7 @@ class CoordBinding : public Task {
 
  private:
   TaskConfig c_;
+  int64_t distractors_, queries_, segment_;
 };
 
 class MapBuilding : public Task {
@@ -297,46 +301,14 @@ class MapRecall : public Task {
   TaskConfig c_;
 };
 
-class CoordRecall : public Task {
- public:
-  explicit CoordRecall(const TaskConfig& c) : c_(c) {
-    check<ValueError>(c.W >= kSegment && c.W % kSegment == 0 && c.G >= 0 && c.noise >= 0,
-                      "coord-recall: expected W a positive multiple of ", kSegment,
-                      ", G >= 0 and noise >= 0, but got W ", c.W, " G ", c.G, " noise ", c.noise);
-  }
-  int64_t feature_dim() const override { return 3; }
-  int64_t vocab() const override { return 2 * kValues + 1; }
-  int64_t classes() const override { return kValues; }
-  int64_t seq_len() const override { return c_.W + kSegment * (c_.G + 1); }
-  int64_t segment() const override { return kSegment; }
-
-  TaskBatch sample(int64_t B, Generator& gen) const override {
-    const int64_t W = c_.W, T = seq_len(), Q = T - kSegment;
-    std::vector<double> keys(B * T * 3);
-    std::vector<int64_t> ids(B * T, kValues), targets(B * T, kIgnore);
-    for (int64_t b = 0; b < B; ++b) {
-      double* k = keys.data() + b * T * 3;
-      for (int64_t i = 0; i < Q; ++i) {
-        for (int a = 0; a < 3; ++a) k[i * 3 + a] = -1.0 + 2.0 * gen.uniform();
-        ids[b * T + i] = gen.randint(kValues) + (i < W ? 0 : kValues + 1);
-      }
-      for (int64_t q = Q; q < T; ++q) {
-        noisy_copy(k + gen.randint(W) * 3, c_.noise, gen, k + q * 3);
-        targets[b * T + q] = ids[b * T + nearest_key(k, W, k + q * 3)];
-      }
-    }
-    return {tensor(keys, {B, T, 3}), tensor_int(ids, {B, T}), tensor_int(targets, {B, T}), Tensor()};
-  }
-
-  static constexpr int64_t kValues = 32;
-
- private:
-  TaskConfig c_;
-};
-
 }  // namespace
 
-std::unique_ptr<Task> make_coord_binding(const TaskConfig& c) { return std::make_unique<CoordBinding>(c); }
+std::unique_ptr<Task> make_coord_binding(const TaskConfig& c) {
+  check<ValueError>(c.W >= 1 && c.queries >= 1 && c.noise >= 0,
+                    "coord-binding: expected W >= 1, queries >= 1 and noise >= 0, but got W ", c.W, " queries ",
+                    c.queries, " noise ", c.noise);
+  return std::make_unique<CoordTask>(c, 0, c.queries, 0);
+}
 std::unique_ptr<Task> make_map_building(const TaskConfig& c) { return std::make_unique<MapBuilding>(c); }
 std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden) {
   return std::make_unique<Occlusion>(c, final_hidden);
@@ -344,7 +316,12 @@ std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden) {
 std::unique_ptr<Task> make_no_harm(const TaskConfig& c) { return std::make_unique<NoHarm>(c); }
 std::unique_ptr<Task> make_mqar(const TaskConfig& c) { return std::make_unique<Mqar>(c); }
 std::unique_ptr<Task> make_map_recall(const TaskConfig& c) { return std::make_unique<MapRecall>(c); }
-std::unique_ptr<Task> make_coord_recall(const TaskConfig& c) { return std::make_unique<CoordRecall>(c); }
+std::unique_ptr<Task> make_coord_recall(const TaskConfig& c) {
+  check<ValueError>(c.W >= kSegment && c.W % kSegment == 0 && c.G >= 0 && c.noise >= 0,
+                    "coord-recall: expected W a positive multiple of ", kSegment, ", G >= 0 and noise >= 0, but got W ",
+                    c.W, " G ", c.G, " noise ", c.noise);
+  return std::make_unique<CoordTask>(c, kSegment * c.G, kSegment, kSegment);
+}
 
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
   if (name == "coord-binding") return make_coord_binding(c);
