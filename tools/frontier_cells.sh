@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Keeps the finished cells of `tmem frontier` runs across machines: runs/ is
+# not versioned, so each finished cell's result.json (a few kB: config,
+# accuracies, curve) is saved under docs/frontier/<name>/ and restored from
+# there before `tmem frontier ... --resume`, which then reuses it.
+# Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+if [[ $# -ne 2 || ( "$1" != save && "$1" != restore ) ]]; then
+  echo "usage: $0 save|restore NAME" >&2
+  exit 2
+fi
+name=$2
+runs=runs/$name
+kept=docs/frontier/$name
+
+case $1 in
+  save)
+    [[ -d $runs ]] || { echo "frontier_cells: no $runs to save" >&2; exit 1; }
+    mkdir -p "$kept"
+    n=0
+    for f in "$runs"/*/result.json; do
+      [[ -e $f ]] || continue
+      cell=$(basename "$(dirname "$f")")
+      if ! cmp -s "$f" "$kept/$cell.json"; then
+        cp "$f" "$kept/$cell.json.tmp" && mv "$kept/$cell.json.tmp" "$kept/$cell.json"
+        n=$((n + 1))
+      fi
+    done
+    echo "frontier_cells: saved $n new or changed cells to $kept"
+    ;;
+  restore)
+    [[ -d $kept ]] || { echo "frontier_cells: nothing kept in $kept"; exit 0; }
+    n=0
+    for f in "$kept"/*.json; do
+      [[ -e $f ]] || continue
+      cell=$(basename "$f" .json)
+      if [[ ! -e $runs/$cell/result.json ]]; then
+        mkdir -p "$runs/$cell"
+        cp "$f" "$runs/$cell/result.json"
+        n=$((n + 1))
+      fi
+    done
+    echo "frontier_cells: restored $n cells from $kept to $runs"
+    ;;
+esac
