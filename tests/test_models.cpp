@@ -255,7 +255,7 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
   CHECK_THROWS_AS(mlp_ratio_of("slotz"), ValueError);
 }
 
-TEST_CASE("resolve_task_defaults: d and chunk of DESIGN.md 4 per task, explicit values kept") {
+TEST_CASE("resolve_task_defaults: each task's default d and chunk, explicit values kept") {
   for (auto [task, dim, chunk] : {std::tuple<const char*, int64_t, int64_t>{"coord-binding", 64, 1},
                                   {"no-harm", 64, 1},
                                   {"map-building", 96, 1},

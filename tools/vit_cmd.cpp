@@ -235,7 +235,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
       "(200 warmup steps, cosine), weight decay 0.05, clip 1, window 3, 4 registers, memory C=16 4^3 chunk 16 "
       "gamma_init -2; 0.76M parameters per method. Measured on 2 busy cores: vit ~250, local ~285, registers "
       "~245, spatial ~360 training images/s, so 14-20 minutes per method plus ~15 s of testing.\n"
-      "Defaults (mae): the small preset of DESIGN.md 4 - encoder patch 4, d=192, 4 layers, 3 heads; decoder d=96, "
+      "Defaults (mae): the small preset - encoder patch 4, d=192, 4 layers, 3 heads; decoder d=96, "
       "2 layers, 3 heads - mask 0.75, memory chunk 4 (the 12 visible patches make 3 chunks; 16 would make one, "
       "which reads only the zero state), the other settings as classify; 2.36M parameters per method. Measured on "
       "one thread per method, two side by side on 2 cores: vit 478, local 549, registers 411, spatial 550 "
