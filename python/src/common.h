@@ -1,0 +1,50 @@
+// Shared pieces of the Python module: argument conversions between Python
+// objects and tmem's dtypes, devices and shapes, and the registration
+// functions of each part of the module (one per source file).
+#pragma once
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <nlohmann/json.hpp>
+
+#include "ops/ops.h"
+
+namespace tmem::py_bind {
+
+namespace py = pybind11;
+
+/// A DType from tmem.float32 / float64 / int64, a NumPy dtype (or anything
+/// numpy.dtype accepts, e.g. "float32", numpy.float64). Throws DtypeError for
+/// a dtype tmem does not have.
+DType dtype_from_py(py::handle obj);
+/// The NumPy dtype of a tmem dtype.
+py::dtype numpy_dtype(DType dtype);
+/// A Device from "cpu", "cuda", "cuda:<index>" (or None: the CPU). Throws
+/// ValueError for any other text.
+Device device_from_py(py::handle obj);
+/// A shape from the positional arguments of a factory: zeros(2, 3),
+/// zeros((2, 3)) or zeros([2, 3]).
+Shape shape_from_args(const py::args& args);
+/// An optional tensor argument: None gives an undefined Tensor.
+Tensor optional_tensor(const py::object& obj);
+/// An undefined tensor as None, any other as the Python Tensor.
+py::object tensor_or_none(const Tensor& t);
+/// A tensor from a NumPy array, sharing its memory when the array is a
+/// writeable, aligned float32/float64/int64 array with non-negative strides
+/// (else a copy, int/bool arrays as int64 and float16 as float32).
+Tensor from_numpy(const py::array& array);
+
+/// A Python object (dict, list, number, string) as JSON, through Python's
+/// json module.
+nlohmann::json json_of(py::handle obj);
+/// JSON as the Python object json.loads gives.
+py::object py_of(const nlohmann::json& j);
+
+void bind_tensor(py::module_& m);
+void bind_ops(py::module_& m);
+void bind_nn(py::module_& m);
+void bind_io(py::module_& m);
+void bind_models(py::module_& m);
+
+}  // namespace tmem::py_bind

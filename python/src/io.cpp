@@ -1,0 +1,95 @@
+// Files: safetensors checkpoints and the JSON gradient dumps (writer, reader,
+// summaries and diffs). JSON crosses the boundary as text through Python's
+// json module, so dump steps arrive as plain dicts.
+#include "common.h"
+#include "core/json_dump.h"
+#include "core/safetensors.h"
+
+namespace tmem::py_bind {
+
+namespace {
+
+std::vector<nlohmann::json> steps_from_py(const py::iterable& steps) {
+  std::vector<nlohmann::json> out;
+  for (auto s : steps) out.push_back(json_of(s));
+  return out;
+}
+
+/// (name, tensor) pairs from a dict or an iterable of pairs.
+std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tensors) {
+  if (py::isinstance<py::dict>(tensors)) {
+    std::vector<std::pair<std::string, Tensor>> out;
+    for (auto [k, v] : tensors.cast<py::dict>()) out.emplace_back(k.cast<std::string>(), v.cast<Tensor>());
+    return out;
+  }
+  return tensors.cast<std::vector<std::pair<std::string, Tensor>>>();
+}
+
+}  // namespace
+
+void bind_io(py::module_& m) {
+  m.def("save_safetensors", [](const std::string& path, const std::map<std::string, Tensor>& tensors,
+                               const StringMap& metadata) {
+          py::gil_scoped_release release;
+          save_safetensors(path, tensors, metadata);
+        }, py::arg("path"), py::arg("tensors"), py::arg("metadata") = StringMap{},
+        "Writes tensors (a dict, e.g. module.state_dict()) and string metadata to a safetensors file, atomically.");
+  m.def("load_safetensors", [](const std::string& path, bool metadata) -> py::object {
+          SafetensorsFile f;
+          {
+            py::gil_scoped_release release;
+            f = load_safetensors(path);
+          }
+          if (metadata) return py::make_tuple(f.tensors, f.metadata);
+          return py::cast(f.tensors);
+        }, py::arg("path"), py::kw_only(), py::arg("metadata") = false,
+        "Reads a safetensors file: a dict of tensors, or (tensors, metadata) with metadata=True.");
+
+  py::class_<GradDumpWriter>(m, "GradDumpWriter", "Writes a JSON gradient dump, one step object a line.")
+      .def(py::init<const std::string&, int64_t>(), py::arg("path"), py::arg("first_step") = 0,
+           "Opens path for a run whose next step is first_step: 0 truncates the file; a resumed run keeps the "
+           "steps before first_step.")
+      .def("write_step", [](GradDumpWriter& w, int64_t step, double loss, const py::object& tensors, bool values,
+                            const py::object& extra) {
+             const auto named = named_tensors(tensors);
+             const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra);
+             py::gil_scoped_release release;
+             w.write_step(step, loss, named, values, x);
+           }, py::arg("step"), py::arg("loss"), py::arg("tensors"), py::arg("values") = false,
+           py::arg("extra") = py::none(),
+           "Writes one step: summaries (norm, mean, std, min, max, NaN/Inf counts) of the named tensors, "
+           "every element with values=True, and the keys of extra.");
+  m.def("read_grad_dump", [](const std::string& path) {
+          py::list out;
+          for (const auto& j : read_grad_dump(path)) out.append(py_of(j));
+          return out;
+        }, py::arg("path"), "Every step object of a dump file, as dicts (NaN/Inf as the strings \"NaN\", ...).");
+  m.def("tensor_summary", [](const std::string& name, const Tensor& t, bool values) {
+          return py_of(tensor_summary(name, t, values));
+        }, py::arg("name"), py::arg("tensor"), py::arg("values") = false, "One tensor's dump summary, as a dict.");
+
+  py::class_<GradSeries>(m, "GradSeries", "One tensor's gradient norms over the dumped steps.")
+      .def_readonly("name", &GradSeries::name)
+      .def_readonly("steps", &GradSeries::steps)
+      .def_readonly("norms", &GradSeries::norms)
+      .def_readonly("nan", &GradSeries::nan)
+      .def_readonly("inf", &GradSeries::inf)
+      .def_readonly("vanishing", &GradSeries::vanishing);
+  m.def("summarize_grad_dump", [](const py::iterable& steps, double vanish_threshold) {
+          return summarize_grad_dump(steps_from_py(steps), vanish_threshold);
+        }, py::arg("steps"), py::arg("vanish_threshold") = 1e-10,
+        "Per-tensor norm series of the steps of read_grad_dump.");
+  py::class_<DumpDifference>(m, "DumpDifference", "One difference between two dumps.")
+      .def_readonly("step", &DumpDifference::step)
+      .def_readonly("name", &DumpDifference::name)
+      .def_readonly("field", &DumpDifference::field)
+      .def_readonly("a", &DumpDifference::a)
+      .def_readonly("b", &DumpDifference::b)
+      .def_readonly("rel", &DumpDifference::rel);
+  m.def("diff_grad_dumps", [](const py::iterable& a, const py::iterable& b, size_t top) {
+          return diff_grad_dumps(steps_from_py(a), steps_from_py(b), top);
+        }, py::arg("a"), py::arg("b"), py::arg("top") = 10,
+        "The top largest relative differences between two dumps' steps.");
+}
+
+}  // namespace tmem::py_bind

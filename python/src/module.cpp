@@ -1,0 +1,144 @@
+// The extension module tmem._tmem: tmem's exceptions as Python exceptions,
+// dtypes, the conversions of common.h, and the parts bound in the other files.
+#include <string>
+
+#include <omp.h>
+
+#include "common.h"
+
+namespace tmem::py_bind {
+
+namespace {
+
+/// The Python exception types of tmem's errors, made once at import.
+struct ExceptionTypes {
+  PyObject* base = nullptr;
+  PyObject* shape = nullptr;
+  PyObject* dtype = nullptr;
+  PyObject* device = nullptr;
+  PyObject* index = nullptr;
+  PyObject* value = nullptr;
+  PyObject* io = nullptr;
+};
+ExceptionTypes g_exc;
+
+/// A new exception class tmem.<name> deriving from tmem.Error and `builtin`,
+/// added to module m.
+PyObject* make_exception(py::module_& m, const char* name, PyObject* builtin, const char* doc) {
+  const std::string qualified = std::string("tmem.") + name;
+  py::tuple bases = builtin ? py::make_tuple(py::handle(g_exc.base), py::handle(builtin))
+                            : py::make_tuple(py::handle(PyExc_Exception));
+  PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
+  if (!type) throw py::error_already_set();
+  m.add_object(name, py::handle(type));
+  return type;
+}
+
+void bind_exceptions(py::module_& m) {
+  g_exc.base = make_exception(m, "Error", nullptr, "Base of every tmem error.");
+  g_exc.shape = make_exception(m, "ShapeError", PyExc_ValueError, "Incompatible shapes or ranks.");
+  g_exc.dtype = make_exception(m, "DtypeError", PyExc_TypeError, "Unsupported or mismatched dtypes.");
+  g_exc.device = make_exception(m, "DeviceError", PyExc_RuntimeError,
+                                "Tensors on the wrong or on different devices, or a device failure.");
+  g_exc.index = make_exception(m, "IndexError", PyExc_IndexError, "An index out of range.");
+  g_exc.value = make_exception(m, "ValueError", PyExc_ValueError,
+                               "A bad value: an option, a non-finite number, misuse of autograd.");
+  g_exc.io = make_exception(m, "IOError", PyExc_OSError, "A file that cannot be read or written, or a malformed file.");
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const ShapeError& e) {
+      PyErr_SetString(g_exc.shape, e.what());
+    } catch (const DtypeError& e) {
+      PyErr_SetString(g_exc.dtype, e.what());
+    } catch (const DeviceError& e) {
+      PyErr_SetString(g_exc.device, e.what());
+    } catch (const IndexError& e) {
+      PyErr_SetString(g_exc.index, e.what());
+    } catch (const ValueError& e) {
+      PyErr_SetString(g_exc.value, e.what());
+    } catch (const IOError& e) {
+      PyErr_SetString(g_exc.io, e.what());
+    } catch (const Error& e) {
+      PyErr_SetString(g_exc.base, e.what());
+    }
+  });
+}
+
+}  // namespace
+
+DType dtype_from_py(py::handle obj) {
+  if (py::isinstance<DType>(obj)) return obj.cast<DType>();
+  const py::dtype dt = py::dtype::from_args(py::reinterpret_borrow<py::object>(obj));
+  if (dt.is(py::dtype::of<float>())) return DType::Float32;
+  if (dt.is(py::dtype::of<double>())) return DType::Float64;
+  if (dt.is(py::dtype::of<int64_t>())) return DType::Int64;
+  const auto name = py::str(py::handle(dt)).cast<std::string>();
+  if (name == "float32") return DType::Float32;
+  if (name == "float64") return DType::Float64;
+  if (name == "int64") return DType::Int64;
+  throw DtypeError("tmem has the dtypes float32, float64 and int64, but got " + name);
+}
+
+py::dtype numpy_dtype(DType dtype) {
+  switch (dtype) {
+    case DType::Float32: return py::dtype::of<float>();
+    case DType::Float64: return py::dtype::of<double>();
+    case DType::Int64: return py::dtype::of<int64_t>();
+  }
+  throw DtypeError("unknown dtype");
+}
+
+Device device_from_py(py::handle obj) {
+  if (obj.is_none()) return Device::cpu();
+  const auto s = py::str(obj).cast<std::string>();
+  if (s == "cpu") return Device::cpu();
+  if (s == "cuda") return Device::cuda(0);
+  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
+      s.find_first_not_of("0123456789", 5) == std::string::npos)
+    return Device::cuda(std::stoi(s.substr(5)));
+  throw ValueError("expected a device \"cpu\", \"cuda\" or \"cuda:<index>\", but got \"" + printable(s) + "\"");
+}
+
+Shape shape_from_args(const py::args& args) {
+  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
+  return args.cast<Shape>();
+}
+
+Tensor optional_tensor(const py::object& obj) { return obj.is_none() ? Tensor() : obj.cast<Tensor>(); }
+
+py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
+
+nlohmann::json json_of(py::handle obj) {
+  return nlohmann::json::parse(py::module_::import("json").attr("dumps")(obj).cast<std::string>());
+}
+
+py::object py_of(const nlohmann::json& j) { return py::module_::import("json").attr("loads")(j.dump()); }
+
+}  // namespace tmem::py_bind
+
+PYBIND11_MODULE(_tmem, m) {
+  using namespace tmem::py_bind;
+  m.doc() = "tmem: tape autograd, the op library, nn modules (incl. TensorMemory) and optimizers";
+  bind_exceptions(m);
+  py::enum_<tmem::DType>(m, "dtype", "Element type of a tensor: float32, float64 or int64.")
+      .value("float32", tmem::DType::Float32)
+      .value("float64", tmem::DType::Float64)
+      .value("int64", tmem::DType::Int64);
+  m.attr("float32") = tmem::DType::Float32;
+  m.attr("float64") = tmem::DType::Float64;
+  m.attr("int64") = tmem::DType::Int64;
+  m.attr("float") = tmem::DType::Float32;
+  m.attr("double") = tmem::DType::Float64;
+  m.attr("long") = tmem::DType::Int64;
+  m.def("set_num_threads", [](int n) {
+          tmem::check<tmem::ValueError>(n >= 1, "set_num_threads: expected n >= 1, but got ", n);
+          omp_set_num_threads(n);
+        }, py::arg("n"), "The OpenMP threads of later ops (as `tmem train --threads n`).");
+  m.def("get_num_threads", [] { return omp_get_max_threads(); }, "The OpenMP threads ops use.");
+  bind_tensor(m);
+  bind_ops(m);
+  bind_nn(m);
+  bind_io(m);
+  bind_models(m);
+}

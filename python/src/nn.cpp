@@ -1,0 +1,248 @@
+// tmem.nn (Module, subclassable from Python; the built-in layers including
+// TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
+// warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
+#include "common.h"
+#include "nn/layers.h"
+#include "nn/linear.h"
+#include "nn/module.h"
+#include "nn/optim.h"
+#include "nn/tensor_memory.h"
+
+namespace tmem::py_bind {
+
+namespace {
+
+using release_gil = py::call_guard<py::gil_scoped_release>;
+using nn::Module;
+
+/// Module's protected registration functions, reachable from the bindings
+/// for any Module (their member pointers are Module's own).
+struct ModuleAccess : Module {
+  static Tensor add_parameter(Module& m, const std::string& name, const Tensor& t) {
+    return (m.*&ModuleAccess::register_parameter)(name, t);
+  }
+  static Tensor add_buffer(Module& m, const std::string& name, const Tensor& t) {
+    return (m.*&ModuleAccess::register_buffer)(name, t);
+  }
+  static void add_module(Module& m, const std::string& name, std::shared_ptr<Module> child) {
+    using Register = std::shared_ptr<Module> (Module::*)(const std::string&, std::shared_ptr<Module>);
+    const Register reg = &ModuleAccess::register_module<Module>;
+    (m.*reg)(name, std::move(child));
+  }
+};
+
+/// The tensors of a Python iterable (a list, a generator of parameters).
+std::vector<Tensor> tensor_list(const py::iterable& params) {
+  std::vector<Tensor> out;
+  for (auto p : params) out.push_back(p.cast<Tensor>());
+  return out;
+}
+
+/// The Generator argument of a layer: the given one, or the default one.
+Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
+
+}  // namespace
+
+void bind_nn(py::module_& m) {
+  py::module_ nnm = m.def_submodule("nn", "Modules, layers and gradient clipping.");
+  py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
+
+  py::class_<Module, std::shared_ptr<Module>>(nnm, "Module", py::dynamic_attr(),
+      "Base of every layer. Subclass it in Python: call super().__init__(), assign modules and tensors that "
+      "require grad as attributes (they are registered), define forward.")
+      .def(py::init<>())
+      .def("register_parameter", &ModuleAccess::add_parameter, py::arg("name"), py::arg("tensor"),
+           "Registers a parameter (marked requires_grad) and returns it.")
+      .def("register_buffer", &ModuleAccess::add_buffer, py::arg("name"), py::arg("tensor"),
+           "Registers a buffer: saved in state_dict, not trained.")
+      .def("register_module", &ModuleAccess::add_module, py::arg("name"), py::arg("module"),
+           "Registers a child module.")
+      .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
+      .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
+      .def("state_dict", &Module::state_dict, "Parameters and buffers by dotted name.")
+      .def("load_state_dict", &Module::load_state_dict, py::arg("state_dict"), py::arg("strict") = true,
+           "Copies values into the parameters and buffers (strict: the keys must match both ways).")
+      .def("train", [](Module& mod, bool mode) -> Module& {
+             mod.train(mode);
+             return mod;
+           }, py::arg("mode") = true, "Training mode for this module and its children; returns it.")
+      .def("eval", [](Module& mod) -> Module& {
+             mod.eval();
+             return mod;
+           }, "Evaluation mode (dropout off); returns the module.")
+      .def_property_readonly("training", &Module::is_training, "Whether the module is in training mode.")
+      .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")
+      .def("num_parameters", &Module::num_parameters, "The number of parameter elements.")
+      .def("to", [](Module& mod, const py::object& device) -> Module& {
+             return mod.to(device_from_py(device));
+           }, py::arg("device"), "Moves parameters, gradients and buffers to a device in place; returns the module.")
+      .def("__call__", [](py::object self, py::args args, py::kwargs kwargs) {
+             return self.attr("forward")(*args, **kwargs);
+           }, "Runs forward.");
+
+  py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>>(nnm, "Linear", "y = x @ weight^T + bias.")
+      .def(py::init([](int64_t in, int64_t out, bool bias, Generator* g) {
+             return std::make_shared<nn::Linear>(in, out, bias, gen_arg(g));
+           }), py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
+           py::arg("generator") = nullptr)
+      .def("forward", &nn::Linear::forward, py::arg("input"), release_gil())
+      .def_readonly("in_features", &nn::Linear::in_features)
+      .def_readonly("out_features", &nn::Linear::out_features)
+      .def_readonly("weight", &nn::Linear::weight)
+      .def_property_readonly("bias", [](const nn::Linear& l) { return tensor_or_none(l.bias); });
+
+  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(nnm, "Embedding", "A lookup table weight[V, C].")
+      .def(py::init([](int64_t num, int64_t dim, Generator* g) {
+             return std::make_shared<nn::Embedding>(num, dim, gen_arg(g));
+           }), py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("generator") = nullptr)
+      .def("forward", &nn::Embedding::forward, py::arg("input"), release_gil())
+      .def_readonly("weight", &nn::Embedding::weight);
+
+  py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>>(nnm, "LayerNorm",
+                                                                    "Layer normalisation over the last dim.")
+      .def(py::init([](const py::object& shape, double eps) {
+             const int64_t dim = py::isinstance<py::int_>(shape) ? shape.cast<int64_t>() : [&] {
+               const auto s = shape.cast<Shape>();
+               check<ShapeError>(s.size() == 1, "LayerNorm: tmem normalises over the last dim only, but got "
+                                 "normalized_shape ", shape_str(s));
+               return s[0];
+             }();
+             return std::make_shared<nn::LayerNorm>(dim, eps);
+           }), py::arg("normalized_shape"), py::arg("eps") = 1e-5)
+      .def("forward", &nn::LayerNorm::forward, py::arg("input"), release_gil())
+      .def_readonly("weight", &nn::LayerNorm::weight)
+      .def_readonly("bias", &nn::LayerNorm::bias)
+      .def_readonly("eps", &nn::LayerNorm::eps);
+
+  py::class_<nn::Dropout, Module, std::shared_ptr<nn::Dropout>>(nnm, "Dropout", "Inverted dropout in training mode.")
+      .def(py::init([](double p, Generator* g) { return std::make_shared<nn::Dropout>(p, gen_arg(g)); }),
+           py::arg("p") = 0.5, py::kw_only(), py::arg("generator") = nullptr, py::keep_alive<1, 3>())
+      .def("forward", &nn::Dropout::forward, py::arg("input"))
+      .def_readonly("p", &nn::Dropout::p);
+
+  py::class_<nn::MultiheadAttention, Module, std::shared_ptr<nn::MultiheadAttention>>(nnm, "MultiheadAttention",
+      "Multi-head self-attention over x [B, T, C] (one qkv Linear, one output Linear).")
+      .def(py::init([](int64_t dim, int64_t heads, double dropout, int64_t window, bool linear, int64_t rel_distances,
+                       Generator* g) {
+             nn::AttentionOptions opt;
+             opt.window = window;
+             opt.linear = linear;
+             opt.rel_distances = rel_distances;
+             return std::make_shared<nn::MultiheadAttention>(dim, heads, dropout, gen_arg(g), opt);
+           }), py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::kw_only(),
+           py::arg("window") = 0, py::arg("linear") = false, py::arg("rel_distances") = 0,
+           py::arg("generator") = nullptr, py::keep_alive<1, 8>())
+      .def("forward", [](const nn::MultiheadAttention& mha, const Tensor& x, bool causal, const py::object& kpm,
+                         const py::object& context, const py::object& attn_mask) {
+             const Tensor k = optional_tensor(kpm), c = optional_tensor(context), am = optional_tensor(attn_mask);
+             py::gil_scoped_release release;
+             return mha.forward(x, causal, k, c, am);
+           }, py::arg("x"), py::arg("causal") = true, py::arg("key_padding_mask") = py::none(),
+           py::arg("context") = py::none(), py::arg("attn_mask") = py::none(),
+           "x [B, T, C] -> [B, T, C]; causal, key_padding_mask [B, T] (non-zero = padding), context [B, P, C] "
+           "(earlier tokens), additive attn_mask.")
+      .def_readonly("embed_dim", &nn::MultiheadAttention::dim)
+      .def_readonly("num_heads", &nn::MultiheadAttention::heads)
+      .def_readonly("qkv", &nn::MultiheadAttention::qkv)
+      .def_readonly("out_proj", &nn::MultiheadAttention::out);
+
+  py::class_<nn::MLP, Module, std::shared_ptr<nn::MLP>>(nnm, "MLP", "C -> hidden -> C with GELU.")
+      .def(py::init([](int64_t dim, int64_t hidden, Generator* g) {
+             return std::make_shared<nn::MLP>(dim, hidden, gen_arg(g));
+           }), py::arg("dim"), py::arg("hidden"), py::kw_only(), py::arg("generator") = nullptr)
+      .def("forward", &nn::MLP::forward, py::arg("input"), release_gil())
+      .def_readonly("fc1", &nn::MLP::fc1)
+      .def_readonly("fc2", &nn::MLP::fc2);
+
+  py::class_<ConvLSTM3DState>(nnm, "TensorMemoryState",
+      "The recurrent state (h, c) of a TensorMemory or ConvLSTM3D, each [B, Cm, D, H, W].")
+      .def(py::init([](const Tensor& h, const Tensor& c) { return ConvLSTM3DState{h, c}; }), py::arg("h"), py::arg("c"))
+      // By value: a handle read before a forward keeps the old state.
+      .def_property("h", [](const ConvLSTM3DState& s) { return s.h; },
+                    [](ConvLSTM3DState& s, const Tensor& t) { s.h = t; }, "The hidden state [B, Cm, D, H, W].")
+      .def_property("c", [](const ConvLSTM3DState& s) { return s.c; },
+                    [](ConvLSTM3DState& s, const Tensor& t) { s.c = t; }, "The cell state [B, Cm, D, H, W].")
+      .def("detach", [](const ConvLSTM3DState& s) { return ConvLSTM3DState{s.h.detach(), s.c.detach()}; },
+           "The same state without autograd history (truncated backpropagation).")
+      .def("__iter__", [](const ConvLSTM3DState& s) { return py::iter(py::make_tuple(s.h, s.c)); });
+
+  py::class_<nn::ConvLSTM3D, Module, std::shared_ptr<nn::ConvLSTM3D>>(nnm, "ConvLSTM3D",
+      "The ConvLSTM3D update as a module (factorised depthwise taps and a pointwise conv).")
+      .def(py::init([](int64_t in, int64_t ch, bool factorized, Generator* g) {
+             return std::make_shared<nn::ConvLSTM3D>(in, ch, factorized, gen_arg(g));
+           }), py::arg("in_channels"), py::arg("channels"), py::arg("factorized") = true, py::kw_only(),
+           py::arg("generator") = nullptr)
+      .def("forward", &nn::ConvLSTM3D::forward, py::arg("x"), py::arg("state"), release_gil(),
+           "One step: x [B, Cx, D, H, W] and a state -> the new state.");
+
+  py::class_<nn::TensorMemory, Module, std::shared_ptr<nn::TensorMemory>>(nnm, "TensorMemory",
+      "Tensor Memory (Swain et al. 2026): a fixed-size 3-D recurrent state read by trilinear sampling and "
+      "written with Gaussian splats, updated by a ConvLSTM3D once per chunk of tokens.")
+      .def(py::init([](int64_t dim, int64_t channels, int64_t D, int64_t H, int64_t W, int64_t chunk,
+                       double sigma_scale, double gamma_init, double dropout, bool shared_coords, bool hard_write,
+                       bool factorized, Generator* g) {
+             nn::TensorMemoryOptions o;
+             o.channels = channels;
+             o.D = D;
+             o.H = H;
+             o.W = W;
+             o.chunk = chunk;
+             o.sigma_scale = sigma_scale;
+             o.gamma_init = gamma_init;
+             o.dropout = dropout;
+             o.shared_coords = shared_coords;
+             o.hard_write = hard_write;
+             o.factorized = factorized;
+             return std::make_shared<nn::TensorMemory>(dim, o, gen_arg(g));
+           }), py::arg("dim"), py::kw_only(), py::arg("channels") = 16, py::arg("D") = 6, py::arg("H") = 6,
+           py::arg("W") = 6, py::arg("chunk") = 1, py::arg("sigma_scale") = 0.25, py::arg("gamma_init") = 0.0,
+           py::arg("dropout") = 0.0, py::arg("shared_coords") = true, py::arg("hard_write") = false,
+           py::arg("factorized") = true, py::arg("generator") = nullptr, py::keep_alive<1, 14>())
+      .def("initial_state", &nn::TensorMemory::initial_state, py::arg("batch_size"),
+           "The zero state for a batch, on the layer's device.")
+      .def("forward", &nn::TensorMemory::forward, py::arg("x"), py::arg("state"), release_gil(),
+           "x [B, N, C] -> the gated read [B, N, C]; advances `state` in place by ceil(N / chunk) steps.")
+      .def_readonly("dim", &nn::TensorMemory::dim)
+      .def_readonly("gamma", &nn::TensorMemory::gamma)
+      .def_readonly("cell", &nn::TensorMemory::cell)
+      .def_property_readonly("last_mu_read", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_mu_read); },
+                             "Read coordinates [B, nchunks, 3] of the last forward (detached).")
+      .def_property_readonly("last_mu_write", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_mu_write); },
+                             "Write coordinates [B, nchunks, 3] of the last forward (detached).")
+      .def_property_readonly("last_sigma", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_sigma); },
+                             "Write widths [B, nchunks, 1] of the last forward (detached).");
+
+  nnm.def("clip_grad_norm_", [](const py::iterable& params, double max_norm) {
+            const auto ps = tensor_list(params);
+            py::gil_scoped_release release;
+            return nn::clip_grad_norm_(ps, max_norm);
+          }, py::arg("parameters"), py::arg("max_norm"),
+          "Scales the gradients to a joint L2 norm of at most max_norm; returns the norm before clipping.");
+
+  py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay (torch.optim.SGD).")
+      .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
+             return nn::SGD(tensor_list(params), lr, momentum, weight_decay);
+           }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0)
+      .def("step", &nn::SGD::step, release_gil(), "One update from the parameters' gradients.")
+      .def("zero_grad", &nn::SGD::zero_grad, "Clears the parameters' gradients.")
+      .def_readwrite("lr", &nn::SGD::lr);
+
+  py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
+      .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
+                       double weight_decay) {
+             return nn::AdamW(tensor_list(params), lr, betas.first, betas.second, eps, weight_decay);
+           }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01)
+      .def("step", &nn::AdamW::step, release_gil(), "One update from the parameters' gradients.")
+      .def("zero_grad", &nn::AdamW::zero_grad, "Clears the parameters' gradients.")
+      .def_readwrite("lr", &nn::AdamW::lr)
+      .def_property_readonly("steps", &nn::AdamW::steps, "The number of steps taken.")
+      .def("state_dict", &nn::AdamW::state_dict, "Moments and step count, for checkpoints.")
+      .def("load_state_dict", &nn::AdamW::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");
+
+  optim.def("warmup_cosine_lr", &nn::warmup_cosine_lr, py::arg("step"), py::arg("warmup"), py::arg("total"),
+            py::arg("base_lr"), py::arg("min_lr") = 0.0,
+            "Linear warmup then cosine decay to min_lr at step total.");
+}
+
+}  // namespace tmem::py_bind

@@ -1,0 +1,293 @@
+// The op library under tmem.* with PyTorch's names and argument orders, and
+// the same ops as Tensor methods. Ops with a real amount of work release the
+// GIL while they run.
+#include <cmath>
+#include <limits>
+#include <optional>
+
+#include "common.h"
+
+namespace tmem::py_bind {
+
+namespace {
+
+using release_gil = py::call_guard<py::gil_scoped_release>;
+
+/// A dim argument of a reduction: None (every dim), an int or a sequence.
+std::vector<int64_t> dims_from_py(const py::object& dim) {
+  if (dim.is_none()) return {};
+  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
+  return dim.cast<std::vector<int64_t>>();
+}
+
+/// The (values, indices) pair of max/min along a dim, as tmem.return_types.
+py::object values_indices(const ValuesIndices& r) {
+  return py::module_::import("tmem._tmem").attr("ValuesIndices")(r.values, r.indices);
+}
+
+/// A per-axis triple from an int or a 3-sequence.
+std::array<int64_t, 3> triple(const py::object& v) {
+  if (py::isinstance<py::int_>(v)) {
+    const auto i = v.cast<int64_t>();
+    return {i, i, i};
+  }
+  return v.cast<std::array<int64_t, 3>>();
+}
+
+GridSampleMode grid_mode(const std::string& s) {
+  if (s == "bilinear") return GridSampleMode::Bilinear;
+  if (s == "nearest") return GridSampleMode::Nearest;
+  throw ValueError("grid_sample: mode must be \"bilinear\" or \"nearest\", but got \"" + printable(s) + "\"");
+}
+
+GridSamplePadding grid_padding(const std::string& s) {
+  if (s == "zeros") return GridSamplePadding::Zeros;
+  if (s == "border") return GridSamplePadding::Border;
+  if (s == "reflection") return GridSamplePadding::Reflection;
+  throw ValueError("grid_sample: padding_mode must be \"zeros\", \"border\" or \"reflection\", but got \"" +
+                   printable(s) + "\"");
+}
+
+/// The 1-D binary ops taking a tensor or a number as the second operand.
+Tensor binary(const Tensor& a, const py::object& b, Tensor (*tt)(const Tensor&, const Tensor&),
+              const std::function<Tensor(const Tensor&, double)>& ts) {
+  if (py::isinstance<Tensor>(b)) return tt(a, b.cast<Tensor>());
+  return ts(a, b.cast<double>());
+}
+
+/// Binds a function both as tmem.<name>(input, ...) and as the method
+/// Tensor.<name>(...), input being the tensor itself.
+template <class F, class... Extra>
+void both(py::module_& m, py::class_<Tensor>& cls, const char* name, F f, const py::arg& input,
+          const Extra&... extra) {
+  m.def(name, f, input, extra...);
+  cls.def(name, f, extra...);
+}
+
+}  // namespace
+
+void bind_ops(py::module_& m) {
+  auto cls = py::reinterpret_borrow<py::class_<Tensor>>(m.attr("Tensor"));
+  const auto a = py::arg("input");
+
+  // ---- elementwise ----
+  both(m, cls, "add", [](const Tensor& x, const py::object& y) {
+         return binary(x, y, &add, [](const Tensor& t, double s) { return add(t, s); });
+       }, a, py::arg("other"), "input + other (broadcast; other may be a number).");
+  both(m, cls, "sub", [](const Tensor& x, const py::object& y) {
+         return binary(x, y, &sub, [](const Tensor& t, double s) { return add(t, -s); });
+       }, a, py::arg("other"), "input - other (broadcast).");
+  both(m, cls, "mul", [](const Tensor& x, const py::object& y) {
+         return binary(x, y, &mul, [](const Tensor& t, double s) { return mul(t, s); });
+       }, a, py::arg("other"), "input * other (broadcast).");
+  both(m, cls, "div", [](const Tensor& x, const py::object& y) {
+         return binary(x, y, &div, [](const Tensor& t, double s) { return mul(t, 1.0 / s); });
+       }, a, py::arg("other"), "input / other (broadcast, IEEE division).");
+  both(m, cls, "pow", [](const Tensor& x, const py::object& y) {
+         return binary(x, y, &pow, [](const Tensor& t, double s) { return pow(t, s); });
+       }, a, py::arg("exponent"), "input ** exponent (broadcast).");
+  const auto unary = [&](const char* name, Tensor (*f)(const Tensor&), const char* doc) {
+    both(m, cls, name, f, py::arg("input"), doc);
+  };
+  unary("neg", &neg, "-input.");
+  unary("exp", &exp, "e ** input.");
+  unary("log", &log, "Natural log (log(0) = -inf).");
+  unary("sqrt", &sqrt, "Square root.");
+  unary("rsqrt", &rsqrt, "1 / sqrt(input).");
+  unary("reciprocal", &reciprocal, "1 / input.");
+  unary("abs", &abs, "|input| (gradient 0 at 0).");
+  unary("relu", &relu, "max(input, 0).");
+  unary("silu", &silu, "input * sigmoid(input).");
+  unary("sigmoid", &sigmoid, "1 / (1 + exp(-input)).");
+  unary("tanh", &tanh, "Hyperbolic tangent.");
+  unary("softplus", &softplus, "log(1 + exp(input)), linear above 20.");
+  both(m, cls, "gelu", [](const Tensor& x, const std::string& approximate) {
+         check<ValueError>(approximate == "none" || approximate == "tanh",
+                           "gelu: approximate must be \"none\" or \"tanh\", but got \"", printable(approximate), "\"");
+         return gelu(x, approximate == "tanh");
+       }, a, py::arg("approximate") = "none", "GELU: x Phi(x) (erf), or the tanh form with approximate=\"tanh\".");
+  both(m, cls, "clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+         const double inf = std::numeric_limits<double>::infinity();
+         return clamp(x, lo.value_or(-inf), hi.value_or(inf));
+       }, a, py::arg("min") = py::none(), py::arg("max") = py::none(), "min(max(input, min), max).");
+  m.def("where", &where, py::arg("condition"), a, py::arg("other"),
+        "input where condition is non-zero, else other (broadcast).");
+  both(m, cls, "masked_fill", &masked_fill, a, py::arg("mask"), py::arg("value"),
+       "input with value wherever mask (broadcast) is non-zero.");
+
+  // ---- reductions ----
+  both(m, cls, "sum", [](const Tensor& x, const py::object& dim, bool keepdim) {
+         return sum(x, dims_from_py(dim), keepdim);
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Sum over dims (all when None).");
+  both(m, cls, "mean", [](const Tensor& x, const py::object& dim, bool keepdim) {
+         return mean(x, dims_from_py(dim), keepdim);
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Mean over dims (all when None).");
+  both(m, cls, "var", [](const Tensor& x, const py::object& dim, int64_t correction, bool keepdim) {
+         return var(x, dims_from_py(dim), correction, keepdim);
+       }, a, py::arg("dim") = py::none(), py::kw_only(), py::arg("correction") = 1, py::arg("keepdim") = false,
+       "Variance over dims with Bessel's correction (1: unbiased).");
+  m.attr("ValuesIndices") = py::module_::import("collections").attr("namedtuple")("ValuesIndices", "values indices");
+  both(m, cls, "max", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
+         if (!dim) return py::cast(max(x));
+         return values_indices(max(x, *dim, keepdim));
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+       "The maximum (0-d), or (values, indices) along dim.");
+  both(m, cls, "min", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
+         if (!dim) return py::cast(min(x));
+         return values_indices(min(x, *dim, keepdim));
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+       "The minimum (0-d), or (values, indices) along dim.");
+
+  // ---- linear algebra ----
+  both(m, cls, "matmul", &matmul, a, py::arg("other"), release_gil(),
+       "Matrix product with broadcast batch dims (torch.matmul).");
+  both(m, cls, "bmm", &bmm, a, py::arg("mat2"), release_gil(), "Batched [B,M,K] @ [B,K,N].");
+
+  // ---- shapes ----
+  const auto shape_arg = [](const py::args& args) { return shape_from_args(args); };
+  m.def("reshape", &reshape, a, py::arg("shape"), "input with a new shape (a view when possible; -1 inferred).");
+  cls.def("reshape", [shape_arg](const Tensor& x, const py::args& s) { return reshape(x, shape_arg(s)); },
+          "This tensor with a new shape (a view when possible; -1 inferred).");
+  cls.def("view", [shape_arg](const Tensor& x, const py::args& s) { return view(x, shape_arg(s)); },
+          "A view with a new shape (ShapeError when the strides allow none).");
+  m.def("permute", &permute, a, py::arg("dims"), "input with its dims reordered (a view).");
+  cls.def("permute", [shape_arg](const Tensor& x, const py::args& d) { return permute(x, shape_arg(d)); },
+          "This tensor with its dims reordered (a view).");
+  both(m, cls, "transpose", &transpose, a, py::arg("dim0"), py::arg("dim1"), "Swaps two dims (a view).");
+  cls.def_property_readonly("T", [](const Tensor& x) {
+    std::vector<int64_t> d(x.dim());
+    for (int64_t i = 0; i < x.dim(); ++i) d[i] = x.dim() - 1 - i;
+    return permute(x, d);
+  }, "The dims reversed (a view).");
+  m.def("expand", &expand, a, py::arg("size"), "Broadcasts size-1 dims to size (a view).");
+  cls.def("expand", [shape_arg](const Tensor& x, const py::args& s) { return expand(x, shape_arg(s)); },
+          "Broadcasts size-1 dims (a view; -1 keeps a dim).");
+  both(m, cls, "squeeze", &squeeze, a, py::arg("dim"), "Removes a size-1 dim (a view).");
+  both(m, cls, "unsqueeze", &unsqueeze, a, py::arg("dim"), "Inserts a size-1 dim (a view).");
+  both(m, cls, "contiguous", &contiguous, a, "input itself when contiguous, else a contiguous copy.");
+  both(m, cls, "narrow", [](const Tensor& x, int64_t dim, int64_t start, int64_t length) {
+         return slice(x, dim, start, start + length);
+       }, a, py::arg("dim"), py::arg("start"), py::arg("length"), "length elements from start along dim (a view).");
+  both(m, cls, "index_select", &index_select, a, py::arg("dim"), py::arg("index"),
+       "input indexed along dim by an int64 vector.");
+  both(m, cls, "gather", &gather, a, py::arg("dim"), py::arg("index"), "torch.gather.");
+  m.def("cat", &cat, py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim.");
+  m.def("concat", &cat, py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim (alias of cat).");
+  m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0, "Stacks along a new dim.");
+  both(m, cls, "split", &split, a, py::arg("split_size"), py::arg("dim") = 0,
+       "Chunks of split_size along dim (the last may be smaller).");
+  m.def("pad", &pad, a, py::arg("pad"), py::arg("value") = 0.0,
+        "Constant padding, pads as torch.nn.functional.pad (last dim first).");
+  both(m, cls, "repeat_interleave", &repeat_interleave, a, py::arg("repeats"), py::arg("dim"),
+       "Repeats each element along dim.");
+
+  // ---- softmax, normalisation, losses ----
+  both(m, cls, "softmax", &softmax, a, py::arg("dim"), release_gil(), "Softmax along dim.");
+  both(m, cls, "log_softmax", &log_softmax, a, py::arg("dim"), release_gil(), "Log-softmax along dim.");
+  m.def("layer_norm", [](const Tensor& x, const Shape& normalized_shape, const py::object& weight,
+                         const py::object& bias, double eps) {
+          check<ShapeError>(normalized_shape.size() == 1 && x.dim() > 0 && normalized_shape[0] == x.size(-1),
+                            "layer_norm: tmem normalises over the last dim only: expected normalized_shape [",
+                            x.dim() > 0 ? x.size(-1) : 0, "], but got ", shape_str(normalized_shape));
+          const Tensor w = optional_tensor(weight), b = optional_tensor(bias);
+          py::gil_scoped_release release;
+          return layer_norm(x, w, b, eps);
+        }, a, py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
+        py::arg("eps") = 1e-5, "Layer normalisation over the last dim (torch.nn.functional.layer_norm).");
+  m.def("cross_entropy", [](const Tensor& logits, const Tensor& target, int64_t ignore_index,
+                            const std::string& reduction, double label_smoothing) {
+          py::gil_scoped_release release;
+          return cross_entropy(logits, target, ignore_index, label_smoothing, reduction);
+        }, a, py::arg("target"), py::kw_only(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
+        py::arg("label_smoothing") = 0.0, "Cross-entropy of logits [N, C] against int64 class indices [N].");
+  m.def("embedding", [](const Tensor& indices, const Tensor& weight) { return embedding(weight, indices); },
+        a, py::arg("weight"), release_gil(), "weight's rows at int64 indices (torch.nn.functional.embedding).");
+  m.def("dropout", [](const Tensor& x, double p, bool training, Generator* generator) {
+          return dropout(x, p, training, generator ? *generator : default_generator());
+        }, a, py::arg("p") = 0.5, py::arg("training") = true, py::kw_only(), py::arg("generator") = nullptr,
+        "Inverted dropout (identity when not training).");
+
+  // ---- attention ----
+  m.def("scaled_dot_product_attention", [](const Tensor& q, const Tensor& k, const Tensor& v,
+                                           const py::object& attn_mask,
+                                           double dropout_p, bool is_causal, std::optional<double> scale,
+                                           int64_t window, Generator* generator) {
+          const Tensor mask = optional_tensor(attn_mask);
+          Generator& gen = generator ? *generator : default_generator();
+          py::gil_scoped_release release;
+          return scaled_dot_product_attention(q, k, v, mask, is_causal, window, dropout_p, scale, gen);
+        }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
+        py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(), py::kw_only(),
+        py::arg("window") = 0, py::arg("generator") = nullptr,
+        "softmax(q k^T * scale + mask) v for q [B,H,T,Dh], k [B,H,S,Dh], v [B,H,S,Dv]; window > 0: causal "
+        "sliding window.");
+  m.def("causal_linear_attention", &causal_linear_attention, py::arg("query"), py::arg("key"), py::arg("value"),
+        py::arg("eps") = 1e-6, py::arg("chunk") = 64, release_gil(),
+        "Causal linear attention (Katharopoulos et al. 2020) for non-negative feature-mapped q, k.");
+
+  // ---- the Tensor Memory ops ----
+  m.def("grid_sample", [](const Tensor& x, const Tensor& grid, const std::string& mode,
+                          const std::string& padding_mode, std::optional<bool> align_corners) {
+          const GridSampleMode gm = grid_mode(mode);
+          const GridSamplePadding gp = grid_padding(padding_mode);
+          py::gil_scoped_release release;
+          return grid_sample(x, grid, gm, gp, align_corners.value_or(false));
+        }, a, py::arg("grid"), py::arg("mode") = "bilinear", py::arg("padding_mode") = "zeros",
+        py::arg("align_corners") = py::none(),
+        "Samples a 4-D/5-D input at the normalised points of grid (torch.nn.functional.grid_sample).");
+  m.def("gaussian_splat", &gaussian_splat, py::arg("content"), py::arg("mu"), py::arg("sigma"), py::arg("D"),
+        py::arg("H"), py::arg("W"), py::arg("truncate") = 0.0, release_gil(),
+        "content [B,C] splatted at mu [B,3] (x,y,z) with width sigma [B] into a [B,C,D,H,W] volume.");
+  m.def("conv3d_depthwise", [](const Tensor& x, const Tensor& weight, const py::object& bias, const py::object& stride,
+                               const py::object& padding) {
+          const Tensor b = optional_tensor(bias);
+          const auto s = triple(stride), p = triple(padding);
+          py::gil_scoped_release release;
+          return conv3d_depthwise(x, weight, b, s, p);
+        }, a, py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,
+        "Depthwise 3-D convolution: weight [C,1,kD,kH,kW] (conv3d with groups=C).");
+  m.def("convlstm3d_cell", [](const Tensor& x, const Tensor& h, const Tensor& c, const Tensor& dw_d,
+                              const Tensor& dw_h, const Tensor& dw_w, const Tensor& db_d, const Tensor& db_h,
+                              const Tensor& db_w, const Tensor& pw, const Tensor& pb) {
+          ConvLSTM3DState s;
+          {
+            py::gil_scoped_release release;
+            s = convlstm3d_cell(x, h, c, {dw_d, dw_h, dw_w, db_d, db_h, db_w, pw, pb});
+          }
+          return py::make_tuple(s.h, s.c);
+        }, py::arg("x"), py::arg("h"), py::arg("c"), py::arg("dw_d"), py::arg("dw_h"), py::arg("dw_w"),
+        py::arg("db_d"), py::arg("db_h"), py::arg("db_w"), py::arg("pw"), py::arg("pb"),
+        "One fused ConvLSTM3D step; returns (h', c'). Weights as in ops/convlstm.h.");
+  m.def("selective_scan", [](const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& B,
+                             const Tensor& C, const Tensor& D, const py::object& h0) {
+          const Tensor h = optional_tensor(h0);
+          SelectiveScanResult r;
+          {
+            py::gil_scoped_release release;
+            r = selective_scan(u, delta, A, B, C, D, h);
+          }
+          return py::make_tuple(r.y, r.h);
+        }, py::arg("u"), py::arg("delta"), py::arg("A"), py::arg("B"), py::arg("C"), py::arg("D"),
+        py::arg("h0") = py::none(),
+        "Mamba's selective scan: u, delta [B,T,E], A [E,N], B, C [B,T,N], D [E], h0 [B,E,N]; returns (y, h).");
+
+  // ---- gradient checking ----
+  py::class_<GradcheckResult>(m, "GradcheckResult", "The outcome of gradcheck.")
+      .def_readonly("ok", &GradcheckResult::ok)
+      .def_readonly("max_abs_err", &GradcheckResult::max_abs_err)
+      .def_readonly("message", &GradcheckResult::message)
+      .def("__bool__", [](const GradcheckResult& r) { return r.ok; });
+  m.def("gradcheck", [](const py::function& fn, const std::vector<Tensor>& inputs, double eps, double atol,
+                        double rtol) {
+          return gradcheck([&fn](const std::vector<Tensor>& xs) { return fn(*py::cast(xs)).cast<Tensor>(); }, inputs,
+                           eps, atol, rtol);
+        }, py::arg("fn"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3,
+        "Checks fn's gradients at float64 inputs against central differences.");
+  m.def("op_names", [] {
+    std::vector<std::string> names;
+    for (const OpInfo& op : op_table()) names.emplace_back(op.name());
+    return names;
+  }, "The names of every op of the op table.");
+}
+
+}  // namespace tmem::py_bind

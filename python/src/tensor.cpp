@@ -1,0 +1,561 @@
+// tmem.Tensor: properties, autograd, operators, indexing, NumPy conversion
+// (zero-copy both ways where the layout allows), the buffer protocol, DLPack
+// export and import, the factories, and the grad-mode context managers.
+#include <cmath>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <optional>
+
+#include "common.h"
+
+namespace tmem::py_bind {
+
+namespace {
+
+// ---- storage over memory owned by another library ----
+
+/// Drops a reference taken by an external storage. Storage can die on a
+/// thread that does not hold the GIL (inside a call that released it, or on
+/// a worker); then the decref is handed to the interpreter as a pending call.
+void release_pyobject(PyObject* obj) {
+  if (!Py_IsInitialized()) return;
+  if (PyGILState_Check()) {
+    Py_DECREF(obj);
+    return;
+  }
+  auto decref = [](void* o) -> int {
+    Py_DECREF(static_cast<PyObject*>(o));
+    return 0;
+  };
+  if (Py_AddPendingCall(decref, obj) == 0) return;
+  py::gil_scoped_acquire gil;
+  Py_DECREF(obj);
+}
+
+/// A CPU Storage over `nbytes` at `data`, owned elsewhere: `release` runs
+/// when the last tensor using it dies. The Storage's own (empty) block is
+/// put back before it is destroyed, so its destructor frees what it allocated.
+std::shared_ptr<Storage> external_storage(void* data, size_t nbytes, std::function<void()> release,
+                                          const char* op) {
+  auto* s = new Storage(0, Device::cpu(), op);
+  void* own = s->data;
+  const size_t own_nbytes = s->nbytes;
+  s->data = data;
+  s->nbytes = nbytes;
+  return std::shared_ptr<Storage>(s, [own, own_nbytes, release = std::move(release)](Storage* st) {
+    st->data = own;
+    st->nbytes = own_nbytes;
+    delete st;
+    release();
+  });
+}
+
+/// A leaf tensor over a storage with the given layout (strides in elements).
+Tensor wrap_storage(std::shared_ptr<Storage> storage, Shape shape, Shape strides, DType dtype) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::move(storage);
+  impl->shape = std::move(shape);
+  impl->strides = std::move(strides);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+/// A NumPy array viewing t's memory (any strides), keeping its storage alive.
+py::array numpy_view(const Tensor& t) {
+  check<DeviceError>(t.device().is_cpu(), "numpy: the tensor is on ", t.device().str(),
+                     "; copy it to the CPU first (t.cpu())");
+  const auto item = static_cast<int64_t>(dtype_size(t.dtype()));
+  std::vector<py::ssize_t> shape(t.shape().begin(), t.shape().end());
+  std::vector<py::ssize_t> strides;
+  for (int64_t s : t.strides()) strides.push_back(s * item);
+  auto* keep = new std::shared_ptr<Storage>(t.impl().storage);
+  py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
+  return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), owner);
+}
+
+// ---- DLPack (dlpack.h v0.8 ABI, written out from the DLPack specification) ----
+
+struct DLDevice {
+  int32_t device_type;  // kDLCPU = 1, kDLCUDA = 2
+  int32_t device_id;
+};
+struct DLDataType {
+  uint8_t code;  // kDLInt = 0, kDLUInt = 1, kDLFloat = 2
+  uint8_t bits;
+  uint16_t lanes;
+};
+struct DLTensor {
+  void* data;
+  DLDevice device;
+  int32_t ndim;
+  DLDataType dtype;
+  int64_t* shape;
+  int64_t* strides;  // in elements; null means compact row-major
+  uint64_t byte_offset;
+};
+struct DLManagedTensor {
+  DLTensor dl_tensor;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensor* self);
+};
+constexpr int32_t kDLCPU = 1;
+constexpr uint8_t kDLInt = 0, kDLFloat = 2;
+
+/// What an exported DLManagedTensor owns: the tensor and its shape arrays.
+struct DLPackExport {
+  Tensor tensor;
+  std::vector<int64_t> shape, strides;
+  DLManagedTensor managed{};
+};
+
+/// t as a "dltensor" capsule sharing its memory (CPU tensors).
+py::capsule to_dlpack(const Tensor& t) {
+  check<DeviceError>(t.device().is_cpu(), "__dlpack__: the tensor is on ", t.device().str(),
+                     "; only CPU tensors are exported (copy with t.cpu())");
+  auto* ex = new DLPackExport{t.detach(), t.shape(), t.strides(), {}};
+  DLTensor& d = ex->managed.dl_tensor;
+  d.data = t.raw_data();
+  d.device = {kDLCPU, 0};
+  d.ndim = static_cast<int32_t>(t.dim());
+  d.dtype = {t.dtype() == DType::Int64 ? kDLInt : kDLFloat, static_cast<uint8_t>(8 * dtype_size(t.dtype())), 1};
+  d.shape = ex->shape.data();
+  d.strides = ex->strides.data();
+  d.byte_offset = 0;
+  ex->managed.manager_ctx = ex;
+  ex->managed.deleter = [](DLManagedTensor* self) { delete static_cast<DLPackExport*>(self->manager_ctx); };
+  // A capsule still named "dltensor" when it dies was never consumed: it
+  // still owns the tensor.
+  return py::capsule(&ex->managed, "dltensor", [](PyObject* cap) {
+    if (!PyCapsule_IsValid(cap, "dltensor")) return;
+    auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap, "dltensor"));
+    m->deleter(m);
+  });
+}
+
+/// A tensor sharing the memory of a DLPack capsule or of an object with
+/// __dlpack__ (CPU float32/float64/int64).
+Tensor from_dlpack(const py::object& obj) {
+  py::object cap = py::hasattr(obj, "__dlpack__") ? obj.attr("__dlpack__")() : obj;
+  check<ValueError>(PyCapsule_IsValid(cap.ptr(), "dltensor"),
+                    "from_dlpack: expected an object with __dlpack__ or an unused \"dltensor\" capsule");
+  auto* m = static_cast<DLManagedTensor*>(PyCapsule_GetPointer(cap.ptr(), "dltensor"));
+  const DLTensor& d = m->dl_tensor;
+  check<DeviceError>(d.device.device_type == kDLCPU,
+                     "from_dlpack: only CPU tensors are imported, but got DLPack device type ", d.device.device_type);
+  std::optional<DType> dtype;
+  if (d.dtype.lanes == 1 && d.dtype.code == kDLFloat && d.dtype.bits == 32) dtype = DType::Float32;
+  if (d.dtype.lanes == 1 && d.dtype.code == kDLFloat && d.dtype.bits == 64) dtype = DType::Float64;
+  if (d.dtype.lanes == 1 && d.dtype.code == kDLInt && d.dtype.bits == 64) dtype = DType::Int64;
+  check<DtypeError>(dtype.has_value(), "from_dlpack: tmem takes float32, float64 and int64, but got DLPack type code ",
+                    int(d.dtype.code), " with ", int(d.dtype.bits), " bits and ", d.dtype.lanes, " lanes");
+  Shape shape(d.shape, d.shape + d.ndim);
+  Shape strides = d.strides ? Shape(d.strides, d.strides + d.ndim) : contiguous_strides(shape);
+  int64_t extent = 1;
+  for (int i = 0; i < d.ndim; ++i) {
+    check<ValueError>(strides[i] >= 0, "from_dlpack: negative strides are not supported, got strides ",
+                      shape_str(strides));
+    if (shape[i] == 0) extent = 0;
+    else if (extent > 0) extent += (shape[i] - 1) * strides[i];
+  }
+  PyCapsule_SetName(cap.ptr(), "used_dltensor");
+  void* data = static_cast<char*>(d.data) + d.byte_offset;
+  auto storage = external_storage(data, static_cast<size_t>(extent) * dtype_size(*dtype),
+                                  [m] { if (m->deleter) m->deleter(m); }, "from_dlpack");
+  return wrap_storage(std::move(storage), std::move(shape), std::move(strides), *dtype);
+}
+
+// ---- indexing ----
+
+/// t[index] for ints, slices (step >= 1), None and Ellipsis, as views.
+Tensor get_item(const Tensor& t, const py::object& index) {
+  py::tuple items = py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
+  int64_t consumed = 0;
+  for (auto it : items)
+    if (!it.is_none() && !it.is(py::ellipsis())) ++consumed;
+  check<IndexError>(consumed <= t.dim(), "index: too many indices (", consumed, ") for a tensor of rank ", t.dim());
+  Tensor out = t;
+  int64_t dim = 0;
+  for (auto it : items) {
+    if (it.is(py::ellipsis())) {
+      dim += t.dim() - consumed;
+    } else if (it.is_none()) {
+      out = unsqueeze(out, dim++);
+    } else if (py::isinstance<py::slice>(it)) {
+      py::ssize_t start, stop, step, length;
+      if (!it.cast<py::slice>().compute(static_cast<py::ssize_t>(out.size(dim)), &start, &stop, &step, &length))
+        throw py::error_already_set();
+      check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ", step);
+      out = slice(out, dim++, start, start + length * step, step);
+    } else {
+      int64_t i = it.cast<int64_t>();
+      const int64_t n = out.size(dim);
+      check<IndexError>(i >= -n && i < n, "index: ", i, " is out of range for dim ", dim, " of size ", n);
+      if (i < 0) i += n;
+      out = squeeze(slice(out, dim, i, i + 1), dim);
+    }
+  }
+  return out;
+}
+
+/// What a buffer view exported by get_buffer owns.
+struct BufferView {
+  Tensor tensor;
+  std::vector<py::ssize_t> shape, strides;
+};
+
+/// bf_getbuffer of Tensor: CPU tensors, any strides when the consumer takes
+/// strides, else contiguous ones only.
+int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
+  view->obj = nullptr;
+  try {
+    const Tensor t = py::handle(obj).cast<Tensor>();
+    if (!t.device().is_cpu()) {
+      PyErr_SetString(PyExc_BufferError, ("buffer: the tensor is on " + t.device().str() + "; use t.cpu()").c_str());
+      return -1;
+    }
+    if ((flags & PyBUF_STRIDES) != PyBUF_STRIDES && !t.is_contiguous()) {
+      PyErr_SetString(PyExc_BufferError, "buffer: the tensor is not contiguous; use t.contiguous()");
+      return -1;
+    }
+    const auto item = static_cast<py::ssize_t>(dtype_size(t.dtype()));
+    auto* b = new BufferView{t, {t.shape().begin(), t.shape().end()}, {}};
+    for (int64_t s : t.strides()) b->strides.push_back(s * item);
+    static const char* formats[] = {"f", "d", "q"};
+    view->buf = t.raw_data();
+    view->obj = obj;
+    Py_INCREF(obj);
+    view->len = static_cast<py::ssize_t>(t.numel()) * item;
+    view->itemsize = item;
+    view->readonly = 0;
+    view->ndim = static_cast<int>(t.dim());
+    view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(formats[static_cast<int>(t.dtype())]) : nullptr;
+    view->shape = (flags & PyBUF_ND) == PyBUF_ND ? b->shape.data() : nullptr;
+    view->strides = (flags & PyBUF_STRIDES) == PyBUF_STRIDES ? b->strides.data() : nullptr;
+    view->suboffsets = nullptr;
+    view->internal = b;
+    return 0;
+  } catch (const std::exception& e) {
+    PyErr_SetString(PyExc_BufferError, e.what());
+    return -1;
+  }
+}
+
+void release_buffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*>(view->internal); }
+
+/// A tensor argument of a binary operator: a Tensor, or a Python number
+/// made into a 0-d tensor of t's dtype and device.
+Tensor operand(const Tensor& t, const py::object& other) {
+  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
+  return full({}, other.cast<double>(), t.dtype(), t.device());
+}
+
+/// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
+/// comparison: an int64 tensor of 0 and 1 (tmem has no bool dtype) without
+/// gradient, computed by NumPy over views of CPU tensors. NotImplemented for
+/// an operand that is neither a tensor nor a number (so t == None is False).
+py::object compare(const Tensor& a, const py::object& b, const char* ufunc, const char* op) {
+  const bool tensor = py::isinstance<Tensor>(b);
+  if (!tensor && !py::isinstance<py::int_>(b) && !py::isinstance<py::float_>(b))
+    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  py::object rhs = b;
+  if (tensor) {
+    const Tensor t = b.cast<Tensor>();
+    check<DeviceError>(t.device() == a.device(), op, ": tensors on ", a.device().str(), " and ", t.device().str());
+    broadcast_shapes(a.shape(), t.shape(), op);
+    rhs = numpy_view(t);
+  }
+  py::module_ np = py::module_::import("numpy");
+  return py::cast(from_numpy(np.attr(ufunc)(numpy_view(a), rhs).attr("astype")(np.attr("int64"))));
+}
+
+/// A Python context manager holding an RAII guard while it is entered.
+template <class Guard>
+struct GuardContext {
+  std::unique_ptr<Guard> guard;
+};
+
+template <class Guard>
+void bind_guard(py::module_& m, const char* name, const char* doc) {
+  py::class_<GuardContext<Guard>>(m, name, doc)
+      .def(py::init<>())
+      .def("__enter__", [](GuardContext<Guard>& g) { g.guard = std::make_unique<Guard>(); })
+      .def("__exit__", [](GuardContext<Guard>& g, py::args) {
+        g.guard.reset();
+        return false;
+      });
+}
+
+}  // namespace
+
+Tensor from_numpy(const py::array& array) {
+  const py::dtype dt = array.dtype();
+  const char kind = dt.kind();
+  const bool native = dt.attr("isnative").cast<bool>();
+  std::optional<DType> dtype;
+  if (native && kind == 'f' && dt.itemsize() == 4) dtype = DType::Float32;
+  if (native && kind == 'f' && dt.itemsize() == 8) dtype = DType::Float64;
+  if (native && kind == 'i' && dt.itemsize() == 8) dtype = DType::Int64;
+  bool shareable = dtype.has_value() && array.writeable() &&
+                   (array.flags() & py::detail::npy_api::NPY_ARRAY_ALIGNED_) != 0;
+  for (py::ssize_t i = 0; shareable && i < array.ndim(); ++i)
+    shareable = array.strides(i) >= 0 && array.strides(i) % dt.itemsize() == 0;
+  if (!shareable) {
+    DType target;
+    if (kind == 'f' && dt.itemsize() == 8) target = DType::Float64;
+    else if (kind == 'f') target = DType::Float32;
+    else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
+    else
+      throw DtypeError("from_numpy: tmem takes float and integer arrays, but got dtype " +
+                       py::str(py::handle(dt)).cast<std::string>());
+    // A fresh, writeable, aligned, contiguous array: shareable, so this recurses once.
+    py::array copy = py::module_::import("numpy").attr("array")(array, numpy_dtype(target), py::arg("copy") = true,
+                                                                py::arg("order") = "C");
+    return from_numpy(copy);
+  }
+  Shape shape(array.shape(), array.shape() + array.ndim());
+  Shape strides;
+  int64_t extent = 1;
+  for (py::ssize_t i = 0; i < array.ndim(); ++i) {
+    strides.push_back(array.strides(i) / dt.itemsize());
+    if (shape[i] == 0) extent = 0;
+    else if (extent > 0) extent += (shape[i] - 1) * strides.back();
+  }
+  PyObject* owner = array.ptr();
+  Py_INCREF(owner);
+  auto storage = external_storage(const_cast<void*>(array.data()), static_cast<size_t>(extent) * dt.itemsize(),
+                                  [owner] { release_pyobject(owner); }, "from_numpy");
+  return wrap_storage(std::move(storage), std::move(shape), std::move(strides), *dtype);
+}
+
+void bind_tensor(py::module_& m) {
+  py::class_<Tensor> cls(m, "Tensor", py::buffer_protocol(),
+                         "An n-dimensional array with tape autograd (a shared handle: copies share data).");
+  // The buffer protocol through our own slot: pybind11's def_buffer cannot
+  // fail cleanly (a device tensor, a non-contiguous one for a consumer that
+  // wants no strides), this one raises BufferError.
+  auto* heap = reinterpret_cast<PyHeapTypeObject*>(cls.ptr());
+  heap->as_buffer.bf_getbuffer = &get_buffer;
+  heap->as_buffer.bf_releasebuffer = &release_buffer;
+  cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); },
+                             "The shape as a tuple.")
+      .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
+             if (dim) return py::int_(t.size(*dim));
+             return py::tuple(py::cast(t.shape()));
+           }, py::arg("dim") = py::none(), "The shape as a tuple, or the size of one dim.")
+      .def("stride", [](const Tensor& t) { return py::tuple(py::cast(t.strides())); }, "Strides in elements.")
+      .def_property_readonly("ndim", &Tensor::dim, "The number of dims.")
+      .def("dim", &Tensor::dim, "The number of dims.")
+      .def("numel", &Tensor::numel, "The number of elements.")
+      .def("__len__", [](const Tensor& t) {
+             check<ValueError>(t.dim() > 0, "len() of a 0-d tensor");
+             return t.size(0);
+           })
+      .def_property_readonly("dtype", &Tensor::dtype, "float32, float64 or int64.")
+      .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); },
+                             "\"cpu\" or \"cuda:<index>\".")
+      .def("is_contiguous", &Tensor::is_contiguous, "Whether the layout is row-major without gaps.")
+      .def_property_readonly("is_leaf", &Tensor::is_leaf, "True for tensors not made by a recorded op.")
+      .def_property(
+          "requires_grad", &Tensor::requires_grad,
+          [](Tensor& t, bool on) { t.requires_grad_(on); }, "Whether backward computes a gradient for it.")
+      .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, py::arg("requires_grad") = true,
+           "Marks a leaf as needing a gradient; returns the tensor.")
+      .def_property(
+          "grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
+          [](Tensor& t, const py::object& g) {
+            check<ValueError>(g.is_none(), "grad: only None can be assigned (it clears the gradient)");
+            t.zero_grad();
+          },
+          "The accumulated gradient of a leaf (None before any backward); assign None to clear it.")
+      .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
+             if (!t.impl().grad_fn) return py::none();
+             return py::str(std::string(op_name(t.impl().grad_fn->op)));
+           }, "The name of the op that made the tensor (None for leaves).")
+      .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
+      .def("detach", &Tensor::detach, "The same data without autograd history.")
+      .def("backward", [](const Tensor& t, const py::object& gradient, bool retain_graph) {
+             const Tensor g = optional_tensor(gradient);
+             py::gil_scoped_release release;
+             t.backward(g, retain_graph);
+           }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
+           "Backpropagates from this tensor into the leaves' .grad (frees the graph unless retain_graph).")
+      .def_property_readonly("_version", &Tensor::version, "The storage's in-place write counter.")
+      .def("item", [](const Tensor& t) -> py::object {
+             if (t.dtype() == DType::Int64) return py::int_(static_cast<int64_t>(t.item()));
+             return py::float_(t.item());
+           }, "The value of a one-element tensor as a Python number.")
+      .def("numpy", [](const Tensor& t) { return numpy_view(t); },
+           "A NumPy array sharing this CPU tensor's memory (no autograd).")
+      .def("tolist", [](const Tensor& t) { return numpy_view(t.cpu()).attr("tolist")(); },
+           "The elements as nested Python lists.")
+      .def("__array__", [](const Tensor& t, const py::object& dtype) {
+             py::array a = numpy_view(t.cpu());
+             return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
+           }, py::arg("dtype") = py::none())
+      .def("__dlpack__", [](const Tensor& t, const py::object& stream) { return to_dlpack(t); },
+           py::arg("stream") = py::none(), "A DLPack capsule sharing this CPU tensor's memory.")
+      .def("__dlpack_device__", [](const Tensor& t) {
+             check<DeviceError>(t.device().is_cpu(), "__dlpack_device__: only CPU tensors are exported");
+             return py::make_tuple(kDLCPU, 0);
+           })
+      .def("to", [](const Tensor& t, const py::object& target) {
+             if (py::isinstance<py::str>(target)) return t.to(device_from_py(target));
+             return to_dtype(t, dtype_from_py(target));
+           }, py::arg("target"), "This tensor on a device (\"cpu\", \"cuda\") or cast to a dtype.")
+      .def("cpu", &Tensor::cpu, "This tensor on the CPU.")
+      .def("cuda", [](const Tensor& t, int index) { return t.to(Device::cuda(index)); }, py::arg("index") = 0,
+           "This tensor on CUDA device `index`.")
+      .def("float", [](const Tensor& t) { return t.dtype() == DType::Float32 ? t : to_dtype(t, DType::Float32); },
+           "Cast to float32.")
+      .def("double", [](const Tensor& t) { return t.dtype() == DType::Float64 ? t : to_dtype(t, DType::Float64); },
+           "Cast to float64.")
+      .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
+      .def("__repr__", [](const Tensor& t) {
+             const std::string head = "tensor(" + t.str();
+             if (!t.device().is_cpu() || t.numel() > 1000) return head + ")";
+             return head + ",\n" + py::str(numpy_view(t)).cast<std::string>() + ")";
+           })
+      // Python operators; numbers on either side.
+      .def("__add__", [](const Tensor& a, const py::object& b) { return add(a, operand(a, b)); }, py::is_operator())
+      .def("__radd__", [](const Tensor& a, double b) { return add(a, b); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, const py::object& b) { return sub(a, operand(a, b)); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, double b) { return add(neg(a), b); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const py::object& b) { return mul(a, operand(a, b)); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, double b) { return mul(a, b); }, py::is_operator())
+      .def("__truediv__", [](const Tensor& a, const py::object& b) { return div(a, operand(a, b)); }, py::is_operator())
+      .def("__rtruediv__", [](const Tensor& a, double b) { return mul(reciprocal(a), b); }, py::is_operator())
+      .def("__pow__", [](const Tensor& a, const py::object& b) -> Tensor {
+             if (py::isinstance<Tensor>(b)) return pow(a, b.cast<Tensor>());
+             return pow(a, b.cast<double>());
+           }, py::is_operator())
+      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator(),
+           py::call_guard<py::gil_scoped_release>())
+      .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, "equal", "=="); })
+      .def("__ne__", [](const Tensor& a, const py::object& b) { return compare(a, b, "not_equal", "!="); })
+      .def("__lt__", [](const Tensor& a, const py::object& b) { return compare(a, b, "less", "<"); })
+      .def("__le__", [](const Tensor& a, const py::object& b) { return compare(a, b, "less_equal", "<="); })
+      .def("__gt__", [](const Tensor& a, const py::object& b) { return compare(a, b, "greater", ">"); })
+      .def("__ge__", [](const Tensor& a, const py::object& b) { return compare(a, b, "greater_equal", ">="); })
+      // Hashed by identity, as torch.Tensor (== compares elements).
+      .def("__hash__", [](const py::object& self) { return reinterpret_cast<intptr_t>(self.ptr()); })
+      .def("__bool__", [](const Tensor& t) {
+             check<ValueError>(t.numel() == 1, "bool() of a tensor with ", t.numel(),
+                               " elements is ambiguous; use tmem.sum, .max() or .item()");
+             return t.item() != 0;
+           })
+      .def("__neg__", [](const Tensor& a) { return neg(a); })
+      .def("__abs__", [](const Tensor& a) { return abs(a); })
+      .def("__iadd__", [](Tensor& a, const py::object& b) -> Tensor& {
+             if (py::isinstance<Tensor>(b)) return add_(a, b.cast<Tensor>());
+             return add_(a, b.cast<double>());
+           }, py::is_operator())
+      .def("__isub__", [](Tensor& a, const py::object& b) -> Tensor& {
+             if (py::isinstance<Tensor>(b)) {
+               const Tensor nb = neg(b.cast<Tensor>());
+               return add_(a, nb);
+             }
+             return add_(a, -b.cast<double>());
+           }, py::is_operator())
+      .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& {
+             if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
+             return mul_(a, b.cast<double>());
+           }, py::is_operator())
+      .def("add_", [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); }, "In-place a += b.")
+      .def("mul_", [](Tensor& a, double s) -> Tensor& { return mul_(a, s); }, "In-place a *= s.")
+      .def("fill_", [](Tensor& a, double v) -> Tensor& { return fill_(a, v); }, "In-place fill with a value.")
+      .def("zero_", [](Tensor& a) -> Tensor& { return zero_(a); }, "In-place fill with zeros.")
+      .def("copy_", [](Tensor& a, const Tensor& src) -> Tensor& { return copy_(a, src); },
+           "Copies src (broadcast) into this tensor in place.");
+
+  m.def("from_numpy", &from_numpy, py::arg("array"),
+        "A tensor sharing a NumPy array's memory when it is a writeable, aligned float32/float64/int64 "
+        "array with non-negative strides; otherwise a copy (integer and bool arrays as int64, "
+        "float16 as float32).");
+  m.def("from_dlpack", &from_dlpack, py::arg("obj"),
+        "A tensor sharing the memory of a DLPack-capable object (numpy, torch; CPU) or capsule.");
+  m.def("tensor", [](const py::object& data, const py::object& dtype, bool requires_grad) {
+          py::module_ np = py::module_::import("numpy");
+          py::array a = np.attr("array")(data, py::arg("copy") = true);
+          const char kind = a.dtype().kind();
+          DType target;
+          if (!dtype.is_none()) target = dtype_from_py(dtype);
+          else if (kind == 'f') target = py::isinstance<py::array>(data) && a.dtype().itemsize() == 8
+                                             ? DType::Float64 : DType::Float32;
+          else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
+          else
+            throw DtypeError("tensor: expected numbers, but got NumPy dtype " +
+                             py::str(py::handle(a.dtype())).cast<std::string>());
+          Tensor t = from_numpy(np.attr("ascontiguousarray")(a, numpy_dtype(target)));
+          if (requires_grad) t.requires_grad_();
+          return t;
+        }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,
+        "A new tensor holding a copy of data (nested lists, numbers or an array). Python floats give "
+        "float32, ints and bools int64, NumPy arrays keep float64.");
+
+  auto factory = [&m](const char* name, auto make, const char* doc) {
+    m.def(name, [make](const py::args& args, const py::object& dtype, const py::object& device, bool requires_grad) {
+            Tensor t = make(shape_from_args(args), dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+                            device_from_py(device));
+            if (requires_grad) t.requires_grad_();
+            return t;
+          }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
+          py::arg("requires_grad") = false, doc);
+  };
+  factory("zeros", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); }, "A tensor of zeros.");
+  factory("ones", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); }, "A tensor of ones.");
+  factory("empty", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); }, "An uninitialised tensor.");
+  m.def("full", [](const Shape& shape, double value, const py::object& dtype, const py::object& device,
+                   bool requires_grad) {
+          Tensor t = full(shape, value, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+                          device_from_py(device));
+          if (requires_grad) t.requires_grad_();
+          return t;
+        }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
+        py::arg("device") = py::none(), py::arg("requires_grad") = false, "A tensor filled with one value.");
+  m.def("zeros_like", &zeros_like, py::arg("input"), "Zeros of input's shape, dtype and device.");
+  m.def("ones_like", &ones_like, py::arg("input"), "Ones of input's shape, dtype and device.");
+  m.def("arange", [](double start, const py::object& end, double step, const py::object& dtype) {
+          const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
+          if (end.is_none()) return arange(0, start, step, d);
+          return arange(start, end.cast<double>(), step, d);
+        }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1.0, py::kw_only(),
+        py::arg("dtype") = py::none(), "start, start+step, ... < end (arange(n): 0 .. n-1).");
+
+  py::class_<Generator>(m, "Generator", "A seeded random number generator (mt19937_64).")
+      .def(py::init<uint64_t>(), py::arg("seed") = 0)
+      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& {
+             g.manual_seed(seed);
+             return g;
+           }, py::arg("seed"), "Reseeds the generator; returns it.")
+      .def("get_state", &Generator::state, "The full state as text.")
+      .def("set_state", &Generator::set_state, py::arg("state"), "Restores a get_state() text.");
+  m.def("default_generator", &default_generator, py::return_value_policy::reference,
+        "The process-wide generator used when none is given.");
+  m.def("manual_seed", &manual_seed, py::arg("seed"), "Reseeds the default generator.");
+  auto gen_or_default = [](Generator* g) -> Generator& { return g ? *g : default_generator(); };
+  m.def("rand", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator) {
+          return rand(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+                      gen_or_default(generator));
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr, "U[0, 1) samples.");
+  m.def("randn", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator,
+                                  bool requires_grad) {
+          Tensor t = randn(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+                           gen_or_default(generator));
+          if (requires_grad) t.requires_grad_();
+          return t;
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
+        py::arg("requires_grad") = false, "Standard normal samples.");
+  m.def("randint", [gen_or_default](int64_t high, const Shape& size, Generator* generator) {
+          return randint(size, high, gen_or_default(generator));
+        }, py::arg("high"), py::arg("size"), py::kw_only(), py::arg("generator") = nullptr,
+        "int64 samples uniform in [0, high).");
+
+  bind_guard<NoGradGuard>(m, "no_grad", "Context manager: ops inside record nothing on the tape.");
+  bind_guard<AnomalyModeGuard>(m, "detect_anomaly",
+                               "Context manager: NaN/Inf in any op or gradient raises, naming the op.");
+  m.def("is_grad_enabled", &grad_enabled, "Whether ops record on the tape (this thread).");
+  m.def("live_node_count", &live_node_count, "Tape nodes alive in the process.");
+}
+
+}  // namespace tmem::py_bind
