@@ -1,0 +1,208 @@
+"""tmem.nn and tmem.optim from Python: built-in layers, TensorMemory and its
+state, a Python subclass of Module trained on a toy task, optimizers,
+clipping, safetensors checkpoints and gradient dumps."""
+import os
+import tempfile
+import unittest
+
+import numpy as np
+
+import tmem
+import tmem.nn as nn
+import tmem.optim as optim
+
+
+def spiral(n_per_class=60, classes=3, seed=0):
+    """The 3-arm spiral of tools/example_mlp.cpp, made with NumPy."""
+    rng = np.random.default_rng(seed)
+    xs, ys = [], []
+    for c in range(classes):
+        r = np.linspace(0.0, 1.0, n_per_class)
+        theta = np.linspace(c * 4.0, (c + 1) * 4.0, n_per_class) + rng.standard_normal(n_per_class) * 0.2
+        xs.append(np.stack([r * np.sin(theta), r * np.cos(theta)], 1))
+        ys.append(np.full(n_per_class, c))
+    return np.concatenate(xs).astype(np.float32), np.concatenate(ys).astype(np.int64)
+
+
+class MLP(nn.Module):
+    """A two-layer perceptron defined in Python."""
+
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc1 = nn.Linear(2, hidden, generator=tmem.Generator(1))
+        self.fc2 = nn.Linear(hidden, 3, generator=tmem.Generator(2))
+        self.scale = nn.Parameter(tmem.ones(3))
+        self.register_buffer("calls", tmem.zeros(1))
+
+    def forward(self, x):
+        return self.fc2(tmem.relu(self.fc1(x))) * self.scale
+
+
+class TestModules(unittest.TestCase):
+    def test_linear_matches_numpy(self):
+        lin = nn.Linear(4, 3)
+        x = np.random.default_rng(0).standard_normal((2, 4)).astype(np.float32)
+        want = x @ lin.weight.numpy().T + lin.bias.numpy()
+        np.testing.assert_allclose(lin(tmem.tensor(x)).numpy(), want, rtol=1e-5, atol=1e-6)
+        self.assertIsNone(nn.Linear(2, 2, bias=False).bias)
+        self.assertEqual([n for n, _ in lin.named_parameters()], ["weight", "bias"])
+
+    def test_layers_forward_shapes(self):
+        x = tmem.randn(2, 5, 8)
+        self.assertEqual(nn.LayerNorm(8)(x).shape, (2, 5, 8))
+        self.assertEqual(nn.MultiheadAttention(8, 2)(x).shape, (2, 5, 8))
+        self.assertEqual(nn.MLP(8, 16)(x).shape, (2, 5, 8))
+        emb = nn.Embedding(10, 4)
+        self.assertEqual(emb(tmem.tensor([[1, 2, 9]])).shape, (1, 3, 4))
+        drop = nn.Dropout(0.5)
+        drop.eval()
+        np.testing.assert_array_equal(drop(x).numpy(), x.numpy())
+
+    def test_train_eval_and_to(self):
+        m = nn.MultiheadAttention(8, 2, dropout=0.1)
+        self.assertTrue(m.training)
+        self.assertIs(m.eval(), m)
+        self.assertFalse(m.training)
+        self.assertFalse(m.qkv.training)
+        m.train()
+        self.assertTrue(m.qkv.training)
+        self.assertIs(m.to("cpu"), m)
+
+    def test_tensor_memory_state(self):
+        mem = nn.TensorMemory(8, channels=4, D=3, H=3, W=3, chunk=2)
+        state = mem.initial_state(2)
+        self.assertEqual(state.h.shape, (2, 4, 3, 3, 3))
+        h0 = state.h
+        out = mem(tmem.randn(2, 6, 8), state)
+        self.assertEqual(out.shape, (2, 6, 8))
+        self.assertIsNot(state.h, h0)
+        self.assertEqual(mem.last_mu_read.shape, (2, 3, 3))
+        self.assertEqual(mem.last_sigma.shape, (2, 3, 1))
+        out2 = mem(tmem.randn(2, 2, 8), state)
+        tmem.sum(out2).backward()
+        self.assertIsNotNone(mem.gamma.grad)
+        h, c = state.detach()
+        self.assertTrue(h.is_leaf and c.is_leaf)
+        names = [n for n, _ in mem.named_parameters()]
+        self.assertIn("gamma", names)
+        self.assertTrue(any(n.startswith("cell.") for n in names))
+
+
+class TestPythonSubclass(unittest.TestCase):
+    def test_registration(self):
+        m = MLP(8)
+        names = [n for n, _ in m.named_parameters()]
+        # A module's own parameters first, then its children's (as torch.nn.Module).
+        self.assertEqual(names, ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
+        self.assertIn("calls", m.state_dict())
+        self.assertEqual(m.num_parameters(), 2 * 8 + 8 + 8 * 3 + 3 + 3)
+        with self.assertRaises(ValueError):
+            m.fc1 = nn.Linear(2, 8)
+        m.note = tmem.zeros(2)
+        self.assertEqual(len(m.parameters()), 5)
+
+    def test_nested_python_modules(self):
+        outer = nn.Module()
+        outer.inner = MLP(4)
+        self.assertEqual(len(outer.parameters()), 5)
+        self.assertTrue(all(n.startswith("inner.") for n, _ in outer.named_parameters()))
+
+    def test_trains_on_the_spiral(self):
+        x, y = spiral()
+        tx, ty = tmem.from_numpy(x), tmem.from_numpy(y)
+        model = MLP(64)
+        opt = optim.AdamW(model.parameters(), lr=0.02, weight_decay=0.0)
+        first = None
+        for step in range(300):
+            loss = tmem.cross_entropy(model(tx), ty)
+            first = first if first is not None else loss.item()
+            opt.zero_grad()
+            loss.backward()
+            nn.clip_grad_norm_(model.parameters(), 5.0)
+            opt.step()
+        with tmem.no_grad():
+            pred = model(tx).numpy().argmax(1)
+        self.assertLess(loss.item(), first / 4)
+        self.assertGreater((pred == y).mean(), 0.9)
+        self.assertEqual(opt.steps, 300)
+
+
+class TestOptim(unittest.TestCase):
+    def test_sgd_step_matches_rule(self):
+        p = tmem.tensor([1.0, -2.0], requires_grad=True)
+        opt = optim.SGD([p], lr=0.1, momentum=0.9)
+        for _ in range(2):
+            opt.zero_grad()
+            tmem.sum(p * p).backward()
+            opt.step()
+        # b1 = g1 = 2p0; p1 = p0 - 0.1 b1; b2 = 0.9 b1 + 2 p1; p2 = p1 - 0.1 b2
+        p0 = np.array([1.0, -2.0])
+        b1 = 2 * p0
+        p1 = p0 - 0.1 * b1
+        p2 = p1 - 0.1 * (0.9 * b1 + 2 * p1)
+        np.testing.assert_allclose(p.numpy(), p2, rtol=1e-6)
+
+    def test_adamw_state_and_schedule(self):
+        lin = nn.Linear(3, 2)
+        opt = optim.AdamW(lin.parameters(), lr=1e-2)
+        tmem.sum(lin(tmem.ones(1, 3))).backward()
+        opt.step()
+        state = opt.state_dict()
+        self.assertEqual(state["step"].tolist(), [1])
+        opt2 = optim.AdamW(lin.parameters())
+        opt2.load_state_dict(state)
+        self.assertEqual(opt2.steps, 1)
+        self.assertAlmostEqual(optim.warmup_cosine_lr(9, 10, 100, 1e-3), 1e-3)
+        self.assertAlmostEqual(optim.warmup_cosine_lr(100, 10, 100, 1e-3, 1e-5), 1e-5)
+
+    def test_clip_grad_norm(self):
+        p = tmem.tensor([3.0, 4.0], requires_grad=True)
+        tmem.sum(p * tmem.tensor([3.0, 4.0])).backward()
+        norm = nn.clip_grad_norm_([p], 1.0)
+        self.assertAlmostEqual(norm, 5.0, places=5)
+        self.assertAlmostEqual(float(np.linalg.norm(p.grad.numpy())), 1.0, places=4)
+
+
+class TestFiles(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_safetensors_round_trip(self):
+        path = os.path.join(self.dir.name, "m.safetensors")
+        m = MLP(4)
+        tmem.save_safetensors(path, m.state_dict(), {"note": "test"})
+        tensors, meta = tmem.load_safetensors(path, metadata=True)
+        self.assertEqual(meta["note"], "test")
+        m2 = MLP(4)
+        with tmem.no_grad():
+            m2.fc1.weight.fill_(0.0)
+        m2.load_state_dict(tensors)
+        np.testing.assert_array_equal(m2.fc1.weight.numpy(), m.fc1.weight.numpy())
+        with self.assertRaises(ValueError):
+            m2.load_state_dict({"fc1.weight": tensors["fc1.weight"]})
+
+    def test_grad_dump_round_trip(self):
+        path = os.path.join(self.dir.name, "g.jsonl")
+        w = tmem.GradDumpWriter(path)
+        g = tmem.tensor([1.0, float("nan"), 3.0])
+        w.write_step(1, 0.5, {"w": g}, values=True, extra={"lr": 0.1})
+        w.write_step(2, 0.25, [("w", g * 2.0)])
+        steps = tmem.read_grad_dump(path)
+        self.assertEqual([s["step"] for s in steps], [1, 2])
+        self.assertEqual(steps[0]["lr"], 0.1)
+        self.assertEqual(steps[0]["tensors"][0]["nan"], 1)
+        self.assertEqual(steps[0]["tensors"][0]["values"][1], "NaN")
+        series = tmem.summarize_grad_dump(steps)
+        self.assertEqual(series[0].name, "w")
+        self.assertEqual(series[0].steps, [1, 2])
+        self.assertEqual(series[0].nan, 2)
+        diffs = tmem.diff_grad_dumps(steps, steps)
+        self.assertTrue(all(d.rel == 0 for d in diffs))
+        self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
+
+
+if __name__ == "__main__":
+    unittest.main()

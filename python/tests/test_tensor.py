@@ -1,0 +1,254 @@
+"""tmem.Tensor from Python: factories, properties, NumPy and DLPack interop
+(zero-copy where the layout allows), operators, indexing, autograd, errors."""
+import threading
+import unittest
+
+import numpy as np
+
+import tmem
+
+
+class TestFactories(unittest.TestCase):
+    def test_zeros_ones_full_shapes(self):
+        self.assertEqual(tmem.zeros(2, 3).shape, (2, 3))
+        self.assertEqual(tmem.ones((4,)).shape, (4,))
+        self.assertEqual(tmem.zeros([2, 1, 5], dtype=tmem.float64).dtype, tmem.float64)
+        np.testing.assert_array_equal(tmem.full((2, 2), 7.0).numpy(), np.full((2, 2), 7.0, np.float32))
+        self.assertEqual(tmem.zeros(3).device, "cpu")
+
+    def test_tensor_from_lists(self):
+        t = tmem.tensor([[1.0, 2.0], [3.0, 4.0]])
+        self.assertEqual(t.dtype, tmem.float32)
+        self.assertEqual(t.tolist(), [[1.0, 2.0], [3.0, 4.0]])
+        self.assertEqual(tmem.tensor([1, 2, 3]).dtype, tmem.int64)
+        self.assertEqual(tmem.tensor(np.zeros(3)).dtype, tmem.float64)
+        self.assertEqual(tmem.tensor([1, 2], dtype=tmem.float64).dtype, tmem.float64)
+        self.assertTrue(tmem.tensor([1.0], requires_grad=True).requires_grad)
+
+    def test_random_is_seeded(self):
+        tmem.manual_seed(3)
+        a = tmem.randn(4, 5).numpy().copy()
+        tmem.manual_seed(3)
+        b = tmem.randn(4, 5).numpy()
+        np.testing.assert_array_equal(a, b)
+        g = tmem.Generator(7)
+        r = tmem.randint(10, (1000,), generator=g).numpy()
+        self.assertTrue(r.min() >= 0 and r.max() < 10)
+        u = tmem.rand(1000, generator=g).numpy()
+        self.assertTrue(0 <= u.min() and u.max() < 1)
+
+    def test_arange(self):
+        np.testing.assert_array_equal(tmem.arange(5).numpy(), np.arange(5, dtype=np.float32))
+        np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
+
+
+class TestNumpyInterop(unittest.TestCase):
+    def test_numpy_shares_memory(self):
+        t = tmem.zeros(2, 3)
+        a = t.numpy()
+        a[1, 2] = 5.0
+        self.assertEqual(t[1, 2].item(), 5.0)
+
+    def test_numpy_of_a_view_keeps_strides(self):
+        t = tmem.tensor(np.arange(12, dtype=np.float32).reshape(3, 4))
+        v = t.transpose(0, 1)
+        np.testing.assert_array_equal(v.numpy(), np.arange(12, dtype=np.float32).reshape(3, 4).T)
+
+    def test_numpy_outlives_tensor(self):
+        a = tmem.ones(1000).numpy()
+        self.assertEqual(float(a.sum()), 1000.0)
+
+    def test_from_numpy_zero_copy(self):
+        for dtype in (np.float32, np.float64, np.int64):
+            a = np.arange(6, dtype=dtype).reshape(2, 3)
+            t = tmem.from_numpy(a)
+            self.assertEqual(t.shape, (2, 3))
+            a[0, 1] = 42
+            self.assertEqual(t[0, 1].item(), 42)
+
+    def test_from_numpy_strided_view_zero_copy(self):
+        a = np.arange(20, dtype=np.float32).reshape(4, 5)[:, 1:4]
+        t = tmem.from_numpy(a)
+        self.assertFalse(t.is_contiguous())
+        np.testing.assert_array_equal((t * 2.0).numpy(), a * 2)
+        a[0, 0] = -1
+        self.assertEqual(t[0, 0].item(), -1)
+
+    def test_from_numpy_copies_other_layouts(self):
+        a = np.arange(6, dtype=np.int32)
+        t = tmem.from_numpy(a)
+        self.assertEqual(t.dtype, tmem.int64)
+        a[0] = 9
+        self.assertEqual(t[0].item(), 0)
+        r = np.arange(5, dtype=np.float32)[::-1]
+        np.testing.assert_array_equal(tmem.from_numpy(r).numpy(), r)
+        ro = np.arange(3, dtype=np.float32)
+        ro.flags.writeable = False
+        np.testing.assert_array_equal(tmem.from_numpy(ro).numpy(), ro)
+
+    def test_from_numpy_keeps_array_alive(self):
+        t = tmem.from_numpy(np.full(100, 3.0))
+        self.assertEqual(tmem.sum(t).item(), 300.0)
+
+    def test_buffer_protocol(self):
+        t = tmem.tensor([[1.0, 2.0], [3.0, 4.0]], dtype=tmem.float64)
+        m = memoryview(t)
+        self.assertEqual(m.format, "d")
+        self.assertEqual(m.shape, (2, 2))
+        a = np.asarray(t)
+        a[0, 0] = 10
+        self.assertEqual(t[0, 0].item(), 10.0)
+
+    def test_dlpack_round_trips(self):
+        t = tmem.tensor([[1.0, 2.0, 3.0]])
+        a = np.from_dlpack(t)  # read-only in NumPy < 2.1
+        t.numpy()[0, 0] = 8
+        self.assertEqual(a[0, 0], 8.0)
+        self.assertEqual(a.ctypes.data, t.numpy().ctypes.data)
+        b = np.arange(6, dtype=np.float64).reshape(2, 3)
+        u = tmem.from_dlpack(b)
+        b[1, 1] = -3
+        self.assertEqual(u[1, 1].item(), -3.0)
+        self.assertEqual(u.dtype, tmem.float64)
+        w = tmem.from_dlpack(tmem.arange(4).__dlpack__())
+        np.testing.assert_array_equal(w.numpy(), np.arange(4, dtype=np.float32))
+        self.assertEqual(t.__dlpack_device__(), (1, 0))
+
+
+class TestOperatorsAndIndexing(unittest.TestCase):
+    def setUp(self):
+        rng = np.random.default_rng(0)
+        self.a = rng.standard_normal((3, 4)).astype(np.float32)
+        self.b = rng.standard_normal((3, 4)).astype(np.float32) + 3
+        self.ta, self.tb = tmem.tensor(self.a), tmem.tensor(self.b)
+
+    def test_arithmetic(self):
+        cases = [(self.ta + self.tb, self.a + self.b), (self.ta - self.tb, self.a - self.b),
+                 (self.ta * self.tb, self.a * self.b), (self.ta / self.tb, self.a / self.b),
+                 (-self.ta, -self.a), (self.ta + 1.5, self.a + 1.5), (2 - self.ta, 2 - self.a),
+                 (3 * self.ta, 3 * self.a), (1 / self.tb, 1 / self.b), (self.tb ** 2, self.b ** 2),
+                 (self.ta @ self.tb.T, self.a @ self.b.T), (abs(self.ta), np.abs(self.a)),
+                 (self.ta * tmem.tensor([1.0, 2.0, 3.0, 4.0]), self.a * np.array([1, 2, 3, 4]))]
+        for got, want in cases:
+            np.testing.assert_allclose(got.numpy(), want, rtol=1e-5, atol=1e-6)
+
+    def test_comparisons(self):
+        cases = [(self.ta < self.tb, self.a < self.b), (self.ta >= 0.0, self.a >= 0), (self.ta == self.ta, True),
+                 (self.ta != self.tb, self.a != self.b), (0.5 > self.ta, 0.5 > self.a),
+                 (self.ta[0] <= self.ta, self.a[0] <= self.a)]
+        for got, want in cases:
+            self.assertEqual(got.dtype, tmem.int64)
+            np.testing.assert_array_equal(got.numpy(), np.broadcast_to(want, self.a.shape).astype(np.int64))
+        self.assertFalse(self.ta == None)  # noqa: E711 (NotImplemented: identity)
+        with self.assertRaises(tmem.ShapeError):
+            self.ta < tmem.zeros(2)
+        self.assertTrue(bool(tmem.tensor([2.0]) > 1.0))
+        with self.assertRaises(ValueError):
+            bool(self.ta > 0)
+        self.assertEqual(len({self.ta, self.tb, self.ta}), 2)
+
+    def test_inplace(self):
+        t = tmem.zeros(3)
+        v0 = t._version
+        t += 2.0
+        t *= 3.0
+        t += tmem.ones(3)
+        np.testing.assert_array_equal(t.numpy(), [7, 7, 7])
+        self.assertGreater(t._version, v0)
+
+    def test_indexing(self):
+        np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
+        np.testing.assert_array_equal(self.ta[:, 1:3].numpy(), self.a[:, 1:3])
+        np.testing.assert_array_equal(self.ta[-1, ::2].numpy(), self.a[-1, ::2])
+        np.testing.assert_array_equal(self.ta[None, ..., 2].numpy(), self.a[None, ..., 2])
+        self.assertEqual(len(self.ta), 3)
+        with self.assertRaises(IndexError):
+            self.ta[3]
+        with self.assertRaises(IndexError):
+            self.ta[0, 0, 0]
+
+    def test_repr(self):
+        self.assertIn("Tensor[2] float32 cpu", repr(tmem.zeros(2)))
+
+
+class TestAutograd(unittest.TestCase):
+    def test_backward_and_grad(self):
+        x = tmem.tensor([1.0, 2.0, 3.0], requires_grad=True)
+        self.assertIsNone(x.grad)
+        y = tmem.sum(x * x)
+        self.assertEqual(y.grad_fn, "sum")
+        y.backward()
+        np.testing.assert_allclose(x.grad.numpy(), [2, 4, 6])
+        x.grad = None
+        self.assertIsNone(x.grad)
+
+    def test_backward_with_gradient_and_retain(self):
+        x = tmem.ones(2, requires_grad=True)
+        y = x * 3.0
+        y.backward(tmem.tensor([1.0, 2.0]), retain_graph=True)
+        y.backward(tmem.tensor([1.0, 2.0]))
+        np.testing.assert_allclose(x.grad.numpy(), [6, 12])
+
+    def test_no_grad(self):
+        x = tmem.ones(2, requires_grad=True)
+        with tmem.no_grad():
+            self.assertFalse(tmem.is_grad_enabled())
+            y = x * 2.0
+        self.assertTrue(tmem.is_grad_enabled())
+        self.assertFalse(y.requires_grad)
+        self.assertTrue((x * 2.0).requires_grad)
+
+    def test_detect_anomaly(self):
+        x = tmem.tensor([-1.0], requires_grad=True)
+        with tmem.detect_anomaly():
+            with self.assertRaises(tmem.ValueError):
+                tmem.sqrt(x)
+
+    def test_backward_releases_the_gil(self):
+        a = tmem.randn(600, 600, requires_grad=True)
+        loss = tmem.sum(tmem.matmul(tmem.matmul(a, a), tmem.matmul(a, a)))
+        done = threading.Event()
+        ticks = [0]
+
+        def tick():
+            while not done.is_set():
+                ticks[0] += 1
+
+        worker = threading.Thread(target=tick)
+        worker.start()
+        for _ in range(3):
+            tmem.matmul(tmem.matmul(a, a), a)
+        loss.backward()
+        done.set()
+        worker.join()
+        self.assertGreater(ticks[0], 1000)
+
+
+class TestErrors(unittest.TestCase):
+    def test_shape_error_is_value_error_with_message(self):
+        with self.assertRaises(tmem.ShapeError) as cm:
+            tmem.matmul(tmem.zeros(4, 3), tmem.zeros(5, 2))
+        self.assertIsInstance(cm.exception, ValueError)
+        self.assertIsInstance(cm.exception, tmem.Error)
+        self.assertIn("matmul: expected a.shape[-1] == b.shape[-2], got a[4,3] b[5,2]", str(cm.exception))
+
+    def test_index_error(self):
+        with self.assertRaises(IndexError) as cm:
+            tmem.embedding(tmem.tensor([5]), tmem.zeros(3, 2))
+        self.assertIn("5", str(cm.exception))
+
+    def test_dtype_value_io_errors(self):
+        with self.assertRaises(TypeError):
+            tmem.zeros(2) + tmem.zeros(2, dtype=tmem.float64)
+        with self.assertRaises(ValueError):
+            tmem.zeros(2).item()
+        with self.assertRaises(OSError):
+            tmem.load_safetensors("/nonexistent/x.safetensors")
+        with self.assertRaises(ValueError):
+            tmem.zeros(2, device="tpu")
+        with self.assertRaises(TypeError):
+            tmem.zeros(2, dtype=np.int8)
+
+
+if __name__ == "__main__":
+    unittest.main()

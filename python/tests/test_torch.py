@@ -1,0 +1,106 @@
+"""The Tensor Memory ops, layer_norm and attention against PyTorch on the
+same inputs, values and gradients (float64), and DLPack exchange with torch.
+Skipped, with the reason in the output, when torch does not import (CTest
+reports the test as skipped)."""
+import unittest
+
+import numpy as np
+
+import tmem
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+RNG = np.random.default_rng(2)
+
+
+def randn(*shape):
+    return RNG.standard_normal(shape)
+
+
+def compare_with_torch(tmem_fn, torch_fn, arrays, rtol=1e-10, atol=1e-12):
+    """Runs tmem_fn and torch_fn on the same float64 inputs and compares the
+    outputs and the gradients of sum(out * w) for a fixed random w."""
+    ts = [tmem.tensor(a, dtype=tmem.float64, requires_grad=True) for a in arrays]
+    ps = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    out, want = tmem_fn(*ts), torch_fn(*ps)
+    np.testing.assert_allclose(out.numpy(), want.detach().numpy(), rtol=rtol, atol=atol, err_msg="values")
+    w = np.random.default_rng(9).standard_normal(out.shape)
+    tmem.sum(out * tmem.tensor(w)).backward()
+    (want * torch.tensor(w)).sum().backward()
+    for i, (t, p) in enumerate(zip(ts, ps)):
+        np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=rtol, atol=atol,
+                                   err_msg=f"gradient of input {i}")
+
+
+def torch_attention(q, k, v, causal):
+    """softmax(q k^T / sqrt(d) + causal mask) v composed in PyTorch."""
+    s = q @ k.transpose(-1, -2) / np.sqrt(q.shape[-1])
+    if causal:
+        T, S = s.shape[-2:]
+        s = s.masked_fill(torch.ones(T, S, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, -1) @ v
+
+
+def torch_splat(content, mu, sigma, D, H, W):
+    """gaussian_splat's formula (ops/gaussian_splat.h) written in PyTorch."""
+    lin = lambda n: torch.zeros(1, dtype=torch.float64) if n == 1 else torch.linspace(-1, 1, n, dtype=torch.float64)
+    z, y, x = torch.meshgrid(lin(D), lin(H), lin(W), indexing="ij")
+    d2 = ((x[None] - mu[:, 0, None, None, None]) ** 2 + (y[None] - mu[:, 1, None, None, None]) ** 2 +
+          (z[None] - mu[:, 2, None, None, None]) ** 2)
+    g = torch.exp(-d2 / (2 * sigma[:, None, None, None] ** 2 + 1e-6))
+    return content[:, :, None, None, None] * g[:, None]
+
+
+@unittest.skipIf(torch is None, "torch is not installed for this interpreter (apt-get install python3-torch, or "
+                                "TMEM_SETUP_TORCH=1 bash tools/setup.sh)")
+class TestAgainstTorch(unittest.TestCase):
+    def test_grid_sample(self):
+        x, g = randn(2, 3, 4, 5, 6), np.tanh(randn(2, 3, 2, 2, 3)) * 1.1
+        for pad in ("zeros", "border", "reflection"):
+            for align in (False, True):
+                with self.subTest(padding_mode=pad, align_corners=align):
+                    compare_with_torch(
+                        lambda a, b: tmem.grid_sample(a, b, padding_mode=pad, align_corners=align),
+                        lambda a, b: torch.nn.functional.grid_sample(a, b, padding_mode=pad, align_corners=align),
+                        [x, g])
+        x2, g2 = randn(2, 3, 5, 4), np.tanh(randn(2, 3, 2, 2)) * 1.1
+        compare_with_torch(lambda a, b: tmem.grid_sample(a, b, align_corners=False),
+                           lambda a, b: torch.nn.functional.grid_sample(a, b, align_corners=False), [x2, g2])
+
+    def test_gaussian_splat_against_its_formula(self):
+        compare_with_torch(lambda c, m, s: tmem.gaussian_splat(c, m, s, 3, 4, 5),
+                           lambda c, m, s: torch_splat(c, m, s, 3, 4, 5),
+                           [randn(2, 3), np.tanh(randn(2, 3)), np.array([0.3, 0.7])])
+
+    def test_layer_norm(self):
+        compare_with_torch(lambda y, w, b: tmem.layer_norm(y, (8,), w, b),
+                           lambda y, w, b: torch.nn.functional.layer_norm(y, (8,), w, b),
+                           [randn(3, 8), randn(8), randn(8)])
+
+    def test_attention(self):
+        for causal in (False, True):
+            with self.subTest(is_causal=causal):
+                compare_with_torch(lambda q, k, v: tmem.scaled_dot_product_attention(q, k, v, is_causal=causal),
+                                   lambda q, k, v: torch_attention(q, k, v, causal),
+                                   [randn(1, 2, 4, 3), randn(1, 2, 4, 3), randn(1, 2, 4, 5)])
+
+    def test_dlpack_with_torch(self):
+        t = tmem.tensor([[1.0, 2.0], [3.0, 4.0]])
+        pt = torch.utils.dlpack.from_dlpack(t)
+        pt[0, 0] = 9.0
+        self.assertEqual(t[0, 0].item(), 9.0)
+        src = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+        back = tmem.from_dlpack(src)
+        src[1, 2] = -1.0
+        np.testing.assert_array_equal(back.numpy(), src.numpy())
+        self.assertEqual(back.numpy().ctypes.data, src.data_ptr())
+        col = tmem.from_dlpack(torch.arange(12, dtype=torch.int64).reshape(3, 4).t())
+        self.assertEqual(col.stride(), (1, 4))
+        np.testing.assert_array_equal(col.numpy(), np.arange(12).reshape(3, 4).T)
+
+
+if __name__ == "__main__":
+    unittest.main()
