@@ -28,7 +28,7 @@ const std::vector<std::string>& video_methods() {
 
 void check_video_method(const std::string& method) {
   const auto& m = video_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "VideoModel: unknown method \"", method,
+  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "VideoModel: unknown method \"", printable(method),
                     "\" (expected joint, registers or tensor)");
 }
 
@@ -118,26 +118,32 @@ void check_logits(const char* op, const Tensor& logits, const Tensor& labels) {
                     " labels ", shape_str(labels.shape()));
 }
 
+// The labels' values, each checked to lie in [0, classes).
+std::vector<int64_t> label_values(const char* op, const Tensor& labels, int64_t classes) {
+  std::vector<int64_t> y = labels.to_int_vector();
+  for (int64_t c : y) check<IndexError>(c >= 0 && c < classes, op, ": label ", c, " is outside [0, ", classes, ")");
+  return y;
+}
+
 }  // namespace
 
 Tensor set_targets(const Tensor& labels, int64_t classes) {
   check_labels("set_targets", labels);
   const int64_t B = labels.shape()[0], I = labels.shape()[1];
-  const std::vector<int64_t> y = labels.to_int_vector();
+  const std::vector<int64_t> y = label_values("set_targets", labels, classes);
   std::vector<double> target(static_cast<size_t>(B * classes), 0.0);
   for (int64_t b = 0; b < B; ++b)
-    for (int64_t i = 0; i < I; ++i) {
-      const int64_t c = y[b * I + i];
-      check<IndexError>(c >= 0 && c < classes, "set_targets: label ", c, " is outside [0, ", classes, ")");
-      target[b * classes + c] += 1.0 / static_cast<double>(I);
-    }
+    for (int64_t i = 0; i < I; ++i) target[b * classes + y[b * I + i]] += 1.0 / static_cast<double>(I);
   return tensor(target, {B, classes}).to(labels.device());
 }
 
 Tensor set_cross_entropy(const Tensor& logits, const Tensor& labels) {
   check_logits("set_cross_entropy", logits, labels);
-  Tensor target = set_targets(labels, logits.shape()[1]).to(logits.device());
-  return -mean(sum(target * log_softmax(logits, 1), {1}));
+  label_values("set_cross_entropy", labels, logits.shape()[1]);
+  // sum_c target[b, c] log_softmax[b, c] = (1 / I) sum_i log_softmax[b, y[b, i]]:
+  // only the classes with a target > 0 are read, so a class with target 0
+  // may have logit -inf (target * log_softmax would be 0 * -inf = NaN).
+  return -mean(gather(log_softmax(logits, 1), 1, labels.to(logits.device())));
 }
 
 std::vector<std::vector<int64_t>> predicted_sets(const Tensor& logits, const Tensor& labels) {

@@ -121,11 +121,14 @@ class VideoModel : public nn::Module {
 /// DtypeError for non-int64 labels, IndexError for a label outside [0, K).
 Tensor set_targets(const Tensor& labels, int64_t classes);
 
-/// The set loss: cross-entropy of logits [B, K] against set_targets(labels),
-/// -(1 / B) sum_b sum_c target[b, c] log_softmax(logits[b])[c], a scalar on
-/// logits' device (labels may be on any device). Differentiable in logits.
-/// Throws ShapeError naming "set_cross_entropy" for logits not [B, K] or
-/// labels not [B, I], and what set_targets throws.
+/// The set loss: cross-entropy of logits [B, K] (float32 or float64) against
+/// set_targets(labels), -(1 / B) sum_b sum_c target[b, c]
+/// log_softmax(logits[b])[c] over the classes with target[b, c] > 0 only, so
+/// a class of target 0 whose logit is -inf leaves the loss finite; a scalar
+/// of logits' dtype on logits' device (labels may be on any device).
+/// Differentiable in logits. Throws ShapeError naming "set_cross_entropy"
+/// for logits not [B, K] or labels not [B, I], DtypeError for non-int64
+/// labels, IndexError for a label outside [0, K).
 Tensor set_cross_entropy(const Tensor& logits, const Tensor& labels);
 
 /// The predicted set of each clip: the k_b classes with the highest logits

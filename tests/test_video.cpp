@@ -145,6 +145,26 @@ TEST_CASE("set loss and set accuracy: exact values on hand-made logits") {
   CHECK_THROWS_WITH_AS(predicted_sets(zeros({2, 4}), zeros({2, 2})), doctest::Contains("predicted_sets"), DtypeError);
 }
 
+TEST_CASE("set loss: a target-0 class with logit -inf leaves the loss finite, and float64 logits work") {
+  // target * log_softmax gave 0 * -inf = NaN (issue 15, defect 9).
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor labels = tensor_int({1, 2}, {1, 2});
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    CAPTURE(dtype_name(dt));
+    Tensor logits = tensor({-inf, 0, 0, 0}, {1, 4}, dt).requires_grad_();
+    Tensor loss = set_cross_entropy(logits, labels);
+    CHECK(loss.dtype() == dt);
+    CHECK(loss.item() == doctest::Approx(std::log(3.0)));
+    loss.backward();
+    // softmax - target: {0, 1/3 - 1/2, 1/3 - 1/2, 1/3}
+    check_close(logits.grad(), {0, -1.0 / 6, -1.0 / 6, 1.0 / 3}, 1e-6, 1e-6);
+  }
+  // A -inf logit on a target class is an infinite loss, not NaN.
+  CHECK(set_cross_entropy(tensor({0, -inf, 0, 0}, {1, 4}), labels).item() == inf);
+  CHECK_THROWS_WITH_AS(set_cross_entropy(zeros({1, 4}), tensor_int({1, 4}, {1, 2})),
+                       doctest::Contains("set_cross_entropy: label 4 is outside [0, 4)"), IndexError);
+}
+
 TEST_CASE("video parameter matching: the three methods within 5% (joint and registers get wider MLPs)") {
   for (int64_t dim : {64, 96})
     for (int64_t every : {1, 2}) {
