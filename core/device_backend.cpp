@@ -69,7 +69,7 @@ Device parse_device(const std::string& name) {
   if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
       name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() <= prefix.size() + 4)
     return Device::cuda(std::stoi(name.substr(prefix.size())));
-  throw ValueError(detail::cat("device: expected cpu, cuda or cuda:<index>, but got \"", name, "\""));
+  throw ValueError(detail::cat("device: expected cpu, cuda or cuda:<index>, but got \"", printable(name), "\""));
 }
 
 void empty_cache(Device d) {

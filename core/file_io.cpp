@@ -155,4 +155,24 @@ void ensure_writable_dir(const std::string& dir) {
   std::filesystem::remove(probe, ec);
 }
 
+nlohmann::json parse_json(std::string_view text, const std::string& source, int max_depth) {
+  using nlohmann::json;
+  // `depth` counts the containers open around the event's value, so a
+  // container opening at depth max_depth would be level max_depth + 1.
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
+    if ((event == json::parse_event_t::array_start || event == json::parse_event_t::object_start) &&
+        depth >= max_depth)
+      throw IOError(source + ": JSON nested deeper than " + std::to_string(max_depth) + " levels");
+    return true;
+  };
+  try {
+    return json::parse(text.begin(), text.end(), limit);
+  } catch (const json::parse_error& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line ..., column ...: <why>; last read: '<text>'".
+    std::string why = e.what();
+    if (const size_t at = why.find("] "); at != std::string::npos) why.erase(0, at + 2);
+    throw IOError(source + ": not valid JSON (" + printable(why, 160) + ")");
+  }
+}
+
 }  // namespace tmem

@@ -8,10 +8,15 @@
 //     removed and the old target is left as it was.
 //   AppendFileWriter: files that grow while a run goes on (gradient dumps),
 //     each write checked and fsync'ed, so a crash keeps what was written.
+// And the one JSON reader: parse_json, through which every JSON text tmem
+// reads (configs, checkpoint metadata, safetensors headers, gradient dumps,
+// results) is parsed with its nesting depth limited.
 #pragma once
 #include <cstddef>
 #include <string>
 #include <string_view>
+
+#include <nlohmann/json.hpp>
 
 namespace tmem {
 
@@ -78,5 +83,14 @@ class AppendFileWriter {
 /// file can be created, written and renamed in it, so a run learns before it
 /// trains that its results could not be saved. Throws IOError naming dir.
 void ensure_writable_dir(const std::string& dir);
+
+/// Parses `text` as one JSON value. Containers (arrays, objects) may nest at
+/// most `max_depth` levels ("[[1]]" is 2): the depth is checked while the
+/// parser runs, before a deeper value is built, so a hostile file (100,000
+/// '[') neither overflows the stack nor eats memory. Throws IOError naming
+/// `source` (a file, "file: entry") when the text is not JSON (with the line
+/// and column, the offending text cut by printable) or nests deeper than
+/// max_depth.
+nlohmann::json parse_json(std::string_view text, const std::string& source, int max_depth = 64);
 
 }  // namespace tmem

@@ -25,9 +25,9 @@ double number_from_json(const json& j) {
     if (s == "Infinity") return std::numeric_limits<double>::infinity();
     if (s == "-Infinity") return -std::numeric_limits<double>::infinity();
     throw IOError("number_from_json: expected a number, \"NaN\", \"Infinity\" or \"-Infinity\", "
-                  "but got the string \"" + s + "\"");
+                  "but got the string \"" + printable(s) + "\"");
   }
-  throw IOError("number_from_json: expected a number, but got " + j.dump());
+  throw IOError("number_from_json: expected a number, but got " + printable(j.dump()));
 }
 
 json tensor_summary(const std::string& name, const Tensor& t, bool values) {
@@ -71,7 +71,7 @@ json tensor_summary(const std::string& name, const Tensor& t, bool values) {
 
 Tensor tensor_from_summary(const json& j) {
   if (!j.contains("values") || !j.contains("shape"))
-    throw IOError("tensor_from_summary: the summary of \"" + j.value("name", std::string("?")) +
+    throw IOError("tensor_from_summary: the summary of \"" + printable(j.value("name", std::string("?"))) +
                   "\" has no values (dump it with values=true)");
   Shape shape = j["shape"].get<Shape>();
   std::vector<double> v;
@@ -108,12 +108,7 @@ std::vector<json> read_grad_dump(const std::string& path) {
   while (std::getline(in, line)) {
     ++lineno;
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-    json j;
-    try {
-      j = json::parse(line);
-    } catch (const json::parse_error& e) {
-      throw IOError("read_grad_dump: " + path + " line " + std::to_string(lineno) + ": " + e.what());
-    }
+    json j = parse_json(line, "read_grad_dump: " + path + " line " + std::to_string(lineno));
     if (j.is_array()) {
       for (auto& s : j) steps.push_back(std::move(s));
     } else {

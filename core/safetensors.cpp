@@ -25,7 +25,8 @@ DType from_st_dtype(const std::string& s, const std::string& path, const std::st
   if (s == "F32") return DType::Float32;
   if (s == "F64") return DType::Float64;
   if (s == "I64") return DType::Int64;
-  throw IOError("load_safetensors: " + path + ": tensor \"" + name + "\" has unsupported dtype " + s);
+  throw IOError("load_safetensors: " + path + ": tensor \"" + printable(name) + "\" has unsupported dtype \"" +
+                printable(s) + "\"");
 }
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MiB, as the reference implementation
@@ -81,12 +82,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
                  hlen, "-byte header but the file has ", size, " bytes");
   std::string h(hlen, '\0');
   in.read(h.data(), static_cast<std::streamsize>(hlen));
-  nlohmann::json header;
-  try {
-    header = nlohmann::json::parse(h);
-  } catch (const nlohmann::json::exception& e) {
-    throw IOError("load_safetensors: " + path + ": malformed header: " + e.what());
-  }
+  const nlohmann::json header = parse_json(h, "load_safetensors: " + path + ": header");
   check<IOError>(header.is_object(), "load_safetensors: ", path, ": the header is not a JSON object");
   const uint64_t data_start = 8 + hlen, data_size = size - data_start;
   SafetensorsFile out;
@@ -100,16 +96,16 @@ SafetensorsFile load_safetensors(const std::string& path) {
       Shape shape = entry.at("shape").get<Shape>();
       auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
       for (int64_t d : shape)
-        check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", name, "\" has a negative dim");
+        check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", printable(name), "\" has a negative dim");
       uint64_t n = static_cast<uint64_t>(numel_of(shape)) * dtype_size(dt);
       check<IOError>(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size &&
                          offs[1] - offs[0] == n,
-                     "load_safetensors: ", path, ": tensor \"", name, "\" of shape ", shape_str(shape),
+                     "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
                      " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
       Tensor t = empty(shape, dt);
       in.seekg(static_cast<std::streamoff>(data_start + offs[0]));
       in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(n));
-      check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read for \"", name, "\"");
+      check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read for \"", printable(name), "\"");
       out.tensors[name] = t;
     }
   } catch (const nlohmann::json::exception& e) {

@@ -27,7 +27,8 @@ struct SafetensorsFile {
 
 /// Reads a safetensors file. Throws IOError naming the file and the fault for
 /// a path that is not a regular file (a directory, a FIFO: never opened), a
-/// truncated file, an oversized or malformed header, an unknown dtype, or
+/// truncated file, an oversized or malformed header (or one nested deeper
+/// than parse_json's 64 levels), an unknown dtype, or
 /// data offsets that do not match the shape or lie outside the file.
 SafetensorsFile load_safetensors(const std::string& path);
 

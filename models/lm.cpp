@@ -26,7 +26,7 @@ const std::vector<std::string>& lm_methods() {
 
 void check_lm_method(const std::string& method) {
   const auto& m = lm_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown LM method \"", method,
+  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown LM method \"", printable(method),
                     "\" (expected base, local, linear, xl, tensor or leaky)");
 }
 

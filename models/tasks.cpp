@@ -332,7 +332,7 @@ std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
   if (name == "mqar") return make_mqar(c);
   if (name == "map-recall") return make_map_recall(c);
   if (name == "coord-recall") return make_coord_recall(c);
-  throw ValueError("unknown task \"" + name +
+  throw ValueError("unknown task \"" + printable(name) +
                    "\" (expected coord-binding, map-building, occlusion, occlusion-visible, no-harm, mqar, "
                    "map-recall or coord-recall)");
 }

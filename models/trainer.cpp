@@ -198,11 +198,7 @@ class CheckpointMeta {
   }
 
   json parsed(const std::string& key) const {
-    try {
-      return json::parse(text(key));
-    } catch (const json::exception& e) {
-      fail(key, std::string("is not valid JSON (") + e.what() + ")");
-    }
+    return parse_json(text(key), "train: checkpoint " + path_ + ": the \"" + key + "\" entry");
   }
 
   int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {

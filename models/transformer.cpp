@@ -12,12 +12,12 @@ double mlp_ratio_of(const std::string& method) {
       method == "rmt")
     return 4.0;
   if (method == "base_wide") return 4.5;
-  throw ValueError("unknown method \"" + method + "\" (expected base, base_wide, slots, tensor, linear, ssm or rmt)");
+  throw ValueError("unknown method \"" + printable(method) + "\" (expected base, base_wide, slots, tensor, linear, ssm or rmt)");
 }
 
 void check_attention_kind(const std::string& attention) {
   check<ValueError>(attention == "full" || attention == "local" || attention == "linear" || attention == "xl",
-                    "unknown attention \"", attention, "\" (expected full, local, linear or xl)");
+                    "unknown attention \"", printable(attention), "\" (expected full, local, linear or xl)");
 }
 
 int64_t memory_layer_parameters(int64_t dim, const nn::TensorMemoryOptions& memory) {

@@ -26,7 +26,7 @@ const std::vector<std::string>& vit_methods() {
 
 void check_vit_method(const std::string& method) {
   const auto& m = vit_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown ViT method \"", method,
+  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown ViT method \"", printable(method),
                     "\" (expected vit, local, registers or spatial)");
 }
 

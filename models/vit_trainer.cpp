@@ -21,7 +21,7 @@ namespace tmem::models {
 using nlohmann::json;
 
 void check_vit_task(const std::string& task) {
-  check<ValueError>(task == "classify" || task == "mae", "unknown ViT task \"", task,
+  check<ValueError>(task == "classify" || task == "mae", "unknown ViT task \"", printable(task),
                     "\" (expected classify or mae)");
 }
 

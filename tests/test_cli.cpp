@@ -120,3 +120,22 @@ TEST_CASE("cli: --resume without --name is an error, not a fresh run") {
   CHECK(!fs::exists(dir + "/runs"));
   fs::remove_all(dir);
 }
+
+TEST_CASE("cli: 100000 nested arrays in a config or a gradient dump is an error, not a stack overflow") {
+  const std::string dir = fresh_cli_dir("tmem_cli_deep_json");
+  tmem::test::write_all(dir + "/deep.json", std::string(100000, '['));
+  auto r = run_tmem({"train", "no-harm", "--config", "deep.json"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("train: config file deep.json: JSON nested deeper than 64 levels") != std::string::npos);
+  r = run_tmem({"grads", "summarize", "deep.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("deep.json line 1: JSON nested deeper than 64 levels") != std::string::npos);
+  // Untrusted values are cut in messages: a 100,000-byte method name.
+  tmem::test::write_all(dir + "/long.json", "{\"method\": \"" + std::string(100000, 'q') + "\"}");
+  r = run_tmem({"train", "no-harm", "--config", "long.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("(100000 bytes in all)") != std::string::npos);
+  CHECK(r.output.size() < 1000);
+  fs::remove_all(dir);
+}

@@ -2,6 +2,7 @@
 // the file and the old file survives. Failures are injected with a file size
 // limit (RLIMIT_FSIZE), which fails write() with EFBIG as a full disk fails it
 // with ENOSPC, and works for root too.
+#include <algorithm>
 #include <filesystem>
 
 #include "core/file_io.h"
@@ -105,4 +106,36 @@ TEST_CASE("file_io: checkpoints, plots and gradient dumps fail loudly on a full 
   CHECK(load_safetensors(ckpt).tensors.at("w").to_vector() == std::vector<double>{3, 3});
   CHECK(read_all(svg) == old_svg);
   fs::remove_all(dir);
+}
+
+TEST_CASE("parse_json: nesting deeper than the limit is an IOError naming the source, never a stack overflow") {
+  // 100,000 '[' (issue 15, defect 6): refused at level 65, before the parser
+  // builds (and later destroys or dumps) a deep value.
+  const std::string deep(100000, '[');
+  CHECK_THROWS_WITH_AS(parse_json(deep, "deep.json"), doctest::Contains("deep.json: JSON nested deeper than 64 levels"),
+                       IOError);
+  std::string objects;
+  for (int i = 0; i < 100000; ++i) objects += "{\"a\":";
+  CHECK_THROWS_WITH_AS(parse_json(objects, "objects.json"), doctest::Contains("nested deeper than 64"), IOError);
+  // Exactly at the limit is fine, one more level is not.
+  auto nested = [](int levels) { return std::string(levels, '[') + "1" + std::string(levels, ']'); };
+  CHECK(parse_json(nested(64), "ok").dump().size() == 129);
+  CHECK_THROWS_AS(parse_json(nested(65), "too deep"), IOError);
+  CHECK(parse_json(nested(3), "x", 3).is_array());
+  CHECK_THROWS_AS(parse_json(nested(4), "x", 3), IOError);
+  CHECK(parse_json("{\"a\": [1, {\"b\": null}]}", "x")["a"][1].contains("b"));
+}
+
+TEST_CASE("parse_json: text that is not JSON is an IOError naming the source, the bad text cut short") {
+  CHECK_THROWS_WITH_AS(parse_json("{\"a\": 1", "cfg.json"), doctest::Contains("cfg.json: not valid JSON (parse error at line 1"),
+                       IOError);
+  CHECK_THROWS_AS(parse_json("", "empty"), IOError);
+  CHECK_THROWS_AS(parse_json("[1] trailing", "trailing"), IOError);
+  // A huge binary token: the message stays short and printable.
+  std::string junk(100000, 'x');
+  for (size_t i = 0; i < junk.size(); i += 7) junk[i] = static_cast<char>(0x80 + i % 100);
+  const std::string err = test::error_of<IOError>([&] { parse_json(junk, "junk.bin"); });
+  CHECK(err.find("junk.bin: not valid JSON") != std::string::npos);
+  CHECK(err.size() < 400);
+  CHECK(std::all_of(err.begin(), err.end(), [](char c) { return c >= 0x20 && c < 0x7f; }));
 }

@@ -72,3 +72,22 @@ TEST_CASE("safetensors: a failed save leaves the previous checkpoint intact") {
   CHECK(load_safetensors(p).tensors.at("w").to_vector() == std::vector<double>{3, 3});
   fs::remove_all(dir);
 }
+
+TEST_CASE("safetensors: a deeply nested or binary header is an IOError, cut short in the message") {
+  const std::string path = test::tmp_path("tmem_st_hostile.safetensors");
+  auto write_header = [&](const std::string& h) {
+    std::string bytes(8, '\0');
+    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((h.size() >> (8 * i)) & 0xFF);
+    test::write_all(path, bytes + h);
+  };
+  write_header(std::string(100000, '['));
+  CHECK_THROWS_WITH_AS(load_safetensors(path), doctest::Contains("header: JSON nested deeper than 64 levels"), IOError);
+  // A tensor name and a dtype of 10,000 bytes with binary ones among them.
+  const std::string name = "n\\u0007" + std::string(9998, 'n'), dtype(10000, 'd');  // JSON text: n, byte 7, n...
+  write_header(R"({")" + name + R"(": {"dtype": ")" + dtype + R"(", "shape": [1], "data_offsets": [0, 4]}})");
+  const std::string err = test::error_of<IOError>([&] { load_safetensors(path); });
+  CHECK(err.find("unsupported dtype") != std::string::npos);
+  CHECK(err.find("n\\x07nnn") != std::string::npos);
+  CHECK(err.size() < 600);
+  std::filesystem::remove(path);
+}

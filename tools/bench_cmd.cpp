@@ -21,6 +21,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <sstream>
@@ -123,7 +124,7 @@ class Suite {
       else if (area == "models") models();
       else if (area == "lm") lm();
       else
-        throw ValueError("tmem bench: unknown area \"" + area +
+        throw ValueError("tmem bench: unknown area \"" + printable(area) +
                          "\" (areas: gemm, ops, scaling, models, lm)");
     }
     const double minutes =
@@ -208,7 +209,7 @@ class Suite {
     std::ifstream f(out);
     if (!f || f.peek() == std::ifstream::traits_type::eof())
       throw Error("tmem bench: " + prog + " wrote no results for the filter '" + filter + "'");
-    const json j = json::parse(f);
+    const json j = parse_json(std::string(std::istreambuf_iterator<char>(f), {}), "tmem bench: " + out.string());
     f.close();
     fs::remove(out);
     Measures m;
@@ -243,7 +244,7 @@ class Suite {
     Measures m;
     for (std::string line; std::getline(out, line);)
       if (line.starts_with("RESULT ")) {
-        const json j = json::parse(line.substr(7));
+        const json j = parse_json(std::string_view(line).substr(7), "tmem bench: " + script + " output");
         m[j.at("name").get<std::string>()].ms = j.at("ms").get<double>();
       }
     return m;

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <omp.h>
 
@@ -44,11 +45,13 @@ std::vector<StateSize> sizes_of(const std::string& method) {
   if (method == "rmt") return knob("R", {8, 32, 128}, &models::BackboneConfig::memory_tokens);
   if (method == "tensor") {
     std::vector<StateSize> v;
-    for (auto [c, g] : {std::pair<int64_t, int64_t>{2, 4}, {16, 4}, {16, 8}})
+    for (const auto& cg : {std::pair<int64_t, int64_t>{2, 4}, {16, 4}, {16, 8}}) {
+      const int64_t c = cg.first, g = cg.second;  // named: the lambda captures them
       v.push_back({"C" + std::to_string(c) + "_" + std::to_string(g) + "^3", [=](models::BackboneConfig& b) {
                      b.memory.channels = c;
                      b.memory.D = b.memory.H = b.memory.W = g;
                    }});
+    }
     return v;
   }
   return {{"-", [](models::BackboneConfig&) {}}};
@@ -103,10 +106,16 @@ std::string cell_name(const std::string& method, const std::string& size, double
 std::vector<json> finished_cells(const std::string& root) {
   std::vector<json> cells;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
-    std::ifstream in(e.path() / "result.json");
+    const std::string path = (e.path() / "result.json").string();
+    std::ifstream in(path);
     if (!in) continue;
-    json j = json::parse(in, nullptr, false);
-    if (!j.is_discarded() && j.contains("method") && j.contains("eval_accuracy") && !j.contains("vs"))
+    json j;
+    try {
+      j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
+    } catch (const IOError&) {
+      continue;  // a torn or foreign result.json: not a finished cell
+    }
+    if (j.is_object() && j.contains("method") && j.contains("eval_accuracy") && !j.contains("vs"))
       cells.push_back(j);
   }
   return cells;
@@ -163,7 +172,9 @@ void report(const FrontierArgs& a, const std::string& root) {
     if (lr == 0) continue;
     lr_choice[method] = lr;
     for (const auto& size : sizes_of(method)) {
-      Row r{method, size.label};
+      Row r;
+      r.method = method;
+      r.size = size.label;
       r.lr = lr;
       for (const json& c : cells) {
         if (c["method"] != method || c["size"] != size.label || c["lr"].get<double>() != lr) continue;

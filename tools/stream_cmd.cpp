@@ -49,7 +49,7 @@ models::LMConfig stream_model(const StreamArgs& a, const std::string& method) {
     return c;
   }
   const auto& lm = models::lm_methods();
-  check<ValueError>(std::find(lm.begin(), lm.end(), method) != lm.end(), "stream: unknown method \"", method,
+  check<ValueError>(std::find(lm.begin(), lm.end(), method) != lm.end(), "stream: unknown method \"", printable(method),
                     "\" (expected kv-cache or a language-model method: base, local, linear, xl, tensor, leaky)");
   c.method = method;
   return c;

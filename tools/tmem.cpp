@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
     if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "frontier" && cmd != "grads" && cmd != "bench" &&
         cmd != "stream") {
       std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, frontier, grads, ops, bench, stream; see tmem --help)\n",
-                   cmd.c_str());
+                   tmem::printable(cmd).c_str());
       return 2;
     }
   }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <omp.h>
@@ -76,10 +77,16 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
 }
 
 std::optional<json> finished_cell(const models::TrainConfig& c) {
-  std::ifstream in(c.run_dir + "/result.json");
+  const std::string path = c.run_dir + "/result.json";
+  std::ifstream in(path);
   if (!in) return std::nullopt;
-  json j = json::parse(in, nullptr, false);
-  if (j.is_discarded() || !j.contains("config") || j["config"] != models::config_to_json(c) ||
+  json j;
+  try {
+    j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
+  } catch (const IOError&) {
+    return std::nullopt;  // a torn or foreign result.json: the cell runs again
+  }
+  if (!j.is_object() || !j.contains("config") || j["config"] != models::config_to_json(c) ||
       !j.contains("eval_accuracy"))
     return std::nullopt;
   return j;
@@ -245,12 +252,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     if (!std::filesystem::is_regular_file(path, ec)) throw IOError("train: config file " + path + " is not a file");
     std::ifstream in(path);
     if (!in) throw IOError("train: cannot open config file " + path);
-    json j;
-    try {
-      j = json::parse(in);
-    } catch (const json::exception& e) {
-      throw IOError("train: config file " + path + " is not valid JSON: " + e.what());
-    }
+    const json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), "train: config file " + path);
     try {
       models::apply_config_json(a->cfg, j);
     } catch (const ValueError& e) {
