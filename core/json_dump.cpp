@@ -82,7 +82,37 @@ Tensor tensor_from_summary(const json& j) {
   return tensor(v, shape, DType::Float64);
 }
 
-GradDumpWriter::GradDumpWriter(const std::string& path) : out_(path, true) {}
+namespace {
+
+// Rewrites the dump at `path` keeping its step objects with "step" <
+// first_step (see GradDumpWriter). Returns the path, so it can run before
+// the writer opens the file.
+const std::string& keep_steps_before(const std::string& path, int64_t first_step) {
+  std::error_code ec;
+  if (first_step <= 0 || !std::filesystem::exists(path, ec)) return path;
+  check<IOError>(std::filesystem::is_regular_file(path, ec), "cannot write ", path, ": not a regular file");
+  std::ifstream in(path, std::ios::binary);
+  check<IOError>(static_cast<bool>(in), "cannot resume the gradient dump ", path, ": it cannot be read");
+  AtomicFileWriter out(path);
+  std::string line;
+  for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
+    if (in.eof()) break;  // no newline after it: torn by a kill while dumping
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+    const std::string where = "cannot resume the gradient dump " + path + ": line " + std::to_string(lineno);
+    const json j = parse_json(line, where);
+    check<IOError>(j.is_object() && j.contains("step") && j["step"].is_number_integer(), where,
+                   " is not a step object with an integer \"step\"");
+    if (j["step"].get<int64_t>() < first_step) out.write(line + '\n');
+  }
+  check<IOError>(!in.bad(), "cannot resume the gradient dump ", path, ": reading it failed");
+  out.commit();
+  return path;
+}
+
+}  // namespace
+
+GradDumpWriter::GradDumpWriter(const std::string& path, int64_t first_step)
+    : out_(keep_steps_before(path, first_step), first_step <= 0) {}
 
 void GradDumpWriter::write_step(int64_t step, double loss,
                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
@@ -152,8 +182,15 @@ std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, doub
       GradSeries& g = out[it->second];
       g.steps.push_back(step);
       g.norms.push_back(number_from_json(t.at("norm")));
-      g.nan += t.value("nan", int64_t{0});
-      g.inf += t.value("inf", int64_t{0});
+      for (auto [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
+        if (!t.contains(key)) continue;
+        const json& v = t[key];
+        check<IOError>(v.is_number_integer() && v.get<int64_t>() >= 0, "grad dump: step ", step,
+                       ", tensor \"", printable(name), "\": the \"", key, "\" count is ", printable(v.dump()),
+                       ", not an integer in [0, 2^63)");
+        check<IOError>(!__builtin_add_overflow(*sum, v.get<int64_t>(), sum), "grad dump: tensor \"", printable(name),
+                       "\": its \"", key, "\" counts summed over the steps overflow int64");
+      }
     }
   }
   for (GradSeries& g : out) g.vanishing = !g.norms.empty() && g.norms.back() < vanish_threshold;

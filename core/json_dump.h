@@ -35,9 +35,17 @@ Tensor tensor_from_summary(const nlohmann::json& j);
 /// crashed run keeps what it dumped and a full disk is an IOError).
 class GradDumpWriter {
  public:
-  /// Opens (truncates) `path`; throws IOError naming it when it cannot be
-  /// written or is not a regular file.
-  explicit GradDumpWriter(const std::string& path);
+  /// Opens `path` for a run whose next step is `first_step`. With
+  /// first_step 0 (a fresh run) the file is truncated. With first_step > 0 (a
+  /// run resumed from a checkpoint at that step) the step objects of the
+  /// existing dump with "step" < first_step are kept and the others dropped,
+  /// since the resumed run dumps them again; the file is rewritten atomically
+  /// first (write_file_atomic), so a failure leaves it as it was. A torn last
+  /// line (no newline: a run killed while dumping) is dropped. Throws IOError
+  /// naming path when it cannot be written or is not a regular file, and
+  /// naming the line when a complete line is not a step object with an
+  /// integer "step".
+  explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`.
   /// Throws IOError naming the file when the write fails.
   void write_step(int64_t step, double loss,
@@ -64,7 +72,9 @@ struct GradSeries {
   bool vanishing = false;     // norm below the threshold at the last step
 };
 /// Per-tensor norm series of a dump, in first-seen order. Throws IOError for
-/// a step object without "step" or "tensors".
+/// a step object without "step" or "tensors", for a "nan" or "inf" count
+/// that is not an integer in [0, 2^63), and when a tensor's counts summed
+/// over the steps would overflow int64.
 std::vector<GradSeries> summarize_grad_dump(const std::vector<nlohmann::json>& steps,
                                             double vanish_threshold = 1e-10);
 

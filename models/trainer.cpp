@@ -265,7 +265,16 @@ TrainResult train_diagnostic(const TrainConfig& config,
   TrainResult res;
   double seconds_before = 0;  // training time of the invocations before a resume
   res.parameters = model.num_parameters();
-  const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/checkpoint.safetensors";
+  const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/" + kCheckpointFile;
+  if (!ckpt.empty() && !cfg.dump_grads.empty()) {
+    // The same file however it is spelled ("dir/./checkpoint.safetensors", a symlink).
+    std::error_code ec1, ec2;
+    const auto dump_path = std::filesystem::weakly_canonical(cfg.dump_grads, ec1);
+    const auto ckpt_path = std::filesystem::weakly_canonical(ckpt, ec2);
+    check<ValueError>(ec1 || ec2 ? cfg.dump_grads != ckpt : dump_path != ckpt_path, "train: the gradient dump ",
+                      printable(cfg.dump_grads), " is the checkpoint ", ckpt,
+                      ", which it would overwrite; dump to another file");
+  }
   if (!cfg.run_dir.empty()) std::filesystem::create_directories(cfg.run_dir);
   std::deque<std::pair<int64_t, int64_t>> recent;  // (hits, total) of the last 100 steps
   if (cfg.resume && std::filesystem::exists(ckpt)) {
@@ -340,7 +349,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   };
 
   std::unique_ptr<GradDumpWriter> dump;
-  if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads);
+  if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads, res.start_step);
   auto named = model.named_parameters();
   model.train();
   for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {

@@ -28,7 +28,9 @@ struct TrainConfig {
   std::string run_dir;        // checkpoints and dumps go here ("" = none)
   int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
   bool resume = false;           // continue from run_dir/checkpoint.safetensors
-  std::string dump_grads;        // gradient dump file ("" = none)
+  /// Gradient dump file ("" = none): not the checkpoint. A resumed run keeps
+  /// the steps dumped before its checkpoint (GradDumpWriter).
+  std::string dump_grads;
   int64_t dump_every = 100;
   bool dump_values = false;
   std::string device = "cpu";    // where the model trains: cpu, cuda or cuda:<index>
@@ -36,6 +38,13 @@ struct TrainConfig {
   /// reaches it (e.g. 0.99); 0: train every step.
   double stop_accuracy = 0;
 };
+
+/// The files a diagnostic cell writes in its run directory: the checkpoint
+/// (train_diagnostic) and, from tmem train / ablate, the result and the
+/// per-step losses. A gradient dump must be none of them.
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+inline constexpr const char* kResultFile = "result.json";
+inline constexpr const char* kLossesFile = "losses.json";
 
 /// Sets the values left at 0 to the task's defaults: model.dim
 /// (Task::default_dim) and the memory chunk (Task::default_chunk). Throws
@@ -84,9 +93,9 @@ struct TrainResult {
 /// defaults (resolve_task_defaults). `progress` is called every step. With
 /// cfg.resume, continues from run_dir/checkpoint.safetensors (bit-exactly:
 /// model, optimizer, data and dropout generators, losses and curve so far).
-/// Throws ValueError for a bad config or a checkpoint written with another
-/// config (any key but steps; the message lists the keys that differ),
-/// IOError for checkpoint or dump failures. The eval runs after the last
+/// Throws ValueError for a bad config, a dump_grads naming the checkpoint, or
+/// a checkpoint written with another config (any key but steps; the message
+/// lists the keys that differ), IOError for checkpoint or dump failures. The eval runs after the last
 /// step on eval_batches fresh batches from generator seed + 2; for a model
 /// with Tensor Memory layers a second time with their gates at 0.
 TrainResult train_diagnostic(const TrainConfig& config,

@@ -5,6 +5,7 @@
 
 #include <sys/stat.h>
 
+#include "core/json_dump.h"
 #include "core/safetensors.h"
 #include "models/trainer.h"
 #include "test_util.h"
@@ -89,4 +90,17 @@ TEST_CASE("checkpoint: a directory or a FIFO in place of the file is refused wit
   CHECK_THROWS_WITH_AS(load_safetensors(dir + "/absent.safetensors"), doctest::Contains("absent.safetensors"),
                        IOError);
   fs::remove_all(dir);
+}
+
+TEST_CASE("checkpoint: a gradient dump that is the checkpoint file, however spelled, is refused") {
+  // --dump-grads checkpoint.safetensors was overwritten by the checkpoint
+  // (issue 15, defect 5); tmem train refuses the name, train_diagnostic the file.
+  models::TrainConfig c = tiny_checkpointed_run("tmem_ckpt_dump");
+  c.dump_grads = c.run_dir + "/./checkpoint.safetensors";
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(c), doctest::Contains("is the checkpoint"), ValueError);
+  CHECK(!fs::exists(c.run_dir + "/checkpoint.safetensors"));
+  c.dump_grads = c.run_dir + "/grads.jsonl";
+  CHECK(models::train_diagnostic(c).losses.size() == 4);
+  CHECK(read_grad_dump(c.dump_grads).size() == 2);  // steps 0 and 3 (dump_every 100, and the last)
+  fs::remove_all(c.run_dir);
 }

@@ -1,8 +1,10 @@
 // The tmem program as a careless or hostile user drives it: results that
 // cannot be written are errors, not "results written" and exit 0.
 #include <filesystem>
+#include <fstream>
 
 #include "cli_util.h"
+#include "core/json_dump.h"
 #include "test_util.h"
 
 using tmem::test::fresh_cli_dir;
@@ -74,6 +76,13 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"train", "brown", "--dim", "abc"}, "--dim: expected an integer in [1, 65536]"},
       {{"train", "fashion-mnist", "--lr", "inf"}, "--lr: expected a finite number"},
       {{"train", "moving-fmnist", "--batch", ""}, "--batch: expected an integer in [1, 65536]"},
+      {{"train", "no-harm", "--dump-grads", "../../../x"}, "--dump-grads: expected a plain file name inside the run"},
+      {{"train", "no-harm", "--dump-grads", "/tmp/x"}, "--dump-grads: expected a plain file name inside the run"},
+      {{"train", "no-harm", "--dump-grads", ".."}, "--dump-grads: expected a plain file name inside the run"},
+      {{"train", "no-harm", "--dump-grads", "checkpoint.safetensors"},
+       "--dump-grads: \"checkpoint.safetensors\" is a file the run writes itself"},
+      {{"train", "no-harm", "--dump-grads", "result.json"}, "\"result.json\" is a file the run writes itself"},
+      {{"train", "no-harm", "--dump-grads", "losses.json"}, "\"losses.json\" is a file the run writes itself"},
   };
   for (const Case& c : cases) {
     const auto r = run_tmem(c.args, dir);
@@ -121,6 +130,49 @@ TEST_CASE("cli: --resume without --name is an error, not a fresh run") {
   fs::remove_all(dir);
 }
 
+namespace {
+
+// The "step" of every line of a gradient dump, and whether each line has tensors.
+std::vector<int64_t> dumped_steps(const std::string& path, bool& all_have_tensors) {
+  std::vector<int64_t> steps;
+  all_have_tensors = true;
+  for (const auto& j : tmem::read_grad_dump(path)) {
+    steps.push_back(j.at("step").get<int64_t>());
+    all_have_tensors = all_have_tensors && !j.at("tensors").empty();
+  }
+  return steps;
+}
+
+}  // namespace
+
+TEST_CASE("cli: --resume keeps the gradient dump's steps before the checkpoint, once each") {
+  // A resume truncated the dump to the steps after it (issue 15, defect 5).
+  const std::string dir = fresh_cli_dir("tmem_cli_dump_resume");
+  auto args = tiny_train_args("dump");
+  args[5] = "4";  // --steps 4: the checkpoint is at step 4
+  for (const char* a : {"--dump-grads", "grads.jsonl", "--dump-every", "1"}) args.push_back(a);
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string dump = dir + "/runs/dump/base_length32_seed42/grads.jsonl";
+  bool tensors = false;
+  REQUIRE(dumped_steps(dump, tensors) == std::vector<int64_t>{0, 1, 2, 3});
+  // A run killed after dumping steps 4 and 5 (and half of 6) past its last
+  // checkpoint: the resume replays them, so they must not stay twice.
+  {
+    std::ofstream out(dump, std::ios::app);
+    out << "{\"step\": 4, \"loss\": 1, \"tensors\": []}\n{\"step\": 5, \"loss\": 1, \"tensors\": []}\n{\"step\": 6, \"lo";
+  }
+  args[5] = "6";
+  args.push_back("--resume");
+  r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(dumped_steps(dump, tensors) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
+  CHECK(tensors);  // steps 4 and 5 are the resumed run's, not the stale ones
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: 100000 nested arrays in a config or a gradient dump is an error, not a stack overflow") {
   const std::string dir = fresh_cli_dir("tmem_cli_deep_json");
   tmem::test::write_all(dir + "/deep.json", std::string(100000, '['));
@@ -137,5 +189,20 @@ TEST_CASE("cli: 100000 nested arrays in a config or a gradient dump is an error,
   CHECK(r.status == 1);
   CHECK(r.output.find("(100000 bytes in all)") != std::string::npos);
   CHECK(r.output.size() < 1000);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: grads summarize refuses NaN counts that are negative or overflow") {
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_nan");
+  const std::string step = R"({"step": 0, "tensors": [{"name": "w", "norm": 1, "nan": 9223372036854775807}]})";
+  tmem::test::write_all(dir + "/d.jsonl", step + "\n" + step + "\n");
+  auto r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("overflow int64") != std::string::npos);
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 0, "tensors": [{"name": "w", "norm": 1, "nan": -5}]})");
+  r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("\"nan\" count is -5") != std::string::npos);
   fs::remove_all(dir);
 }

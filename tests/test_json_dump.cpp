@@ -110,3 +110,57 @@ TEST_CASE("read_grad_dump names the file when it is a directory, empty or blank"
   CHECK_THROWS_WITH_AS(read_grad_dump(test::tmp_path("tmem_no_such_dump.jsonl")),
                        doctest::Contains("is not a regular file"), IOError);
 }
+
+TEST_CASE("a resumed dump keeps the steps before the checkpoint and drops the ones it replays") {
+  const std::string path = test::tmp_path("tmem_dump_resume.jsonl");
+  std::filesystem::remove(path);
+  {
+    GradDumpWriter w(path);
+    for (int64_t s = 0; s < 6; ++s) w.write_step(s, 1.0, {{"w", tensor({1.0 * s}, {1})}});
+  }
+  std::ofstream(path, std::ios::app) << "{\"step\": 6, \"loss\": 1, \"tens";  // torn by a kill
+  {
+    GradDumpWriter w(path, 4);  // resumed from a checkpoint at step 4
+    w.write_step(4, 2.0, {{"w", tensor({40.0}, {1})}});
+  }
+  std::vector<int64_t> steps;
+  for (const auto& s : read_grad_dump(path)) steps.push_back(s["step"].get<int64_t>());
+  CHECK(steps == std::vector<int64_t>{0, 1, 2, 3, 4});
+  CHECK(number_from_json(read_grad_dump(path)[4]["loss"]) == 2.0);
+  // A resume at step 0 (no checkpoint) starts the dump over; a file without one starts one.
+  { GradDumpWriter w(path, 0); }
+  CHECK(test::read_all(path).empty());
+  std::filesystem::remove(path);
+  { GradDumpWriter w(path, 3); }
+  CHECK(std::filesystem::exists(path));
+  // A complete line that is not a step object: the dump is not ours to cut.
+  std::ofstream(path) << "{\"step\": 0, \"tensors\": []}\nnot json at all\n";
+  const std::string before = test::read_all(path);
+  CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3), doctest::Contains((path + ": line 2").c_str()), IOError);
+  std::ofstream(path) << "[{\"step\": 0}]\n";
+  CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3), doctest::Contains("not a step object"), IOError);
+  std::ofstream(path) << "{\"step\": 0, \"tensors\": []}\nnot json at all\n";
+  CHECK_THROWS_AS(GradDumpWriter(path, 3), IOError);
+  CHECK(test::read_all(path) == before);  // left as it was
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("dump reading: deep nesting, bad counts and overflowing NaN counts are IOErrors") {
+  const std::string path = test::tmp_path("tmem_dump_hostile.jsonl");
+  std::ofstream(path) << std::string(100000, '[') << "\n";
+  CHECK_THROWS_WITH_AS(read_grad_dump(path), doctest::Contains("line 1: JSON nested deeper than 64 levels"), IOError);
+  auto step = [](int64_t s, const std::string& nan) {
+    return "{\"step\": " + std::to_string(s) + ", \"tensors\": [{\"name\": \"w\", \"norm\": 1, \"nan\": " + nan + "}]}\n";
+  };
+  // Two counts of 2^62 + 2^62 = 2^63 do not fit int64.
+  std::ofstream(path) << step(0, "4611686018427387904") << step(1, "4611686018427387904");
+  CHECK_THROWS_WITH_AS(summarize_grad_dump(read_grad_dump(path)), doctest::Contains("overflow int64"), IOError);
+  std::ofstream(path) << step(0, "4611686018427387904") << step(1, "4611686018427387903");
+  CHECK(summarize_grad_dump(read_grad_dump(path))[0].nan == std::numeric_limits<int64_t>::max());
+  for (const std::string bad : {"-1", "1.5", "\"many\"", "18446744073709551615"}) {
+    CAPTURE(bad);
+    std::ofstream(path) << step(0, bad);
+    CHECK_THROWS_WITH_AS(summarize_grad_dump(read_grad_dump(path)), doctest::Contains("\"nan\" count is"), IOError);
+  }
+  std::filesystem::remove(path);
+}

@@ -52,11 +52,36 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   std::fflush(stdout);
 }
 
+namespace {
+
+// Whether `name` names an entry of one directory: not empty, ".", "..", and
+// without '/' or '\\', so a path built from it stays in that directory.
+bool is_plain_name(const std::string& name) {
+  return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos;
+}
+
+}  // namespace
+
 std::string run_dir(const std::string& name) {
-  if (name.empty() || name == "." || name == ".." || name.find_first_of("/\\") != std::string::npos)
+  if (!is_plain_name(name))
     throw ValueError("--name: expected a plain directory name under runs/ (no '/', not '.' or '..'), but got \"" +
-                     name + "\"");
+                     printable(name) + "\"");
   return "runs/" + name;
+}
+
+CLI::Validator file_in_run_dir(std::vector<std::string> reserved) {
+  std::string names;
+  for (const std::string& r : reserved) names += (names.empty() ? "" : ", ") + r;
+  return CLI::Validator(
+      [reserved, names](const std::string& v) -> std::string {
+        if (!is_plain_name(v))
+          return "expected a plain file name inside the run directory (no '/', not '.' or '..'), but got \"" +
+                 printable(v) + "\"";
+        if (std::find(reserved.begin(), reserved.end(), v) != reserved.end())
+          return "\"" + v + "\" is a file the run writes itself (" + names + "); choose another name";
+        return "";
+      },
+      "FILE");
 }
 
 namespace {

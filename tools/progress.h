@@ -39,6 +39,13 @@ std::string timestamped_name(const std::string& prefix);
 /// '/' or '\\'), so a run never writes outside runs/.
 std::string run_dir(const std::string& name);
 
+/// CLI11 check of an option naming a file in a run's directory (--dump-grads):
+/// a plain file name as run_dir wants for --name (no '/' or '\\', not empty,
+/// "." or ".."), so the file stays inside runs/<name>/, and none of
+/// `reserved`, the files the run writes itself (its checkpoint, results).
+/// The message names the option (CLI11 prefixes it) and the value.
+CLI::Validator file_in_run_dir(std::vector<std::string> reserved);
+
 /// CLI11 check of an integer option: a plain base-10 integer in [lo, hi]. An
 /// empty value, trailing text, a value that overflows and one outside the
 /// range are parse errors whose message names the option (CLI11 prefixes it)

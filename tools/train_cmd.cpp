@@ -77,7 +77,7 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
 }
 
 std::optional<json> finished_cell(const models::TrainConfig& c) {
-  const std::string path = c.run_dir + "/result.json";
+  const std::string path = c.run_dir + "/" + models::kResultFile;
   std::ifstream in(path);
   if (!in) return std::nullopt;
   json j;
@@ -100,7 +100,7 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
                   100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
       return *done;
     }
-    if (!std::filesystem::exists(c.run_dir + "/checkpoint.safetensors"))
+    if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
       std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), name.c_str());
   }
   ensure_writable_dir(c.run_dir);
@@ -122,8 +122,8 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
             {"stopped_at", r.stopped_at}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
-  write_file_atomic(c.run_dir + "/losses.json", json(r.losses).dump() + "\n");
-  write_file_atomic(c.run_dir + "/result.json", j.dump(2) + "\n");
+  write_file_atomic(c.run_dir + "/" + models::kLossesFile, json(r.losses).dump() + "\n");
+  write_file_atomic(c.run_dir + "/" + models::kResultFile, j.dump(2) + "\n");
   return j;
 }
 
@@ -343,7 +343,9 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose result.json has the same config is not run again)");
   t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)")
       ->check(int_range(0, 1000000000));
-  t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory");
+  t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory (a plain "
+                                              "file name; --resume keeps the steps dumped before the checkpoint)")
+      ->check(file_in_run_dir({models::kCheckpointFile, models::kResultFile, models::kLossesFile}));
   t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str()
       ->check(int_range(1, 1000000000));
   t->add_flag("--dump-values", c.dump_values, "Include every gradient value in the dumps");
