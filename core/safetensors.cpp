@@ -97,7 +97,14 @@ SafetensorsFile load_safetensors(const std::string& path) {
       auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
       for (int64_t d : shape)
         check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", printable(name), "\" has a negative dim");
-      uint64_t n = static_cast<uint64_t>(numel_of(shape)) * dtype_size(dt);
+      uint64_t n = 0;
+      try {
+        check<IOError>(!__builtin_mul_overflow(static_cast<uint64_t>(numel_of(shape)), dtype_size(dt), &n),
+                       "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
+                       " needs more bytes than a file can hold");
+      } catch (const ShapeError& e) {
+        throw IOError("load_safetensors: " + path + ": tensor \"" + printable(name) + "\": " + e.what());
+      }
       check<IOError>(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size &&
                          offs[1] - offs[0] == n,
                      "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),

@@ -5,8 +5,12 @@
 namespace tmem {
 
 int64_t numel_of(const Shape& s) {
+  for (int64_t d : s)
+    if (d == 0) return 0;
   int64_t n = 1;
-  for (int64_t d : s) n *= d;
+  for (int64_t d : s)
+    if (__builtin_mul_overflow(n, d, &n))
+      throw ShapeError("shape " + shape_str(s) + " has more elements than an int64 can count");
   return n;
 }
 

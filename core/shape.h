@@ -9,7 +9,8 @@ namespace tmem {
 
 using Shape = std::vector<int64_t>;
 
-/// Number of elements of a shape (1 for a 0-d shape).
+/// Number of elements of a shape (1 for a 0-d shape, 0 when a dim is 0).
+/// Throws ShapeError naming the shape when the product overflows int64.
 int64_t numel_of(const Shape& s);
 /// Row-major (C-contiguous) strides of a shape, in elements.
 Shape contiguous_strides(const Shape& s);

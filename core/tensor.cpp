@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 
 #include "core/allocator.h"
 #include "core/autograd.h"
@@ -151,8 +152,11 @@ std::string Tensor::str() const {
 Tensor empty(const Shape& shape, DType dtype, Device device) {
   for (int64_t d : shape)
     check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+  const int64_t n = numel_of(shape), item = static_cast<int64_t>(dtype_size(dtype));
+  check<ShapeError>(n <= std::numeric_limits<int64_t>::max() / item, "empty: shape ", shape_str(shape), " of ",
+                    dtype_name(dtype), " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(numel_of(shape) * dtype_size(dtype), device, "empty");
+  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item), device, "empty");
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;
@@ -205,7 +209,7 @@ Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape) {
   check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor_int: got ",
                     values.size(), " values for shape ", shape_str(shape));
   Tensor t = empty(shape, DType::Int64);
-  std::memcpy(t.data<int64_t>(), values.data(), values.size() * sizeof(int64_t));
+  if (!values.empty()) std::memcpy(t.data<int64_t>(), values.data(), values.size() * sizeof(int64_t));
   return t;
 }
 

@@ -142,7 +142,8 @@ class Tensor {
 };
 
 // ---- factories (CPU unless a device is given) ----
-/// Uninitialised contiguous tensor.
+/// Uninitialised contiguous tensor. Throws ShapeError naming the shape for a
+/// negative dim or a size whose element or byte count overflows int64.
 Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());

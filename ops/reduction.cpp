@@ -115,7 +115,7 @@ void column_sums(const T* x, int64_t R, int64_t O, T scale, T* o) {
       for (int64_t i = r0; i < std::min(R, r0 + kRows); ++i) {
         const T* row = x + i * O;
         for (int64_t j = c0; j < vend; j += L)
-          (V::load_unaligned(part + j - c0) + V::load_unaligned(row + j)).store_unaligned(part + j - c0);
+          (V::load_unaligned(part + (j - c0)) + V::load_unaligned(row + j)).store_unaligned(part + (j - c0));
         for (int64_t j = vend; j < c1; ++j) part[j - c0] += row[j];
       }
       for (int64_t j = c0; j < c1; ++j) o[j] += part[j - c0];
@@ -226,7 +226,9 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Var, a);
   Plan p = make_plan(a, dims, keepdim, "var");
-  double denom = static_cast<double>(p.R - correction);
+  // As PyTorch: the divisor is max(N - correction, 0), so correction >= N
+  // gives inf (NaN for a constant row), never a negative variance.
+  const double denom = std::max(static_cast<double>(p.R) - static_cast<double>(correction), 0.0);
   Tensor rows = rows_of(a, p);
   Tensor out = empty(p.out, a.dtype(), a.device());
   Tensor mu = empty(p.keep, a.dtype(), a.device());

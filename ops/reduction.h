@@ -13,7 +13,9 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim 
 /// Mean over `dims` (all when empty).
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims = {}, bool keepdim = false);
 /// Variance over `dims` with Bessel-style `correction` (PyTorch: 1 = unbiased),
-/// computed in two passes (mean first), so large offsets do not cancel.
+/// computed in two passes (mean first), so large offsets do not cancel. The
+/// divisor is max(N - correction, 0) as in PyTorch: correction >= N gives
+/// inf, or NaN where the values are all equal.
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims = {}, int64_t correction = 1,
            bool keepdim = false);
 
