@@ -114,8 +114,12 @@ Tensor mm_device(const Tensor& a, const Tensor& b) {
 Tensor mm_data(const Tensor& a, const Tensor& b) {
   if (!a.device().is_cpu()) return mm_device(a, b);
   const int64_t ra = a.dim(), rb = b.dim();
-  const auto [M, K, N, ba, bb, batch, out_shape] = product_shape(a, b);
-  Tensor out = empty(out_shape, a.dtype());
+  // Plain names, not a structured binding: the lambdas below capture them
+  // (clang before 16 cannot capture bindings).
+  const ProductShape ps = product_shape(a, b);
+  const int64_t M = ps.M, K = ps.K, N = ps.N;
+  const Shape &ba = ps.a_batch, &bb = ps.b_batch, &batch = ps.batch;
+  Tensor out = empty(ps.out, a.dtype());
   // Per-batch offsets of a and b (broadcast strides are 0).
   Tensor a_b = make_view(a, ba, Shape(a.strides().begin(), a.strides().end() - 2), a.offset());
   Tensor b_b = make_view(b, bb, Shape(b.strides().begin(), b.strides().end() - 2), b.offset());

@@ -125,8 +125,8 @@ Tensor index_select_device(const OpKernels& k, const Tensor& a, int64_t d, const
   Tensor x = contiguous_data(a);
   Tensor ix = contiguous_data(index.to(a.device()));
   Tensor out = empty(shape, a.dtype(), a.device());
-  const auto [P, N, Q] = split_at(a.shape(), d);
-  const int64_t K = ix.numel();
+  const auto pnq = split_at(a.shape(), d);
+  const int64_t P = pnq[0], N = pnq[1], Q = pnq[2], K = ix.numel();  // named: lambdas capture them
   k.index_select_forward(a.device().index, x.data<float>(), ix.data<int64_t>(), out.data<float>(), P, N, Q, K);
   record(OpId::IndexSelect, {a}, {out}, {ix}, [in = a.shape(), P, N, Q, K](const Node& n, const Grads& g) {
     const Tensor& ixs = n.saved_tensor(0);

@@ -84,11 +84,13 @@ Tensor map_rows(const RowLayout& L, const char* op, F f, const In&... ins) {
     std::array<const T*, N> p;
     for (size_t j = 0; j < N; ++j) p[j] = rows[j].template data<T>();
     const int64_t O = L.O, R = L.R;
+    // Made outside the parallel loop: clang cannot outline a lambda that
+    // refers to f from inside an OpenMP region of this template lambda.
+    auto row = [&](int64_t i) {
+      [&]<size_t... J>(std::index_sequence<J...>) { f(o + i * R, R, (p[J] + i * R)...); }(std::make_index_sequence<N>{});
+    };
 #pragma omp parallel for if (O * R >= kParallelGrain && O > 1)
-    for (int64_t i = 0; i < O; ++i)
-      [&]<size_t... J>(std::index_sequence<J...>) {
-        f(o + i * R, R, (p[J] + i * R)...);
-      }(std::make_index_sequence<N>{});
+    for (int64_t i = 0; i < O; ++i) row(i);
   });
   if (!L.last) unpermute_rows(out, buf, L);
   return out;

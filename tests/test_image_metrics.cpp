@@ -24,7 +24,9 @@ TEST_CASE("ssim and psnr equal scikit-image's on six image pairs") {
   const auto fx = test::load_fixture("ssim");
   const Tensor a = image(fx.at("reference").at("pixels"));
   int checked = 0;
-  for (const auto& [name, c] : fx.items()) {
+  for (const auto& item : fx.items()) {
+    const std::string name = item.key();  // a plain variable: CAPTURE takes it
+    const auto& c = item.value();
     if (name == "reference") continue;
     CAPTURE(name);
     const Tensor b = image(c.at("pixels"));

@@ -256,12 +256,14 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
 }
 
 TEST_CASE("resolve_task_defaults: each task's default d and chunk, explicit values kept") {
-  for (auto [task, dim, chunk] : {std::tuple<const char*, int64_t, int64_t>{"coord-binding", 64, 1},
-                                  {"no-harm", 64, 1},
-                                  {"map-building", 96, 1},
-                                  {"occlusion", 96, 16},
-                                  {"occlusion-visible", 96, 16}}) {
-    INFO(task);
+  for (const auto& tdc : {std::tuple<const char*, int64_t, int64_t>{"coord-binding", 64, 1},
+                         {"no-harm", 64, 1},
+                         {"map-building", 96, 1},
+                         {"occlusion", 96, 16},
+                         {"occlusion-visible", 96, 16}}) {
+    const auto [task, dim, chunk] = tdc;
+    const std::string task_name = task;  // a plain variable: INFO captures it
+    INFO(task_name);
     TrainConfig c;
     c.task = task;
     resolve_task_defaults(c);

@@ -70,7 +70,9 @@ void check_fixture_case(const nlohmann::json& c,
     check_close(out, fixture_values(c.at("out")), atol, rtol);
   }
   sum(mul(out, fixture_tensor(c.at("w")))).backward();
-  for (const auto& [name, j] : c.at("grads").items()) {
+  for (const auto& item : c.at("grads").items()) {
+    const std::string name = item.key();  // a plain variable: INFO captures it
+    const auto& j = item.value();
     INFO("gradient of " << name);
     REQUIRE(in[name].grad().defined());
     check_close(in[name].grad(), fixture_values(j), atol, rtol);

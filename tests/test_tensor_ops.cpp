@@ -135,8 +135,9 @@ TEST_CASE("sum over leading dims (read in place as columns) matches a naive sum,
 
 TEST_CASE("matmul matches a naive product across shapes, strides and blocking edges") {
   Generator gen(7);
-  for (auto [M, K, N] : std::vector<std::array<int64_t, 3>>{
+  for (const auto& mkn : std::vector<std::array<int64_t, 3>>{
            {1, 1, 1}, {5, 7, 3}, {6, 32, 32}, {13, 257, 35}, {97, 300, 70}, {128, 64, 129}}) {
+    const int64_t M = mkn[0], K = mkn[1], N = mkn[2];  // plain variables: INFO captures them
     Tensor a = randn({M, K}, 0, 1, DType::Float64, gen);
     Tensor b = randn({K, N}, 0, 1, DType::Float64, gen);
     INFO("M " << M << " K " << K << " N " << N);
