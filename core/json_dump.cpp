@@ -165,83 +165,98 @@ double rel_diff(double a, double b) {
   return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30});
 }
 
+// A dump is untrusted input: a missing key or a field of the wrong type
+// (nlohmann's exceptions) becomes an IOError naming the function.
+template <class F>
+auto malformed_as_io_error(const char* fn, F f) {
+  try {
+    return f();
+  } catch (const json::exception& e) {
+    throw IOError(std::string(fn) + ": malformed gradient dump: " + printable(e.what()));
+  }
+}
+
 }  // namespace
 
 std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, double vanish_threshold) {
-  std::vector<GradSeries> out;
-  std::map<std::string, size_t> index;
-  for (const json& s : steps) {
-    int64_t step = field_of(s, "step").get<int64_t>();
-    for (const json& t : field_of(s, "tensors")) {
-      std::string name = t.at("name").get<std::string>();
-      auto [it, fresh] = index.emplace(name, out.size());
-      if (fresh) {
-        out.emplace_back();
-        out.back().name = name;
-      }
-      GradSeries& g = out[it->second];
-      g.steps.push_back(step);
-      g.norms.push_back(number_from_json(t.at("norm")));
-      for (auto [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
-        if (!t.contains(key)) continue;
-        const json& v = t[key];
-        check<IOError>(v.is_number_integer() && v.get<int64_t>() >= 0, "grad dump: step ", step,
-                       ", tensor \"", printable(name), "\": the \"", key, "\" count is ", printable(v.dump()),
-                       ", not an integer in [0, 2^63)");
-        check<IOError>(!__builtin_add_overflow(*sum, v.get<int64_t>(), sum), "grad dump: tensor \"", printable(name),
-                       "\": its \"", key, "\" counts summed over the steps overflow int64");
+  return malformed_as_io_error("summarize_grad_dump", [&] {
+    std::vector<GradSeries> out;
+    std::map<std::string, size_t> index;
+    for (const json& s : steps) {
+      int64_t step = field_of(s, "step").get<int64_t>();
+      for (const json& t : field_of(s, "tensors")) {
+        std::string name = t.at("name").get<std::string>();
+        auto [it, fresh] = index.emplace(name, out.size());
+        if (fresh) {
+          out.emplace_back();
+          out.back().name = name;
+        }
+        GradSeries& g = out[it->second];
+        g.steps.push_back(step);
+        g.norms.push_back(number_from_json(t.at("norm")));
+        for (auto [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
+          if (!t.contains(key)) continue;
+          const json& v = t[key];
+          check<IOError>(v.is_number_integer() && v.get<int64_t>() >= 0, "grad dump: step ", step,
+                         ", tensor \"", printable(name), "\": the \"", key, "\" count is ", printable(v.dump()),
+                         ", not an integer in [0, 2^63)");
+          check<IOError>(!__builtin_add_overflow(*sum, v.get<int64_t>(), sum), "grad dump: tensor \"", printable(name),
+                         "\": its \"", key, "\" counts summed over the steps overflow int64");
+        }
       }
     }
-  }
-  for (GradSeries& g : out) g.vanishing = !g.norms.empty() && g.norms.back() < vanish_threshold;
-  return out;
+    for (GradSeries& g : out) g.vanishing = !g.norms.empty() && g.norms.back() < vanish_threshold;
+    return out;
+  });
 }
 
 std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const std::vector<json>& b,
                                             size_t top) {
-  auto by_step = [](const std::vector<json>& d) {
-    std::map<int64_t, std::map<std::string, json>> m;
-    for (const json& s : d)
-      for (const json& t : field_of(s, "tensors"))
-        m[field_of(s, "step").get<int64_t>()][t.at("name").get<std::string>()] = t;
-    return m;
-  };
-  auto ma = by_step(a), mb = by_step(b);
-  const double inf = std::numeric_limits<double>::infinity();
-  std::vector<DumpDifference> diffs;
-  for (const auto& [step, ta] : ma) {
-    auto sb = mb.find(step);
-    for (const auto& [name, ja] : ta) {
-      if (sb == mb.end() || !sb->second.count(name)) {
-        diffs.push_back({step, name, "missing", 0, 0, inf});
-        continue;
-      }
-      const json& jb = sb->second.at(name);
-      for (const char* f : {"norm", "mean", "std", "min", "max"}) {
-        if (!ja.contains(f) || !jb.contains(f)) continue;
-        double x = number_from_json(ja[f]), y = number_from_json(jb[f]);
-        diffs.push_back({step, name, f, x, y, rel_diff(x, y)});
-      }
-      if (ja.contains("values") && jb.contains("values")) {
-        const json &va = ja["values"], &vb = jb["values"];
-        if (va.size() != vb.size()) {
-          diffs.push_back({step, name, "values size", double(va.size()), double(vb.size()), inf});
+  return malformed_as_io_error("diff_grad_dumps", [&] {
+    auto by_step = [](const std::vector<json>& d) {
+      std::map<int64_t, std::map<std::string, json>> m;
+      for (const json& s : d)
+        for (const json& t : field_of(s, "tensors"))
+          m[field_of(s, "step").get<int64_t>()][t.at("name").get<std::string>()] = t;
+      return m;
+    };
+    auto ma = by_step(a), mb = by_step(b);
+    const double inf = std::numeric_limits<double>::infinity();
+    std::vector<DumpDifference> diffs;
+    for (const auto& [step, ta] : ma) {
+      auto sb = mb.find(step);
+      for (const auto& [name, ja] : ta) {
+        if (sb == mb.end() || !sb->second.count(name)) {
+          diffs.push_back({step, name, "missing", 0, 0, inf});
           continue;
         }
-        for (size_t i = 0; i < va.size(); ++i) {
-          double x = number_from_json(va[i]), y = number_from_json(vb[i]);
-          diffs.push_back({step, name, "values[" + std::to_string(i) + "]", x, y, rel_diff(x, y)});
+        const json& jb = sb->second.at(name);
+        for (const char* f : {"norm", "mean", "std", "min", "max"}) {
+          if (!ja.contains(f) || !jb.contains(f)) continue;
+          double x = number_from_json(ja[f]), y = number_from_json(jb[f]);
+          diffs.push_back({step, name, f, x, y, rel_diff(x, y)});
+        }
+        if (ja.contains("values") && jb.contains("values")) {
+          const json &va = ja["values"], &vb = jb["values"];
+          if (va.size() != vb.size()) {
+            diffs.push_back({step, name, "values size", double(va.size()), double(vb.size()), inf});
+            continue;
+          }
+          for (size_t i = 0; i < va.size(); ++i) {
+            double x = number_from_json(va[i]), y = number_from_json(vb[i]);
+            diffs.push_back({step, name, "values[" + std::to_string(i) + "]", x, y, rel_diff(x, y)});
+          }
         }
       }
     }
-  }
-  for (const auto& [step, tb] : mb)
-    for (const auto& [name, jb] : tb)
-      if (!ma.count(step) || !ma.at(step).count(name)) diffs.push_back({step, name, "missing", 0, 0, inf});
-  std::stable_sort(diffs.begin(), diffs.end(),
-                   [](const DumpDifference& x, const DumpDifference& y) { return x.rel > y.rel; });
-  if (diffs.size() > top) diffs.resize(top);
-  return diffs;
+    for (const auto& [step, tb] : mb)
+      for (const auto& [name, jb] : tb)
+        if (!ma.count(step) || !ma.at(step).count(name)) diffs.push_back({step, name, "missing", 0, 0, inf});
+    std::stable_sort(diffs.begin(), diffs.end(),
+                     [](const DumpDifference& x, const DumpDifference& y) { return x.rel > y.rel; });
+    if (diffs.size() > top) diffs.resize(top);
+    return diffs;
+  });
 }
 
 }  // namespace tmem

@@ -72,7 +72,8 @@ struct GradSeries {
   bool vanishing = false;     // norm below the threshold at the last step
 };
 /// Per-tensor norm series of a dump, in first-seen order. Throws IOError for
-/// a step object without "step" or "tensors", for a "nan" or "inf" count
+/// a step object without "step" or "tensors", for any field missing or of the
+/// wrong type (a tensor without "name"), for a "nan" or "inf" count
 /// that is not an integer in [0, 2^63), and when a tensor's counts summed
 /// over the steps would overflow int64.
 std::vector<GradSeries> summarize_grad_dump(const std::vector<nlohmann::json>& steps,
@@ -89,7 +90,8 @@ struct DumpDifference {
 /// The `top` largest relative differences between two dumps over the steps
 /// and tensors present in both (norm, mean, std, min, max, and every value
 /// when both dumps have values). Tensors or steps present in only one dump
-/// are reported as differences with field "missing".
+/// are reported as differences with field "missing". Throws IOError for a
+/// step or tensor with a field missing or of the wrong type.
 std::vector<DumpDifference> diff_grad_dumps(const std::vector<nlohmann::json>& a,
                                             const std::vector<nlohmann::json>& b, size_t top = 10);
 

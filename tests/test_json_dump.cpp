@@ -164,3 +164,16 @@ TEST_CASE("dump reading: deep nesting, bad counts and overflowing NaN counts are
   }
   std::filesystem::remove(path);
 }
+
+TEST_CASE("dump reading: a tensor without a name or with fields of the wrong type is an IOError, not a crash") {
+  // Found by tests/fuzz/fuzz_grad_dump (corpus/grad_dump/regress-tensor-without-name).
+  using nlohmann::json;
+  const json nameless = json::parse(R"({"step": 0, "tensors": [{"shape": [2], "norm": 1}]})");
+  CHECK_THROWS_WITH_AS(summarize_grad_dump({nameless}), doctest::Contains("summarize_grad_dump: malformed"), IOError);
+  CHECK_THROWS_WITH_AS(diff_grad_dumps({nameless}, {nameless}, 5), doctest::Contains("diff_grad_dumps: malformed"),
+                       IOError);
+  const json text_step = json::parse(R"({"step": "zero", "tensors": [{"name": "w", "norm": 1}]})");
+  CHECK_THROWS_AS(summarize_grad_dump({text_step}), IOError);
+  const json good = json::parse(R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})");
+  CHECK(summarize_grad_dump({good})[0].norms == std::vector<double>{1.0});
+}
