@@ -148,7 +148,7 @@ void ensure_writable_dir(const std::string& dir) {
   check<IOError>(std::filesystem::is_directory(dir, ec), "the run directory ", dir, " is not a directory");
   const std::string probe = dir + "/.tmem-write-check";
   try {
-    write_file_atomic(probe, "ok\n");
+    write_file_atomic(probe, std::string(4096, '.'));  // a block: a disk with a few bytes left fails too
   } catch (const IOError& e) {
     throw IOError("the run directory " + dir + " is not writable: " + e.what());
   }

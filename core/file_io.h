@@ -80,7 +80,7 @@ class AppendFileWriter {
 };
 
 /// Creates directory `dir` (and its parents) when missing and checks that a
-/// file can be created, written and renamed in it, so a run learns before it
+/// 4 KiB file can be created, written and renamed in it, so a run learns before it
 /// trains that its results could not be saved. Throws IOError naming dir.
 void ensure_writable_dir(const std::string& dir);
 
