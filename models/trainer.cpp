@@ -1,10 +1,13 @@
 #include "models/trainer.h"
 
+#include <omp.h>
+
 #include <charconv>
 #include <chrono>
 #include <cmath>
 #include <deque>
 #include <filesystem>
+#include <cstdio>
 #include <limits>
 
 #include "core/autograd.h"
@@ -286,6 +289,13 @@ TrainResult train_diagnostic(const TrainConfig& config,
     }
     const CheckpointMeta meta(ckpt, f.metadata);
     check_same_config(ckpt, meta.parsed("config"), config_to_json(cfg));
+    // Parallel sums add in an order that depends on the thread count: say so
+    // when it changed, as the losses then differ in the last bits.
+    if (meta.has("threads") && meta.text("threads") != std::to_string(omp_get_max_threads()))
+      std::fprintf(stderr,
+                   "warning: %s was written with %s threads and resumes with %d: the losses can differ from an "
+                   "uninterrupted run in the last bits\n",
+                   ckpt.c_str(), printable(meta.text("threads")).c_str(), omp_get_max_threads());
     try {
       model.load_state_dict(model_state);
       opt.load_state_dict(opt_state);
@@ -345,7 +355,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
                                  {"losses", json(res.losses).dump()},
                                  {"accuracy_curve", json(res.accuracy_curve).dump()},
                                  {"seconds", std::to_string(seconds_so_far())},
-                                 {"stopped_at", std::to_string(res.stopped_at)}});
+                                 {"stopped_at", std::to_string(res.stopped_at)},
+                                 {"threads", std::to_string(omp_get_max_threads())}});
   };
 
   std::unique_ptr<GradDumpWriter> dump;

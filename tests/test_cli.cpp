@@ -1,7 +1,11 @@
 // The tmem program as a careless or hostile user drives it: results that
 // cannot be written are errors, not "results written" and exit 0.
+#include <sys/mount.h>
+#include <unistd.h>
+
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 
 #include "cli_util.h"
 #include "core/json_dump.h"
@@ -14,14 +18,53 @@ namespace fs = std::filesystem;
 
 TEST_CASE("cli: a run directory that cannot be written is an error before training starts") {
   const std::string dir = fresh_cli_dir("tmem_cli_full_disk");
-  // Every file tmem creates is limited to 1 byte: a disk that is full.
-  const auto r = run_tmem(tiny_train_args("full"), dir, 1);
+  // Every file tmem creates is limited to 1 KiB: a disk that is full. (Not
+  // less: clang's OpenMP runtime sizes a 1 KiB shared-memory file at start.)
+  const auto r = run_tmem(tiny_train_args("full"), dir, 1024);
   INFO(r.output);
   CHECK(r.status == 1);
   CHECK(r.output.find("runs/full") != std::string::npos);
   CHECK(r.output.find("not writable") != std::string::npos);
   CHECK(r.output.find("eval accuracy") == std::string::npos);  // nothing trained
   fs::remove_all(dir);
+}
+
+TEST_CASE("cli: a really full disk (a 1 MiB tmpfs) fails the run naming runs/<name>, and keeps the old results") {
+  const std::string dir = fresh_cli_dir("tmem_cli_tmpfs");
+  if (geteuid() != 0 || mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {
+    MESSAGE("skipped: mounting a tmpfs needs root (the injected-failure tests above cover the same paths)");
+    fs::remove_all(dir);
+    return;
+  }
+  struct Unmount {  // also when a REQUIRE below ends the test early
+    std::string dir;
+    ~Unmount() {
+      umount2(dir.c_str(), MNT_DETACH);
+      fs::remove_all(dir);
+    }
+  } unmount{dir};
+  auto r = run_tmem(tiny_train_args("full"), dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string result = dir + "/runs/full/base_length32_seed42/result.json";
+  const auto read = [](const std::string& path) {
+    std::ostringstream s;
+    s << std::ifstream(path).rdbuf();
+    return s.str();
+  };
+  const std::string before = read(result);
+  REQUIRE(before.find("eval_accuracy") != std::string::npos);
+  {  // Fill the disk: write until the file system refuses.
+    std::ofstream filler(dir + "/filler", std::ios::binary);
+    const std::string block(4096, 'x');
+    while (filler.write(block.data(), block.size())) filler.flush();
+  }
+  r = run_tmem(tiny_train_args("full"), dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("runs/full") != std::string::npos);
+  CHECK(r.output.find("results written") == std::string::npos);
+  CHECK(read(result) == before);  // the finished run's results are still there, whole
 }
 
 TEST_CASE("cli: a result file that cannot be written fails the run, naming the file") {
@@ -170,6 +213,25 @@ TEST_CASE("cli: --resume keeps the gradient dump's steps before the checkpoint, 
   REQUIRE(r.status == 0);
   CHECK(dumped_steps(dump, tensors) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
   CHECK(tensors);  // steps 4 and 5 are the resumed run's, not the stale ones
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: a resume with another thread count says the losses can differ in the last bits") {
+  const std::string dir = fresh_cli_dir("tmem_cli_resume_threads");
+  auto args = tiny_train_args("threads");
+  args[5] = "4";
+  REQUIRE(args[16] == "--threads");
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("warning") == std::string::npos);
+  args[5] = "6";
+  args[17] = "2";
+  args.push_back("--resume");
+  r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("written with 1 threads and resumes with 2") != std::string::npos);
   fs::remove_all(dir);
 }
 
