@@ -8,6 +8,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "core/error.h"
+
 namespace tmem {
 
 namespace {
@@ -65,7 +67,8 @@ void* cpu_allocate(size_t n) {
   if (!p) {
     cpu_empty_cache();
     p = std::aligned_alloc(kAlign, cls);
-    if (!p) throw std::bad_alloc();
+    if (!p)
+      throw Error("cpu allocator: out of memory: cannot allocate " + std::to_string(n) + " bytes");
   }
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.in_use += cls;

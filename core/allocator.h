@@ -18,7 +18,8 @@ struct AllocatorStats {
 /// 1 MiB, then multiples of 1 MiB (shared by the device allocators).
 size_t allocator_size_class(size_t n);
 
-/// A block of at least n bytes (64-byte aligned). Throws std::bad_alloc.
+/// A block of at least n bytes (64-byte aligned). Throws tmem::Error naming
+/// the size when the system has no memory for it (after emptying the cache).
 void* cpu_allocate(size_t n);
 /// Returns a block from cpu_allocate(n) (same n). Blocks beyond the cache
 /// limit (1 GiB, or TMEM_CPU_CACHE_MB) go back to the system.

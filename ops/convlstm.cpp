@@ -423,10 +423,16 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
     if (omp_get_thread_num() == 0) used_threads = omp_get_num_threads();
     V* part = partial.data() + omp_get_thread_num() * lay.total;
     T* ws = need_p ? thread_scratch<T>(scratch) : nullptr;
-    T* stage[3] = {ws + halo, ws + blk + halo, ws + 2 * blk + halo};  // z, a1, a2
-    T* grad_blk[2] = {ws + 3 * blk + halo, ws + 4 * blk + halo};
-    T* a3 = ws + 5 * blk;
-    T* dP = a3 + Cz * Sp;
+    T *stage[3] = {}, *grad_blk[2] = {}, *a3 = nullptr, *dP = nullptr;  // unused without ws
+    if (ws) {
+      stage[0] = ws + halo;  // z, a1, a2
+      stage[1] = ws + blk + halo;
+      stage[2] = ws + 2 * blk + halo;
+      grad_blk[0] = ws + 3 * blk + halo;
+      grad_blk[1] = ws + 4 * blk + halo;
+      a3 = ws + 5 * blk;
+      dP = a3 + Cz * Sp;
+    }
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < dm.B; ++b) {
       // (1) dP rows (i, f, o, g) x C and dL/dc.

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "core/autograd.h"
+#include "ops/cpu/scratch.h"
 #include "ops/dispatch.h"
 #include "ops/op_table.h"
 
@@ -100,18 +101,19 @@ void splat_forward(const T* content, const T* mu, const T* sigma, T* out, int64_
                    int64_t D, int64_t H, int64_t W, double truncate) {
   const int64_t S = D * H * W, naxes = 2 * (D + H + W);
   const bool truncated = truncate > 0;
+  cpu::ThreadScratch<T> tables_s("gaussian_splat", naxes), G_s("gaussian_splat", S);
 #pragma omp parallel if (B * C * S >= kSpawnWork && B > 1)
   {
-    std::vector<T> tables(static_cast<size_t>(naxes)), G(static_cast<size_t>(S));
+    T *tables = tables_s.slot(), *G = G_s.slot();
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
-      const Axes<T> a = build_axes(mu + 3 * b, sigma[b], D, H, W, truncate, tables.data());
+      const Axes<T> a = build_axes(mu + 3 * b, sigma[b], D, H, W, truncate, tables);
       for (int64_t zy = 0; zy < D * H; ++zy) {
-        T* row = G.data() + zy * W;
+        T* row = G + zy * W;
         if (!weight_row(a, zy / H, zy % H, W, truncated, row))
           for (int64_t x = 0; x < W; ++x) row[x] = T(0);
       }
-      const T* __restrict gp = G.data();
+      const T* __restrict gp = G;
       for (int64_t c = 0; c < C; ++c) {
         const T cv = content[b * C + c];
         T* __restrict o = out + (b * C + c) * S;
@@ -131,21 +133,22 @@ void splat_backward(const T* content, const T* mu, const T* sigma, const T* g, T
   const int64_t S = D * H * W, naxes = 2 * (D + H + W);
   const bool truncated = truncate > 0;
   const bool geom = gmu || gsigma;
+  cpu::ThreadScratch<T> tables_s("gaussian_splat backward", naxes), G_s("gaussian_splat backward", S),
+      R_s("gaussian_splat backward", geom ? S : 0), Mg_s("gaussian_splat backward", D + H + W);
 #pragma omp parallel if (B * C * S >= kSpawnWork && B > 1)
   {
-    std::vector<T> tables(static_cast<size_t>(naxes)), G(static_cast<size_t>(S)),
-        R(geom ? static_cast<size_t>(S) : 0), Mg(static_cast<size_t>(D + H + W));
+    T *tables = tables_s.slot(), *G = G_s.slot(), *R = R_s.slot(), *Mg = Mg_s.slot();
 #pragma omp for schedule(static)
     for (int64_t b = 0; b < B; ++b) {
       const T s = sigma[b];
-      const Axes<T> a = build_axes(mu + 3 * b, s, D, H, W, truncate, tables.data());
+      const Axes<T> a = build_axes(mu + 3 * b, s, D, H, W, truncate, tables);
       for (int64_t zy = 0; zy < D * H; ++zy) {
-        T* row = G.data() + zy * W;
+        T* row = G + zy * W;
         if (!weight_row(a, zy / H, zy % H, W, truncated, row))
           for (int64_t x = 0; x < W; ++x) row[x] = T(0);
       }
-      const T* Gp = G.data();
-      T* Rp = R.data();
+      const T* Gp = G;
+      T* Rp = R;
       if (geom)
         for (int64_t v = 0; v < S; ++v) Rp[v] = T(0);
       // One pass over g: dL/dcontent, and R[v] = sum_c g[b,c,v] content[b,c].
@@ -167,7 +170,7 @@ void splat_backward(const T* content, const T* mu, const T* sigma, const T* g, T
       // M = R G and its sums over the other two axes (marginals mx[W],
       // my[H], mz[D]); the moments along each axis follow from them:
       // sum M dx = sum_x dx mx, and likewise for y, z and the squares.
-      T* mx = Mg.data();
+      T* mx = Mg;
       T* my = mx + W;
       T* mz = my + H;
       std::fill(mx, mx + W + H + D, T(0));

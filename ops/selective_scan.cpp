@@ -25,6 +25,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "core/autograd.h"
+#include "ops/cpu/scratch.h"
 #include "ops/dispatch.h"
 #include "ops/op_table.h"
 #include "ops/shape.h"
@@ -129,9 +130,10 @@ void decays(const S* a, S s, S* out, int64_t N) {
 template <class S>
 void scan_forward(const Dims& d, const Inputs<S>& in, S* y, S* h) {
   const int64_t T = d.T, E = d.E, N = d.N;
+  cpu::ThreadScratch<S> decay("selective_scan", N);
 #pragma omp parallel if (d.work() >= kSpawnWork)
   {
-    std::vector<S> a(N);
+    S* a = decay.slot();
 #pragma omp for schedule(static)
     for (int64_t be = 0; be < d.B * E; ++be) {
       const int64_t b = be / E, e = be % E;
@@ -143,7 +145,7 @@ void scan_forward(const Dims& d, const Inputs<S>& in, S* y, S* h) {
         const S dt = in.delta[i], x = in.u[i], dx = dt * x;
         const S* Bt = in.Bm + (b * T + t) * N;
         const S* Ct = in.Cm + (b * T + t) * N;
-        decays(Ae, dt, a.data(), N);
+        decays(Ae, dt, a, N);
         S acc = S(0);
 #pragma omp simd reduction(+ : acc)
         for (int64_t n = 0; n < N; ++n) {
@@ -181,11 +183,13 @@ void scan_backward(const Dims& d, const Inputs<S>& in, const S* gy, const S* gh,
   std::vector<S> partC(gr.Cm && ch.count > 1 ? B * ch.count * TN : 0);
   S* dBm = ch.count > 1 ? partB.data() : gr.Bm;
   S* dCm = ch.count > 1 ? partC.data() : gr.Cm;
+  // Per thread: the states h_0 .. h_T [T+1, N], the decays [T, N], the
+  // adjoint and the gradient of A along one chain [N].
+  cpu::ThreadScratch<S> hs_s("selective_scan backward", (T + 1) * N), dec_s("selective_scan backward", TN),
+      g_s("selective_scan backward", N), gA_s("selective_scan backward", N);
 #pragma omp parallel if (d.work() >= kSpawnWork && B * ch.count > 1)
   {
-    // The states h_0 .. h_T [T+1, N], the decays [T, N], the adjoint and
-    // the gradient of A along one chain [N].
-    std::vector<S> hs((T + 1) * N), dec(TN), g(N), gA(N);
+    S *hs = hs_s.slot(), *dec = dec_s.slot(), *g = g_s.slot(), *gA = gA_s.slot();
 #pragma omp for schedule(static)
     for (int64_t task = 0; task < B * ch.count; ++task) {
       const int64_t b = task / ch.count, e0 = task % ch.count * ch.size, e1 = std::min(E, e0 + ch.size);
@@ -202,7 +206,7 @@ void scan_backward(const Dims& d, const Inputs<S>& in, const S* gy, const S* gh,
             const int64_t i = (b * T + t) * E + e;
             const S dt = in.delta[i], dx = dt * in.u[i];
             const S* Bt = in.Bm + (b * T + t) * N;
-            S* at = dec.data() + t * N;
+            S* at = dec + t * N;
             decays(Ae, dt, at, N);
 #pragma omp simd
             for (int64_t n = 0; n < N; ++n) hs[(t + 1) * N + n] = at[n] * hs[t * N + n] + dx * Bt[n];
@@ -216,14 +220,14 @@ void scan_backward(const Dims& d, const Inputs<S>& in, const S* gy, const S* gh,
           const int64_t i = (b * T + t) * E + e;
           const S gyt = gy ? gy[i] : S(0), dt = in.delta[i], x = in.u[i];
           gD += gyt * x;
-          const S* next = hs.data() + (t + 1) * N;
+          const S* next = hs + (t + 1) * N;
           if (tC)
             for (int64_t n = 0; n < N; ++n) tC[t * N + n] += gyt * next[n];
           if (!need_g) continue;
           const S* Bt = in.Bm + (b * T + t) * N;
           const S* Ct = in.Cm + (b * T + t) * N;
-          const S* prev = hs.data() + t * N;
-          const S* at = dec.data() + t * N;
+          const S* prev = hs + t * N;
+          const S* at = dec + t * N;
           S su = S(0), sd = S(0);
 #pragma omp simd reduction(+ : su, sd)
           for (int64_t n = 0; n < N; ++n) {
@@ -238,8 +242,8 @@ void scan_backward(const Dims& d, const Inputs<S>& in, const S* gy, const S* gh,
           if (gr.u) gr.u[i] = gyt * in.D[e] + dt * su;
           if (gr.delta) gr.delta[i] = sd;
         }
-        if (gr.h0) std::copy(g.begin(), g.end(), gr.h0 + be * N);
-        if (gr.A) std::copy(gA.begin(), gA.end(), partA.begin() + be * N);
+        if (gr.h0) std::copy(g, g + N, gr.h0 + be * N);
+        if (gr.A) std::copy(gA, gA + N, partA.begin() + be * N);
         if (gr.D) partD[be] = gD;
       }
     }

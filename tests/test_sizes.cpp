@@ -7,6 +7,7 @@
 #include <filesystem>
 
 #include "core/safetensors.h"
+#include "ops/cpu/scratch.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -56,4 +57,15 @@ TEST_CASE("sizes: var with correction >= N is inf or NaN as in PyTorch, never ne
   CHECK(var(x, {}, 2).item() > 0);
   CHECK(std::isinf(var(x, {}, 5).item()));
   CHECK(std::isnan(var(tensor({3.0, 3.0}, {2}, DType::Float64), {}, 2).item()));
+}
+
+TEST_CASE("sizes: memory the system cannot give is a tmem error naming the size, also for an op's scratch") {
+  // 2^50 bytes: more than any address space holds, so the allocation fails.
+  CHECK_THROWS_WITH_AS(empty({int64_t{1} << 48}), doctest::Contains("cannot allocate 1125899906842624 bytes"), Error);
+  // Scratch of the OpenMP regions is allocated before the region, where an
+  // exception can reach the caller.
+  CHECK_THROWS_WITH_AS(cpu::ThreadScratch<float>("gaussian_splat", int64_t{1} << 50),
+                       doctest::Contains("gaussian_splat: cannot allocate"), Error);
+  cpu::ThreadScratch<double> ok("gaussian_splat", 3);
+  CHECK(ok.slot()[2] == 0.0);
 }
