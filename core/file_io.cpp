@@ -167,8 +167,9 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, int 
   };
   try {
     return json::parse(text.begin(), text.end(), limit);
-  } catch (const json::parse_error& e) {
-    // e.what() is "[json.exception.parse_error.101] parse error at line ..., column ...: <why>; last read: '<text>'".
+  } catch (const json::exception& e) {
+    // e.what() is "[json.exception.parse_error.101] parse error at line ..., column ...: <why>; last read:
+    // '<text>'", or out_of_range.406 for a number too large for a double (found by fuzz_grad_dump).
     std::string why = e.what();
     if (const size_t at = why.find("] "); at != std::string::npos) why.erase(0, at + 2);
     throw IOError(source + ": not valid JSON (" + printable(why, 160) + ")");

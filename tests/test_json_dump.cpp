@@ -5,6 +5,7 @@
 #include <fstream>
 #include <limits>
 
+#include "core/file_io.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -174,6 +175,8 @@ TEST_CASE("dump reading: a tensor without a name or with fields of the wrong typ
                        IOError);
   const json text_step = json::parse(R"({"step": "zero", "tensors": [{"name": "w", "norm": 1}]})");
   CHECK_THROWS_AS(summarize_grad_dump({text_step}), IOError);
+  // A number too large for a double is a parse error too (nlohmann's out_of_range).
+  CHECK_THROWS_WITH_AS(parse_json("[1e999999]", "dump"), doctest::Contains("dump: not valid JSON"), IOError);
   const json good = json::parse(R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})");
   CHECK(summarize_grad_dump({good})[0].norms == std::vector<double>{1.0});
 }

@@ -65,7 +65,7 @@ TEST_CASE("sizes: memory the system cannot give is a tmem error naming the size,
   // Scratch of the OpenMP regions is allocated before the region, where an
   // exception can reach the caller.
   CHECK_THROWS_WITH_AS(cpu::ThreadScratch<float>("gaussian_splat", int64_t{1} << 50),
-                       doctest::Contains("gaussian_splat: cannot allocate"), Error);
+                       doctest::Contains("gaussian_splat: scratch memory: cpu allocator: out of memory"), Error);
   cpu::ThreadScratch<double> ok("gaussian_splat", 3);
   CHECK(ok.slot()[2] == 0.0);
 }

@@ -5,38 +5,42 @@
 #pragma once
 #include <omp.h>
 
-#include <new>
+#include <cstring>
 #include <string>
-#include <vector>
 
+#include "core/allocator.h"
 #include "core/error.h"
 
 namespace tmem::cpu {
 
 /// `n` values of T for each thread of the next region (at most
-/// omp_get_max_threads() of them), zero-initialised. Throws tmem::Error
-/// naming `op` and the size when the memory cannot be had.
+/// omp_get_max_threads() of them), zero-initialised, from the CPU allocator.
+/// Throws tmem::Error naming `op` and the size when the size overflows or
+/// the memory cannot be had.
 template <class T>
 class ThreadScratch {
  public:
   ThreadScratch(const char* op, int64_t n) : n_(n) {
     const auto threads = static_cast<size_t>(omp_get_max_threads());
+    check<Error>(n >= 0 && !__builtin_mul_overflow(static_cast<size_t>(n), threads * sizeof(T), &bytes_), op,
+                 ": scratch of ", n, " values x ", threads, " threads overflows a size");
     try {
-      buf_.resize(static_cast<size_t>(n) * threads);
-    } catch (const std::bad_alloc&) {
-      throw Error(std::string(op) + ": cannot allocate " + std::to_string(n) + " x " + std::to_string(threads) +
-                  " values of scratch memory");
-    } catch (const std::length_error&) {
-      throw Error(std::string(op) + ": cannot allocate " + std::to_string(n) + " x " + std::to_string(threads) +
-                  " values of scratch memory");
+      p_ = static_cast<T*>(cpu_allocate(bytes_));
+    } catch (const Error& e) {
+      throw Error(std::string(op) + ": scratch memory: " + e.what());
     }
+    std::memset(p_, 0, bytes_);
   }
+  ThreadScratch(const ThreadScratch&) = delete;
+  ThreadScratch& operator=(const ThreadScratch&) = delete;
+  ~ThreadScratch() { cpu_release(p_, bytes_); }
   /// The calling thread's n values (call inside the region).
-  T* slot() { return buf_.data() + n_ * omp_get_thread_num(); }
+  T* slot() { return p_ + n_ * omp_get_thread_num(); }
 
  private:
   int64_t n_;
-  std::vector<T> buf_;
+  size_t bytes_ = 0;
+  T* p_ = nullptr;
 };
 
 }  // namespace tmem::cpu
