@@ -19,12 +19,12 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "bench/bench_util.h"
-#include "cuda/runtime.h"
-#include "models/trainer.h"
-#include "ops/ops.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "bench_util.h"
+#include "tmem/cuda/runtime.h"
+#include "tmem/models/trainer.h"
+#include "tmem/ops/ops.h"
 
 namespace {
 

@@ -18,8 +18,8 @@
 #include <random>
 #include <vector>
 
-#include "bench/bench_util.h"
-#include "ops/cpu/gemm.h"
+#include "bench_util.h"
+#include "tmem/ops/cpu/gemm.h"
 
 #if TMEM_BENCH_OPENBLAS
 #include <cblas.h>

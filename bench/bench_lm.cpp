@@ -13,9 +13,9 @@
 
 #include <chrono>
 
-#include "models/lm.h"
-#include "nn/optim.h"
-#include "ops/ops.h"
+#include "tmem/models/lm.h"
+#include "tmem/nn/optim.h"
+#include "tmem/ops/ops.h"
 
 namespace {
 

@@ -21,11 +21,11 @@
 #include <string>
 #include <vector>
 
-#include "bench/bench_util.h"
-#include "core/autograd.h"
-#include "models/trainer.h"
-#include "nn/tensor_memory.h"
-#include "ops/ops.h"
+#include "bench_util.h"
+#include "tmem/core/autograd.h"
+#include "tmem/models/trainer.h"
+#include "tmem/nn/tensor_memory.h"
+#include "tmem/ops/ops.h"
 
 namespace {
 

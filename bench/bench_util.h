@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <cstdlib>
 
-#include "core/rng.h"
-#include "ops/convlstm.h"
+#include "tmem/core/rng.h"
+#include "tmem/ops/convlstm.h"
 
 namespace tmem::bench {
 

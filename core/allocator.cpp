@@ -1,4 +1,4 @@
-#include "core/allocator.h"
+#include "tmem/core/allocator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

@@ -1,4 +1,4 @@
-#include "core/autograd.h"
+#include "tmem/core/autograd.h"
 
 #include <algorithm>
 #include <atomic>
@@ -6,8 +6,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "core/device_backend.h"
-#include "core/strided.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/strided.h"
 
 namespace tmem {
 

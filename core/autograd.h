@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "core/op_id.h"
-#include "core/tensor.h"
+#include "tmem/core/op_id.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

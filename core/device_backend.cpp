@@ -1,8 +1,8 @@
-#include "core/device_backend.h"
+#include "tmem/core/device_backend.h"
 
 #include <atomic>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

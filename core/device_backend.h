@@ -11,8 +11,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/allocator.h"
-#include "core/dtype.h"
+#include "tmem/core/allocator.h"
+#include "tmem/core/dtype.h"
 
 namespace tmem {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

@@ -1,4 +1,4 @@
-#include "core/file_io.h"
+#include "tmem/core/file_io.h"
 
 #include <atomic>
 #include <cerrno>
@@ -11,7 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

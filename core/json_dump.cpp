@@ -1,4 +1,4 @@
-#include "core/json_dump.h"
+#include "tmem/core/json_dump.h"
 
 #include <algorithm>
 #include <cmath>

@@ -12,8 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/file_io.h"
-#include "core/tensor.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -1,4 +1,4 @@
-#include "core/rng.h"
+#include "tmem/core/rng.h"
 
 #include <bit>
 #include <cmath>

@@ -1,4 +1,4 @@
-#include "core/safetensors.h"
+#include "tmem/core/safetensors.h"
 
 #include <filesystem>
 #include <fstream>
@@ -6,7 +6,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/file_io.h"
+#include "tmem/core/file_io.h"
 
 namespace tmem {
 

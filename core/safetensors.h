@@ -6,7 +6,7 @@
 #include <map>
 #include <string>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

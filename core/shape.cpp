@@ -1,6 +1,6 @@
-#include "core/shape.h"
+#include "tmem/core/shape.h"
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

@@ -12,9 +12,9 @@
 
 #include <omp.h>
 
-#include "core/device_backend.h"
-#include "core/error.h"
-#include "core/shape.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/error.h"
+#include "tmem/core/shape.h"
 
 namespace tmem {
 

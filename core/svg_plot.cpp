@@ -1,4 +1,4 @@
-#include "core/svg_plot.h"
+#include "tmem/core/svg_plot.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,8 +6,8 @@
 #include <limits>
 #include <sstream>
 
-#include "core/error.h"
-#include "core/file_io.h"
+#include "tmem/core/error.h"
+#include "tmem/core/file_io.h"
 
 namespace tmem {
 

@@ -1,14 +1,14 @@
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
-#include "core/allocator.h"
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "core/strided.h"
+#include "tmem/core/allocator.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/strided.h"
 
 namespace tmem {
 

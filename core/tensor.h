@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "core/dtype.h"
-#include "core/error.h"
-#include "core/shape.h"
+#include "tmem/core/dtype.h"
+#include "tmem/core/error.h"
+#include "tmem/core/shape.h"
 
 namespace tmem {
 

@@ -11,9 +11,9 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/error.h"
-#include "cuda/check.h"
-#include "cuda/kernels.h"
+#include "tmem/core/error.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

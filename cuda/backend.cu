@@ -5,10 +5,10 @@
 // instead of leaving it to the linker's archive-member selection, which would
 // drop it; the test "device: the CUDA backend is registered exactly when the
 // build has one" checks that the registration ran.
-#include "core/device_backend.h"
-#include "cuda/kernels.h"
-#include "cuda/runtime.h"
-#include "ops/device_kernels.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/runtime.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
 

@@ -4,9 +4,9 @@
 // that read it), per (channel, tap, sample) and per (channel, sample) for the
 // parameter gradients' per-sample parts, which ops/ then sums over the
 // samples. No atomics, so the results do not depend on timing.
-#include "cuda/check.h"
-#include "cuda/conv3d.cuh"
-#include "cuda/kernels.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/conv3d.cuh"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

@@ -9,8 +9,8 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda/hd.h"
-#include "ops/device_kernels.h"
+#include "tmem/cuda/hd.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
 

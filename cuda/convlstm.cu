@@ -2,9 +2,9 @@
 // runs the depthwise stages on the conv3d_depthwise kernels and the 1x1x1
 // conv as a batched GEMM); the arithmetic is cuda/convlstm.cuh's. One thread
 // per state element (b, ch, voxel).
-#include "cuda/check.h"
-#include "cuda/convlstm.cuh"
-#include "cuda/kernels.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/convlstm.cuh"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

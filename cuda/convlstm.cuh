@@ -9,7 +9,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/hd.h"
+#include "tmem/cuda/hd.h"
 
 namespace tmem::cuda {
 

@@ -2,10 +2,10 @@
 // element (cuda/dropout.cuh). The mask is drawn on the host from the same
 // Generator draws as the CPU path and copied here, so a seed gives the same
 // mask on every device. float32.
-#include "cuda/check.h"
-#include "cuda/dropout.cuh"
-#include "cuda/kernels.h"
-#include "cuda/nn_launch.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/dropout.cuh"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/nn_launch.cuh"
 
 namespace tmem::cuda {
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda/hd.h"
+#include "tmem/cuda/hd.h"
 
 namespace tmem::cuda {
 

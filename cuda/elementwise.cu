@@ -6,11 +6,11 @@
 #include <cmath>
 #include <string>
 
-#include "core/device_backend.h"
-#include "cuda/check.h"
-#include "cuda/elementwise.cuh"
-#include "cuda/kernels.h"
-#include "cuda/strided.cuh"
+#include "tmem/core/device_backend.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/elementwise.cuh"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/strided.cuh"
 
 namespace tmem::cuda {
 

@@ -7,8 +7,8 @@
 #pragma once
 #include <cmath>
 
-#include "core/op_id.h"
-#include "cuda/hd.h"
+#include "tmem/core/op_id.h"
+#include "tmem/cuda/hd.h"
 
 namespace tmem::cuda::ew {
 

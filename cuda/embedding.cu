@@ -2,10 +2,10 @@
 // backward scatter-add of cuda/embedding.cuh, one thread per element of
 // [count, D]; the scatter adds with atomicAdd, so repeated indices sum in no
 // fixed order. Indices are range-checked by ops/ before the launch. float32.
-#include "cuda/check.h"
-#include "cuda/embedding.cuh"
-#include "cuda/kernels.h"
-#include "cuda/nn_launch.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/embedding.cuh"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/nn_launch.cuh"
 
 namespace tmem::cuda {
 

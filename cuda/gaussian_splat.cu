@@ -4,9 +4,9 @@
 // the content gradient (a sum over the voxels) and one per batch item for
 // the mu and sigma gradients (a sum over channels and voxels), so the
 // gradients do not depend on timing.
-#include "cuda/check.h"
-#include "cuda/gaussian_splat.cuh"
-#include "cuda/kernels.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/gaussian_splat.cuh"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

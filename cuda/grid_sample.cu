@@ -5,9 +5,9 @@
 // scatter-adds with atomicAdd, since several points may read one cell (so
 // its float32 sum order, and rounding, may differ from run to run). The grid
 // gradient runs one thread per point (n, p), summing over the channels.
-#include "cuda/check.h"
-#include "cuda/grid_sample.cuh"
-#include "cuda/kernels.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/grid_sample.cuh"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

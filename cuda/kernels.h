@@ -6,9 +6,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/allocator.h"
-#include "core/device_backend.h"
-#include "ops/device_kernels.h"
+#include "tmem/core/allocator.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
 

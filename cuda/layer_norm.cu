@@ -4,10 +4,10 @@
 // for the weight and bias gradients one thread per (chunk of rows, column)
 // writing partial column sums, then one thread per column summing the
 // chunks (deterministic, no atomics). float32.
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/layer_norm.cuh"
-#include "cuda/nn_launch.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/layer_norm.cuh"
+#include "tmem/cuda/nn_launch.cuh"
 
 namespace tmem::cuda {
 

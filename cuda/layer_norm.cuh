@@ -7,8 +7,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/hd.h"
-#include "cuda/rows.cuh"
+#include "tmem/cuda/hd.h"
+#include "tmem/cuda/rows.cuh"
 
 namespace tmem::cuda {
 

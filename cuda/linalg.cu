@@ -15,9 +15,9 @@
 #include <climits>
 #include <string>
 
-#include "core/error.h"
-#include "cuda/check.h"
-#include "cuda/kernels.h"
+#include "tmem/core/error.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
 
 namespace tmem::cuda {
 

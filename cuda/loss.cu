@@ -3,10 +3,10 @@
 // program of cuda/softmax.cuh (one thread per short row, one block per
 // longer row), the logits gradient one thread per element. Targets are
 // range-checked by ops/ before the launch. float32.
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/nn_launch.cuh"
-#include "cuda/softmax.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/nn_launch.cuh"
+#include "tmem/cuda/softmax.cuh"
 
 namespace tmem::cuda {
 

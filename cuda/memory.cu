@@ -4,10 +4,10 @@
 // to kMaxDims after merging.
 #include <cstdint>
 
-#include "core/error.h"
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/strided.cuh"
+#include "tmem/core/error.h"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/strided.cuh"
 
 namespace tmem::cuda {
 

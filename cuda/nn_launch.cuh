@@ -8,8 +8,8 @@
 #pragma once
 #include <cstdint>
 
-#include "cuda/check.h"
-#include "cuda/rows.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/rows.cuh"
 
 namespace tmem::cuda {
 

@@ -2,9 +2,9 @@
 // place, one thread per element (cuda/optim.cuh holds the arithmetic), and
 // the float64 sum of squares clip_grad_norm_ takes the norm from, so no
 // parameter or gradient leaves the device.
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/optim.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/optim.cuh"
 
 namespace tmem::cuda {
 

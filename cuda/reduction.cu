@@ -8,10 +8,10 @@
 //   the per-thread arithmetic of cuda/reduction.cuh, the block's partials
 //   combined in a shared-memory tree; var's backward is elementwise
 //   (cuda/strided.cuh).
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/reduction.cuh"
-#include "cuda/strided.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/reduction.cuh"
+#include "tmem/cuda/strided.cuh"
 
 namespace tmem::cuda {
 

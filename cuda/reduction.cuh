@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "core/device_backend.h"
-#include "cuda/hd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/cuda/hd.h"
 
 namespace tmem::cuda {
 

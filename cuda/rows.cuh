@@ -12,7 +12,7 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/hd.h"
+#include "tmem/cuda/hd.h"
 
 namespace tmem::cuda {
 

@@ -1,5 +1,5 @@
 // Runtime queries and the error plumbing of cuda/check.h.
-#include "cuda/runtime.h"
+#include "tmem/cuda/runtime.h"
 
 #include <cuda_runtime.h>
 
@@ -7,8 +7,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
-#include "cuda/check.h"
+#include "tmem/core/error.h"
+#include "tmem/cuda/check.h"
 
 namespace tmem::cuda {
 

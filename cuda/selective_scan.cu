@@ -4,9 +4,9 @@
 // gradients of Bm and Cm, sums over e, run one thread per element (b, t, n),
 // and the parts of A's and D's gradients are summed over b by sum_rows, so
 // no gradient depends on timing.
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/selective_scan.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/selective_scan.cuh"
 
 namespace tmem::cuda {
 

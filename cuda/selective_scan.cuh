@@ -10,8 +10,8 @@
 #include <cmath>
 #include <cstdint>
 
-#include "cuda/hd.h"
-#include "ops/device_kernels.h"
+#include "tmem/cuda/hd.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
 

@@ -5,10 +5,10 @@
 // gradient elements to one input element (so its float32 sum order, and
 // rounding, may differ from run to run). cat and pad need no kernel here:
 // ops/shape.cpp makes them from the backend's copy and fill (cuda/memory.cu).
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/shape.cuh"
-#include "cuda/strided.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/shape.cuh"
+#include "tmem/cuda/strided.cuh"
 
 namespace tmem::cuda {
 

@@ -1,10 +1,10 @@
 // Softmax and log-softmax (ops/softmax.cpp's device half): the row programs
 // of cuda/softmax.cuh over contiguous rows [rows, len], one thread per short
 // row and one block per longer row (cuda/nn_launch.cuh). float32.
-#include "cuda/check.h"
-#include "cuda/kernels.h"
-#include "cuda/nn_launch.cuh"
-#include "cuda/softmax.cuh"
+#include "tmem/cuda/check.h"
+#include "tmem/cuda/kernels.h"
+#include "tmem/cuda/nn_launch.cuh"
+#include "tmem/cuda/softmax.cuh"
 
 namespace tmem::cuda {
 

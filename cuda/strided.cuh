@@ -2,8 +2,8 @@
 // per element in a grid-stride loop, the element's offset in each operand
 // computed from its linear index. Shared by the copy and elementwise kernels.
 #pragma once
-#include "core/device_backend.h"
-#include "cuda/check.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/cuda/check.h"
 
 namespace tmem::cuda {
 

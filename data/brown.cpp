@@ -1,5 +1,5 @@
 // Brown corpus reader and the Bengio et al. 2003 split (see data/brown.h).
-#include "data/brown.h"
+#include "tmem/data/brown.h"
 
 #include <algorithm>
 #include <filesystem>
@@ -8,7 +8,7 @@
 #include <unordered_map>
 #include <utility>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 namespace {

@@ -1,5 +1,5 @@
 // IDX readers over zlib's inflate (see data/idx.h for the format).
-#include "data/idx.h"
+#include "tmem/data/idx.h"
 
 #include <zlib.h>
 

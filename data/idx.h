@@ -9,7 +9,7 @@
 #pragma once
 #include <string>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

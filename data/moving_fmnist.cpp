@@ -1,11 +1,11 @@
-#include "data/moving_fmnist.h"
+#include "tmem/data/moving_fmnist.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <vector>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem {
 

@@ -8,8 +8,8 @@
 #pragma once
 #include <cstdint>
 
-#include "core/rng.h"
-#include "data/idx.h"
+#include "tmem/core/rng.h"
+#include "tmem/data/idx.h"
 
 namespace tmem {
 

@@ -1,9 +1,9 @@
-#include "models/diagnostic.h"
+#include "tmem/models/diagnostic.h"
 
 #include <algorithm>
 
-#include "ops/elementwise.h"
-#include "ops/shape.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

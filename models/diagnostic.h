@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "models/tasks.h"
-#include "models/transformer.h"
+#include "tmem/models/tasks.h"
+#include "tmem/models/transformer.h"
 
 namespace tmem::models {
 

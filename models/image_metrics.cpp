@@ -1,11 +1,11 @@
-#include "models/image_metrics.h"
+#include "tmem/models/image_metrics.h"
 
 #include <array>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem::models {
 

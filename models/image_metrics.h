@@ -2,7 +2,7 @@
 // PSNR and SSIM on single-channel images with pixel range [0, data_range].
 // Shapes: H, W image rows and columns.
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem::models {
 

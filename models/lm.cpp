@@ -1,15 +1,15 @@
-#include "models/lm.h"
+#include "tmem/models/lm.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/loss.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/loss.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer.h"
+#include "tmem/models/transformer.h"
 
 namespace tmem::models {
 

@@ -1,13 +1,13 @@
-#include "models/lm_trainer.h"
+#include "tmem/models/lm_trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "core/device_backend.h"
-#include "models/scheduled_adamw.h"
-#include "ops/loss.h"
-#include "ops/shape.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/models/scheduled_adamw.h"
+#include "tmem/ops/loss.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

@@ -9,7 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/lm.h"
+#include "tmem/models/lm.h"
 
 namespace tmem::models {
 

@@ -1,4 +1,4 @@
-#include "models/scheduled_adamw.h"
+#include "tmem/models/scheduled_adamw.h"
 
 #include <algorithm>
 

@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "nn/optim.h"
+#include "tmem/nn/optim.h"
 
 namespace tmem::models {
 

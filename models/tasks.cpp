@@ -1,4 +1,4 @@
-#include "models/tasks.h"
+#include "tmem/models/tasks.h"
 
 #include <algorithm>
 #include <vector>

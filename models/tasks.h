@@ -11,8 +11,8 @@
 #include <memory>
 #include <string>
 
-#include "core/rng.h"
-#include "core/tensor.h"
+#include "tmem/core/rng.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem::models {
 

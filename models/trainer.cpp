@@ -1,4 +1,4 @@
-#include "models/trainer.h"
+#include "tmem/models/trainer.h"
 
 #include <omp.h>
 
@@ -10,16 +10,16 @@
 #include <cstdio>
 #include <limits>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "core/json_dump.h"
-#include "core/safetensors.h"
-#include "models/diagnostic.h"
-#include "nn/optim.h"
-#include "ops/elementwise.h"
-#include "ops/loss.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/models/diagnostic.h"
+#include "tmem/nn/optim.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/loss.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

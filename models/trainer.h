@@ -8,8 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "models/tasks.h"
-#include "models/transformer.h"
+#include "tmem/models/tasks.h"
+#include "tmem/models/transformer.h"
 
 namespace tmem::models {
 

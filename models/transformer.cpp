@@ -1,9 +1,9 @@
-#include "models/transformer.h"
+#include "tmem/models/transformer.h"
 
 #include <cmath>
 
-#include "ops/elementwise.h"
-#include "ops/shape.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

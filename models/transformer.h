@@ -12,10 +12,10 @@
 #include <string>
 #include <vector>
 
-#include "nn/layers.h"
-#include "nn/recurrent.h"
-#include "nn/slot_memory.h"
-#include "nn/tensor_memory.h"
+#include "tmem/nn/layers.h"
+#include "tmem/nn/recurrent.h"
+#include "tmem/nn/slot_memory.h"
+#include "tmem/nn/tensor_memory.h"
 
 namespace tmem::models {
 

@@ -1,4 +1,4 @@
-#include "models/video.h"
+#include "tmem/models/video.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,11 +6,11 @@
 #include <numeric>
 #include <set>
 
-#include "core/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
+#include "tmem/ops/softmax.h"
 
 namespace tmem::models {
 

@@ -43,8 +43,8 @@
 #include <string>
 #include <vector>
 
-#include "models/transformer.h"
-#include "nn/patch_embed.h"
+#include "tmem/models/transformer.h"
+#include "tmem/nn/patch_embed.h"
 
 namespace tmem::models {
 

@@ -1,13 +1,13 @@
-#include "models/video_trainer.h"
+#include "tmem/models/video_trainer.h"
 
 #include <algorithm>
 #include <chrono>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "models/scheduled_adamw.h"
-#include "models/train_stats.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/models/scheduled_adamw.h"
+#include "tmem/models/train_stats.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

@@ -11,8 +11,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/moving_fmnist.h"
-#include "models/video.h"
+#include "tmem/data/moving_fmnist.h"
+#include "tmem/models/video.h"
 
 namespace tmem::models {
 

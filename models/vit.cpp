@@ -1,14 +1,14 @@
-#include "models/vit.h"
+#include "tmem/models/vit.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
-#include "core/autograd.h"
-#include "ops/elementwise.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

@@ -1,4 +1,4 @@
-#include "models/vit_trainer.h"
+#include "tmem/models/vit_trainer.h"
 
 #include <algorithm>
 #include <chrono>
@@ -7,14 +7,14 @@
 #include <memory>
 #include <numeric>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "models/image_metrics.h"
-#include "models/scheduled_adamw.h"
-#include "models/train_stats.h"
-#include "ops/loss.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/models/image_metrics.h"
+#include "tmem/models/scheduled_adamw.h"
+#include "tmem/models/train_stats.h"
+#include "tmem/ops/loss.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::models {
 

@@ -10,8 +10,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "data/idx.h"
-#include "models/vit.h"
+#include "tmem/data/idx.h"
+#include "tmem/models/vit.h"
 
 namespace tmem::models {
 

@@ -1,16 +1,16 @@
-#include "nn/layers.h"
+#include "tmem/nn/layers.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "ops/attention.h"
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/embedding.h"
-#include "ops/layer_norm.h"
-#include "ops/linalg.h"
-#include "ops/shape.h"
+#include "tmem/ops/attention.h"
+#include "tmem/ops/dropout.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/embedding.h"
+#include "tmem/ops/layer_norm.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::nn {
 

@@ -1,10 +1,10 @@
-#include "nn/linear.h"
+#include "tmem/nn/linear.h"
 
 #include <cmath>
 
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/shape.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::nn {
 

@@ -1,7 +1,7 @@
 // Linear layer (PyTorch nn.Linear).
 #pragma once
-#include "core/rng.h"
-#include "nn/module.h"
+#include "tmem/core/rng.h"
+#include "tmem/nn/module.h"
 
 namespace tmem::nn {
 

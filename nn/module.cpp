@@ -1,8 +1,8 @@
-#include "nn/module.h"
+#include "tmem/nn/module.h"
 
 #include <set>
 
-#include "core/autograd.h"
+#include "tmem/core/autograd.h"
 
 namespace tmem::nn {
 

@@ -1,12 +1,12 @@
-#include "nn/optim.h"
+#include "tmem/nn/optim.h"
 
 #include <algorithm>
 #include <cmath>
 #include <numbers>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "ops/dispatch.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/ops/dispatch.h"
 
 namespace tmem::nn {
 

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem::nn {
 

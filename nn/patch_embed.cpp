@@ -1,6 +1,6 @@
-#include "nn/patch_embed.h"
+#include "tmem/nn/patch_embed.h"
 
-#include "ops/shape.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::nn {
 

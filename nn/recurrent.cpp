@@ -1,12 +1,12 @@
-#include "nn/recurrent.h"
+#include "tmem/nn/recurrent.h"
 
 #include <cmath>
 
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/reduction.h"
-#include "ops/selective_scan.h"
-#include "ops/shape.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/selective_scan.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::nn {
 

@@ -1,12 +1,12 @@
-#include "nn/slot_memory.h"
+#include "tmem/nn/slot_memory.h"
 
 #include <cmath>
 
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
+#include "tmem/ops/softmax.h"
 
 namespace tmem::nn {
 

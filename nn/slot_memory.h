@@ -5,9 +5,9 @@
 #pragma once
 #include <memory>
 
-#include "core/rng.h"
-#include "nn/linear.h"
-#include "nn/module.h"
+#include "tmem/core/rng.h"
+#include "tmem/nn/linear.h"
+#include "tmem/nn/module.h"
 
 namespace tmem::nn {
 

@@ -1,13 +1,13 @@
-#include "nn/tensor_memory.h"
+#include "tmem/nn/tensor_memory.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/gaussian_splat.h"
-#include "ops/grid_sample.h"
-#include "ops/shape.h"
+#include "tmem/ops/dropout.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/gaussian_splat.h"
+#include "tmem/ops/grid_sample.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::nn {
 

@@ -5,10 +5,10 @@
 #pragma once
 #include <memory>
 
-#include "core/rng.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "ops/convlstm.h"
+#include "tmem/core/rng.h"
+#include "tmem/nn/linear.h"
+#include "tmem/nn/module.h"
+#include "tmem/ops/convlstm.h"
 
 namespace tmem::nn {
 

@@ -2,19 +2,19 @@
 // differentiable ops.
 // Shapes: q[B,H,T,Dh], k[B,H,S,Dh], v[B,H,S,Dv]; scores/weights [B,H,T,S];
 // out [B,H,T,Dv].
-#include "ops/attention.h"
+#include "tmem/ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "ops/dropout.h"
-#include "ops/elementwise.h"
-#include "ops/linalg.h"
-#include "ops/op_table.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
-#include "ops/softmax.h"
+#include "tmem/ops/dropout.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/linalg.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
+#include "tmem/ops/softmax.h"
 
 namespace tmem {
 

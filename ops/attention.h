@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <optional>
 
-#include "core/rng.h"
-#include "core/tensor.h"
+#include "tmem/core/rng.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

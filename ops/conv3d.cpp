@@ -7,15 +7,15 @@
 // the volume, so no bounds test runs in the inner loop, which is a contiguous
 // (stride-1 along W) multiply-add over an output row. Tensors on another
 // device run that backend's kernels (cuda/conv3d.cu) behind the same checks.
-#include "ops/conv3d.h"
+#include "tmem/ops/conv3d.h"
 
 #include <algorithm>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

@@ -4,7 +4,7 @@
 #include <array>
 #include <cstdint>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -15,7 +15,7 @@
 // the end, in thread order, so results do not depend on timing. Tensors on
 // another device run the cell composed from that backend's kernels (see
 // "device path" below).
-#include "ops/convlstm.h"
+#include "tmem/ops/convlstm.h"
 
 #include <algorithm>
 #include <cmath>
@@ -25,11 +25,11 @@
 #include <omp.h>
 #include <xsimd/xsimd.hpp>
 
-#include "core/autograd.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/gemm.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

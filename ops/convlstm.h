@@ -1,7 +1,7 @@
 // The ConvLSTM3D cell (docs/DESIGN.md §7): the Tensor Memory update, one
 // fused op (one node on the tape) with a hand-written backward.
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

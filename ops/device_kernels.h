@@ -8,8 +8,8 @@
 #pragma once
 #include <array>
 
-#include "core/device_backend.h"
-#include "core/op_id.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/op_id.h"
 
 namespace tmem {
 

@@ -1,6 +1,6 @@
-#include "ops/dispatch.h"
+#include "tmem/ops/dispatch.h"
 
-#include "core/device_backend.h"
+#include "tmem/core/device_backend.h"
 
 namespace tmem {
 

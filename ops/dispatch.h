@@ -7,10 +7,10 @@
 #pragma once
 #include <array>
 
-#include "core/strided.h"
-#include "core/tensor.h"
-#include "ops/cpu/simd.h"
-#include "ops/device_kernels.h"
+#include "tmem/core/strided.h"
+#include "tmem/core/tensor.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem {
 

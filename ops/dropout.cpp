@@ -4,14 +4,14 @@
 // the same Generator as the CPU path (so a seed gives one mask on every
 // device), copied to the device, and the backend's dropout_apply kernel
 // (ops/dispatch.h) multiplies by it, forward and backward.
-#include "ops/dropout.h"
+#include "tmem/ops/dropout.h"
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

@@ -1,8 +1,8 @@
 // Dropout (docs/DESIGN.md §4), PyTorch semantics (torch.nn.functional.dropout).
 // Shapes: any; the output has x's shape.
 #pragma once
-#include "core/rng.h"
-#include "core/tensor.h"
+#include "tmem/core/rng.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

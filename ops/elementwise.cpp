@@ -2,16 +2,16 @@
 // side. Shapes: any; binary ops broadcast (NumPy rules). CPU tensors run the
 // functors below; device tensors run the backend's kernels (ops/dispatch.h),
 // the same formulas in cuda/elementwise.cu.
-#include "ops/elementwise.h"
+#include "tmem/ops/elementwise.h"
 
 #include <cmath>
 #include <numbers>
 
-#include "core/autograd.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
-#include "ops/reduction.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/reduction.h"
 
 namespace tmem {
 

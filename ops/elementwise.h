@@ -4,7 +4,7 @@
 // op and both operands otherwise. Formulas follow PyTorch's definitions.
 // Every op here also runs on CUDA (float32 kernels in cuda/elementwise.cu).
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

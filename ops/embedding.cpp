@@ -4,15 +4,15 @@
 // kernels (ops/dispatch.h) gather and scatter-add; the indices are range-checked
 // on the host first (a device's indices are copied over for that), so every
 // path throws the same IndexError before anything is read.
-#include "ops/embedding.h"
+#include "tmem/ops/embedding.h"
 
 #include <algorithm>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

@@ -2,7 +2,7 @@
 // (torch.nn.functional.embedding without padding_idx or max_norm).
 // Shapes: weight[V, D] (V rows of width D), indices[...] int64 -> out[..., D].
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -8,16 +8,16 @@
 // truncation ball), so there is no exp per voxel and every inner loop runs
 // contiguously along x. Tensors on another device run that backend's kernels
 // (cuda/gaussian_splat.cu) behind the same checks.
-#include "ops/gaussian_splat.h"
+#include "tmem/ops/gaussian_splat.h"
 
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "core/autograd.h"
-#include "ops/cpu/scratch.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/scratch.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

@@ -1,12 +1,12 @@
-#include "ops/gradcheck.h"
+#include "tmem/ops/gradcheck.h"
 
 #include <cmath>
 #include <sstream>
 
-#include "core/autograd.h"
-#include "core/rng.h"
-#include "ops/elementwise.h"
-#include "ops/reduction.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/rng.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/reduction.h"
 
 namespace tmem {
 

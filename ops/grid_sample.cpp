@@ -5,7 +5,7 @@
 // z -> D). Each output point handles all C channels, so the coordinate work
 // is done once per point. Tensors on another device run that backend's
 // kernels (cuda/grid_sample.cu) behind the same checks.
-#include "ops/grid_sample.h"
+#include "tmem/ops/grid_sample.h"
 
 #include <omp.h>
 
@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
-#include "core/autograd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

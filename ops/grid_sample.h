@@ -2,7 +2,7 @@
 // points of a grid, with PyTorch's torch.nn.functional.grid_sample semantics
 // (aten/src/ATen/native/GridSampler.h), forward and backward on the CPU.
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

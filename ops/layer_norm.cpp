@@ -3,16 +3,16 @@
 // saved for backward: x, mean[N], rstd[N] and (when defined) weight. On a
 // device the backend's layer_norm kernels (ops/dispatch.h) compute the same
 // from contiguous copies, forward and backward.
-#include "ops/layer_norm.h"
+#include "tmem/ops/layer_norm.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

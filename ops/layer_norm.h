@@ -2,7 +2,7 @@
 // (torch.nn.functional.layer_norm with normalized_shape = [C]).
 // Shapes: x[..., C] (N = numel / C rows), weight[C], bias[C] -> y[..., C].
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

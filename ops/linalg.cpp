@@ -1,18 +1,18 @@
 // matmul / bmm: shapes a[..., M, K], b[..., K, N] -> c[..., M, N]; the CPU
 // kernel is ops/cpu/gemm (transposed operands are read through strides), the
 // device kernel the backend's batched GEMM (cuBLAS on CUDA).
-#include "ops/linalg.h"
+#include "tmem/ops/linalg.h"
 
 #include <omp.h>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
-#include "ops/reduction.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/gemm.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem {
 

@@ -1,7 +1,7 @@
 // Matrix products (docs/DESIGN.md §4), PyTorch torch.matmul semantics. CPU: own
 // xsimd GEMM; CUDA: cuBLAS (float32).
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -5,17 +5,17 @@
 // and the logits gradient from lsm; the targets are range-checked and the
 // non-ignored samples counted on the host first (a device's targets are
 // copied over for that), so every path throws the same IndexError.
-#include "ops/loss.h"
+#include "tmem/ops/loss.h"
 
 #include <algorithm>
 #include <cmath>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
-#include "ops/softmax.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/softmax.h"
 
 namespace tmem {
 

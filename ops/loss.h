@@ -4,7 +4,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -1,9 +1,9 @@
-#include "ops/op_table.h"
+#include "tmem/ops/op_table.h"
 
 #include <algorithm>
 
-#include "core/rng.h"
-#include "ops/dispatch.h"
+#include "tmem/core/rng.h"
+#include "tmem/ops/dispatch.h"
 
 namespace tmem {
 

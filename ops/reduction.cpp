@@ -5,18 +5,18 @@
 // All also run on devices (ops/dispatch.h): sum and mean through sum_rows,
 // max and min through extreme_rows (and extreme_rows_backward), var through
 // var_rows and var_backward.
-#include "ops/reduction.h"
+#include "tmem/ops/reduction.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "core/autograd.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/elementwise.h"
-#include "ops/op_table.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem {
 

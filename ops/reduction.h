@@ -4,7 +4,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -15,7 +15,7 @@
 // and ends with gh0 = g. gA and gD are kept per (b, e) and summed over b;
 // gBm and gCm per (b, chunk) and summed over the chunks, so every sum runs
 // in an order fixed by the shapes, whatever the thread count.
-#include "ops/selective_scan.h"
+#include "tmem/ops/selective_scan.h"
 
 #include <algorithm>
 #include <cmath>
@@ -24,11 +24,11 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "core/autograd.h"
-#include "ops/cpu/scratch.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
-#include "ops/shape.h"
+#include "tmem/core/autograd.h"
+#include "tmem/ops/cpu/scratch.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem {
 

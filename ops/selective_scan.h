@@ -2,7 +2,7 @@
 // discretisation step, input and output projections vary per token, one
 // fused op (one node on the tape) with a hand-written backward.
 #pragma once
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -7,18 +7,18 @@
 // index is copied to the host first), so a bad index raises the CPU's
 // IndexError before anything is launched; the index may be on the CPU or on
 // the input's device.
-#include "ops/shape.h"
+#include "tmem/ops/shape.h"
 
 #include <algorithm>
 #include <array>
 #include <optional>
 
-#include "core/autograd.h"
-#include "core/device_backend.h"
-#include "core/strided.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
-#include "ops/reduction.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/reduction.h"
 
 namespace tmem {
 

@@ -5,7 +5,7 @@
 #pragma once
 #include <vector>
 
-#include "core/tensor.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem {
 

@@ -5,7 +5,7 @@
 // permuted last into a contiguous copy and the result permuted back. On a
 // device the same contiguous rows go to the backend's softmax kernels
 // (ops/dispatch.h), forward and backward.
-#include "ops/softmax.h"
+#include "tmem/ops/softmax.h"
 
 #include <algorithm>
 #include <array>
@@ -14,11 +14,11 @@
 #include <tuple>
 #include <utility>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/simd.h"
-#include "ops/dispatch.h"
-#include "ops/op_table.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/simd.h"
+#include "tmem/ops/dispatch.h"
+#include "tmem/ops/op_table.h"
 
 namespace tmem {
 

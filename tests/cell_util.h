@@ -3,8 +3,8 @@
 #include <array>
 #include <vector>
 
-#include "core/rng.h"
-#include "ops/convlstm.h"
+#include "tmem/core/rng.h"
+#include "tmem/ops/convlstm.h"
 
 namespace tmem::test {
 

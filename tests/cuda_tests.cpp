@@ -13,10 +13,10 @@
 #include <vector>
 
 #ifdef TMEM_WITH_CUDA
-#include "core/device_backend.h"
-#include "cuda/runtime.h"
-#include "nn/linear.h"
-#include "ops/dispatch.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/cuda/runtime.h"
+#include "tmem/nn/linear.h"
+#include "tmem/ops/dispatch.h"
 #include "test_util.h"
 #endif
 

@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "core/device_backend.h"
-#include "ops/dispatch.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/ops/dispatch.h"
 #include "test_util.h"
 
 namespace tmem::test {

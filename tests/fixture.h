@@ -5,8 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/json_dump.h"
-#include "core/tensor.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem::test {
 

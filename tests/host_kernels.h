@@ -6,7 +6,7 @@
 // backward, without a GPU (tests/test_device_kernels.cpp). One file per op
 // family (tests/host_kernels_<family>.cpp) adds its entries.
 #pragma once
-#include "ops/device_kernels.h"
+#include "tmem/ops/device_kernels.h"
 
 namespace tmem::test {
 

@@ -3,7 +3,7 @@
 // GEMM and row sums (fake_device.h) they make the host table run every op the
 // CUDA backend registered before the op families, so whole models run on the
 // stand-in device.
-#include "cuda/elementwise.cuh"
+#include "tmem/cuda/elementwise.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
 

@@ -14,10 +14,10 @@
 #include <thread>
 #include <vector>
 
-#include "cuda/dropout.cuh"
-#include "cuda/embedding.cuh"
-#include "cuda/layer_norm.cuh"
-#include "cuda/softmax.cuh"
+#include "tmem/cuda/dropout.cuh"
+#include "tmem/cuda/embedding.cuh"
+#include "tmem/cuda/layer_norm.cuh"
+#include "tmem/cuda/softmax.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
 

@@ -4,10 +4,10 @@
 // parameters.
 #include <cmath>
 
-#include "cuda/optim.cuh"
+#include "tmem/cuda/optim.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
-#include "nn/optim.h"
+#include "tmem/nn/optim.h"
 
 namespace tmem::test {
 

@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "cuda/reduction.cuh"
-#include "cuda/shape.cuh"
+#include "tmem/cuda/reduction.cuh"
+#include "tmem/cuda/shape.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
-#include "ops/ops.h"
+#include "tmem/ops/ops.h"
 
 namespace tmem::test {
 

@@ -5,11 +5,11 @@
 // errors on both devices.
 #include <string>
 
-#include "cuda/selective_scan.cuh"
+#include "tmem/cuda/selective_scan.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
-#include "ops/selective_scan.h"
-#include "ops/shape.h"
+#include "tmem/ops/selective_scan.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::test {
 

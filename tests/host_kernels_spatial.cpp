@@ -9,17 +9,17 @@
 #include <limits>
 #include <string>
 
-#include "cuda/conv3d.cuh"
-#include "cuda/convlstm.cuh"
-#include "cuda/gaussian_splat.cuh"
-#include "cuda/grid_sample.cuh"
+#include "tmem/cuda/conv3d.cuh"
+#include "tmem/cuda/convlstm.cuh"
+#include "tmem/cuda/gaussian_splat.cuh"
+#include "tmem/cuda/grid_sample.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
-#include "ops/conv3d.h"
-#include "ops/convlstm.h"
-#include "ops/gaussian_splat.h"
-#include "ops/grid_sample.h"
-#include "ops/shape.h"
+#include "tmem/ops/conv3d.h"
+#include "tmem/ops/convlstm.h"
+#include "tmem/ops/gaussian_splat.h"
+#include "tmem/ops/grid_sample.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::test {
 

@@ -5,10 +5,10 @@
 #include <string>
 #include <vector>
 
-#include "data/idx.h"
-#include "models/lm.h"
-#include "models/video.h"
-#include "models/vit.h"
+#include "tmem/data/idx.h"
+#include "tmem/models/lm.h"
+#include "tmem/models/video.h"
+#include "tmem/models/vit.h"
 
 namespace tmem::test {
 

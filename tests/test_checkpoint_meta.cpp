@@ -5,9 +5,9 @@
 
 #include <sys/stat.h>
 
-#include "core/json_dump.h"
-#include "core/safetensors.h"
-#include "models/trainer.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/models/trainer.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -8,7 +8,7 @@
 #include <sstream>
 
 #include "cli_util.h"
-#include "core/json_dump.h"
+#include "tmem/core/json_dump.h"
 #include "test_util.h"
 
 using tmem::test::fresh_cli_dir;

@@ -9,8 +9,8 @@
 #include <numeric>
 #include <unistd.h>
 
-#include "data/brown.h"
-#include "data/idx.h"
+#include "tmem/data/brown.h"
+#include "tmem/data/idx.h"
 #include "test_util.h"
 
 using namespace tmem;

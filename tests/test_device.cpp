@@ -11,11 +11,11 @@
 #include <map>
 #include <string>
 
-#include "core/device_backend.h"
-#include "core/safetensors.h"
-#include "nn/linear.h"
-#include "nn/optim.h"
-#include "ops/dispatch.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/nn/linear.h"
+#include "tmem/nn/optim.h"
+#include "tmem/ops/dispatch.h"
 #include "fake_device.h"
 #include "test_util.h"
 

@@ -6,7 +6,7 @@
 
 #include "fake_device.h"
 #include "host_kernels.h"
-#include "ops/op_table.h"
+#include "tmem/ops/op_table.h"
 
 using namespace tmem;
 

@@ -4,14 +4,14 @@
 // CPU's losses step for step and its evaluation figures, which checks that
 // every tensor a model makes lands on its device and that the optimizer runs
 // there; a backend without kernels must fail, never fall back to the CPU.
-#include "core/device_backend.h"
+#include "tmem/core/device_backend.h"
 #include "fake_device.h"
 #include "host_kernels.h"
 #include "model_fixtures.h"
-#include "models/lm_trainer.h"
-#include "models/trainer.h"
-#include "models/video_trainer.h"
-#include "models/vit_trainer.h"
+#include "tmem/models/lm_trainer.h"
+#include "tmem/models/trainer.h"
+#include "tmem/models/video_trainer.h"
+#include "tmem/models/vit_trainer.h"
 
 using namespace tmem;
 

@@ -5,10 +5,10 @@
 #include <algorithm>
 #include <filesystem>
 
-#include "core/file_io.h"
-#include "core/json_dump.h"
-#include "core/safetensors.h"
-#include "core/svg_plot.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/core/svg_plot.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -4,8 +4,8 @@
 
 #include <cmath>
 
-#include "core/rng.h"
-#include "models/image_metrics.h"
+#include "tmem/core/rng.h"
+#include "tmem/models/image_metrics.h"
 #include "fixture.h"
 
 namespace {

@@ -5,7 +5,7 @@
 #include <fstream>
 #include <limits>
 
-#include "core/file_io.h"
+#include "tmem/core/file_io.h"
 #include "test_util.h"
 
 using namespace tmem;

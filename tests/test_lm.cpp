@@ -3,9 +3,9 @@
 // Transformer-XL cache (detached; two streamed segments == one causal
 // forward), Tensor Memory's carried state, perplexity, the stream batching,
 // the LR schedule, parameter matching, a training smoke test and the SVG plot.
-#include "core/svg_plot.h"
-#include "models/lm_trainer.h"
-#include "nn/optim.h"
+#include "tmem/core/svg_plot.h"
+#include "tmem/models/lm_trainer.h"
+#include "tmem/nn/optim.h"
 #include "model_fixtures.h"
 #include "test_util.h"
 

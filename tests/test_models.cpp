@@ -4,8 +4,8 @@
 #include <limits>
 #include <map>
 
-#include "models/diagnostic.h"
-#include "models/trainer.h"
+#include "tmem/models/diagnostic.h"
+#include "tmem/models/trainer.h"
 #include "test_util.h"
 
 using namespace tmem;

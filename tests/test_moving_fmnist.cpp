@@ -3,7 +3,7 @@
 // can be checked pixel by pixel.
 #include <cmath>
 
-#include "data/moving_fmnist.h"
+#include "tmem/data/moving_fmnist.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -1,7 +1,7 @@
 // nn/: Module bookkeeping, Linear, and the optimizers against torch.optim.
 #include "fixture.h"
-#include "nn/linear.h"
-#include "nn/optim.h"
+#include "tmem/nn/linear.h"
+#include "tmem/nn/optim.h"
 #include "test_util.h"
 
 using namespace tmem;

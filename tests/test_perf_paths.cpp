@@ -9,10 +9,10 @@
 #include <random>
 #include <vector>
 
-#include "core/autograd.h"
-#include "core/strided.h"
-#include "ops/cpu/gemm.h"
-#include "ops/cpu/simd.h"
+#include "tmem/core/autograd.h"
+#include "tmem/core/strided.h"
+#include "tmem/ops/cpu/gemm.h"
+#include "tmem/ops/cpu/simd.h"
 #include "cell_util.h"
 #include "test_util.h"
 

@@ -5,8 +5,8 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "core/rng.h"
-#include "models/trainer.h"
+#include "tmem/core/rng.h"
+#include "tmem/models/trainer.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -2,7 +2,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/safetensors.h"
+#include "tmem/core/safetensors.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <filesystem>
 
-#include "core/safetensors.h"
-#include "ops/cpu/scratch.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/ops/cpu/scratch.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <fstream>
 
-#include "core/allocator.h"
-#include "models/trainer.h"
+#include "tmem/core/allocator.h"
+#include "tmem/models/trainer.h"
 #include "test_util.h"
 
 using namespace tmem;

@@ -11,8 +11,8 @@
 
 #include <sys/resource.h>
 
-#include "ops/op_table.h"
-#include "ops/ops.h"
+#include "tmem/ops/op_table.h"
+#include "tmem/ops/ops.h"
 
 namespace tmem::test {
 

@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "models/video_trainer.h"
+#include "tmem/models/video_trainer.h"
 #include "model_fixtures.h"
 #include "test_util.h"
 

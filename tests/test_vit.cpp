@@ -8,10 +8,10 @@
 #include <limits>
 #include <numeric>
 
-#include "models/image_metrics.h"
-#include "models/scheduled_adamw.h"
-#include "models/vit_trainer.h"
-#include "nn/patch_embed.h"
+#include "tmem/models/image_metrics.h"
+#include "tmem/models/scheduled_adamw.h"
+#include "tmem/models/vit_trainer.h"
+#include "tmem/nn/patch_embed.h"
 #include "model_fixtures.h"
 #include "test_util.h"
 

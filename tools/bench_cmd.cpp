@@ -10,7 +10,7 @@
 //   lm       bench_lm: transformer LM training steps vs lm_peer.py
 // Ratios are peer time / tmem time ("tmem faster by"; for GEMM the
 // throughput ratio tmem / OpenBLAS).
-#include "tools/bench_cmd.h"
+#include "tmem/tools/bench_cmd.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -30,9 +30,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "core/file_io.h"
-#include "tools/progress.h"
+#include "tmem/core/error.h"
+#include "tmem/core/file_io.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 namespace {

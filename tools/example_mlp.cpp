@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <numbers>
 
-#include "ops/ops.h"
+#include "tmem/ops/ops.h"
 
 using namespace tmem;
 

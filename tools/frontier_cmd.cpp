@@ -1,4 +1,4 @@
-#include "tools/frontier_cmd.h"
+#include "tmem/tools/frontier_cmd.h"
 
 #include <unistd.h>
 
@@ -11,11 +11,11 @@
 #include <map>
 #include <omp.h>
 
-#include "core/file_io.h"
-#include "core/svg_plot.h"
-#include "models/diagnostic.h"
-#include "tools/progress.h"
-#include "tools/train_cmd.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/svg_plot.h"
+#include "tmem/models/diagnostic.h"
+#include "tmem/tools/progress.h"
+#include "tmem/tools/train_cmd.h"
 
 namespace tmem::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/lm_cmd.h"
+#include "tmem/tools/lm_cmd.h"
 
 #include <unistd.h>
 
@@ -9,12 +9,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/device_backend.h"
-#include "core/file_io.h"
-#include "core/svg_plot.h"
-#include "data/brown.h"
-#include "models/lm_trainer.h"
-#include "tools/progress.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/svg_plot.h"
+#include "tmem/data/brown.h"
+#include "tmem/models/lm_trainer.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/progress.h"
+#include "tmem/tools/progress.h"
 
 #include <algorithm>
 #include <charconv>
@@ -8,7 +8,7 @@
 #include <limits>
 #include <set>
 
-#include "core/error.h"
+#include "tmem/core/error.h"
 
 namespace tmem::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/stream_cmd.h"
+#include "tmem/tools/stream_cmd.h"
 
 #include <omp.h>
 #include <unistd.h>
@@ -11,10 +11,10 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/device_backend.h"
-#include "core/file_io.h"
-#include "models/lm.h"
-#include "tools/progress.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/file_io.h"
+#include "tmem/models/lm.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 

@@ -15,15 +15,15 @@
 
 #include <CLI/CLI.hpp>
 
-#include "ops/ops.h"
-#include "tools/bench_cmd.h"
-#include "tools/frontier_cmd.h"
-#include "tools/lm_cmd.h"
-#include "tools/progress.h"
-#include "tools/stream_cmd.h"
-#include "tools/video_cmd.h"
-#include "tools/vit_cmd.h"
-#include "tools/train_cmd.h"
+#include "tmem/ops/ops.h"
+#include "tmem/tools/bench_cmd.h"
+#include "tmem/tools/frontier_cmd.h"
+#include "tmem/tools/lm_cmd.h"
+#include "tmem/tools/progress.h"
+#include "tmem/tools/stream_cmd.h"
+#include "tmem/tools/video_cmd.h"
+#include "tmem/tools/vit_cmd.h"
+#include "tmem/tools/train_cmd.h"
 
 namespace {
 

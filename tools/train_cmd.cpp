@@ -1,4 +1,4 @@
-#include "tools/train_cmd.h"
+#include "tmem/tools/train_cmd.h"
 
 #include <unistd.h>
 
@@ -12,11 +12,11 @@
 #include <optional>
 #include <omp.h>
 
-#include "core/device_backend.h"
-#include "core/file_io.h"
-#include "models/diagnostic.h"
-#include "models/trainer.h"
-#include "tools/progress.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/file_io.h"
+#include "tmem/models/diagnostic.h"
+#include "tmem/models/trainer.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 

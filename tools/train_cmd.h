@@ -7,7 +7,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
-#include "models/trainer.h"
+#include "tmem/models/trainer.h"
 
 namespace tmem::tools {
 

@@ -1,4 +1,4 @@
-#include "tools/video_cmd.h"
+#include "tmem/tools/video_cmd.h"
 
 #include <unistd.h>
 
@@ -7,11 +7,11 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/device_backend.h"
-#include "core/file_io.h"
-#include "core/svg_plot.h"
-#include "models/video_trainer.h"
-#include "tools/progress.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/svg_plot.h"
+#include "tmem/models/video_trainer.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 

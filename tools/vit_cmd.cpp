@@ -1,4 +1,4 @@
-#include "tools/vit_cmd.h"
+#include "tmem/tools/vit_cmd.h"
 
 #include <unistd.h>
 
@@ -8,12 +8,12 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/device_backend.h"
-#include "core/file_io.h"
-#include "core/svg_plot.h"
-#include "models/vit_trainer.h"
-#include "ops/shape.h"
-#include "tools/progress.h"
+#include "tmem/core/device_backend.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/svg_plot.h"
+#include "tmem/models/vit_trainer.h"
+#include "tmem/ops/shape.h"
+#include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 

@@ -17,7 +17,7 @@
 // when its columns are contiguous (a transposed operand, as in the backward
 // products and attention's) and the product is small or narrow: its layout is
 // then the packed one, [k][MR], with a column stride of a_cs instead of MR.
-#include "ops/cpu/gemm.h"
+#include "tmem/ops/cpu/gemm.h"
 
 #include <algorithm>
 #include <cstring>
@@ -26,7 +26,7 @@
 
 #include <omp.h>
 
-#include "ops/cpu/simd.h"
+#include "tmem/ops/cpu/simd.h"
 
 namespace tmem::cpu {
 

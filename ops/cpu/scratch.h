@@ -8,8 +8,8 @@
 #include <cstring>
 #include <string>
 
-#include "core/allocator.h"
-#include "core/error.h"
+#include "tmem/core/allocator.h"
+#include "tmem/core/error.h"
 
 namespace tmem::cpu {
 

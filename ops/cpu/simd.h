@@ -10,8 +10,8 @@
 
 #include <xsimd/xsimd.hpp>
 
-#include "core/strided.h"
-#include "core/tensor.h"
+#include "tmem/core/strided.h"
+#include "tmem/core/tensor.h"
 
 namespace tmem::cpu {
 

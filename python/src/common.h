@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "ops/ops.h"
+#include "tmem/ops/ops.h"
 
 namespace tmem::py_bind {
 

@@ -2,8 +2,8 @@
 // summaries and diffs). JSON crosses the boundary as text through Python's
 // json module, so dump steps arrive as plain dicts.
 #include "common.h"
-#include "core/json_dump.h"
-#include "core/safetensors.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
 
 namespace tmem::py_bind {
 

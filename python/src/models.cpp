@@ -4,8 +4,8 @@
 // trainer itself (TrainConfig, train_diagnostic). Sampling, forward passes and training
 // release the GIL.
 #include "common.h"
-#include "models/diagnostic.h"
-#include "models/trainer.h"
+#include "tmem/models/diagnostic.h"
+#include "tmem/models/trainer.h"
 
 namespace tmem::py_bind {
 

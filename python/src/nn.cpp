@@ -2,11 +2,11 @@
 // TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
 #include "common.h"
-#include "nn/layers.h"
-#include "nn/linear.h"
-#include "nn/module.h"
-#include "nn/optim.h"
-#include "nn/tensor_memory.h"
+#include "tmem/nn/layers.h"
+#include "tmem/nn/linear.h"
+#include "tmem/nn/module.h"
+#include "tmem/nn/optim.h"
+#include "tmem/nn/tensor_memory.h"
 
 namespace tmem::py_bind {
 

@@ -2,8 +2,8 @@
 // what it returns.
 #include <string_view>
 
-#include "core/error.h"
-#include "data/brown.h"
+#include "tmem/core/error.h"
+#include "tmem/data/brown.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

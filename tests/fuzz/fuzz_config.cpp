@@ -5,8 +5,8 @@
 #include <cstdlib>
 #include <string_view>
 
-#include "core/file_io.h"
-#include "models/trainer.h"
+#include "tmem/core/file_io.h"
+#include "tmem/models/trainer.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -1,8 +1,8 @@
 // Fuzz target: the gradient-dump reader (core/json_dump.h) and what
 // `tmem grads` does with a dump: the per-tensor summary and a diff of the
 // dump against itself.
-#include "core/json_dump.h"
-#include "tests/fuzz/fuzz_util.h"
+#include "tmem/core/json_dump.h"
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tmem::fuzz::scratch_file(data, size, ".jsonl");

@@ -5,10 +5,10 @@
 
 #include <vector>
 
-#include "data/idx.h"
-#include "ops/elementwise.h"
-#include "ops/reduction.h"
-#include "tests/fuzz/fuzz_util.h"
+#include "tmem/data/idx.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/reduction.h"
+#include "fuzz_util.h"
 
 namespace {
 

@@ -1,10 +1,10 @@
 // Fuzz target: the safetensors checkpoint reader (core/safetensors.h). Every
 // tensor a load returns is summed, so a tensor whose shape claims more bytes
 // than were read is caught by AddressSanitizer.
-#include "core/safetensors.h"
-#include "ops/elementwise.h"
-#include "ops/reduction.h"
-#include "tests/fuzz/fuzz_util.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/ops/elementwise.h"
+#include "tmem/ops/reduction.h"
+#include "fuzz_util.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string path = tmem::fuzz::scratch_file(data, size, ".safetensors");
