@@ -27,6 +27,7 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/ops/cpu/gemm.h"
+#include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -110,18 +111,6 @@ struct Plan {
     for (int64_t v = 0; v < nv; ++v) rd(src, v).store_aligned(dst + v * L);
   }
 };
-
-// A 64-byte aligned scratch buffer of n elements, one per thread, grown on
-// demand and kept for the next call (zeroed when it grows, so every lane a
-// masked read may touch holds a finite value).
-template <class T>
-T* thread_scratch(size_t n) {
-  thread_local std::vector<T> buf;
-  const size_t pad = 64 / sizeof(T);
-  if (buf.size() < n + pad) buf.assign(n + pad, T(0));
-  auto p = reinterpret_cast<uintptr_t>(buf.data());
-  return reinterpret_cast<T*>((p + 63) & ~uintptr_t(63));
-}
 
 // ---- depthwise kernel-3 conv along one axis, one channel row ----
 
@@ -279,12 +268,14 @@ void cell_forward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const 
   constexpr int64_t L = Plan<T>::L;
   const int64_t C = dm.C, Cz = dm.Cz(), S = dm.S(), Sp = pl.Sp, halo = pl.halo;
   constexpr int64_t kBlock = 8;
+  // z, a1, a2 of a block of kBlock channels, each with a halo; a3 [Cz, Sp];
+  // the pre-activations P [8, Sp] of one channel pair. Zeroed, so every lane
+  // a masked read may touch holds a finite value.
+  const int64_t blk = halo + kBlock * Sp + halo;
+  cpu::ThreadScratch<T> scratch("convlstm3d_cell", 3 * blk + Cz * Sp + 8 * Sp);
 #pragma omp parallel if (batch_parallel(dm))
   {
-    // z, a1, a2 of a block of kBlock channels, each with a halo; a3 [Cz, Sp];
-    // the pre-activations P [8, Sp] of one channel pair.
-    const int64_t blk = halo + kBlock * Sp + halo;
-    T* ws = thread_scratch<T>(static_cast<size_t>(3 * blk + Cz * Sp + 8 * Sp));
+    T* ws = scratch.slot();
     T* a3 = ws + 3 * blk;
     T* P = a3 + Cz * Sp;
 #pragma omp for schedule(static) nowait
@@ -416,13 +407,13 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
   // inputs of the D, H, W stages) and two for the gradient on its way down
   // the stack; a3 [Cz, Sp]; dP [4C, Sp].
   const int64_t blk = halo + Cz * Sp + halo;
-  const size_t scratch = static_cast<size_t>(5 * blk + Cz * Sp + C4 * Sp);
+  cpu::ThreadScratch<T> scratch("convlstm3d_cell backward", need_p ? 5 * blk + Cz * Sp + C4 * Sp : 0);
   int used_threads = 1;
 #pragma omp parallel if (par)
   {
     if (omp_get_thread_num() == 0) used_threads = omp_get_num_threads();
     V* part = partial.data() + omp_get_thread_num() * lay.total;
-    T* ws = need_p ? thread_scratch<T>(scratch) : nullptr;
+    T* ws = need_p ? scratch.slot() : nullptr;
     T *stage[3] = {}, *grad_blk[2] = {}, *a3 = nullptr, *dP = nullptr;  // unused without ws
     if (ws) {
       stage[0] = ws + halo;  // z, a1, a2

@@ -14,16 +14,20 @@
 namespace tmem::cpu {
 
 /// `n` values of T for each thread of the next region (at most
-/// omp_get_max_threads() of them), zero-initialised, from the CPU allocator.
+/// omp_get_max_threads() of them), zero-initialised, from the CPU allocator;
+/// each thread's slot starts on a 64-byte boundary.
 /// Throws tmem::Error naming `op` and the size when the size overflows or
 /// the memory cannot be had.
 template <class T>
 class ThreadScratch {
  public:
-  ThreadScratch(const char* op, int64_t n) : n_(n) {
+  ThreadScratch(const char* op, int64_t n) {
     const auto threads = static_cast<size_t>(omp_get_max_threads());
-    check<Error>(n >= 0 && !__builtin_mul_overflow(static_cast<size_t>(n), threads * sizeof(T), &bytes_), op,
-                 ": scratch of ", n, " values x ", threads, " threads overflows a size");
+    constexpr int64_t per_line = 64 / sizeof(T);
+    check<Error>(n >= 0 && !__builtin_add_overflow(n, per_line - 1, &n_) &&
+                     !__builtin_mul_overflow(static_cast<size_t>(n_ / per_line * per_line), threads * sizeof(T), &bytes_),
+                 op, ": scratch of ", n, " values x ", threads, " threads overflows a size");
+    n_ = n_ / per_line * per_line;
     try {
       p_ = static_cast<T*>(cpu_allocate(bytes_));
     } catch (const Error& e) {
@@ -38,7 +42,7 @@ class ThreadScratch {
   T* slot() { return p_ + n_ * omp_get_thread_num(); }
 
  private:
-  int64_t n_;
+  int64_t n_ = 0;
   size_t bytes_ = 0;
   T* p_ = nullptr;
 };
