@@ -7,6 +7,8 @@
 //   grid_sample          5-D, trilinear, border, align_corners: one point per
 //                        batch item read from [B, C, D, H, W] (the memory read)
 //   gaussian_splat       content [B, C], mu [B, 3], sigma [B] -> [B, C, D, H, W]
+//   attention            fused causal scaled_dot_product_attention, B=1, H=4,
+//                        Dh=64, T = 1024 and 4096, and its peak memory
 //   memory layer         one Tensor Memory layer over 24 tokens, forward+backward,
 //                        for grids 4^3 ... 12^3 and chunks 1 ... 8 (scaling)
 //   coord-binding step   tmem train coord-binding (W=20, s=0.05, batch 128):
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "bench_util.h"
+#include "tmem/core/allocator.h"
 #include "tmem/core/autograd.h"
 #include "tmem/models/trainer.h"
 #include "tmem/nn/tensor_memory.h"
@@ -154,8 +157,32 @@ void BM_coord_binding_step(benchmark::State& st, const std::string& method) {
   st.counters["min_for_2000_steps"] = median * 2000 / 60;
 }
 
+// Args: T. Causal attention, B = 1, H = 4, Dh = 64 (issue 19's shapes):
+// forward and backward of the fused op; counters: the peak bytes allocated
+// above the inputs (O(T), not O(T^2)) and GFLOP/s of the 4 T^2 Dh / 2
+// multiply-adds forward and backward would do without recomputation.
+void BM_attention(benchmark::State& st) {
+  const int64_t B = 1, H = 4, T = st.range(0), Dh = 64;
+  Generator gen(5);
+  Tensor q = leaf({B, H, T, Dh}, -1, 1, gen), k = leaf({B, H, T, Dh}, -1, 1, gen), v = leaf({B, H, T, Dh}, -1, 1, gen);
+  const Tensor g = rand({B, H, T, Dh}, -1, 1, DType::Float32, gen);
+  const size_t before = cpu_allocator_stats().in_use;
+  cpu_allocator_reset_peak();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (auto _ : st) {
+    Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), true);
+    node_backward(out, {g});
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const double flops = 3.0 * 2.0 * 2.0 * static_cast<double>(B * H * Dh) * static_cast<double>(T * T) / 2.0;
+  st.counters["GFLOP/s"] = flops * static_cast<double>(st.iterations()) * 1e-9 / seconds;
+  st.counters["peak_MiB"] = static_cast<double>(cpu_allocator_stats().peak_in_use - before) / (1 << 20);
+}
+
 }  // namespace
 
+BENCHMARK(BM_attention)->Arg(1024)->Arg(4096)->ArgNames({"T"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_convlstm3d_cell, forward, false)
     ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMillisecond)
     ->UseRealTime();

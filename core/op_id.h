@@ -24,7 +24,8 @@ namespace tmem {
   X(Embedding, "embedding") X(CrossEntropy, "cross_entropy") X(Dropout, "dropout")             \
   X(GridSample, "grid_sample") X(GaussianSplat, "gaussian_splat")                              \
   X(Conv3dDepthwise, "conv3d_depthwise") X(Convlstm3dCell, "convlstm3d_cell")                  \
-  X(SelectiveScan, "selective_scan")
+  X(SelectiveScan, "selective_scan")                                                           \
+  X(ScaledDotProductAttention, "scaled_dot_product_attention")
 
 enum class OpId : int {
 #define TMEM_X(id, name) id,
@@ -38,7 +39,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 54, "update the op count when adding an op");
+static_assert(kOpNames.size() == 55, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

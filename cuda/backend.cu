@@ -31,7 +31,7 @@ constexpr OpId kImplemented[] = {
     OpId::Dropout,
     // spatial ops
     OpId::GridSample, OpId::GaussianSplat, OpId::Conv3dDepthwise, OpId::Convlstm3dCell,
-    OpId::SelectiveScan,
+    OpId::SelectiveScan, OpId::ScaledDotProductAttention,
 };
 
 OpKernels make_op_kernels() {
@@ -78,6 +78,10 @@ OpKernels make_op_kernels() {
   k.selective_scan_forward = &selective_scan_forward;
   k.selective_scan_backward = &selective_scan_backward;
   k.selective_scan_reduce = &selective_scan_reduce;
+  // fused attention
+  k.attention_forward = &attention_forward;
+  k.attention_backward_q = &attention_backward_q;
+  k.attention_backward_kv = &attention_backward_kv;
   // optimizers
   k.adamw_step = &adamw_step;
   k.sgd_step = &sgd_step;

@@ -115,6 +115,16 @@ void selective_scan_backward(int device, const OpKernels::ScanArgs& a, const flo
 void selective_scan_reduce(int device, const OpKernels::ScanArgs& a, const float* c1, const float* c2,
                            const float* x, float* out);
 
+// ---- scaled_dot_product_attention, fused (cuda/attention.cu) ----
+void attention_forward(int device, const OpKernels::AttentionArgs& a, const float* q, const float* k,
+                       const float* v, const float* mask, float* out, float* lse);
+void attention_backward_q(int device, const OpKernels::AttentionArgs& a, const float* q, const float* k,
+                          const float* v, const float* mask, const float* out, const float* lse, const float* gout,
+                          float* delta, float* gq);
+void attention_backward_kv(int device, const OpKernels::AttentionArgs& a, const float* q, const float* k,
+                           const float* v, const float* mask, const float* lse, const float* gout,
+                           const float* delta, float* gk, float* gv);
+
 // ---- optimizers (cuda/optim.cu) ----
 void adamw_step(int device, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s);
 void sgd_step(int device, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s);

@@ -1,8 +1,8 @@
 // Scaled dot-product attention (docs/DESIGN.md §4), PyTorch semantics
-// (torch.nn.functional.scaled_dot_product_attention, math path), composed of
-// differentiable ops (matmul, softmax, masked_fill, dropout), so its backward
-// is theirs. Shapes: B batch, H heads, T queries, S keys, Dh query/key width,
-// Dv value width.
+// (torch.nn.functional.scaled_dot_product_attention): one fused op with a
+// FlashAttention backward when there is no dropout, else composed of
+// differentiable ops. Shapes: B batch, H heads, T queries, S keys, Dh
+// query/key width, Dv value width.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -23,6 +23,10 @@ namespace tmem {
 /// that sees no key at all gets a zero output row and zero gradient, not NaN.
 /// dropout_p > 0 applies dropout (drawn from `gen`) to the attention weights,
 /// as PyTorch does whenever dropout_p > 0. scale defaults to 1/sqrt(Dh).
+/// Without dropout (and with a mask that needs no gradient) this is one
+/// fused op on every device that has its kernel: tiled, online softmax, no
+/// [T, S] buffer, backward by recomputation (Dao et al. 2022,
+/// "FlashAttention"; docs/OPS.md §5); otherwise matmul, softmax and dropout.
 /// Throws ShapeError when q, k, v are not 4-D with matching B, H, Dh and S, or
 /// when attn_mask does not broadcast to [B, H, T, S] (naming both shapes);
 /// DtypeError for mixed dtypes; ValueError for window < 0 or dropout_p

@@ -291,6 +291,40 @@ struct OpKernels {
   void (*selective_scan_reduce)(int device, const ScanArgs& a, const float* c1, const float* c2,
                                 const float* x, float* out);
 
+  // ---- scaled_dot_product_attention (fused; ops/attention.h) ----
+  // Every tensor argument is contiguous float32; a null gradient pointer
+  // marks a gradient nobody needs, which is then not computed.
+
+  /// The sizes and options of one fused attention call: q [B, H, T, Dh],
+  /// k [B, H, S, Dh], v [B, H, S, Dv], out [B, H, T, Dv], lse [B, H, T]; an
+  /// additive mask (or null) read at b mb + h mh + t mt + s ms (stride 0
+  /// along a broadcast dim); query t sees key s unless (causal or window > 0)
+  /// and s > t, or window > 0 and s <= t - window.
+  struct AttentionArgs {
+    int64_t B = 0, H = 0, T = 0, S = 0, Dh = 0, Dv = 0;
+    float scale = 1.0f;
+    bool causal = false;
+    int64_t window = 0;
+    int64_t mb = 0, mh = 0, mt = 0, ms = 0;
+  };
+  /// One thread per query row (b, h, t): out = softmax(q k^T scale + mask)
+  /// v over the keys it sees, by an online softmax (no [T, S] buffer), and
+  /// lse = the log of the softmax's normaliser (+inf and a zero row when the
+  /// query sees no key).
+  void (*attention_forward)(int device, const AttentionArgs& a, const float* q, const float* k, const float* v,
+                            const float* mask, float* out, float* lse);
+  /// One thread per query row: delta[b, h, t] = gout . out, and gq (when not
+  /// null) = scale sum_s p (gout . v_s - delta) k_s, p recomputed from lse.
+  void (*attention_backward_q)(int device, const AttentionArgs& a, const float* q, const float* k,
+                               const float* v, const float* mask, const float* out, const float* lse,
+                               const float* gout, float* delta, float* gq);
+  /// One thread per key row (b, h, s), after attention_backward_q wrote delta:
+  /// gv = sum_t p gout_t and gk = scale sum_t p (gout_t . v_s - delta_t) q_t
+  /// (either may be null).
+  void (*attention_backward_kv)(int device, const AttentionArgs& a, const float* q, const float* k,
+                                const float* v, const float* mask, const float* lse, const float* gout,
+                                const float* delta, float* gk, float* gv);
+
   // ---- optimizers: AdamW, SGD, clip_grad_norm_ ----
   /// One AdamW update of n contiguous float32 parameters p with gradient g
   /// and moments m, v (nn/optim.h AdamW::step), in place.

@@ -108,25 +108,12 @@ Tensor map_rows_device(const RowLayout& L, F launch, const In&... ins) {
   return out;
 }
 
-template <class T>
-constexpr T kNegInf = -std::numeric_limits<T>::infinity();
+using cpu::row_dot;
+using cpu::row_max;
+using cpu::sum_exp;
 
 template <class T>
-T row_max(const T* x, int64_t n) {
-  using B = cpu::Batch<T>;
-  constexpr int64_t W = B::size;
-  T m = kNegInf<T>;
-  int64_t i = 0;
-  if (n >= W) {
-    B acc = B::load_unaligned(x);
-    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, B::load_unaligned(x + i));
-    std::array<T, W> lanes;
-    acc.store_unaligned(lanes.data());
-    for (T v : lanes) m = std::max(m, v);
-  }
-  for (; i < n; ++i) m = std::max(m, x[i]);
-  return m;
-}
+constexpr T kNegInf = -std::numeric_limits<T>::infinity();
 
 // True when every element is -inf: a fully masked row. (A row holding NaN can
 // also have max -inf under max's NaN rules; it is not masked and gives NaN.)
@@ -135,42 +122,6 @@ bool all_neg_inf(const T* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i)
     if (x[i] != kNegInf<T>) return false;
   return true;
-}
-
-// sum_i exp(x_i - m), also writing each term to y when y is non-null.
-template <class T>
-T sum_exp(const T* x, T m, int64_t n, T* y) {
-  using B = cpu::Batch<T>;
-  constexpr int64_t W = B::size;
-  B acc(T(0));
-  const B mb(m);
-  int64_t i = 0;
-  for (; i + W <= n; i += W) {
-    B e = xsimd::exp(B::load_unaligned(x + i) - mb);
-    if (y) e.store_unaligned(y + i);
-    acc += e;
-  }
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) {
-    T e = std::exp(x[i] - m);
-    if (y) y[i] = e;
-    s += e;
-  }
-  return s;
-}
-
-// sum_i a_i * b_i (b null: sum_i a_i).
-template <class T>
-T row_dot(const T* a, const T* b, int64_t n) {
-  using B = cpu::Batch<T>;
-  constexpr int64_t W = B::size;
-  B acc(T(0));
-  int64_t i = 0;
-  for (; i + W <= n; i += W)
-    acc += b ? B::load_unaligned(a + i) * B::load_unaligned(b + i) : B::load_unaligned(a + i);
-  T s = xsimd::hadd(acc);
-  for (; i < n; ++i) s += b ? a[i] * b[i] : a[i];
-  return s;
 }
 
 template <class T>

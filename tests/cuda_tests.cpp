@@ -491,6 +491,24 @@ TEST_CASE("cuda: selective_scan matches the CPU at model shapes, from both outpu
                inputs);
 }
 
+TEST_CASE("cuda: fused attention matches the CPU at model shapes, causal and with key padding") {
+  // B=4, H=4, T=S=256, Dh=16 (the LM's heads); key padding hides the last 40
+  // keys of item 1.
+  constexpr int64_t B = 4, H = 4, T = 256, Dh = 16;
+  const std::vector<Tensor> inputs{input({B, H, T, Dh}, -1, 1, 81), input({B, H, T, Dh}, -1, 1, 82),
+                                   input({B, H, T, Dh}, -1, 1, 83)};
+  check_parity("causal",
+               [](const std::vector<Tensor>& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), true); },
+               inputs);
+  check_parity("key padding",
+               [](const std::vector<Tensor>& v) {
+                 Tensor m = zeros({B, 1, 1, T});
+                 for (int64_t s = T - 40; s < T; ++s) m.data<float>()[T + s] = -INFINITY;
+                 return scaled_dot_product_attention(v[0], v[1], v[2], m.to(v[0].device()));
+               },
+               inputs);
+}
+
 // ---- optimizer parity tests ----
 #endif
 

@@ -14,6 +14,7 @@ const OpKernels& host_op_kernels() {
     add_spatial_host_kernels(k);
     add_optim_host_kernels(k);
     add_scan_host_kernels(k);
+    add_attention_host_kernels(k);
     return k;
   }();
   return table;

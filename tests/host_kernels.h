@@ -23,5 +23,6 @@ void add_nn_host_kernels(OpKernels& k);
 void add_spatial_host_kernels(OpKernels& k);
 void add_optim_host_kernels(OpKernels& k);
 void add_scan_host_kernels(OpKernels& k);
+void add_attention_host_kernels(OpKernels& k);
 
 }  // namespace tmem::test

@@ -3,8 +3,9 @@
 //   gemm     bench_gemm: tmem cpu::gemm vs OpenBLAS cblas_sgemm, once as the
 //            environment configures OpenBLAS (OPENBLAS_CORETYPE=Haswell on
 //            these machines) and once with its AVX-512 kernels
-//   ops      bench_memory: convlstm3d_cell, grid_sample, gaussian_splat
-//            forward+backward vs cell_peer.py and grid_splat_peer.py
+//   ops      bench_memory: convlstm3d_cell, grid_sample, gaussian_splat and
+//            fused attention forward+backward vs cell_peer.py,
+//            grid_splat_peer.py and attention_peer.py
 //   scaling  bench_memory: one Tensor Memory layer vs grid size and chunk
 //   models   bench_memory: coord-binding training steps vs coord_peer.py
 //   lm       bench_lm: transformer LM training steps vs lm_peer.py
@@ -285,10 +286,11 @@ class Suite {
   void ops() {
     auto prog = program("bench_memory");
     if (!prog) return;
-    const Measures tmem = gbench(*prog, "convlstm3d_cell|grid_sample|gaussian_splat");
+    const Measures tmem = gbench(*prog, "convlstm3d_cell|grid_sample|gaussian_splat|attention");
     Measures peers = peer("cell_peer.py", "");
-    for (auto& [k, v] : peer("grid_splat_peer.py", "")) peers[k] = v;
-    add_rows("ops", tmem, peers, "PyTorch " + torch_version(), {"GFLOP/s", "peak_frac"});
+    for (const char* script : {"grid_splat_peer.py", "attention_peer.py"})
+      for (auto& [k, v] : peer(script, "")) peers[k] = v;
+    add_rows("ops", tmem, peers, "PyTorch " + torch_version(), {"GFLOP/s", "peak_frac", "peak_MiB"});
   }
 
   void scaling() {

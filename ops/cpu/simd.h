@@ -3,7 +3,10 @@
 // double) and the xsimd batch body (V = xsimd::batch<T>) — the xtensor habit.
 #pragma once
 #include <array>
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
+#include <limits>
 #include <tuple>
 #include <type_traits>
 #include <utility>
@@ -14,6 +17,9 @@
 #include "tmem/core/tensor.h"
 
 namespace tmem::cpu {
+
+template <class T>
+using Batch = xsimd::batch<T>;
 
 /// sum of x[0..n) with two xsimd accumulators and a scalar tail.
 template <class T>
@@ -31,8 +37,70 @@ T row_sum(const T* x, int64_t n) {
   return s;
 }
 
+/// max of x[0..n) (-inf for n = 0), in xsimd batches.
 template <class T>
-using Batch = xsimd::batch<T>;
+T row_max(const T* x, int64_t n) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size;
+  T m = -std::numeric_limits<T>::infinity();
+  int64_t i = 0;
+  if (n >= W) {
+    B acc = B::load_unaligned(x);
+    for (i = W; i + W <= n; i += W) acc = xsimd::max(acc, B::load_unaligned(x + i));
+    std::array<T, W> lanes;
+    acc.store_unaligned(lanes.data());
+    for (T v : lanes) m = std::max(m, v);
+  }
+  for (; i < n; ++i) m = std::max(m, x[i]);
+  return m;
+}
+
+/// sum_i exp(x_i - m), also writing each term to y when y is non-null (y may be x).
+template <class T>
+T sum_exp(const T* x, T m, int64_t n, T* y) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size;
+  B acc(T(0));
+  const B mb(m);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    B e = xsimd::exp(B::load_unaligned(x + i) - mb);
+    if (y) e.store_unaligned(y + i);
+    acc += e;
+  }
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) {
+    T e = std::exp(x[i] - m);
+    if (y) y[i] = e;
+    s += e;
+  }
+  return s;
+}
+
+/// sum_i a_i * b_i (b null: sum_i a_i).
+template <class T>
+T row_dot(const T* a, const T* b, int64_t n) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size;
+  B acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W)
+    acc += b ? B::load_unaligned(a + i) * B::load_unaligned(b + i) : B::load_unaligned(a + i);
+  T s = xsimd::hadd(acc);
+  for (; i < n; ++i) s += b ? a[i] * b[i] : a[i];
+  return s;
+}
+
+/// y[0..n) += a x[0..n).
+template <class T>
+void axpy(T a, const T* x, T* y, int64_t n) {
+  using B = Batch<T>;
+  constexpr int64_t W = B::size;
+  const B av(a);
+  int64_t i = 0;
+  for (; i + W <= n; i += W) xsimd::fma(av, B::load_unaligned(x + i), B::load_unaligned(y + i)).store_unaligned(y + i);
+  for (; i < n; ++i) y[i] += a * x[i];
+}
 
 /// select(cond, a, b) for scalars (bool) and batches (batch_bool).
 template <class T>

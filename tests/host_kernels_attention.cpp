@@ -1,0 +1,101 @@
+// The fused attention kernels (cuda/attention.cuh) on the host, looping over
+// each CUDA launch's index space, and scaled_dot_product_attention on the
+// stand-in device against the CPU at model-like shapes: causal, a sliding
+// window, key padding, T != S, views, and one gradient at a time.
+#include <limits>
+#include <string>
+
+#include "fake_device.h"
+#include "host_kernels.h"
+#include "tmem/cuda/attention.cuh"
+#include "tmem/ops/attention.h"
+#include "tmem/ops/shape.h"
+
+namespace tmem::test {
+
+namespace {
+
+void host_attention_forward(int, const OpKernels::AttentionArgs& a, const float* q, const float* k, const float* v,
+                            const float* mask, float* out, float* lse) {
+  for (int64_t i = 0; i < a.B * a.H * a.T; ++i) cuda::attention_forward_one(a, q, k, v, mask, out, lse, i);
+}
+
+void host_attention_backward_q(int, const OpKernels::AttentionArgs& a, const float* q, const float* k,
+                               const float* v, const float* mask, const float* out, const float* lse,
+                               const float* gout, float* delta, float* gq) {
+  for (int64_t i = 0; i < a.B * a.H * a.T; ++i)
+    cuda::attention_backward_q_one(a, q, k, v, mask, out, lse, gout, delta, gq, i);
+}
+
+void host_attention_backward_kv(int, const OpKernels::AttentionArgs& a, const float* q, const float* k,
+                                const float* v, const float* mask, const float* lse, const float* gout,
+                                const float* delta, float* gk, float* gv) {
+  for (int64_t j = 0; j < a.B * a.H * a.S; ++j)
+    cuda::attention_backward_kv_one(a, q, k, v, mask, lse, gout, delta, gk, gv, j);
+}
+
+}  // namespace
+
+void add_attention_host_kernels(OpKernels& k) {
+  k.attention_forward = &host_attention_forward;
+  k.attention_backward_q = &host_attention_backward_q;
+  k.attention_backward_kv = &host_attention_backward_kv;
+  k.implemented[static_cast<size_t>(OpId::ScaledDotProductAttention)] = true;
+}
+
+}  // namespace tmem::test
+
+using namespace tmem;
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+Tensor input(const Shape& shape, uint64_t seed) {
+  Generator gen(seed);
+  Tensor t = rand(shape, -1.0, 1.0, DType::Float32, gen);
+  t.requires_grad_();
+  return t;
+}
+
+V qkv(int64_t B, int64_t H, int64_t T, int64_t S, int64_t Dh, int64_t Dv) {
+  return {input({B, H, T, Dh}, 81), input({B, H, S, Dh}, 82), input({B, H, S, Dv}, 83)};
+}
+
+// A key padding mask [B, 1, 1, S]: the last `pad` keys of item 1 hidden.
+Tensor key_padding(int64_t B, int64_t S, int64_t pad, Device dev) {
+  Tensor m = zeros({B, 1, 1, S});
+  for (int64_t s = S - pad; s < S; ++s) m.data<float>()[1 * S + s] = -std::numeric_limits<float>::infinity();
+  return m.to(dev);
+}
+
+}  // namespace
+
+TEST_CASE("device kernels: fused attention matches the CPU at model shapes, causal, window, key padding") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  test::check_parity("causal B=2 H=4 T=S=70 Dh=16",
+                     [](const V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), true); },
+                     qkv(2, 4, 70, 70, 16, 16), 1e-4);
+  test::check_parity("window 9, T=S=40",
+                     [](const V& v) { return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), false, 9); },
+                     qkv(2, 2, 40, 40, 8, 8), 1e-4);
+  test::check_parity("key padding, T=33 S=70, Dv=5",
+                     [](const V& v) {
+                       return scaled_dot_product_attention(v[0], v[1], v[2], key_padding(2, 70, 6, v[0].device()));
+                     },
+                     qkv(2, 3, 33, 70, 8, 5), 1e-4);
+  test::check_parity("q and k transposed views (MultiheadAttention's layout)",
+                     [](const V& v) {
+                       return scaled_dot_product_attention(transpose(v[0], 1, 2), transpose(v[1], 1, 2), v[2],
+                                                           Tensor(), true);
+                     },
+                     V{input({2, 20, 4, 8}, 84), input({2, 20, 4, 8}, 85), input({2, 4, 20, 8}, 86)}, 1e-4);
+  for (size_t k = 0; k < 3; ++k) {
+    V v = qkv(2, 2, 20, 20, 8, 8);
+    for (size_t i = 0; i < v.size(); ++i)
+      if (i != k) v[i] = v[i].detach();
+    test::check_parity("a gradient for input " + std::to_string(k) + " only",
+                       [](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], Tensor(), true); }, v,
+                       1e-4);
+  }
+}

@@ -1,0 +1,131 @@
+// The fused scaled_dot_product_attention (ops/attention.cpp) against the same
+// attention composed from primitive ops, across its key and query blocks
+// (32 queries, 64 keys), with every mask it takes; its memory, which must
+// not grow with T x S; and which path a call takes.
+#include <limits>
+
+#include "test_util.h"
+#include "tmem/core/allocator.h"
+#include "tmem/core/autograd.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+Tensor input(const Shape& shape, uint64_t seed, DType dtype = DType::Float64) {
+  Generator gen(seed);
+  Tensor t = rand(shape, -1.0, 1.0, dtype, gen);
+  t.requires_grad_();
+  return t;
+}
+
+// The additive band mask [T, S]: -inf where query t may not see key s.
+Tensor band(int64_t T, int64_t S, bool causal, int64_t window) {
+  Tensor m = zeros({T, S}, DType::Float64);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t s = 0; s < S; ++s)
+      if (((causal || window > 0) && s > t) || (window > 0 && s <= t - window)) m.data<double>()[t * S + s] = -kInf;
+  return m;
+}
+
+// softmax(q k^T scale + mask + band) v from matmul, softmax and add: the
+// definition the fused op must equal.
+Tensor reference(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& mask, bool causal, int64_t window,
+                 double scale) {
+  Tensor s = mul(matmul(q, transpose(k, -2, -1)), scale);
+  if (mask.defined()) s = add(s, mask);
+  s = add(s, band(q.shape()[2], k.shape()[2], causal, window));
+  return matmul(softmax(s, -1), v);
+}
+
+struct Case {
+  const char* what;
+  int64_t B, H, T, S, Dh, Dv;
+  bool causal;
+  int64_t window;
+  bool key_padding;
+};
+
+// Output and the gradients of q, k, v under a random weighting of the output.
+std::vector<std::vector<double>> run(const Case& c, bool fused) {
+  Tensor q = input({c.B, c.H, c.T, c.Dh}, 11), k = input({c.B, c.H, c.S, c.Dh}, 12),
+         v = input({c.B, c.H, c.S, c.Dv}, 13);
+  Tensor mask;
+  if (c.key_padding) {  // item 0 loses its first 3 keys, item 1 its last 70
+    mask = zeros({c.B, 1, 1, c.S}, DType::Float64);
+    for (int64_t s = 0; s < c.S; ++s)
+      if (s < 3 || (c.B > 1 && s >= c.S - 70)) mask.data<double>()[(s < 3 ? 0 : c.S) + s] = -kInf;
+  }
+  const double scale = 0.3;
+  Tensor out = fused ? scaled_dot_product_attention(q, k, v, mask, c.causal, c.window, 0.0, scale)
+                     : reference(q, k, v, mask, c.causal, c.window, scale);
+  Generator gen(14);
+  sum(mul(out, rand(out.shape(), -1.0, 1.0, DType::Float64, gen))).backward();
+  return {out.to_vector(), q.grad().to_vector(), k.grad().to_vector(), v.grad().to_vector()};
+}
+
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention (fused) equals the composed definition across blocks, float64") {
+  const Case cases[] = {
+      {"causal T=S=100 (4 query blocks, 2 key blocks)", 2, 2, 100, 100, 8, 8, true, 0, false},
+      {"no mask T=37 S=130, Dv != Dh", 1, 3, 37, 130, 8, 5, false, 0, false},
+      {"causal T=70 S=150 (keys beyond the last query)", 1, 2, 70, 150, 4, 4, true, 0, false},
+      {"window 17, T=S=130", 2, 1, 130, 130, 4, 6, false, 17, false},
+      {"causal window 70 (a band wider than a key block)", 1, 2, 140, 140, 4, 4, true, 70, false},
+      {"key padding: item 0 loses keys 0-2, item 1 the last 70 (queries that see no key)", 2, 2, 100, 100, 4, 4,
+       true, 0, true},
+  };
+  for (const Case& c : cases) {
+    INFO(c.what);
+    const auto fused = run(c, true), ref = run(c, false);
+    for (size_t i = 0; i < fused.size(); ++i) {
+      INFO("0 out, 1 gq, 2 gk, 3 gv: " << i);
+      check_close(fused[i], ref[i], 1e-12, 1e-10);
+    }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention (fused): a query that sees no key gives a zero row and zero gradients") {
+  Tensor q = input({1, 1, 3, 4}, 21), k = input({1, 1, 3, 4}, 22), v = input({1, 1, 3, 2}, 23);
+  Tensor mask = zeros({3, 3}, DType::Float64);
+  for (int64_t s = 0; s < 3; ++s) mask.data<double>()[1 * 3 + s] = -kInf;  // query 1 sees nothing
+  Tensor out = scaled_dot_product_attention(q, k, v, mask);
+  check_close(slice(out, 2, 1, 2), {0.0, 0.0}, 0.0, 0.0);
+  sum(out).backward();
+  check_close(slice(q.grad(), 2, 1, 2), {0.0, 0.0, 0.0, 0.0}, 0.0, 0.0);
+  for (double x : q.grad().to_vector()) CHECK(std::isfinite(x));
+}
+
+TEST_CASE("scaled_dot_product_attention (fused): memory does not grow with T x S") {
+  // B=1, H=2, T=S=2048, Dh=16 in float32: the composed path's scores alone are
+  // 2 x 2048 x 2048 x 4 bytes = 32 MiB; the fused op holds lse and per-thread
+  // blocks.
+  Tensor q = input({1, 2, 2048, 16}, 31, DType::Float32), k = input({1, 2, 2048, 16}, 32, DType::Float32),
+         v = input({1, 2, 2048, 16}, 33, DType::Float32);
+  const size_t before = cpu_allocator_stats().in_use;
+  cpu_allocator_reset_peak();
+  Tensor out = scaled_dot_product_attention(q, k, v, Tensor(), true);
+  sum(out).backward();
+  const size_t extra = cpu_allocator_stats().peak_in_use - before;
+  MESSAGE("fused attention, T = S = 2048: peak " << extra << " bytes above the inputs");
+  // out, its gradient, and q, k, v's gradients are 5 x 256 KiB; allow 4 MiB.
+  CHECK(extra < (size_t{4} << 20));
+}
+
+TEST_CASE("scaled_dot_product_attention: one fused node without dropout, the composite with it") {
+  Tensor q = input({1, 1, 4, 2}, 41), k = input({1, 1, 4, 2}, 42), v = input({1, 1, 4, 2}, 43);
+  Tensor fused = scaled_dot_product_attention(q, k, v, Tensor(), true);
+  REQUIRE(fused.impl().grad_fn);
+  CHECK(fused.impl().grad_fn->op == OpId::ScaledDotProductAttention);
+  Generator gen(1);
+  Tensor composed = scaled_dot_product_attention(q, k, v, Tensor(), true, 0, 0.5, std::nullopt, gen);
+  REQUIRE(composed.impl().grad_fn);
+  CHECK(composed.impl().grad_fn->op == OpId::Matmul);
+  // A mask that needs its own gradient also takes the composite.
+  Tensor mask = input({4, 4}, 44);
+  CHECK(scaled_dot_product_attention(q, k, v, mask).impl().grad_fn->op == OpId::Matmul);
+}
