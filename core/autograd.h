@@ -100,6 +100,8 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// Records `op` on the tape if needs_grad(inputs): makes a node whose edges
 /// point at the inputs' histories, saves `saved`, and makes each output a
 /// non-leaf with this node as grad_fn. Outputs must be freshly made tensors.
+/// An op written outside tmem records itself as OpId::Custom
+/// (examples/custom_op.cpp).
 /// Returns the node (null when nothing was recorded). In anomaly mode the
 /// outputs are checked for NaN/Inf.
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,

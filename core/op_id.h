@@ -25,8 +25,12 @@ namespace tmem {
   X(GridSample, "grid_sample") X(GaussianSplat, "gaussian_splat")                              \
   X(Conv3dDepthwise, "conv3d_depthwise") X(Convlstm3dCell, "convlstm3d_cell")                  \
   X(SelectiveScan, "selective_scan")                                                           \
-  X(ScaledDotProductAttention, "scaled_dot_product_attention")
+  X(ScaledDotProductAttention, "scaled_dot_product_attention") X(Custom, "custom")
 
+/// OpId::Custom marks the nodes of ops written outside tmem (a program's own
+/// forward and backward recorded with record(), core/autograd.h;
+/// examples/custom_op.cpp): it has no entry in the op table and no device
+/// kernels.
 enum class OpId : int {
 #define TMEM_X(id, name) id,
   TMEM_OP_LIST(TMEM_X)
@@ -39,7 +43,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 55, "update the op count when adding an op");
+static_assert(kOpNames.size() == 56, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

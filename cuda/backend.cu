@@ -1,10 +1,11 @@
 // The CUDA backend's registration: the DeviceBackend (memory, copies, the
 // caching allocator) and OpKernels tables of this backend, installed for
-// Device::Kind::CUDA while the program starts. Nothing names a symbol of this
-// file, so the build links tmem_cuda whole (CMake's WHOLE_ARCHIVE feature)
-// instead of leaving it to the linker's archive-member selection, which would
-// drop it; the test "device: the CUDA backend is registered exactly when the
-// build has one" checks that the registration ran.
+// Device::Kind::CUDA while the program starts. Nothing in tmem names a
+// symbol of this file, so every program linking tmem_ops is linked with
+// -u tmem_cuda_backend_anchor (CMakeLists.txt): that keeps this object, and
+// through its tables every kernel, where the linker's archive-member
+// selection would drop them; the test "device: the CUDA backend is registered
+// exactly when the build has one" checks that the registration ran.
 #include "tmem/core/device_backend.h"
 #include "tmem/cuda/kernels.h"
 #include "tmem/cuda/runtime.h"
@@ -105,3 +106,7 @@ struct Registrar {
 }  // namespace
 
 }  // namespace tmem::cuda
+
+/// The symbol the link option `-u tmem_cuda_backend_anchor` names, so that the
+/// linker keeps this object (and the registration above) in every program.
+extern "C" void tmem_cuda_backend_anchor() {}

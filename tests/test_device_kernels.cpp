@@ -21,5 +21,6 @@ TEST_CASE("device kernels: every op with host-built CUDA kernels matches the CPU
                          info.id == OpId::ToDevice);
   }
   MESSAGE(ops << " ops have host-built CUDA kernels");
-  CHECK(ops == static_cast<int>(kOpCount));  // a new op needs its kernels here too
+  // A new op needs its kernels here too; OpId::Custom (a program's own ops) has none.
+  CHECK(ops == static_cast<int>(kOpCount) - 1);
 }

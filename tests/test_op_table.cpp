@@ -7,6 +7,7 @@ using namespace tmem;
 TEST_CASE("op table: every op in the enum is registered with a gradcheck case") {
   for (int i = 0; i < static_cast<int>(OpId::Count); ++i) {
     OpId id = static_cast<OpId>(i);
+    if (id == OpId::Custom) continue;  // the ops of programs, not of tmem
     bool found = false;
     for (const OpInfo& info : op_table())
       if (info.id == id) {

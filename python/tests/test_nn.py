@@ -13,7 +13,7 @@ import tmem.optim as optim
 
 
 def spiral(n_per_class=60, classes=3, seed=0):
-    """The 3-arm spiral of tools/example_mlp.cpp, made with NumPy."""
+    """The 3-arm spiral of examples/mlp.cpp, made with NumPy."""
     rng = np.random.default_rng(seed)
     xs, ys = [], []
     for c in range(classes):

@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <numbers>
 
-#include "tmem/ops/ops.h"
+#include <tmem/tmem.h>
 
 using namespace tmem;
 
