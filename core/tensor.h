@@ -4,6 +4,7 @@
 #pragma once
 #include <atomic>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -174,6 +175,17 @@ Tensor reshape_data(const Tensor& t, const Shape& shape);
 void copy_data(const Tensor& dst, const Tensor& src);
 /// Fills every element of t with value (any device); bumps the version.
 void fill_data(const Tensor& t, double value);
+/// Writes t's values as PyTorch's repr does (torch/_tensor_str.py with the
+/// default printoptions: precision 4, line width 80, integer / fixed /
+/// scientific notation chosen from the values): "tensor([[1., 2.],\n        [3., 4.]])",
+/// with a dtype= suffix for float64, device= off the CPU, grad_fn=<op> or
+/// requires_grad=True. A tensor of more than 1000 elements is summarized
+/// with "..." after the first and before the last 3 entries of every dim,
+/// and then (unlike PyTorch) also names its size=(...). An empty tensor
+/// prints "tensor([])" (with its size unless 1-d), an undefined one
+/// "tensor(undefined)". Device tensors are copied to the host first.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
 /// The gate of every op that has only a CPU kernel: throws DeviceError
 /// "<op>: the cuda backend has no kernel for this op (...)" unless t is on the CPU.
 void check_cpu(const Tensor& t, const char* op);
