@@ -3,6 +3,7 @@
 // not the data. Views share storage and the storage's version counter.
 #pragma once
 #include <atomic>
+#include <concepts>
 #include <cstdint>
 #include <iosfwd>
 #include <memory>
@@ -28,11 +29,15 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   const DeviceBackend* backend = nullptr;  // the one that allocated data; null on the CPU
+  bool owned = true;                       // false: borrowed host memory (from_blob), never freed here
   std::atomic<uint64_t> version{0};
 
   /// nbytes on `device`. Throws DeviceError naming `op` when the device is
   /// not available (no backend in this build, no such device).
   Storage(size_t nbytes, Device device, const char* op);
+  /// Borrows nbytes of host memory at `data` (from_blob): the caller keeps
+  /// ownership, and the storage never frees it.
+  Storage(void* data, size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -154,8 +159,43 @@ Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
 /// when the counts differ.
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::Float32);
 Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape);
-/// 1-D tensor start, start+step, ... < end.
+/// A copy of a std::vector<float> (float32) or std::vector<int64_t> (int64)
+/// with the given shape (libtorch torch::tensor(vector).reshape(shape)).
+/// Throws ShapeError when the counts differ. A template, so that a braced
+/// list `tensor({1, 2}, {2})` still means the float64-valued overload above.
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, int64_t>
+Tensor tensor(const std::vector<T>& values, const Shape& shape);
+/// The same as a 1-D tensor [N].
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, int64_t>
+Tensor tensor(const std::vector<T>& values) {
+  return tensor(values, Shape{static_cast<int64_t>(values.size())});
+}
+/// A tensor over host memory the caller owns (libtorch from_blob): no copy
+/// is made and the memory is never freed by tmem. `data` must hold
+/// numel(shape) contiguous row-major elements of `dtype`, suitably aligned,
+/// and must outlive the tensor and every tensor sharing its storage (views,
+/// tensors autograd saved for backward); writes through either side are seen
+/// by the other. contiguous_data or clone it to get an owning copy. Throws
+/// ValueError for a null `data` with a non-empty shape, ShapeError for a
+/// negative dim.
+Tensor from_blob(void* data, const Shape& shape, DType dtype = DType::Float32);
+/// 1-D tensor start, start+step, ... < end: ceil((end - start) / step)
+/// values start + i * step (PyTorch torch.arange). Throws ValueError for
+/// step 0.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
+/// arange(0, end).
+Tensor arange(double end, DType dtype = DType::Float32);
+/// `steps` evenly spaced values from start to end inclusive (PyTorch
+/// torch.linspace): with step = (end - start) / (steps - 1), value i is
+/// start + i * step for i < steps / 2 and end - (steps - 1 - i) * step after
+/// (PyTorch's split, so both ends are exact), computed in double and rounded
+/// once to the dtype. PyTorch computes float32 in float32, in vector lanes,
+/// so its values can differ from these in the last bit. steps 1 gives
+/// [start], 0 an empty tensor; int64 values are truncated toward zero.
+/// Throws ValueError for steps < 0.
+Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);

@@ -1,5 +1,5 @@
 // The everyday tensor API of issue 16: printing (operator<<, checked against
-// PyTorch's repr).
+// PyTorch's repr), tensors from vectors and borrowed memory, arange, linspace.
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -68,4 +68,74 @@ TEST_CASE("operator<< matches torch 1.13's repr on the tensor_repr fixtures") {
     // with that suffix, placed by torch's own suffix layout).
     CHECK(printed(t) == c.value("tmem", c.at("repr").get<std::string>()));
   }
+}
+
+TEST_CASE("tensor() from std::vector<float> and std::vector<int64_t> copies with a shape") {
+  std::vector<float> f{1.5f, -2.0f, 0.25f, 8.0f, 3.0f, -1.0f};
+  Tensor a = tensor(f, {2, 3});
+  CHECK(a.dtype() == DType::Float32);
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(a.to_vector() == std::vector<double>{1.5, -2.0, 0.25, 8.0, 3.0, -1.0});
+  f[0] = 99.0f;  // a copy: the tensor keeps its value
+  CHECK(a.to_vector()[0] == 1.5);
+  std::vector<int64_t> i{std::numeric_limits<int64_t>::min(), 0, 42};
+  Tensor b = tensor(i);
+  CHECK(b.dtype() == DType::Int64);
+  CHECK(b.shape() == Shape{3});
+  CHECK(b.to_int_vector() == i);
+  CHECK(tensor(std::vector<float>{}).shape() == Shape{0});
+  CHECK_THROWS_WITH_AS(tensor(f, {4}), "tensor: got 6 values for shape [4]", ShapeError);
+  // A braced list still means the float64-valued overload (float32 by default).
+  CHECK(tensor({1, 2}, {2}).dtype() == DType::Float32);
+}
+
+TEST_CASE("from_blob borrows the caller's memory without a copy") {
+  std::vector<float> buf{1, 2, 3, 4, 5, 6};
+  {
+    Tensor t = from_blob(buf.data(), {2, 3});
+    CHECK(t.data<float>() == buf.data());
+    CHECK(t.to_vector() == std::vector<double>{1, 2, 3, 4, 5, 6});
+    buf[4] = 50;  // the caller's writes show through ...
+    CHECK(t.to_vector()[4] == 50);
+    Tensor row = slice(t, 0, 1, 2);
+    mul_(row, 2.0);  // ... and the tensor's writes land in the buffer
+    CHECK(buf == std::vector<float>{1, 2, 3, 8, 100, 12});
+    Tensor s = sum(t);  // ops read it as any tensor
+    CHECK(s.item() == 126);
+  }
+  // The tensor is gone and the buffer, never freed by tmem, is intact.
+  CHECK(buf == std::vector<float>{1, 2, 3, 8, 100, 12});
+  int64_t ids[3] = {5, 6, 7};
+  CHECK(from_blob(ids, {3}, DType::Int64).to_int_vector() == std::vector<int64_t>{5, 6, 7});
+  CHECK(from_blob(nullptr, {0}).numel() == 0);
+  CHECK_THROWS_WITH_AS(from_blob(nullptr, {2}), "from_blob: null data for shape [2]", ValueError);
+  CHECK_THROWS_AS(from_blob(buf.data(), {-1}), ShapeError);
+}
+
+TEST_CASE("arange and linspace as PyTorch") {
+  CHECK(arange(5).to_vector() == std::vector<double>{0, 1, 2, 3, 4});
+  CHECK(arange(4, DType::Int64).to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(arange(1, 2.5, 0.5).to_vector() == std::vector<double>{1, 1.5, 2});
+  CHECK(arange(3, 0, -1).to_vector() == std::vector<double>{3, 2, 1});
+  CHECK(arange(0).numel() == 0);
+  CHECK_THROWS_AS(arange(0, 1, 0), ValueError);
+  // torch.linspace values (torch 1.13); float32 may differ in the last bit
+  // (PyTorch computes it in float32 vector lanes), the ends are exact.
+  CHECK(linspace(0, 1, 5).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
+  CHECK(linspace(3, -2, 3).to_vector() == std::vector<double>{3, 0.5, -2});
+  CHECK(linspace(0, 10, 5, DType::Int64).to_int_vector() == std::vector<int64_t>{0, 2, 5, 7, 10});
+  CHECK(linspace(2, 7, 1).to_vector() == std::vector<double>{2});
+  CHECK(linspace(0, 1, 0).numel() == 0);
+  Tensor l = linspace(0.1, 0.7, 100);
+  const std::vector<double> v = l.to_vector();
+  CHECK(v.front() == static_cast<double>(0.1f));
+  CHECK(v.back() == static_cast<double>(0.7f));
+  // torch.linspace(0.1, 0.7, 100)[10], [50]: within one float32 ulp.
+  const double torch_v[2] = {0.16060607135295868, 0.40303027629852295};
+  for (int k = 0; k < 2; ++k) {
+    const auto want = static_cast<float>(torch_v[k]);
+    const double got = v[k == 0 ? 10 : 50];
+    CHECK(std::abs(got - want) <= std::nextafter(want, 1.0f) - want);
+  }
+  CHECK_THROWS_WITH_AS(linspace(0, 1, -1), "linspace: expected steps >= 0, but got -1", ValueError);
 }
