@@ -1,5 +1,6 @@
 // The everyday tensor API of issue 16: printing (operator<<, checked against
-// PyTorch's repr), tensors from vectors and borrowed memory, arange, linspace.
+// PyTorch's repr), tensors from vectors and borrowed memory, arange, linspace,
+// argmax / argmin.
 #include <cmath>
 #include <limits>
 #include <sstream>
@@ -138,4 +139,30 @@ TEST_CASE("arange and linspace as PyTorch") {
     CHECK(std::abs(got - want) <= std::nextafter(want, 1.0f) - want);
   }
   CHECK_THROWS_WITH_AS(linspace(0, 1, -1), "linspace: expected steps >= 0, but got -1", ValueError);
+}
+
+TEST_CASE("argmax and argmin: with dim and keepdim, over the flattened tensor, ties to the first index") {
+  Tensor a = tensor({1, 5, 5, 0,
+                     7, 2, 7, -1,
+                     3, 3, 3, 3}, {3, 4});
+  CHECK(argmax(a).dtype() == DType::Int64);
+  CHECK(argmax(a).dim() == 0);
+  CHECK(argmax(a).to_int_vector() == std::vector<int64_t>{4});  // the first 7
+  CHECK(argmin(a).to_int_vector() == std::vector<int64_t>{7});
+  CHECK(argmax(a, 1).to_int_vector() == std::vector<int64_t>{1, 0, 0});
+  CHECK(argmin(a, 1).to_int_vector() == std::vector<int64_t>{3, 3, 0});
+  CHECK(argmax(a, 0).to_int_vector() == std::vector<int64_t>{1, 0, 1, 2});
+  CHECK(argmax(a, -1, true).shape() == Shape{3, 1});
+  CHECK(argmax(a, std::nullopt, true).shape() == Shape{1, 1});
+  CHECK(argmax(a, std::nullopt, true).to_int_vector() == std::vector<int64_t>{4});
+  // NaN counts as the maximum and the minimum (PyTorch).
+  Tensor n = tensor({1, std::nan(""), 3}, {3});
+  CHECK(argmax(n).to_int_vector() == std::vector<int64_t>{1});
+  CHECK(argmin(n).to_int_vector() == std::vector<int64_t>{1});
+  // Not differentiable: no graph is recorded.
+  Tensor w = tensor({1, 2}, {2});
+  w.requires_grad_();
+  CHECK_FALSE(argmax(w).requires_grad());
+  CHECK_THROWS_AS(argmax(a, 2), IndexError);
+  CHECK_THROWS_AS(argmax(zeros({0})), ShapeError);
 }
