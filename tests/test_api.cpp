@@ -1,11 +1,12 @@
 // The everyday tensor API of issue 16: printing (operator<<, checked against
 // PyTorch's repr), tensors from vectors and borrowed memory, arange, linspace,
-// argmax / argmin.
+// argmax / argmin and the thread count.
 #include <cmath>
 #include <limits>
 #include <sstream>
 
 #include "fixture.h"
+#include "tmem/core/parallel.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -165,4 +166,15 @@ TEST_CASE("argmax and argmin: with dim and keepdim, over the flattened tensor, t
   CHECK_FALSE(argmax(w).requires_grad());
   CHECK_THROWS_AS(argmax(a, 2), IndexError);
   CHECK_THROWS_AS(argmax(zeros({0})), ShapeError);
+}
+
+TEST_CASE("set_num_threads sets the OpenMP thread count get_num_threads reports") {
+  const int before = get_num_threads();
+  set_num_threads(3);
+  CHECK(get_num_threads() == 3);
+  set_num_threads(1);
+  CHECK(get_num_threads() == 1);
+  CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: expected n >= 1, but got 0", ValueError);
+  set_num_threads(before);
+  CHECK(get_num_threads() == before);
 }
