@@ -1,11 +1,21 @@
 // nn/ pieces of the everyday API (issue 16): Sequential / ModuleList /
-// ModuleDict.
+// ModuleDict, optimizer parameter groups (against torch.optim) and their
+// state_dict, weight_decay_groups.
+#include <set>
+
+#include "fixture.h"
 #include "tmem/core/safetensors.h"
 #include "tmem/nn/container.h"
 #include "tmem/nn/layers.h"
+#include "tmem/nn/optim.h"
+#include "tmem/nn/tensor_memory.h"
 #include "test_util.h"
 
 using namespace tmem;
+using tmem::test::check_close;
+using tmem::test::fixture_tensor;
+using tmem::test::fixture_values;
+using tmem::test::load_fixture;
 
 namespace {
 
@@ -13,6 +23,32 @@ std::vector<std::string> names_of(const nn::Module& m) {
   std::vector<std::string> out;
   for (const auto& [n, t] : m.named_parameters()) out.push_back(n);
   return out;
+}
+
+std::vector<Tensor> fixture_params(const nlohmann::json& list) {
+  std::vector<Tensor> ps;
+  for (const auto& j : list) ps.push_back(fixture_tensor(j).requires_grad_());
+  return ps;
+}
+
+// Sets each parameter's gradient to the fixture's step and steps opt.
+template <class Opt>
+void run_steps(Opt& opt, std::vector<Tensor>& ps, const nlohmann::json& grads) {
+  for (const auto& step : grads) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ps[i].zero_grad();
+      accumulate_grad(ps[i].impl(), fixture_tensor(step[i]), "test");
+    }
+    opt.step();
+  }
+}
+
+void set_grads(const std::vector<Tensor>& ps, double scale) {
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ps[i].zero_grad();
+    Tensor g = mul(ones(ps[i].shape()), scale * static_cast<double>(i + 1));
+    accumulate_grad(ps[i].impl(), g, "test");
+  }
 }
 
 }  // namespace
@@ -91,4 +127,107 @@ TEST_CASE("ModuleList and ModuleDict register their modules under PyTorch's name
   dict.eval();
   CHECK_FALSE(dict["encoder"]->is_training());
   CHECK_FALSE(dict.at<nn::ModuleList>("encoder")->at<nn::Linear>(0)->is_training());
+}
+
+TEST_CASE("AdamW and SGD parameter groups match torch.optim's param_groups") {
+  const auto fx = load_fixture("optim");
+  {
+    auto ps = fixture_params(fx["adamw_groups"]["init"]);
+    nn::AdamW opt({{{ps[0]}, std::nullopt, std::nullopt}, {{ps[1]}, 3e-3, 0.0}}, 1e-2, 0.9, 0.999, 1e-8, 0.1);
+    REQUIRE(opt.param_groups().size() == 2);
+    CHECK(*opt.param_groups()[0].lr == 1e-2);
+    CHECK(*opt.param_groups()[0].weight_decay == 0.1);
+    CHECK(*opt.param_groups()[1].lr == 3e-3);
+    CHECK(*opt.param_groups()[1].weight_decay == 0.0);
+    run_steps(opt, ps, fx["adamw_groups"]["grads"]);
+    for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["adamw_groups"]["final"][i]), 1e-6, 0);
+  }
+  {
+    auto ps = fixture_params(fx["sgd_groups"]["init"]);
+    nn::SGD opt({{{ps[0]}, std::nullopt, 0.05}, {{ps[1]}, 0.02, std::nullopt}}, 0.1, 0.9, 0.01);
+    run_steps(opt, ps, fx["sgd_groups"]["grads"]);
+    for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["sgd_groups"]["final"][i]), 1e-6, 0);
+  }
+  // set_lr: every group, or one.
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({2}).requires_grad_();
+  nn::AdamW opt({{{a}, 1e-3, std::nullopt}, {{b}, 2e-3, std::nullopt}});
+  opt.set_lr(1, 5e-4);
+  CHECK(*opt.param_groups()[0].lr == 1e-3);
+  CHECK(*opt.param_groups()[1].lr == 5e-4);
+  opt.set_lr(0.1);
+  CHECK(*opt.param_groups()[0].lr == 0.1);
+  CHECK(*opt.param_groups()[1].lr == 0.1);
+  CHECK_THROWS_AS(opt.set_lr(2, 0.1), IndexError);
+  CHECK_THROWS_AS(opt.set_lr(-1.0), ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({{{a}, std::nullopt, std::nullopt}, {{a}, std::nullopt, std::nullopt}}),
+                       "AdamW: a parameter of shape [2] appears more than once (group 1)", ValueError);
+  CHECK_THROWS_AS(nn::SGD({{{a}, -1.0, std::nullopt}}, 0.1), ValueError);
+}
+
+TEST_CASE("weight_decay_groups: no decay on biases, gains and the memory gate") {
+  Generator gen(0);
+  nn::TensorMemoryOptions o;
+  o.D = o.H = o.W = 2;
+  o.channels = 2;
+  nn::TensorMemory mem(8, o, gen);
+  const auto groups = nn::weight_decay_groups(mem, 0.05);
+  REQUIRE(groups.size() == 2);
+  CHECK(*groups[0].weight_decay == 0.05);
+  CHECK(*groups[1].weight_decay == 0.0);
+  CHECK_FALSE(groups[0].lr.has_value());
+  std::set<const TensorImpl*> no_decay;
+  for (const Tensor& p : groups[1].params) no_decay.insert(&p.impl());
+  size_t total = 0;
+  for (const auto& named : mem.named_parameters()) {
+    const std::string name = named.first;
+    const Tensor& p = named.second;
+    INFO(name);
+    ++total;
+    const bool exempt = name == "gamma" || name.ends_with(".bias") || name.ends_with("db_d") ||
+                        name.ends_with("db_h") || name.ends_with("db_w") || name.ends_with(".pb");
+    CHECK(no_decay.count(&p.impl()) == (exempt ? 1u : 0u));
+  }
+  CHECK(groups[0].params.size() + groups[1].params.size() == total);
+  CHECK(no_decay.count(&mem.gamma.impl()) == 1);
+  CHECK(no_decay.count(&mem.write_proj->bias.impl()) == 1);
+  CHECK(no_decay.count(&mem.write_proj->weight.impl()) == 0);
+  // Decoupled decay of 0 leaves a parameter with a zero gradient unchanged.
+  nn::LayerNorm ln(3);
+  nn::AdamW opt(nn::weight_decay_groups(ln, 0.5), 0.1);
+  for (const Tensor& p : ln.parameters()) accumulate_grad(p.impl(), zeros(p.shape()), "test");
+  opt.step();
+  CHECK(ln.weight.to_vector() == std::vector<double>{1, 1, 1});
+  CHECK_THROWS_AS(nn::weight_decay_groups(ln, -0.1), ValueError);
+}
+
+TEST_CASE("AdamW state_dict with groups: exact resume, and a group layout that does not fit is refused") {
+  auto make_params = [] {
+    return std::vector<Tensor>{tensor({1, 2, 3, 4}, {2, 2}).requires_grad_(), tensor({0.5, -0.5}, {2}).requires_grad_()};
+  };
+  auto ps = make_params(), qs = make_params();
+  nn::AdamW a(nn::weight_decay_groups(ps, 0.1), 1e-2), b(nn::weight_decay_groups(qs, 0.1), 1e-2);
+  for (int s = 0; s < 3; ++s) {
+    set_grads(ps, 0.1 * (s + 1));
+    a.step();
+  }
+  const auto state = a.state_dict();
+  CHECK(state.at("group_sizes").to_int_vector() == std::vector<int64_t>{1, 1});
+  CHECK(state.at("step").to_int_vector() == std::vector<int64_t>{3});
+  for (size_t i = 0; i < ps.size(); ++i) copy_data(qs[i], ps[i]);
+  b.load_state_dict(state);
+  set_grads(ps, 0.4);
+  set_grads(qs, 0.4);
+  a.step();
+  b.step();
+  for (size_t i = 0; i < ps.size(); ++i) CHECK(qs[i].to_vector() == ps[i].to_vector());
+  // One group of two parameters: the same moments, another layout.
+  nn::AdamW one(make_params(), 1e-2);
+  CHECK_THROWS_WITH_AS(one.load_state_dict(state),
+                       "AdamW::load_state_dict: the state has groups of [1,1] parameters, but this optimizer has [2]",
+                       ValueError);
+  // A state from before groups (no "group_sizes") is one group.
+  auto legacy = one.state_dict();
+  legacy.erase("group_sizes");
+  one.load_state_dict(legacy);
+  CHECK_THROWS_AS(b.load_state_dict(legacy), ValueError);
 }
