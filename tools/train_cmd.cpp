@@ -317,7 +317,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(int_range(0, 1000000000));
   t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
   t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
-  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str()
+  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only; biases, gains and memory gates get none)")->capture_default_str()
       ->check(real_range(0, 10));
   t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
   t->add_option("--dim", c.model.dim,
