@@ -1,11 +1,14 @@
 // nn/ pieces of the everyday API (issue 16): Sequential / ModuleList /
 // ModuleDict, optimizer parameter groups (against torch.optim) and their
-// state_dict, weight_decay_groups.
+// state_dict, weight_decay_groups, and the DataLoader.
+#include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "fixture.h"
 #include "tmem/core/safetensors.h"
 #include "tmem/nn/container.h"
+#include "tmem/nn/data_loader.h"
 #include "tmem/nn/layers.h"
 #include "tmem/nn/optim.h"
 #include "tmem/nn/tensor_memory.h"
@@ -230,4 +233,67 @@ TEST_CASE("AdamW state_dict with groups: exact resume, and a group layout that d
   legacy.erase("group_sizes");
   one.load_state_dict(legacy);
   CHECK_THROWS_AS(b.load_state_dict(legacy), ValueError);
+}
+
+TEST_CASE("DataLoader: batches in order, drop_last, and several tensors gathered together") {
+  Tensor x = reshape(arange(20), {10, 2});  // example i is [2i, 2i + 1]
+  Tensor y = arange(10, DType::Int64);
+  nn::DataLoader loader({x, y}, {4, false, false});
+  CHECK(loader.size() == 3);
+  CHECK(loader.dataset_size() == 10);
+  std::vector<std::vector<int64_t>> seen;
+  for (const std::vector<Tensor>& b : loader) {
+    REQUIRE(b.size() == 2);
+    CHECK(b[0].shape() == Shape{b[1].numel(), 2});
+    const auto xs = b[0].to_vector();
+    const auto ys = b[1].to_int_vector();
+    for (size_t k = 0; k < ys.size(); ++k) CHECK(xs[2 * k] == 2.0 * static_cast<double>(ys[k]));
+    seen.push_back(ys);
+  }
+  CHECK(seen == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}});
+  nn::DataLoader dropped({y}, {4, false, true});
+  CHECK(dropped.size() == 2);
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{4, 5, 6, 7});
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});  // a new epoch
+  // drop_last with fewer examples than a batch: no batch at all.
+  nn::DataLoader none({y}, {11, false, true});
+  CHECK(none.size() == 0);
+  CHECK(none.begin() == none.end());
+  CHECK_THROWS_WITH_AS(none.next(), "DataLoader: an epoch of 10 examples has no batch of 11 with drop_last", ValueError);
+  CHECK_THROWS_AS(nn::DataLoader({y}, {0, false, false}), ValueError);
+  CHECK_THROWS_AS(nn::DataLoader({x, arange(9)}, {2, false, false}), ShapeError);
+  CHECK_THROWS_AS(nn::DataLoader({tensor({1}, {})}, {1, false, false}), ShapeError);
+  CHECK_THROWS_AS(nn::DataLoader({}, {1, false, false}), ShapeError);
+}
+
+TEST_CASE("DataLoader: a seeded shuffle per epoch, drawn from the generator at the epoch's start") {
+  Tensor y = arange(7, DType::Int64);
+  Generator gen(7);
+  nn::DataLoader loader({y}, {3, true, false}, gen);
+  // The documented shuffle: Fisher-Yates from Generator(7).
+  Generator ref(7);
+  std::vector<int64_t> order(7);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (int64_t k = 6; k > 0; --k) std::swap(order[k], order[ref.randint(k + 1)]);
+  std::vector<int64_t> epoch1;
+  for (const auto& b : loader) {
+    const auto v = b[0].to_int_vector();
+    epoch1.insert(epoch1.end(), v.begin(), v.end());
+  }
+  CHECK(epoch1 == order);
+  CHECK(gen.state() == ref.state());  // only the shuffle drew from it
+  std::vector<int64_t> epoch2;
+  for (int i = 0; i < 3; ++i) {
+    const auto v = loader.next()[0].to_int_vector();
+    epoch2.insert(epoch2.end(), v.begin(), v.end());
+  }
+  CHECK(epoch2 != epoch1);
+  std::vector<int64_t> sorted = epoch2;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == y.to_int_vector());  // a permutation: each example once per epoch
+  // Same seed, same batches.
+  Generator g2(7);
+  nn::DataLoader again({y}, {3, true, false}, g2);
+  CHECK(again.next()[0].to_int_vector() == std::vector<int64_t>(epoch1.begin(), epoch1.begin() + 3));
 }
