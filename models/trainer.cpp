@@ -371,9 +371,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
     loss.backward();
     const double loss_v = loss.item();
     if (dump && (step % cfg.dump_every == 0 || step + 1 == cfg.steps)) {
-      std::vector<std::pair<std::string, Tensor>> grads;
-      for (auto& [n, p] : named)
-        if (p.grad().defined()) grads.emplace_back(n, p.grad());
+      std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
+      for (auto& [n, p] : named) grads.emplace_back(n, p.grad());
       dump->write_step(step, loss_v, grads, cfg.dump_values, {{"memory", memory_internals(model)}});
     }
     nn::clip_grad_norm_(params, cfg.clip);
