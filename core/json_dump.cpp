@@ -31,6 +31,7 @@ double number_from_json(const json& j) {
 }
 
 json tensor_summary(const std::string& name, const Tensor& t, bool values) {
+  check<ValueError>(t.defined(), "tensor_summary: \"", printable(name), "\" is undefined (a parameter with no gradient?)");
   std::vector<double> v = t.to_vector();
   int64_t nan = 0, inf = 0, n = 0;
   double mx = -std::numeric_limits<double>::infinity(), mn = -mx;
@@ -120,9 +121,13 @@ void GradDumpWriter::write_step(int64_t step, double loss,
   json j = extra;
   j["step"] = step;
   j["loss"] = number_to_json(loss);
-  json arr = json::array();
-  for (const auto& [name, t] : tensors) arr.push_back(tensor_summary(name, t, values));
+  json arr = json::array(), missing = json::array();
+  for (const auto& [name, t] : tensors) {
+    if (t.defined()) arr.push_back(tensor_summary(name, t, values));
+    else missing.push_back(name);
+  }
   j["tensors"] = std::move(arr);
+  if (!missing.empty()) j["no_grad"] = std::move(missing);
   out_.write(j.dump() + '\n');
 }
 

@@ -1,7 +1,9 @@
 // JSON gradient dumps (docs/DESIGN.md §12). A dump file holds one JSON object per
 // dumped step, one object per line:
 //   {"step": 10, "loss": 2.3, "tensors": [{"name", "shape", "norm", "mean", "std",
-//    "min", "max", "nan", "inf", "values"?}, ...], ...extra keys}
+//    "min", "max", "nan", "inf", "values"?}, ...], "no_grad": [names]?, ...extra keys}
+// where "no_grad" names the tensors given undefined (a parameter that got no
+// gradient this step).
 // JSON has no NaN or infinities, so they are written as the strings "NaN",
 // "Infinity" and "-Infinity" and read back as such; finite doubles are
 // written with 17 significant digits and so round-trip exactly.
@@ -24,7 +26,8 @@ double number_from_json(const nlohmann::json& j);
 
 /// Summary of one tensor: name, shape, norm (L2), mean, std (unbiased), min,
 /// max over its finite elements, and the counts of NaN and of +-Inf elements;
-/// with `values`, every element in row-major order.
+/// with `values`, every element in row-major order. Throws ValueError naming
+/// the tensor when t is undefined.
 nlohmann::json tensor_summary(const std::string& name, const Tensor& t, bool values = false);
 /// Rebuilds a float64 CPU tensor from a summary written with values=true.
 /// Throws IOError when the values are missing or do not match the shape.
@@ -47,7 +50,10 @@ class GradDumpWriter {
   /// integer "step".
   explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`.
-  /// Throws IOError naming the file when the write fails.
+  /// An undefined tensor (a parameter's grad() when it got no gradient) is
+  /// not summarized but named in "no_grad", in the given order (the key is
+  /// left out when there is none). Throws IOError naming the file when the
+  /// write fails.
   void write_step(int64_t step, double loss,
                   const std::vector<std::pair<std::string, Tensor>>& tensors, bool values = false,
                   const nlohmann::json& extra = nlohmann::json::object());

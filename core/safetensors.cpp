@@ -1,5 +1,7 @@
 #include "tmem/core/safetensors.h"
 
+#include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -21,12 +23,65 @@ const char* st_dtype(DType t) {
   return "?";
 }
 
-DType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
-  if (s == "F32") return DType::Float32;
-  if (s == "F64") return DType::Float64;
-  if (s == "I64") return DType::Int64;
+// A dtype of the file: its size in bytes and the tmem dtype it loads as.
+struct FileDType {
+  size_t size;
+  DType dtype;
+};
+
+FileDType from_st_dtype(const std::string& s, const std::string& path, const std::string& name) {
+  if (s == "F32") return {4, DType::Float32};
+  if (s == "F64") return {8, DType::Float64};
+  if (s == "I64") return {8, DType::Int64};
+  if (s == "F16" || s == "BF16") return {2, DType::Float32};
+  if (s == "I32") return {4, DType::Int64};
+  if (s == "BOOL") return {1, DType::Int64};
   throw IOError("load_safetensors: " + path + ": tensor \"" + printable(name) + "\" has unsupported dtype \"" +
-                printable(s) + "\"");
+                printable(s) + "\" (tmem reads F32, F64, I64, F16, BF16, I32 and BOOL)");
+}
+
+// IEEE 754 binary16 bits as a float (exact: every half is a float).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, mant = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000 | (mant << 13);  // inf, NaN (payload kept)
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);  // normal: rebias 15 -> 127
+  } else {
+    // zero or subnormal: mant * 2^-24
+    const float v = std::ldexp(static_cast<float>(mant), -24);
+    return sign ? -v : v;
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// The n little-endian elements of `raw` (file dtype `st`) into t's storage.
+void widen(const std::string& st, const unsigned char* raw, const Tensor& t) {
+  const int64_t n = t.numel();
+  auto le = [&](int64_t i, int bytes) {
+    uint32_t v = 0;
+    for (int b = 0; b < bytes; ++b) v |= static_cast<uint32_t>(raw[i * bytes + b]) << (8 * b);
+    return v;
+  };
+  if (st == "F16" || st == "BF16") {
+    float* out = t.data<float>();
+    for (int64_t i = 0; i < n; ++i) {
+      const uint32_t h = le(i, 2);
+      if (st == "F16") {
+        out[i] = half_to_float(static_cast<uint16_t>(h));
+      } else {
+        const uint32_t bits = h << 16;  // bfloat16 is the top half of a float
+        std::memcpy(&out[i], &bits, 4);
+      }
+    }
+  } else {
+    int64_t* out = t.data<int64_t>();
+    for (int64_t i = 0; i < n; ++i)
+      out[i] = st == "I32" ? static_cast<int64_t>(static_cast<int32_t>(le(i, 4))) : (raw[i] != 0 ? 1 : 0);
+  }
 }
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MiB, as the reference implementation
@@ -92,14 +147,15 @@ SafetensorsFile load_safetensors(const std::string& path) {
         out.metadata = entry.get<StringMap>();
         continue;
       }
-      DType dt = from_st_dtype(entry.at("dtype").get<std::string>(), path, name);
+      const std::string st = entry.at("dtype").get<std::string>();
+      const auto [item_size, dt] = from_st_dtype(st, path, name);
       Shape shape = entry.at("shape").get<Shape>();
       auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
       for (int64_t d : shape)
         check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", printable(name), "\" has a negative dim");
       uint64_t n = 0;
       try {
-        check<IOError>(!__builtin_mul_overflow(static_cast<uint64_t>(numel_of(shape)), dtype_size(dt), &n),
+        check<IOError>(!__builtin_mul_overflow(static_cast<uint64_t>(numel_of(shape)), item_size, &n),
                        "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
                        " needs more bytes than a file can hold");
       } catch (const ShapeError& e) {
@@ -110,9 +166,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
                      "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
                      " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
       Tensor t = empty(shape, dt);
+      const bool same = st == "F32" || st == "F64" || st == "I64";  // stored as tmem stores it: read in place
+      std::vector<unsigned char> raw(same ? 0 : n);
       in.seekg(static_cast<std::streamoff>(data_start + offs[0]));
-      in.read(static_cast<char*>(t.raw_data()), static_cast<std::streamsize>(n));
+      in.read(same ? static_cast<char*>(t.raw_data()) : reinterpret_cast<char*>(raw.data()),
+              static_cast<std::streamsize>(n));
       check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read for \"", printable(name), "\"");
+      if (!same) widen(st, raw.data(), t);
       out.tensors[name] = t;
     }
   } catch (const nlohmann::json::exception& e) {

@@ -1,6 +1,6 @@
 // Checkpoints in the safetensors format (huggingface/safetensors; readable by
 // PyTorch): 8-byte little-endian header length N, an N-byte JSON header
-// {"__metadata__": {str: str}, name: {"dtype": "F32"|"F64"|"I64", "shape": [...],
+// {"__metadata__": {str: str}, name: {"dtype": "F32"|"F64"|"I64"|..., "shape": [...],
 // "data_offsets": [begin, end]}}, then the raw little-endian data.
 #pragma once
 #include <map>
@@ -25,7 +25,10 @@ struct SafetensorsFile {
   StringMap metadata;
 };
 
-/// Reads a safetensors file. Throws IOError naming the file and the fault for
+/// Reads a safetensors file. F32, F64 and I64 tensors load as float32,
+/// float64 and int64; the dtypes tmem has no type for are widened exactly:
+/// F16 and BF16 (PyTorch half / bfloat16) to float32, I32 to int64, BOOL to
+/// int64 0 / 1. Throws IOError naming the file and the fault for
 /// a path that is not a regular file (a directory, a FIFO: never opened), a
 /// truncated file, an oversized or malformed header (or one nested deeper
 /// than parse_json's 64 levels), an unknown dtype, or

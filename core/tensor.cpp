@@ -46,7 +46,10 @@ Storage::Storage(size_t n, Device dev, const char* op) : nbytes(n), device(dev) 
   data = backend->allocate(dev.index, n);
 }
 
+Storage::Storage(void* d, size_t n) : data(d), nbytes(n), owned(false) {}
+
 Storage::~Storage() {
+  if (!owned) return;
   if (backend) backend->release(device.index, data, nbytes);
   else cpu_release(data, nbytes);
 }
@@ -211,6 +214,45 @@ Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape) {
   Tensor t = empty(shape, DType::Int64);
   if (!values.empty()) std::memcpy(t.data<int64_t>(), values.data(), values.size() * sizeof(int64_t));
   return t;
+}
+
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, int64_t>
+Tensor tensor(const std::vector<T>& values, const Shape& shape) {
+  check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor: got ",
+                    values.size(), " values for shape ", shape_str(shape));
+  Tensor t = empty(shape, dtype_of<T>());
+  if (!values.empty()) std::memcpy(t.data<T>(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+template Tensor tensor(const std::vector<float>&, const Shape&);
+template Tensor tensor(const std::vector<int64_t>&, const Shape&);
+
+Tensor from_blob(void* data, const Shape& shape, DType dtype) {
+  for (int64_t d : shape)
+    check<ShapeError>(d >= 0, "from_blob: negative dimension in shape ", shape_str(shape));
+  const int64_t n = numel_of(shape);
+  check<ValueError>(data != nullptr || n == 0, "from_blob: null data for shape ", shape_str(shape));
+  auto impl = std::make_shared<TensorImpl>();
+  impl->storage = std::make_shared<Storage>(data, static_cast<size_t>(n) * dtype_size(dtype));
+  impl->shape = shape;
+  impl->strides = contiguous_strides(shape);
+  impl->dtype = dtype;
+  return Tensor(impl);
+}
+
+Tensor arange(double end, DType dtype) { return arange(0.0, end, 1.0, dtype); }
+
+Tensor linspace(double start, double end, int64_t steps, DType dtype) {
+  check<ValueError>(steps >= 0, "linspace: expected steps >= 0, but got ", steps);
+  std::vector<double> v(static_cast<size_t>(steps));
+  if (steps == 1) v[0] = start;
+  if (steps > 1) {
+    const double step = (end - start) / static_cast<double>(steps - 1);
+    for (int64_t i = 0; i < steps; ++i)
+      v[i] = i < steps / 2 ? start + step * static_cast<double>(i) : end - step * static_cast<double>(steps - 1 - i);
+  }
+  return tensor(v, {steps}, dtype);
 }
 
 Tensor arange(double start, double end, double step, DType dtype) {

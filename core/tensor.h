@@ -3,7 +3,9 @@
 // not the data. Views share storage and the storage's version counter.
 #pragma once
 #include <atomic>
+#include <concepts>
 #include <cstdint>
+#include <iosfwd>
 #include <memory>
 #include <span>
 #include <string>
@@ -27,11 +29,15 @@ struct Storage {
   size_t nbytes = 0;
   Device device;
   const DeviceBackend* backend = nullptr;  // the one that allocated data; null on the CPU
+  bool owned = true;                       // false: borrowed host memory (from_blob), never freed here
   std::atomic<uint64_t> version{0};
 
   /// nbytes on `device`. Throws DeviceError naming `op` when the device is
   /// not available (no backend in this build, no such device).
   Storage(size_t nbytes, Device device, const char* op);
+  /// Borrows nbytes of host memory at `data` (from_blob): the caller keeps
+  /// ownership, and the storage never frees it.
+  Storage(void* data, size_t nbytes);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
@@ -153,8 +159,43 @@ Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
 /// when the counts differ.
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::Float32);
 Tensor tensor_int(const std::vector<int64_t>& values, const Shape& shape);
-/// 1-D tensor start, start+step, ... < end.
+/// A copy of a std::vector<float> (float32) or std::vector<int64_t> (int64)
+/// with the given shape (libtorch torch::tensor(vector).reshape(shape)).
+/// Throws ShapeError when the counts differ. A template, so that a braced
+/// list `tensor({1, 2}, {2})` still means the float64-valued overload above.
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, int64_t>
+Tensor tensor(const std::vector<T>& values, const Shape& shape);
+/// The same as a 1-D tensor [N].
+template <class T>
+  requires std::same_as<T, float> || std::same_as<T, int64_t>
+Tensor tensor(const std::vector<T>& values) {
+  return tensor(values, Shape{static_cast<int64_t>(values.size())});
+}
+/// A tensor over host memory the caller owns (libtorch from_blob): no copy
+/// is made and the memory is never freed by tmem. `data` must hold
+/// numel(shape) contiguous row-major elements of `dtype`, suitably aligned,
+/// and must outlive the tensor and every tensor sharing its storage (views,
+/// tensors autograd saved for backward); writes through either side are seen
+/// by the other. contiguous_data or clone it to get an owning copy. Throws
+/// ValueError for a null `data` with a non-empty shape, ShapeError for a
+/// negative dim.
+Tensor from_blob(void* data, const Shape& shape, DType dtype = DType::Float32);
+/// 1-D tensor start, start+step, ... < end: ceil((end - start) / step)
+/// values start + i * step (PyTorch torch.arange). Throws ValueError for
+/// step 0.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
+/// arange(0, end).
+Tensor arange(double end, DType dtype = DType::Float32);
+/// `steps` evenly spaced values from start to end inclusive (PyTorch
+/// torch.linspace): with step = (end - start) / (steps - 1), value i is
+/// start + i * step for i < steps / 2 and end - (steps - 1 - i) * step after
+/// (PyTorch's split, so both ends are exact), computed in double and rounded
+/// once to the dtype. PyTorch computes float32 in float32, in vector lanes,
+/// so its values can differ from these in the last bit. steps 1 gives
+/// [start], 0 an empty tensor; int64 values are truncated toward zero.
+/// Throws ValueError for steps < 0.
+Tensor linspace(double start, double end, int64_t steps, DType dtype = DType::Float32);
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor empty_like(const Tensor& t);
@@ -174,6 +215,17 @@ Tensor reshape_data(const Tensor& t, const Shape& shape);
 void copy_data(const Tensor& dst, const Tensor& src);
 /// Fills every element of t with value (any device); bumps the version.
 void fill_data(const Tensor& t, double value);
+/// Writes t's values as PyTorch's repr does (torch/_tensor_str.py with the
+/// default printoptions: precision 4, line width 80, integer / fixed /
+/// scientific notation chosen from the values): "tensor([[1., 2.],\n        [3., 4.]])",
+/// with a dtype= suffix for float64, device= off the CPU, grad_fn=<op> or
+/// requires_grad=True. A tensor of more than 1000 elements is summarized
+/// with "..." after the first and before the last 3 entries of every dim,
+/// and then (unlike PyTorch) also names its size=(...). An empty tensor
+/// prints "tensor([])" (with its size unless 1-d), an undefined one
+/// "tensor(undefined)". Device tensors are copied to the host first.
+std::ostream& operator<<(std::ostream& os, const Tensor& t);
+
 /// The gate of every op that has only a CPU kernel: throws DeviceError
 /// "<op>: the cuda backend has no kernel for this op (...)" unless t is on the CPU.
 void check_cpu(const Tensor& t, const char* op);

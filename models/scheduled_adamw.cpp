@@ -6,13 +6,6 @@ namespace tmem::models {
 
 namespace {
 
-std::vector<Tensor> of_rank(const std::vector<Tensor>& params, bool matrices) {
-  std::vector<Tensor> out;
-  for (const Tensor& p : params)
-    if ((p.dim() >= 2) == matrices) out.push_back(p);
-  return out;
-}
-
 const ScheduleConfig& checked(const ScheduleConfig& c) {
   check<ValueError>(c.steps >= 1 && c.warmup >= 0 && c.min_lr >= 0 && c.min_lr <= c.lr && c.weight_decay >= 0 &&
                         c.clip > 0,
@@ -27,14 +20,13 @@ const ScheduleConfig& checked(const ScheduleConfig& c) {
 ScheduledAdamW::ScheduledAdamW(const std::vector<Tensor>& params, const ScheduleConfig& cfg)
     : cfg_(checked(cfg)),
       params_(params),
-      decay_(of_rank(params, true), cfg.lr, 0.9, 0.95, 1e-8, cfg.weight_decay),
-      plain_(of_rank(params, false), cfg.lr, 0.9, 0.95, 1e-8, 0.0) {
+      opt_(nn::weight_decay_groups(params, cfg.weight_decay), cfg.lr, 0.9, 0.95, 1e-8) {
   cfg_.warmup = std::min(cfg.warmup, cfg.steps - 1);
 }
 
 double ScheduledAdamW::step(int64_t step) {
   const double lr = nn::warmup_cosine_lr(step, cfg_.warmup, cfg_.steps, cfg_.lr, cfg_.min_lr);
-  decay_.lr = plain_.lr = lr;
+  opt_.set_lr(lr);
   bool finite = true;
   try {
     nn::clip_grad_norm_(params_, cfg_.clip);
@@ -42,12 +34,8 @@ double ScheduledAdamW::step(int64_t step) {
     finite = false;
     ++skipped_;
   }
-  if (finite) {
-    decay_.step();
-    plain_.step();
-  }
-  decay_.zero_grad();
-  plain_.zero_grad();
+  if (finite) opt_.step();
+  opt_.zero_grad();
   return lr;
 }
 

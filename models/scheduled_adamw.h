@@ -17,7 +17,7 @@ struct ScheduleConfig {
 
 /// AdamW (betas 0.9, 0.95, eps 1e-8) over `params` with weight decay on the
 /// parameters of rank >= 2 (matrices, embeddings, positions) only, not on
-/// biases, LayerNorm gains or memory gates; the learning rate of
+/// biases, LayerNorm gains or memory gates (nn::weight_decay_groups); the learning rate of
 /// nn::warmup_cosine_lr; nn::clip_grad_norm_ before each update.
 class ScheduledAdamW {
  public:
@@ -35,7 +35,7 @@ class ScheduledAdamW {
  private:
   ScheduleConfig cfg_;
   std::vector<Tensor> params_;
-  nn::AdamW decay_, plain_;
+  nn::AdamW opt_;
   int64_t skipped_ = 0;
 };
 

@@ -263,7 +263,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   DiagnosticModel model(*task, cfg.model, init_gen);
   model.to(device);
   std::vector<Tensor> params = model.parameters();
-  nn::AdamW opt(params, cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay);
+  nn::AdamW opt(nn::weight_decay_groups(params, cfg.weight_decay), cfg.lr, 0.9, 0.999, 1e-8);
 
   TrainResult res;
   double seconds_before = 0;  // training time of the invocations before a resume
@@ -349,7 +349,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
     for (auto& [k, t] : opt.state_dict()) all["optim." + k] = t;
     json hits = json::array();
     for (auto& [h, n] : recent) hits.push_back({h, n});
-    save_safetensors(ckpt, all, {{"step", std::to_string(step)}, {"data_rng", data_gen.state()},
+    save_safetensors(ckpt, all, {{"model", "tmem::models::DiagnosticModel"}, {"step", std::to_string(step)},
+                                 {"data_rng", data_gen.state()},
                                  {"model_rng", init_gen.state()},
                                  {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()},
                                  {"losses", json(res.losses).dump()},
@@ -370,9 +371,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
     loss.backward();
     const double loss_v = loss.item();
     if (dump && (step % cfg.dump_every == 0 || step + 1 == cfg.steps)) {
-      std::vector<std::pair<std::string, Tensor>> grads;
-      for (auto& [n, p] : named)
-        if (p.grad().defined()) grads.emplace_back(n, p.grad());
+      std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
+      for (auto& [n, p] : named) grads.emplace_back(n, p.grad());
       dump->write_step(step, loss_v, grads, cfg.dump_values, {{"memory", memory_internals(model)}});
     }
     nn::clip_grad_norm_(params, cfg.clip);

@@ -22,6 +22,8 @@ struct TrainConfig {
   TaskConfig task_cfg;        // W, noise, queries, T, L, length, P, G
   int64_t steps = 2000, batch = 128;
   uint64_t seed = 42;
+  /// AdamW; weight_decay applies to the parameters of rank >= 2 only, not to
+  /// biases, LayerNorm gains or memory gates (nn::weight_decay_groups).
   double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
   int64_t eval_batches = 16;  // held-out batches for the final accuracy
   BackboneConfig model;       // method, dim, layers, heads, memory, leaky_memory (dim 0, chunk 0: the task's)
@@ -93,6 +95,10 @@ struct TrainResult {
 /// defaults (resolve_task_defaults). `progress` is called every step. With
 /// cfg.resume, continues from run_dir/checkpoint.safetensors (bit-exactly:
 /// model, optimizer, data and dropout generators, losses and curve so far).
+/// The checkpoint holds "model.<name>" and "optim.<key>" tensors; its
+/// metadata names the model ("model": "tmem::models::DiagnosticModel") and
+/// its "config" (the JSON of config_to_json). A checkpoint written before the
+/// optimizer's weight-decay groups (one group) does not fit and is refused.
 /// Throws ValueError for a bad config, a dump_grads naming the checkpoint, or
 /// a checkpoint written with another config (any key but steps; the message
 /// lists the keys that differ), IOError for checkpoint or dump failures. The eval runs after the last

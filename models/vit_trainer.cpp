@@ -5,13 +5,13 @@
 #include <cmath>
 #include <limits>
 #include <memory>
-#include <numeric>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/models/image_metrics.h"
 #include "tmem/models/scheduled_adamw.h"
 #include "tmem/models/train_stats.h"
+#include "tmem/nn/data_loader.h"
 #include "tmem/ops/loss.h"
 #include "tmem/ops/reduction.h"
 #include "tmem/ops/shape.h"
@@ -169,19 +169,18 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   ViTTrainResult res;
   res.parameters = model.num_parameters();
   model.train();
-  std::vector<int64_t> order(static_cast<size_t>(N));
-  const int64_t per_epoch = N / cfg.batch;
+  // Full batches, reshuffled every epoch; a set smaller than one batch is
+  // one batch of all N, reshuffled every step. The loader draws from `gen`
+  // when an epoch starts, before that step's mask.
+  std::vector<Tensor> data{train.images};
+  if (!mae) data.push_back(train.labels);
+  nn::DataLoader loader(data, {cfg.batch, true, N >= cfg.batch}, gen);
+  const int64_t B = std::min(cfg.batch, N);
   RecentMean recent(50);  // the training metric of the last 50 steps
   const auto t0 = std::chrono::steady_clock::now();
   for (int64_t step = 0; step < steps; ++step) {
-    const int64_t i = per_epoch > 0 ? step % per_epoch : 0;
-    if (i == 0) {  // a new epoch: a fresh order (per_epoch == 0: the same images every step)
-      std::iota(order.begin(), order.end(), int64_t{0});
-      for (int64_t k = N - 1; k > 0; --k) std::swap(order[k], order[gen.randint(k + 1)]);
-    }
-    const int64_t B = std::min(cfg.batch, N);
-    Tensor idx = tensor_int(std::vector<int64_t>(order.begin() + i * B, order.begin() + (i + 1) * B), {B});
-    Tensor x = index_select(train.images, 0, idx.to(train.images.device())).to(device);
+    const std::vector<Tensor> batch = loader.next();
+    Tensor x = batch[0].to(device);
     Tensor loss;
     double metric;
     if (mae) {
@@ -192,7 +191,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
       metric = psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host);
     } else {
       Tensor logits = classifier->forward(x);
-      Tensor y = index_select(train.labels, 0, idx.to(train.labels.device())).to(device);
+      Tensor y = batch[1].to(device);
       loss = cross_entropy(logits, y);
       metric = static_cast<double>(correct(logits, y)) / static_cast<double>(B);
     }

@@ -4,8 +4,11 @@
 #include <cmath>
 #include <numbers>
 
+#include <set>
+
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/nn/module.h"
 #include "tmem/ops/dispatch.h"
 
 namespace tmem::nn {
@@ -55,16 +58,68 @@ void for_each_grad(const std::vector<Tensor>& params, Cpu&& cpu, Dev&& dev) {
   }
 }
 
+void check_group_options(const ParamGroup& g, size_t i, const char* op) {
+  check<ValueError>(*g.lr >= 0 && *g.weight_decay >= 0, op, ": expected lr, weight_decay >= 0, but group ", i,
+                    " has lr ", *g.lr, ", weight_decay ", *g.weight_decay);
+}
+
+// Fills in the groups' unset options with the defaults and lists their
+// parameters in order (params) with the group of each (group_of). Throws
+// ValueError naming `op` for a bad option or a parameter given twice.
+void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_decay, const char* op,
+                    std::vector<Tensor>& params, std::vector<size_t>& group_of) {
+  std::set<const TensorImpl*> seen;
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    ParamGroup& g = groups[gi];
+    if (!g.lr) g.lr = lr;
+    if (!g.weight_decay) g.weight_decay = weight_decay;
+    check_group_options(g, gi, op);
+    for (const Tensor& p : g.params) {
+      check_param(p, op);
+      check<ValueError>(seen.insert(&p.impl()).second, op, ": a parameter of shape ", shape_str(p.shape()),
+                        " appears more than once (group ", gi, ")");
+      params.push_back(p);
+      group_of.push_back(gi);
+    }
+  }
+}
+
+void set_group_lr(std::vector<ParamGroup>& groups, size_t group, double lr, const char* op) {
+  check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
+                    " groups");
+  check<ValueError>(lr >= 0, op, ": expected lr >= 0, but got ", lr);
+  groups[group].lr = lr;
+}
+
 }  // namespace
 
-SGD::SGD(std::vector<Tensor> params, double lr_, double momentum, double weight_decay)
-    : lr(lr_), params_(std::move(params)), momentum_(momentum), weight_decay_(weight_decay) {
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
+  check<ValueError>(weight_decay >= 0, "weight_decay_groups: expected weight_decay >= 0, but got ", weight_decay);
+  std::vector<ParamGroup> groups{{{}, std::nullopt, weight_decay}, {{}, std::nullopt, 0.0}};
+  for (const Tensor& p : params) groups[p.dim() >= 2 ? 0 : 1].params.push_back(p);
+  return groups;
+}
+
+std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay) {
+  return weight_decay_groups(m.parameters(), weight_decay);
+}
+
+SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
+    : SGD(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, lr, momentum, weight_decay) {}
+
+SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weight_decay)
+    : groups_(std::move(groups)), momentum_(momentum) {
   check<ValueError>(lr >= 0 && momentum >= 0 && weight_decay >= 0,
                     "SGD: expected lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
                     ", ", weight_decay);
-  for (const Tensor& p : params_) check_param(p, "SGD");
+  resolve_groups(groups_, lr, weight_decay, "SGD", params_, group_of_);
   bufs_.resize(params_.size());
 }
+
+void SGD::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "SGD::set_lr");
+}
+void SGD::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "SGD::set_lr"); }
 
 void SGD::step() {
   auto buffer = [&](size_t i) -> bool {
@@ -77,22 +132,25 @@ void SGD::step() {
       params_,
       [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
         const bool first = buffer(i);
+        const ParamGroup& group = groups_[group_of_[i]];
+        const T lr = static_cast<T>(*group.lr), wd = static_cast<T>(*group.weight_decay);
         T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
         for (int64_t k = 0; k < n; ++k) {
-          T d = g[k] + static_cast<T>(weight_decay_) * p[k];
+          T d = g[k] + wd * p[k];
           if (b) {
             b[k] = first ? d : static_cast<T>(momentum_) * b[k] + d;
             d = b[k];
           }
-          p[k] -= static_cast<T>(lr) * d;
+          p[k] -= lr * d;
         }
         if (b) bufs_[i].bump_version();
       },
       [&](const OpKernels& k, const Tensor& p, const Tensor& g, size_t i) {
         const bool first = buffer(i);
+        const ParamGroup& group = groups_[group_of_[i]];
         float* b = momentum_ != 0 ? static_cast<float*>(bufs_[i].raw_data()) : nullptr;
         k.sgd_step(p.device().index, static_cast<float*>(p.raw_data()), static_cast<const float*>(g.raw_data()),
-                   b, p.numel(), {lr, momentum_, weight_decay_, first});
+                   b, p.numel(), {*group.lr, momentum_, *group.weight_decay, first});
         if (b) bufs_[i].bump_version();
       });
 }
@@ -101,27 +159,35 @@ void SGD::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
 }
 
-AdamW::AdamW(std::vector<Tensor> params, double lr_, double beta1, double beta2, double eps,
+AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
+    : AdamW(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, lr, beta1, beta2, eps,
+            weight_decay) {}
+
+AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
              double weight_decay)
-    : lr(lr_), params_(std::move(params)), beta1_(beta1), beta2_(beta2), eps_(eps),
-      weight_decay_(weight_decay) {
+    : groups_(std::move(groups)), beta1_(beta1), beta2_(beta2), eps_(eps) {
   check<ValueError>(lr >= 0, "AdamW: expected lr >= 0, but got ", lr);
   check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                     "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
   check<ValueError>(eps >= 0 && weight_decay >= 0, "AdamW: expected eps, weight_decay >= 0, but got ",
                     eps, ", ", weight_decay);
+  resolve_groups(groups_, lr, weight_decay, "AdamW", params_, group_of_);
   for (const Tensor& p : params_) {
-    check_param(p, "AdamW");
     m_.push_back(zeros(p.shape(), p.dtype(), p.device()));
     v_.push_back(zeros(p.shape(), p.dtype(), p.device()));
   }
 }
 
+void AdamW::set_lr(double lr) {
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "AdamW::set_lr");
+}
+void AdamW::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "AdamW::set_lr"); }
+
 void AdamW::step() {
   ++t_;
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
-  const double step_size = lr / bc1, bc2_sqrt = std::sqrt(bc2);
+  const double bc2_sqrt = std::sqrt(bc2);
   for_each_grad(
       params_,
       [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
@@ -129,8 +195,10 @@ void AdamW::step() {
         follow_device(v_[i], params_[i]);
         T* m = m_[i].template data<T>();
         T* v = v_[i].template data<T>();
+        const ParamGroup& group = groups_[group_of_[i]];
+        const double step_size = *group.lr / bc1;
         const T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
-        const T decay = static_cast<T>(1.0 - lr * weight_decay_);
+        const T decay = static_cast<T>(1.0 - *group.lr * *group.weight_decay);
 #pragma omp parallel for if (n > 65536)
         for (int64_t k = 0; k < n; ++k) {
           p[k] *= decay;
@@ -143,9 +211,10 @@ void AdamW::step() {
       [&](const OpKernels& k, const Tensor& p, const Tensor& g, size_t i) {
         follow_device(m_[i], p);
         follow_device(v_[i], p);
+        const ParamGroup& group = groups_[group_of_[i]];
         k.adamw_step(p.device().index, static_cast<float*>(p.raw_data()), static_cast<const float*>(g.raw_data()),
                      static_cast<float*>(m_[i].raw_data()), static_cast<float*>(v_[i].raw_data()), p.numel(),
-                     {beta1_, beta2_, 1.0 - lr * weight_decay_, step_size, bc2_sqrt, eps_});
+                     {beta1_, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});
       });
 }
 
@@ -156,6 +225,9 @@ std::map<std::string, Tensor> AdamW::state_dict() const {
     s["v." + std::to_string(i)] = v_[i];
   }
   s["step"] = tensor_int({t_}, {1});
+  std::vector<int64_t> sizes;
+  for (const ParamGroup& g : groups_) sizes.push_back(static_cast<int64_t>(g.params.size()));
+  s["group_sizes"] = tensor_int(sizes, {static_cast<int64_t>(sizes.size())});
   return s;
 }
 
@@ -165,6 +237,11 @@ void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
     check<ValueError>(it != s.end(), "AdamW::load_state_dict: missing key \"", k, "\"");
     return it->second;
   };
+  std::vector<int64_t> own, saved{static_cast<int64_t>(params_.size())};
+  for (const ParamGroup& g : groups_) own.push_back(static_cast<int64_t>(g.params.size()));
+  if (s.count("group_sizes")) saved = get("group_sizes").to_int_vector();
+  check<ValueError>(saved == own, "AdamW::load_state_dict: the state has groups of ", shape_str(saved),
+                    " parameters, but this optimizer has ", shape_str(own));
   for (size_t i = 0; i < params_.size(); ++i)
     for (auto* moments : {&m_, &v_}) {
       const std::string key = (moments == &m_ ? "m." : "v.") + std::to_string(i);

@@ -9,6 +9,7 @@
 // float32.
 #pragma once
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -16,43 +17,88 @@
 
 namespace tmem::nn {
 
+class Module;
+
+/// Parameters that share a learning rate and weight decay (PyTorch's
+/// param_groups). An option left unset takes the optimizer's default; in an
+/// optimizer's param_groups() both are set.
+struct ParamGroup {
+  std::vector<Tensor> params;
+  std::optional<double> lr, weight_decay;
+};
+
+/// The two groups of the usual weight-decay rule (GPT-2 / nanoGPT, timm):
+/// parameters of rank >= 2 (weight matrices, embeddings, position tables,
+/// convolution and depthwise taps) with `weight_decay`, and every other one
+/// (biases, LayerNorm gains, the [1] gates gamma of TensorMemory and
+/// SlotMemory, SSM skips D) with weight decay 0, each in the given order. Both
+/// groups are returned even when one is empty, so an optimizer's state
+/// layout does not depend on the model. Throws ValueError for weight_decay < 0.
+std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay);
+/// weight_decay_groups(m.parameters(), weight_decay).
+std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay);
+
 /// SGD with momentum (PyTorch): b = momentum * b + g (b = g on the first
-/// step); p -= lr * b. weight_decay adds wd * p to g first.
+/// step); p -= lr * b. weight_decay adds wd * p to g first. lr and
+/// weight_decay are per group. Throws ValueError for a negative lr, momentum
+/// or weight_decay, or a parameter given twice.
 class SGD {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0.0, double weight_decay = 0.0);
   /// One update from the parameters' .grad (parameters without a grad are skipped).
   void step();
   void zero_grad();
-  double lr;
+  /// The groups, with lr and weight_decay resolved.
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  /// Sets the learning rate of every group (or of group `group`). Throws
+  /// ValueError for lr < 0, IndexError for a group out of range.
+  void set_lr(double lr);
+  void set_lr(size_t group, double lr);
 
  private:
-  std::vector<Tensor> params_, bufs_;
-  double momentum_, weight_decay_;
+  std::vector<ParamGroup> groups_;
+  std::vector<Tensor> params_, bufs_;  // every group's parameters, in order
+  std::vector<size_t> group_of_;       // the group of params_[i]
+  double momentum_;
 };
 
 /// AdamW (Loshchilov & Hutter 2019; PyTorch torch.optim.AdamW): decoupled
 /// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
-/// after the square root). Throws ValueError for lr < 0, betas outside [0,1)
-/// or eps < 0.
+/// after the square root). lr and weight_decay are per group. Throws
+/// ValueError for lr < 0, betas outside [0,1), eps < 0, weight_decay < 0, or a
+/// parameter given twice.
 class AdamW {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
         double eps = 1e-8, double weight_decay = 0.01);
+  AdamW(std::vector<ParamGroup> groups, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
+        double eps = 1e-8, double weight_decay = 0.01);
   void step();
   void zero_grad();
   int64_t steps() const { return t_; }
-  /// Moments as "m.<i>", "v.<i>" and the step count as "step" [1] (int64),
-  /// for checkpoints; load_state_dict throws ValueError/ShapeError on a
-  /// missing key or a shape that does not match parameter i.
+  /// The groups, with lr and weight_decay resolved.
+  const std::vector<ParamGroup>& param_groups() const { return groups_; }
+  /// Sets the learning rate of every group (or of group `group`). Throws
+  /// ValueError for lr < 0, IndexError for a group out of range.
+  void set_lr(double lr);
+  void set_lr(size_t group, double lr);
+  /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters
+  /// of all groups in order), the step count as "step" [1] and the
+  /// parameters per group as "group_sizes" [G] (int64). load_state_dict
+  /// throws ValueError on a missing key or group sizes other than this
+  /// optimizer's (a state without "group_sizes" is one group: the form
+  /// before groups), ShapeError for a moment whose shape is not parameter
+  /// i's.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
-  double lr;
 
  private:
-  std::vector<Tensor> params_, m_, v_;
-  double beta1_, beta2_, eps_, weight_decay_;
+  std::vector<ParamGroup> groups_;
+  std::vector<Tensor> params_, m_, v_;  // every group's parameters, in order
+  std::vector<size_t> group_of_;        // the group of params_[i]
+  double beta1_, beta2_, eps_;
   int64_t t_ = 0;
 };
 

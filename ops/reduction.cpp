@@ -269,6 +269,18 @@ ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a
 Tensor max(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, true).values; }
 Tensor min(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, false).values; }
 
+namespace {
+Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool is_max) {
+  NoGradGuard no_grad;
+  if (dim) return extreme(a, *dim, keepdim, is_max).indices;
+  Tensor ix = extreme(reshape(a, {-1}), 0, false, is_max).indices;
+  return keepdim ? reshape(ix, Shape(a.shape().size(), 1)) : ix;
+}
+}  // namespace
+
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, true); }
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) { return arg_extreme(a, dim, keepdim, false); }
+
 Tensor sum_to(const Tensor& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   check<ShapeError>(shape.size() <= g.shape().size() &&

@@ -2,6 +2,7 @@
 // any set of dims, with keepdim. Empty `dims` means every dim. Float inputs.
 // All of them also run on CUDA (float32; cuda/reduction.cu).
 #pragma once
+#include <optional>
 #include <vector>
 
 #include "tmem/core/tensor.h"
@@ -33,6 +34,16 @@ ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
 /// extreme element).
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
+
+/// Index (int64) of the maximum along `dim` (PyTorch torch.argmax): the
+/// first one on ties, a NaN counting as the maximum; the shape of max(a,
+/// dim, keepdim).indices. Without a dim, the index into the flattened
+/// tensor: a 0-d tensor, or all dims kept at size 1 with keepdim. Not
+/// differentiable. Throws IndexError for a bad dim, ShapeError on an empty
+/// dim or tensor, DtypeError for int64 input.
+Tensor argmax(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
+/// As argmax, for the minimum (torch.argmin).
+Tensor argmin(const Tensor& a, std::optional<int64_t> dim = std::nullopt, bool keepdim = false);
 
 /// Sums `g` down to `shape`, which must broadcast to g's shape (the backward
 /// of broadcasting). Throws ShapeError otherwise.

@@ -104,3 +104,35 @@ TEST_CASE("checkpoint: a gradient dump that is the checkpoint file, however spel
   CHECK(read_grad_dump(c.dump_grads).size() == 2);  // steps 0 and 3 (dump_every 100, and the last)
   fs::remove_all(c.run_dir);
 }
+
+TEST_CASE("checkpoint: the metadata names the model and its config - one from before weight-decay groups is refused") {
+  models::TrainConfig c = tiny_checkpointed_run("tmem_ckpt_groups");
+  models::train_diagnostic(c);
+  const std::string ckpt = c.run_dir + "/checkpoint.safetensors";
+  SafetensorsFile f = load_safetensors(ckpt);
+  CHECK(f.metadata.at("model") == "tmem::models::DiagnosticModel");
+  const auto config = nlohmann::json::parse(f.metadata.at("config"));
+  CHECK(config.at("method") == "base");
+  CHECK(config.at("dim") == 16);
+  // Two groups: the matrices, then the vectors (biases, gains).
+  const std::vector<int64_t> sizes = f.tensors.at("optim.group_sizes").to_int_vector();
+  REQUIRE(sizes.size() == 2);
+  int64_t total = 0;
+  for (const auto& kv : f.tensors)
+    if (kv.first.rfind("optim.m.", 0) == 0) ++total;
+  CHECK(sizes[0] + sizes[1] == total);
+  CHECK(sizes[1] > 0);
+  for (int64_t i = 0; i < total; ++i) {
+    INFO(i);
+    CHECK((f.tensors.at("optim.m." + std::to_string(i)).dim() >= 2) == (i < sizes[0]));
+  }
+  // The layout of an older checkpoint (one group, no "group_sizes").
+  f.tensors.erase("optim.group_sizes");
+  save_safetensors(ckpt, f.tensors, f.metadata);
+  c.steps = 6;
+  c.resume = true;
+  const std::string expected = "does not fit the model: AdamW::load_state_dict: the state has groups of [" +
+                               std::to_string(total) + "] parameters";
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(c), doctest::Contains(expected.c_str()), IOError);
+  fs::remove_all(c.run_dir);
+}

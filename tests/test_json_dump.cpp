@@ -180,3 +180,30 @@ TEST_CASE("dump reading: a tensor without a name or with fields of the wrong typ
   const json good = json::parse(R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})");
   CHECK(summarize_grad_dump({good})[0].norms == std::vector<double>{1.0});
 }
+
+TEST_CASE("a dump names the tensors without a gradient instead of failing on them") {
+  // A parameter that took no part in the loss has no gradient: it is named in
+  // "no_grad", the others are summarized, and the file is complete.
+  Tensor used = tensor({1, 2}, {2}).requires_grad_(), unused = tensor({3}, {1}).requires_grad_();
+  sum(mul(used, used)).backward();
+  REQUIRE_FALSE(unused.grad().defined());
+  const std::string path = (std::filesystem::temp_directory_path() / "tmem_dump_no_grad.jsonl").string();
+  {
+    GradDumpWriter w(path);
+    w.write_step(0, 1.5, {{"used", used.grad()}, {"unused", unused.grad()}});
+    w.write_step(1, 1.0, {{"used", used.grad()}});
+  }
+  const auto steps = read_grad_dump(path);
+  REQUIRE(steps.size() == 2);
+  REQUIRE(steps[0]["tensors"].size() == 1);
+  CHECK(steps[0]["tensors"][0]["name"] == "used");
+  CHECK(number_from_json(steps[0]["tensors"][0]["max"]) == 4.0);  // d/dx x^2 = 2x at x = 2
+  CHECK(steps[0]["no_grad"] == nlohmann::json::array({"unused"}));
+  CHECK_FALSE(steps[1].contains("no_grad"));
+  const auto series = summarize_grad_dump(steps);
+  REQUIRE(series.size() == 1);
+  CHECK(series[0].name == "used");
+  CHECK_THROWS_WITH_AS(tensor_summary("unused", unused.grad()),
+                       "tensor_summary: \"unused\" is undefined (a parameter with no gradient?)", ValueError);
+  std::filesystem::remove(path);
+}

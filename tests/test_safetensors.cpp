@@ -1,7 +1,10 @@
 // Checkpoint files: round trip, atomic write, and clear errors on corruption.
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
+#include "fixture.h"
 #include "tmem/core/safetensors.h"
 #include "test_util.h"
 
@@ -90,4 +93,61 @@ TEST_CASE("safetensors: a deeply nested or binary header is an IOError, cut shor
   CHECK(err.find("n\\x07nnn") != std::string::npos);
   CHECK(err.size() < 600);
   std::filesystem::remove(path);
+}
+
+TEST_CASE("safetensors: a file written from PyTorch loads F16, BF16 as float32 and I32, BOOL as int64") {
+  // tests/fixtures/torch_dtypes.safetensors and the values torch gives its
+  // tensors: tools/fixtures/safetensors_torch.py.
+  const nlohmann::json expected = tmem::test::load_fixture("safetensors_torch");
+  const SafetensorsFile f = load_safetensors(std::string(TMEM_FIXTURE_DIR) + "/torch_dtypes.safetensors");
+  CHECK(f.metadata.at("producer") == "tools/fixtures/safetensors_torch.py");
+  CHECK(f.tensors.size() == expected.size());
+  for (auto it = expected.begin(); it != expected.end(); ++it) {
+    const std::string name = it.key(), st = it.value().at("st_dtype");
+    INFO(name);
+    const Tensor& t = f.tensors.at(name);
+    const DType want = st == "F64" ? DType::Float64
+                       : st == "F32" || st == "F16" || st == "BF16" ? DType::Float32
+                                                                    : DType::Int64;
+    CHECK(t.dtype() == want);
+    CHECK(t.shape() == it.value().at("value").at("shape").get<Shape>());
+    const std::vector<double> got = t.to_vector(), ref = tmem::test::fixture_values(it.value().at("value"));
+    REQUIRE(got.size() == ref.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      INFO(i);
+      CHECK(((std::isnan(got[i]) && std::isnan(ref[i])) || got[i] == ref[i]));
+      if (got[i] == 0) CHECK(std::signbit(got[i]) == std::signbit(ref[i]));
+    }
+  }
+  // Spot checks of the conversions themselves.
+  const std::vector<double> half = f.tensors.at("half").to_vector();
+  CHECK(half[2] == 65504.0);                 // the largest half
+  CHECK(half[4] == std::ldexp(1.0, -24));    // the smallest subnormal
+  CHECK(half[5] == -std::ldexp(1.0, -15));   // a negative subnormal
+  CHECK(std::signbit(half[6]));              // -0
+  CHECK(half[7] == std::numeric_limits<double>::infinity());
+  CHECK(f.tensors.at("int32").to_int_vector() ==
+        std::vector<int64_t>{-2147483648LL, -1, 0, 1, 7, 2147483647LL});
+  CHECK(f.tensors.at("mask").to_int_vector() == std::vector<int64_t>{1, 0, 1, 0, 0, 1});
+  CHECK(f.tensors.at("int64").to_int_vector() ==
+        std::vector<int64_t>{5, std::numeric_limits<int64_t>::min()});
+  CHECK(f.tensors.at("scalar_half").shape().empty());
+}
+
+TEST_CASE("safetensors: an unknown dtype or a size that does not fit the dtype is an IOError") {
+  std::string p = tmp_path("tmem_st_dtypes.safetensors");
+  auto write = [&](const std::string& header, const std::string& data) {
+    std::string h = header;
+    h.append((8 - h.size() % 8) % 8, ' ');
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    write_all(p, len + h + data);
+  };
+  write(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "ab");
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("unsupported dtype \"U8\""), IOError);
+  write(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,2]}})", "ab");  // 2 halves need 4 bytes
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("bad data offsets (4 bytes needed"), IOError);
+  write(R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", std::string("\x80\x3f\x00\xc0", 4));
+  CHECK(load_safetensors(p).tensors.at("x").to_vector() == std::vector<double>{1.0, -2.0});
+  fs::remove(p);
 }

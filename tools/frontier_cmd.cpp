@@ -9,9 +9,9 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <omp.h>
 
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/core/svg_plot.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/tools/progress.h"
@@ -298,7 +298,7 @@ void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
 }
 
 int run(FrontierArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   check<ValueError>(a.task == "mqar" || a.task == "map-recall" || a.task == "coord-recall",
                     "frontier: expected task mqar, map-recall or coord-recall, but got \"", a.task, "\"");
   check<ValueError>(!a.lrs.empty() && !a.seeds.empty(), "frontier: --lr and --seed need at least one value");
@@ -327,7 +327,7 @@ int run(FrontierArgs& a) {
                 "%d threads -> %s\n",
                 a.task.c_str(), a.methods.size(), a.lrs.size(), a.seeds.size(),
                 a.all_seeds ? "every size" : "later seeds at the middle size", static_cast<long long>(a.cfg.steps),
-                static_cast<long long>(a.cfg.batch), omp_get_max_threads(), root.c_str());
+                static_cast<long long>(a.cfg.batch), get_num_threads(), root.c_str());
     auto train = [&](const std::string& method, size_t size, double lr, uint64_t seed) {
       models::TrainConfig c = cell_config(a, method, size, lr, seed);
       const std::string label = sizes_of(method)[size].label;

@@ -5,12 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/core/svg_plot.h"
 #include "tmem/data/brown.h"
 #include "tmem/models/lm_trainer.h"
@@ -49,7 +49,7 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
 }
 
 int run(BrownArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   for (const auto& m : a.methods) models::check_lm_method(m);
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
@@ -77,7 +77,7 @@ int run(BrownArgs& a) {
               a.methods.size(), static_cast<long long>(m.dim), static_cast<long long>(m.layers),
               static_cast<long long>(m.heads), static_cast<long long>(m.seq), static_cast<long long>(a.cfg.batch),
               static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
-              device.str().c_str(), omp_get_max_threads(), root.c_str());
+              device.str().c_str(), get_num_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-6s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 

@@ -3,7 +3,10 @@
 
 Run with Debian's python3-torch:  /usr/bin/python3 tools/make_fixtures.py
 Each module in tools/fixtures/ has a generate() that returns a dict of named
-cases; this writes them to tests/fixtures/<module>.json. A tensor is stored as
+cases; this writes them to tests/fixtures/<module>.json. A module may also have
+a files() that returns {file name: bytes}, written to tests/fixtures/ as they
+are (a file in another format, e.g. a safetensors file). Name modules on the
+command line to regenerate only those. A tensor is stored as
 {"shape": [...], "data": [...]} (row-major, float64 values), so the C++ tests
 read it with tmem::test::fixture_tensor.
 """
@@ -31,6 +34,9 @@ def main():
         target = out_dir / f"{path.stem}.json"
         target.write_text(json.dumps(cases, indent=None, separators=(",", ":")) + "\n")
         print(f"wrote {target.relative_to(ROOT)}: {len(cases)} cases, torch {torch.__version__}")
+        for name, data in getattr(module, "files", dict)().items():
+            (out_dir / name).write_bytes(data)
+            print(f"wrote {(out_dir / name).relative_to(ROOT)}: {len(data)} bytes")
 
 
 if __name__ == "__main__":

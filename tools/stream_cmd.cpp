@@ -1,6 +1,5 @@
 #include "tmem/tools/stream_cmd.h"
 
-#include <omp.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -13,6 +12,7 @@
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/models/lm.h"
 #include "tmem/tools/progress.h"
 
@@ -75,7 +75,7 @@ void check_args(const StreamArgs& a, Device device) {
 }
 
 int run(const StreamArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   const Device device = parse_device(a.device);
   check_args(a, device);
   const std::string root = run_dir(a.name.empty() ? timestamped_name("stream") : a.name);
@@ -84,7 +84,7 @@ int run(const StreamArgs& a) {
               "%d threads -> %s\n",
               static_cast<long long>(a.tokens), static_cast<long long>(a.model.seq),
               static_cast<long long>(a.vocab), static_cast<unsigned long long>(a.seed), device.str().c_str(),
-              omp_get_max_threads(), root.c_str());
+              get_num_threads(), root.c_str());
   json out = json::array();
   std::vector<std::string> table;
   for (const std::string& method : a.methods) {
@@ -136,7 +136,7 @@ int run(const StreamArgs& a) {
   for (const std::string& l : table) std::printf("%s\n", l.c_str());
   write_file_atomic(root + "/results.json",
                     json{{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens}, {"seed", a.seed},
-                         {"threads", omp_get_max_threads()}, {"methods", out}}
+                         {"threads", get_num_threads()}, {"methods", out}}
                             .dump(2) + "\n");
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;

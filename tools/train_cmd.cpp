@@ -10,10 +10,10 @@
 #include <iterator>
 #include <map>
 #include <optional>
-#include <omp.h>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
@@ -130,7 +130,7 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
 namespace {
 
 int run(TrainArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
   const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
@@ -157,7 +157,7 @@ int run(TrainArgs& a) {
   const bool tty = isatty(fileno(stdout));
   std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
               a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
-              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), omp_get_max_threads(),
+              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), get_num_threads(),
               root.c_str());
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
@@ -317,7 +317,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--steps", c.steps, "Training steps")->capture_default_str()->check(int_range(0, 1000000000));
   t->add_option("--batch", c.batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
   t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
-  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay")->capture_default_str()
+  t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only; biases, gains and memory gates get none)")->capture_default_str()
       ->check(real_range(0, 10));
   t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
   t->add_option("--dim", c.model.dim,
@@ -402,7 +402,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
       ->check(int_range(0, 1000000000));
   return [t, cfg, name, only, threads]() -> int {
     if (!*t) return -1;
-    if (*threads > 0) omp_set_num_threads(*threads);
+    if (*threads > 0) set_num_threads(*threads);
     const auto& variants = ablation_variants();
     std::vector<int> chosen = *only;
     if (chosen.empty())

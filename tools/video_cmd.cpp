@@ -3,12 +3,12 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/core/svg_plot.h"
 #include "tmem/models/video_trainer.h"
 #include "tmem/tools/progress.h"
@@ -104,7 +104,7 @@ void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
 }
 
 int run(VideoArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   for (const auto& m : a.methods) models::check_video_method(m);
   std::vector<bool> occlusion;
   for (const auto& o : a.occlusion) {
@@ -141,7 +141,7 @@ int run(VideoArgs& a) {
               static_cast<long long>(c.model.dim), static_cast<long long>(c.model.layers),
               static_cast<long long>(c.model.heads), static_cast<long long>(c.batch), static_cast<long long>(c.steps),
               static_cast<long long>(c.steps * c.batch), c.lr, static_cast<long long>(c.eval_clips),
-              device.str().c_str(), omp_get_max_threads(), root.c_str());
+              device.str().c_str(), get_num_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 

@@ -4,12 +4,12 @@
 
 #include <cmath>
 #include <cstdio>
-#include <omp.h>
 
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/core/svg_plot.h"
 #include "tmem/models/vit_trainer.h"
 #include "tmem/ops/shape.h"
@@ -118,7 +118,7 @@ void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>
 }
 
 int run(FashionArgs& a) {
-  if (a.threads > 0) omp_set_num_threads(a.threads);
+  if (a.threads > 0) set_num_threads(a.threads);
   models::check_vit_task(a.cfg.task);
   for (const auto& m : a.methods) models::check_vit_method(m);
   const Device device = parse_device(a.cfg.device);
@@ -152,7 +152,7 @@ int run(FashionArgs& a) {
   std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, on %s, %d threads -> %s\n",
               static_cast<long long>(a.cfg.batch), static_cast<long long>(steps),
               static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str().c_str(),
-              omp_get_max_threads(), root.c_str());
+              get_num_threads(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 

@@ -2,9 +2,8 @@
 // dtypes, the conversions of common.h, and the parts bound in the other files.
 #include <string>
 
-#include <omp.h>
-
 #include "common.h"
+#include "tmem/core/parallel.h"
 
 namespace tmem::py_bind {
 
@@ -131,11 +130,9 @@ PYBIND11_MODULE(_tmem, m) {
   m.attr("float") = tmem::DType::Float32;
   m.attr("double") = tmem::DType::Float64;
   m.attr("long") = tmem::DType::Int64;
-  m.def("set_num_threads", [](int n) {
-          tmem::check<tmem::ValueError>(n >= 1, "set_num_threads: expected n >= 1, but got ", n);
-          omp_set_num_threads(n);
-        }, py::arg("n"), "The OpenMP threads of later ops (as `tmem train --threads n`).");
-  m.def("get_num_threads", [] { return omp_get_max_threads(); }, "The OpenMP threads ops use.");
+  m.def("set_num_threads", &tmem::set_num_threads, py::arg("n"),
+        "The OpenMP threads of later ops (as `tmem train --threads n`).");
+  m.def("get_num_threads", &tmem::get_num_threads, "The OpenMP threads ops use.");
   bind_tensor(m);
   bind_ops(m);
   bind_nn(m);

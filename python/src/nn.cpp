@@ -225,7 +225,8 @@ void bind_nn(py::module_& m) {
            }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0)
       .def("step", &nn::SGD::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::SGD::zero_grad, "Clears the parameters' gradients.")
-      .def_readwrite("lr", &nn::SGD::lr);
+      .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
+                    [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.");
 
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
       .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
@@ -235,7 +236,8 @@ void bind_nn(py::module_& m) {
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01)
       .def("step", &nn::AdamW::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::AdamW::zero_grad, "Clears the parameters' gradients.")
-      .def_readwrite("lr", &nn::AdamW::lr)
+      .def_property("lr", [](const nn::AdamW& o) { return *o.param_groups().at(0).lr; },
+                    [](nn::AdamW& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
       .def_property_readonly("steps", &nn::AdamW::steps, "The number of steps taken.")
       .def("state_dict", &nn::AdamW::state_dict, "Moments and step count, for checkpoints.")
       .def("load_state_dict", &nn::AdamW::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");

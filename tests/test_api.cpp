@@ -1,0 +1,180 @@
+// The everyday tensor API of issue 16: printing (operator<<, checked against
+// PyTorch's repr), tensors from vectors and borrowed memory, arange, linspace,
+// argmax / argmin and the thread count.
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "fixture.h"
+#include "tmem/core/parallel.h"
+#include "test_util.h"
+
+using namespace tmem;
+
+namespace {
+
+std::string printed(const Tensor& t) {
+  std::ostringstream os;
+  os << t;
+  return os.str();
+}
+
+DType dtype_named(const std::string& s) {
+  if (s == "float64") return DType::Float64;
+  if (s == "int64") return DType::Int64;
+  return DType::Float32;
+}
+
+}  // namespace
+
+TEST_CASE("operator<< prints small, 0-d and empty tensors as PyTorch's repr") {
+  CHECK(printed(tensor({1, 2, 3, 4}, {2, 2})) == "tensor([[1., 2.],\n        [3., 4.]])");
+  CHECK(printed(tensor({3.5}, {})) == "tensor(3.5000)");
+  CHECK(printed(tensor_int({7}, {})) == "tensor(7)");
+  CHECK(printed(tensor({0.1, -2.5, 3.14159}, {3})) == "tensor([ 0.1000, -2.5000,  3.1416])");
+  CHECK(printed(tensor({1e-5, 1.0, 12345.678}, {3})) == "tensor([1.0000e-05, 1.0000e+00, 1.2346e+04])");
+  CHECK(printed(tensor({1.5, 2.25}, {2}, DType::Float64)) == "tensor([1.5000, 2.2500], dtype=torch.float64)");
+  CHECK(printed(zeros({2, 0})) == "tensor([], size=(2, 0))");
+  CHECK(printed(zeros({0}, DType::Int64)) == "tensor([], dtype=torch.int64)");
+  CHECK(printed(Tensor()) == "tensor(undefined)");
+  Tensor w = ones({2});
+  w.requires_grad_();
+  CHECK(printed(w) == "tensor([1., 1.], requires_grad=True)");
+  CHECK(printed(mul(w, 2.0)) == "tensor([2., 2.], grad_fn=<mul_scalar>)");
+  // A view prints its own elements.
+  CHECK(printed(transpose(reshape(arange(0, 6), {2, 3}), 0, 1)) == "tensor([[0., 3.],\n        [1., 4.],\n        [2., 5.]])");
+}
+
+TEST_CASE("operator<< summarizes a tensor of more than 1000 elements with 3 edge items") {
+  CHECK(printed(arange(0, 2000)) ==
+        "tensor([0.0000e+00, 1.0000e+00, 2.0000e+00,  ..., 1.9970e+03, 1.9980e+03,\n"
+        "        1.9990e+03], size=(2000,))");
+  CHECK(printed(reshape(arange(0, 1001, 1, DType::Int64), {1001, 1})) ==
+        "tensor([[   0],\n        [   1],\n        [   2],\n        ...,\n"
+        "        [ 998],\n        [ 999],\n        [1000]], size=(1001, 1))");
+  // 1000 elements are printed whole.
+  const std::string all = printed(arange(0, 1000, 1, DType::Int64));
+  CHECK(all.find("...") == std::string::npos);
+  CHECK(all.substr(all.size() - 6) == " 999])");
+}
+
+TEST_CASE("operator<< matches torch 1.13's repr on the tensor_repr fixtures") {
+  const auto cases = test::load_fixture("tensor_repr");
+  for (auto it = cases.begin(); it != cases.end(); ++it) {
+    const std::string name = it.key();
+    const nlohmann::json& c = it.value();
+    INFO(name);
+    Tensor t = test::fixture_tensor(c.at("tensor"), dtype_named(c.at("dtype")));
+    if (c.at("requires_grad").get<bool>()) t.requires_grad_();
+    // tmem also names the size of a summarized tensor ("tmem": torch's repr
+    // with that suffix, placed by torch's own suffix layout).
+    CHECK(printed(t) == c.value("tmem", c.at("repr").get<std::string>()));
+  }
+}
+
+TEST_CASE("tensor() from std::vector<float> and std::vector<int64_t> copies with a shape") {
+  std::vector<float> f{1.5f, -2.0f, 0.25f, 8.0f, 3.0f, -1.0f};
+  Tensor a = tensor(f, {2, 3});
+  CHECK(a.dtype() == DType::Float32);
+  CHECK(a.shape() == Shape{2, 3});
+  CHECK(a.to_vector() == std::vector<double>{1.5, -2.0, 0.25, 8.0, 3.0, -1.0});
+  f[0] = 99.0f;  // a copy: the tensor keeps its value
+  CHECK(a.to_vector()[0] == 1.5);
+  std::vector<int64_t> i{std::numeric_limits<int64_t>::min(), 0, 42};
+  Tensor b = tensor(i);
+  CHECK(b.dtype() == DType::Int64);
+  CHECK(b.shape() == Shape{3});
+  CHECK(b.to_int_vector() == i);
+  CHECK(tensor(std::vector<float>{}).shape() == Shape{0});
+  CHECK_THROWS_WITH_AS(tensor(f, {4}), "tensor: got 6 values for shape [4]", ShapeError);
+  // A braced list still means the float64-valued overload (float32 by default).
+  CHECK(tensor({1, 2}, {2}).dtype() == DType::Float32);
+}
+
+TEST_CASE("from_blob borrows the caller's memory without a copy") {
+  std::vector<float> buf{1, 2, 3, 4, 5, 6};
+  {
+    Tensor t = from_blob(buf.data(), {2, 3});
+    CHECK(t.data<float>() == buf.data());
+    CHECK(t.to_vector() == std::vector<double>{1, 2, 3, 4, 5, 6});
+    buf[4] = 50;  // the caller's writes show through ...
+    CHECK(t.to_vector()[4] == 50);
+    Tensor row = slice(t, 0, 1, 2);
+    mul_(row, 2.0);  // ... and the tensor's writes land in the buffer
+    CHECK(buf == std::vector<float>{1, 2, 3, 8, 100, 12});
+    Tensor s = sum(t);  // ops read it as any tensor
+    CHECK(s.item() == 126);
+  }
+  // The tensor is gone and the buffer, never freed by tmem, is intact.
+  CHECK(buf == std::vector<float>{1, 2, 3, 8, 100, 12});
+  int64_t ids[3] = {5, 6, 7};
+  CHECK(from_blob(ids, {3}, DType::Int64).to_int_vector() == std::vector<int64_t>{5, 6, 7});
+  CHECK(from_blob(nullptr, {0}).numel() == 0);
+  CHECK_THROWS_WITH_AS(from_blob(nullptr, {2}), "from_blob: null data for shape [2]", ValueError);
+  CHECK_THROWS_AS(from_blob(buf.data(), {-1}), ShapeError);
+}
+
+TEST_CASE("arange and linspace as PyTorch") {
+  CHECK(arange(5).to_vector() == std::vector<double>{0, 1, 2, 3, 4});
+  CHECK(arange(4, DType::Int64).to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(arange(1, 2.5, 0.5).to_vector() == std::vector<double>{1, 1.5, 2});
+  CHECK(arange(3, 0, -1).to_vector() == std::vector<double>{3, 2, 1});
+  CHECK(arange(0).numel() == 0);
+  CHECK_THROWS_AS(arange(0, 1, 0), ValueError);
+  // torch.linspace values (torch 1.13); float32 may differ in the last bit
+  // (PyTorch computes it in float32 vector lanes), the ends are exact.
+  CHECK(linspace(0, 1, 5).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});
+  CHECK(linspace(3, -2, 3).to_vector() == std::vector<double>{3, 0.5, -2});
+  CHECK(linspace(0, 10, 5, DType::Int64).to_int_vector() == std::vector<int64_t>{0, 2, 5, 7, 10});
+  CHECK(linspace(2, 7, 1).to_vector() == std::vector<double>{2});
+  CHECK(linspace(0, 1, 0).numel() == 0);
+  Tensor l = linspace(0.1, 0.7, 100);
+  const std::vector<double> v = l.to_vector();
+  CHECK(v.front() == static_cast<double>(0.1f));
+  CHECK(v.back() == static_cast<double>(0.7f));
+  // torch.linspace(0.1, 0.7, 100)[10], [50]: within one float32 ulp.
+  const double torch_v[2] = {0.16060607135295868, 0.40303027629852295};
+  for (int k = 0; k < 2; ++k) {
+    const auto want = static_cast<float>(torch_v[k]);
+    const double got = v[k == 0 ? 10 : 50];
+    CHECK(std::abs(got - want) <= std::nextafter(want, 1.0f) - want);
+  }
+  CHECK_THROWS_WITH_AS(linspace(0, 1, -1), "linspace: expected steps >= 0, but got -1", ValueError);
+}
+
+TEST_CASE("argmax and argmin: with dim and keepdim, over the flattened tensor, ties to the first index") {
+  Tensor a = tensor({1, 5, 5, 0,
+                     7, 2, 7, -1,
+                     3, 3, 3, 3}, {3, 4});
+  CHECK(argmax(a).dtype() == DType::Int64);
+  CHECK(argmax(a).dim() == 0);
+  CHECK(argmax(a).to_int_vector() == std::vector<int64_t>{4});  // the first 7
+  CHECK(argmin(a).to_int_vector() == std::vector<int64_t>{7});
+  CHECK(argmax(a, 1).to_int_vector() == std::vector<int64_t>{1, 0, 0});
+  CHECK(argmin(a, 1).to_int_vector() == std::vector<int64_t>{3, 3, 0});
+  CHECK(argmax(a, 0).to_int_vector() == std::vector<int64_t>{1, 0, 1, 2});
+  CHECK(argmax(a, -1, true).shape() == Shape{3, 1});
+  CHECK(argmax(a, std::nullopt, true).shape() == Shape{1, 1});
+  CHECK(argmax(a, std::nullopt, true).to_int_vector() == std::vector<int64_t>{4});
+  // NaN counts as the maximum and the minimum (PyTorch).
+  Tensor n = tensor({1, std::nan(""), 3}, {3});
+  CHECK(argmax(n).to_int_vector() == std::vector<int64_t>{1});
+  CHECK(argmin(n).to_int_vector() == std::vector<int64_t>{1});
+  // Not differentiable: no graph is recorded.
+  Tensor w = tensor({1, 2}, {2});
+  w.requires_grad_();
+  CHECK_FALSE(argmax(w).requires_grad());
+  CHECK_THROWS_AS(argmax(a, 2), IndexError);
+  CHECK_THROWS_AS(argmax(zeros({0})), ShapeError);
+}
+
+TEST_CASE("set_num_threads sets the OpenMP thread count get_num_threads reports") {
+  const int before = get_num_threads();
+  set_num_threads(3);
+  CHECK(get_num_threads() == 3);
+  set_num_threads(1);
+  CHECK(get_num_threads() == 1);
+  CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: expected n >= 1, but got 0", ValueError);
+  set_num_threads(before);
+  CHECK(get_num_threads() == before);
+}

@@ -1,0 +1,299 @@
+// nn/ pieces of the everyday API (issue 16): Sequential / ModuleList /
+// ModuleDict, optimizer parameter groups (against torch.optim) and their
+// state_dict, weight_decay_groups, and the DataLoader.
+#include <algorithm>
+#include <numeric>
+#include <set>
+
+#include "fixture.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/nn/container.h"
+#include "tmem/nn/data_loader.h"
+#include "tmem/nn/layers.h"
+#include "tmem/nn/optim.h"
+#include "tmem/nn/tensor_memory.h"
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+using tmem::test::fixture_tensor;
+using tmem::test::fixture_values;
+using tmem::test::load_fixture;
+
+namespace {
+
+std::vector<std::string> names_of(const nn::Module& m) {
+  std::vector<std::string> out;
+  for (const auto& [n, t] : m.named_parameters()) out.push_back(n);
+  return out;
+}
+
+std::vector<Tensor> fixture_params(const nlohmann::json& list) {
+  std::vector<Tensor> ps;
+  for (const auto& j : list) ps.push_back(fixture_tensor(j).requires_grad_());
+  return ps;
+}
+
+// Sets each parameter's gradient to the fixture's step and steps opt.
+template <class Opt>
+void run_steps(Opt& opt, std::vector<Tensor>& ps, const nlohmann::json& grads) {
+  for (const auto& step : grads) {
+    for (size_t i = 0; i < ps.size(); ++i) {
+      ps[i].zero_grad();
+      accumulate_grad(ps[i].impl(), fixture_tensor(step[i]), "test");
+    }
+    opt.step();
+  }
+}
+
+void set_grads(const std::vector<Tensor>& ps, double scale) {
+  for (size_t i = 0; i < ps.size(); ++i) {
+    ps[i].zero_grad();
+    Tensor g = mul(ones(ps[i].shape()), scale * static_cast<double>(i + 1));
+    accumulate_grad(ps[i].impl(), g, "test");
+  }
+}
+
+}  // namespace
+
+TEST_CASE("Sequential: forward chains the modules, PyTorch names, state_dict round trip") {
+  Generator g1(1), g2(2);
+  auto make = [](Generator& g) {
+    return std::make_shared<nn::Sequential>(std::make_shared<nn::Linear>(2, 2, true, g),
+                                            std::make_shared<nn::Functional>([](const Tensor& x) { return relu(x); }),
+                                            std::make_shared<nn::Linear>(2, 1, true, g));
+  };
+  auto seq = make(g1);
+  CHECK(seq->size() == 3);
+  CHECK(names_of(*seq) == std::vector<std::string>{"0.weight", "0.bias", "2.weight", "2.bias"});
+  seq->load_state_dict({{"0.weight", tensor({1, -1, 2, 0.5}, {2, 2})},
+                        {"0.bias", tensor({0.5, -1}, {2})},
+                        {"2.weight", tensor({1, -2}, {1, 2})},
+                        {"2.bias", tensor({0.25}, {1})}});
+  // torch.nn.Sequential(Linear(2, 2), ReLU(), Linear(2, 1)) with these weights:
+  // row 1: relu([-0.5, 2]) . [1, -2] + 0.25 = -3.75; row 2: relu([-3.5, -1.5]) -> 0.25.
+  Tensor x = tensor({1, 2, -1, 3}, {2, 2});
+  CHECK(seq->forward(x).to_vector() == std::vector<double>{-3.75, 0.25});
+  // Through a file, into a differently initialised copy.
+  const std::string path = test::tmp_path("tmem_sequential.safetensors");
+  save_safetensors(path, seq->state_dict());
+  auto other = make(g2);
+  CHECK(other->forward(x).to_vector() != std::vector<double>{-3.75, 0.25});
+  other->load_state_dict(load_safetensors(path).tensors);
+  CHECK(other->forward(x).to_vector() == std::vector<double>{-3.75, 0.25});
+  // Nested: a Sequential inside a Sequential; empty is the identity.
+  nn::Sequential outer(seq, std::make_shared<nn::Sequential>());
+  CHECK(names_of(outer).front() == "0.0.weight");
+  CHECK(outer.forward(x).to_vector() == std::vector<double>{-3.75, 0.25});
+  CHECK(nn::Sequential().forward(x).to_vector() == x.to_vector());
+  // The gradient reaches every layer.
+  sum(seq->forward(x)).backward();
+  for (const Tensor& p : seq->parameters()) CHECK(p.grad().defined());
+  CHECK(seq->parameters()[3].grad().to_vector() == std::vector<double>{2});
+  CHECK_THROWS_AS((*seq)[3], IndexError);
+  CHECK_THROWS_AS(seq->push_back(std::shared_ptr<nn::Linear>()), ValueError);
+}
+
+TEST_CASE("ModuleList and ModuleDict register their modules under PyTorch's names") {
+  nn::ModuleList list(std::make_shared<nn::Linear>(3, 2), std::make_shared<nn::LayerNorm>(2));
+  list.push_back(std::make_shared<nn::Linear>(2, 2, false));
+  CHECK(list.size() == 3);
+  CHECK(names_of(list) ==
+        std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "2.weight"});
+  CHECK(list.at<nn::Linear>(0)->in_features == 3);
+  CHECK(list.at<nn::LayerNorm>(1)->eps == 1e-5);
+  CHECK_THROWS_WITH_AS(list.at<nn::Linear>(1), "ModuleList::at: module 1 is not of the requested type", ValueError);
+  CHECK_THROWS_WITH_AS(list[3], "ModuleList: index 3 is out of range for 3 modules", IndexError);
+  size_t visited = 0;
+  for (const auto& m : list) visited += m->parameters().size();
+  CHECK(visited == 5);
+
+  nn::ModuleDict dict;
+  dict.insert("decoder", std::make_shared<nn::Linear>(2, 3));
+  dict.insert("encoder", std::make_shared<nn::ModuleList>(std::make_shared<nn::Linear>(3, 2, false)));
+  CHECK(dict.keys() == std::vector<std::string>{"decoder", "encoder"});  // insertion order
+  CHECK(names_of(dict) == std::vector<std::string>{"decoder.weight", "decoder.bias", "encoder.0.weight"});
+  CHECK(dict.contains("encoder"));
+  CHECK_FALSE(dict.contains("head"));
+  CHECK(dict.at<nn::Linear>("decoder")->out_features == 3);
+  CHECK_THROWS_WITH_AS(dict["head"], "ModuleDict: no module under key \"head\"", IndexError);
+  CHECK_THROWS_WITH_AS(dict.insert("a.b", std::make_shared<nn::LayerNorm>(2)),
+                       doctest::Contains("contain no '.'"), ValueError);
+  CHECK_THROWS_WITH_AS(dict.insert("decoder", std::make_shared<nn::LayerNorm>(2)),
+                       "ModuleDict::insert: key \"decoder\" is already present", ValueError);
+  // state_dict round trip and train/eval reach the children.
+  nn::ModuleDict copy;
+  copy.insert("decoder", std::make_shared<nn::Linear>(2, 3));
+  copy.insert("encoder", std::make_shared<nn::ModuleList>(std::make_shared<nn::Linear>(3, 2, false)));
+  copy.load_state_dict(dict.state_dict());
+  for (const auto& [n, t] : copy.state_dict()) CHECK(t.to_vector() == dict.state_dict().at(n).to_vector());
+  dict.eval();
+  CHECK_FALSE(dict["encoder"]->is_training());
+  CHECK_FALSE(dict.at<nn::ModuleList>("encoder")->at<nn::Linear>(0)->is_training());
+}
+
+TEST_CASE("AdamW and SGD parameter groups match torch.optim's param_groups") {
+  const auto fx = load_fixture("optim");
+  {
+    auto ps = fixture_params(fx["adamw_groups"]["init"]);
+    nn::AdamW opt({{{ps[0]}, std::nullopt, std::nullopt}, {{ps[1]}, 3e-3, 0.0}}, 1e-2, 0.9, 0.999, 1e-8, 0.1);
+    REQUIRE(opt.param_groups().size() == 2);
+    CHECK(*opt.param_groups()[0].lr == 1e-2);
+    CHECK(*opt.param_groups()[0].weight_decay == 0.1);
+    CHECK(*opt.param_groups()[1].lr == 3e-3);
+    CHECK(*opt.param_groups()[1].weight_decay == 0.0);
+    run_steps(opt, ps, fx["adamw_groups"]["grads"]);
+    for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["adamw_groups"]["final"][i]), 1e-6, 0);
+  }
+  {
+    auto ps = fixture_params(fx["sgd_groups"]["init"]);
+    nn::SGD opt({{{ps[0]}, std::nullopt, 0.05}, {{ps[1]}, 0.02, std::nullopt}}, 0.1, 0.9, 0.01);
+    run_steps(opt, ps, fx["sgd_groups"]["grads"]);
+    for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["sgd_groups"]["final"][i]), 1e-6, 0);
+  }
+  // set_lr: every group, or one.
+  Tensor a = zeros({2}).requires_grad_(), b = zeros({2}).requires_grad_();
+  nn::AdamW opt({{{a}, 1e-3, std::nullopt}, {{b}, 2e-3, std::nullopt}});
+  opt.set_lr(1, 5e-4);
+  CHECK(*opt.param_groups()[0].lr == 1e-3);
+  CHECK(*opt.param_groups()[1].lr == 5e-4);
+  opt.set_lr(0.1);
+  CHECK(*opt.param_groups()[0].lr == 0.1);
+  CHECK(*opt.param_groups()[1].lr == 0.1);
+  CHECK_THROWS_AS(opt.set_lr(2, 0.1), IndexError);
+  CHECK_THROWS_AS(opt.set_lr(-1.0), ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({{{a}, std::nullopt, std::nullopt}, {{a}, std::nullopt, std::nullopt}}),
+                       "AdamW: a parameter of shape [2] appears more than once (group 1)", ValueError);
+  CHECK_THROWS_AS(nn::SGD({{{a}, -1.0, std::nullopt}}, 0.1), ValueError);
+}
+
+TEST_CASE("weight_decay_groups: no decay on biases, gains and the memory gate") {
+  Generator gen(0);
+  nn::TensorMemoryOptions o;
+  o.D = o.H = o.W = 2;
+  o.channels = 2;
+  nn::TensorMemory mem(8, o, gen);
+  const auto groups = nn::weight_decay_groups(mem, 0.05);
+  REQUIRE(groups.size() == 2);
+  CHECK(*groups[0].weight_decay == 0.05);
+  CHECK(*groups[1].weight_decay == 0.0);
+  CHECK_FALSE(groups[0].lr.has_value());
+  std::set<const TensorImpl*> no_decay;
+  for (const Tensor& p : groups[1].params) no_decay.insert(&p.impl());
+  size_t total = 0;
+  for (const auto& named : mem.named_parameters()) {
+    const std::string name = named.first;
+    const Tensor& p = named.second;
+    INFO(name);
+    ++total;
+    const bool exempt = name == "gamma" || name.ends_with(".bias") || name.ends_with("db_d") ||
+                        name.ends_with("db_h") || name.ends_with("db_w") || name.ends_with(".pb");
+    CHECK(no_decay.count(&p.impl()) == (exempt ? 1u : 0u));
+  }
+  CHECK(groups[0].params.size() + groups[1].params.size() == total);
+  CHECK(no_decay.count(&mem.gamma.impl()) == 1);
+  CHECK(no_decay.count(&mem.write_proj->bias.impl()) == 1);
+  CHECK(no_decay.count(&mem.write_proj->weight.impl()) == 0);
+  // Decoupled decay of 0 leaves a parameter with a zero gradient unchanged.
+  nn::LayerNorm ln(3);
+  nn::AdamW opt(nn::weight_decay_groups(ln, 0.5), 0.1);
+  for (const Tensor& p : ln.parameters()) accumulate_grad(p.impl(), zeros(p.shape()), "test");
+  opt.step();
+  CHECK(ln.weight.to_vector() == std::vector<double>{1, 1, 1});
+  CHECK_THROWS_AS(nn::weight_decay_groups(ln, -0.1), ValueError);
+}
+
+TEST_CASE("AdamW state_dict with groups: exact resume, and a group layout that does not fit is refused") {
+  auto make_params = [] {
+    return std::vector<Tensor>{tensor({1, 2, 3, 4}, {2, 2}).requires_grad_(), tensor({0.5, -0.5}, {2}).requires_grad_()};
+  };
+  auto ps = make_params(), qs = make_params();
+  nn::AdamW a(nn::weight_decay_groups(ps, 0.1), 1e-2), b(nn::weight_decay_groups(qs, 0.1), 1e-2);
+  for (int s = 0; s < 3; ++s) {
+    set_grads(ps, 0.1 * (s + 1));
+    a.step();
+  }
+  const auto state = a.state_dict();
+  CHECK(state.at("group_sizes").to_int_vector() == std::vector<int64_t>{1, 1});
+  CHECK(state.at("step").to_int_vector() == std::vector<int64_t>{3});
+  for (size_t i = 0; i < ps.size(); ++i) copy_data(qs[i], ps[i]);
+  b.load_state_dict(state);
+  set_grads(ps, 0.4);
+  set_grads(qs, 0.4);
+  a.step();
+  b.step();
+  for (size_t i = 0; i < ps.size(); ++i) CHECK(qs[i].to_vector() == ps[i].to_vector());
+  // One group of two parameters: the same moments, another layout.
+  nn::AdamW one(make_params(), 1e-2);
+  CHECK_THROWS_WITH_AS(one.load_state_dict(state),
+                       "AdamW::load_state_dict: the state has groups of [1,1] parameters, but this optimizer has [2]",
+                       ValueError);
+  // A state from before groups (no "group_sizes") is one group.
+  auto legacy = one.state_dict();
+  legacy.erase("group_sizes");
+  one.load_state_dict(legacy);
+  CHECK_THROWS_AS(b.load_state_dict(legacy), ValueError);
+}
+
+TEST_CASE("DataLoader: batches in order, drop_last, and several tensors gathered together") {
+  Tensor x = reshape(arange(20), {10, 2});  // example i is [2i, 2i + 1]
+  Tensor y = arange(10, DType::Int64);
+  nn::DataLoader loader({x, y}, {4, false, false});
+  CHECK(loader.size() == 3);
+  CHECK(loader.dataset_size() == 10);
+  std::vector<std::vector<int64_t>> seen;
+  for (const std::vector<Tensor>& b : loader) {
+    REQUIRE(b.size() == 2);
+    CHECK(b[0].shape() == Shape{b[1].numel(), 2});
+    const auto xs = b[0].to_vector();
+    const auto ys = b[1].to_int_vector();
+    for (size_t k = 0; k < ys.size(); ++k) CHECK(xs[2 * k] == 2.0 * static_cast<double>(ys[k]));
+    seen.push_back(ys);
+  }
+  CHECK(seen == std::vector<std::vector<int64_t>>{{0, 1, 2, 3}, {4, 5, 6, 7}, {8, 9}});
+  nn::DataLoader dropped({y}, {4, false, true});
+  CHECK(dropped.size() == 2);
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{4, 5, 6, 7});
+  CHECK(dropped.next()[0].to_int_vector() == std::vector<int64_t>{0, 1, 2, 3});  // a new epoch
+  // drop_last with fewer examples than a batch: no batch at all.
+  nn::DataLoader none({y}, {11, false, true});
+  CHECK(none.size() == 0);
+  CHECK(none.begin() == none.end());
+  CHECK_THROWS_WITH_AS(none.next(), "DataLoader: an epoch of 10 examples has no batch of 11 with drop_last", ValueError);
+  CHECK_THROWS_AS(nn::DataLoader({y}, {0, false, false}), ValueError);
+  CHECK_THROWS_AS(nn::DataLoader({x, arange(9)}, {2, false, false}), ShapeError);
+  CHECK_THROWS_AS(nn::DataLoader({tensor({1}, {})}, {1, false, false}), ShapeError);
+  CHECK_THROWS_AS(nn::DataLoader({}, {1, false, false}), ShapeError);
+}
+
+TEST_CASE("DataLoader: a seeded shuffle per epoch, drawn from the generator at the epoch's start") {
+  Tensor y = arange(7, DType::Int64);
+  Generator gen(7);
+  nn::DataLoader loader({y}, {3, true, false}, gen);
+  // The documented shuffle: Fisher-Yates from Generator(7).
+  Generator ref(7);
+  std::vector<int64_t> order(7);
+  std::iota(order.begin(), order.end(), int64_t{0});
+  for (int64_t k = 6; k > 0; --k) std::swap(order[k], order[ref.randint(k + 1)]);
+  std::vector<int64_t> epoch1;
+  for (const auto& b : loader) {
+    const auto v = b[0].to_int_vector();
+    epoch1.insert(epoch1.end(), v.begin(), v.end());
+  }
+  CHECK(epoch1 == order);
+  CHECK(gen.state() == ref.state());  // only the shuffle drew from it
+  std::vector<int64_t> epoch2;
+  for (int i = 0; i < 3; ++i) {
+    const auto v = loader.next()[0].to_int_vector();
+    epoch2.insert(epoch2.end(), v.begin(), v.end());
+  }
+  CHECK(epoch2 != epoch1);
+  std::vector<int64_t> sorted = epoch2;
+  std::sort(sorted.begin(), sorted.end());
+  CHECK(sorted == y.to_int_vector());  // a permutation: each example once per epoch
+  // Same seed, same batches.
+  Generator g2(7);
+  nn::DataLoader again({y}, {3, true, false}, g2);
+  CHECK(again.next()[0].to_int_vector() == std::vector<int64_t>(epoch1.begin(), epoch1.begin() + 3));
+}
