@@ -4,6 +4,9 @@
 // process. With `--fail-on-rank R --how throw|kill` the program instead ends
 // rank R by an exception or SIGKILL while the others wait in a barrier
 // (tests/dist_expect_abort.cmake checks that the job ends, with the message).
+// With `--compare-losses A B` it compares two losses.json files of `tmem
+// train` (1 process and 2 ranks): same length, every loss within 1e-6
+// relative.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -14,7 +17,11 @@
 #include <cstring>
 #include <numeric>
 #include <string>
+#include <fstream>
+#include <iterator>
 #include <thread>
+
+#include <nlohmann/json.hpp>
 
 #include "tmem/dist/ddp.h"
 #include "tmem/dist/sampler.h"
@@ -79,6 +86,22 @@ int fail_on_rank(int failing, const std::string& how) {
     dist::barrier();
     return 0;
   });
+}
+
+// --compare-losses A B: 0 when the two loss lists agree to 1e-6 relative.
+int compare_losses(const char* a, const char* b) {
+  auto read = [](const char* path) {
+    std::ifstream in(path);
+    return nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {})).get<std::vector<double>>();
+  };
+  const std::vector<double> la = read(a), lb = read(b);
+  if (la.size() != lb.size() || la.empty()) {
+    std::printf("%zu losses in %s, %zu in %s\n", la.size(), a, lb.size(), b);
+    return 1;
+  }
+  const double d = max_rel_diff(la, lb);
+  std::printf("%zu steps: max relative loss difference %g%s\n", la.size(), d, d == 0 ? " (exact)" : "");
+  return d <= 1e-6 ? 0 : 1;
 }
 
 }  // namespace
@@ -311,6 +334,7 @@ TEST_CASE("dist without a launcher: one rank, or a clear reason") {
 }
 
 int main(int argc, char** argv) {
+  if (argc == 4 && std::strcmp(argv[1], "--compare-losses") == 0) return compare_losses(argv[2], argv[3]);
   if (argc == 5 && std::strcmp(argv[1], "--fail-on-rank") == 0 && std::strcmp(argv[3], "--how") == 0)
     return fail_on_rank(std::atoi(argv[2]), argv[4]);
   if (dist::launched_distributed()) dist::init();
