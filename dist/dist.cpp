@@ -28,16 +28,18 @@ void check_host(const Tensor& t, const char* op) {
                      "which this build does not have)");
 }
 
-// Throws ValueError on every rank when the ranks' dtypes or element counts
-// differ: one all-reduce of (count, -count, dtype, -dtype) with max.
-void check_agreement(const Tensor& t, const char* op) {
+// Throws ValueError on every rank when the ranks' dtypes, element counts or
+// roots differ: one all-reduce of (count, -count, dtype, -dtype, root, -root)
+// with max.
+void check_agreement(const Tensor& t, const char* op, int root = 0) {
   const auto dt = static_cast<int64_t>(t.dtype());
-  int64_t v[4] = {t.numel(), -t.numel(), dt, -dt};
-  backend::all_reduce_max(v, 4);
+  int64_t v[6] = {t.numel(), -t.numel(), dt, -dt, root, -root};
+  backend::all_reduce_max(v, 6);
   check<ValueError>(v[0] == -v[1] && v[2] == -v[3], op, ": the ranks passed different tensors (",
                     "element counts from ", -v[1], " to ", v[0], ", dtypes ",
                     dtype_name(static_cast<DType>(-v[3])), " to ", dtype_name(static_cast<DType>(v[2])),
                     "); rank ", g_rank, " passed ", t.str());
+  check<ValueError>(v[4] == -v[5], op, ": the ranks passed different roots, from ", -v[5], " to ", v[4]);
 }
 
 // Runs f on a contiguous tensor with t's data, then copies the result back
@@ -56,6 +58,12 @@ void divide(const Tensor& t, int n) {
     const T d = static_cast<T>(n);
     for (int64_t i = 0, e = t.numel(); i < e; ++i) p[i] /= d;
   });
+}
+
+// A finished async all_reduce: the Mean division, and the write marked.
+void finish(const Tensor& t, ReduceOp op) {
+  if (op == ReduceOp::Mean) divide(t, g_world);
+  t.bump_version();
 }
 
 void check_reduce_dtype(const Tensor& t, ReduceOp op, const char* name) {
@@ -125,9 +133,9 @@ void barrier() {
 void broadcast(const Tensor& t, int root) {
   check_initialized("dist::broadcast");
   check_host(t, "dist::broadcast");
+  check_agreement(t, "dist::broadcast", root);
   check<ValueError>(root >= 0 && root < g_world, "dist::broadcast: root ", root,
                     " is not a rank of this job of ", g_world);
-  check_agreement(t, "dist::broadcast");
   on_contiguous(t, [&](const Tensor& c) {
     backend::broadcast(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()), root);
   });
@@ -177,16 +185,14 @@ bool Work::test() {
   if (!pending()) return true;
   if (!backend::test(id_)) return false;
   id_ = 0;
-  if (op_ == ReduceOp::Mean) divide(t_, g_world);
-  t_.bump_version();
+  finish(t_, op_);
   return true;
 }
 
 void Work::wait() {
   if (!pending()) return;
   backend::wait(std::exchange(id_, 0));
-  if (op_ == ReduceOp::Mean) divide(t_, g_world);
-  t_.bump_version();
+  finish(t_, op_);
 }
 
 Work all_reduce_async(const Tensor& t, ReduceOp op) {

@@ -55,8 +55,8 @@ void finalize();
 void barrier();
 
 /// Copies root's t into t on every rank (any dtype). Throws ValueError before
-/// init(), for root outside [0, world_size()) or when the ranks' dtypes or
-/// element counts differ; DeviceError for a tensor not on the CPU.
+/// init(), for root outside [0, world_size()) or when the ranks' roots,
+/// dtypes or element counts differ; DeviceError for a tensor not on the CPU.
 void broadcast(const Tensor& t, int root = 0);
 
 /// How all_reduce combines the ranks' values.

@@ -4,9 +4,9 @@
 // process. With `--fail-on-rank R --how throw|kill` the program instead ends
 // rank R by an exception or SIGKILL while the others wait in a barrier
 // (tests/dist_expect_abort.cmake checks that the job ends, with the message).
-// With `--compare-losses A B` it compares two losses.json files of `tmem
-// train` (1 process and 2 ranks): same length, every loss within 1e-6
-// relative.
+// With `--compare-losses A B TOL` it compares two losses.json files of `tmem
+// train`: same length, every loss within TOL relative (1e-6 for 1 process
+// against 2 ranks, 0 for a resumed run against an uninterrupted one).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -74,22 +74,26 @@ double max_rel_diff(const std::vector<double>& a, const std::vector<double>& b) 
   return m;
 }
 
-// --fail-on-rank R --how throw|kill: rank R fails after 0.2 s, the others wait.
+// --fail-on-rank R --how throw|uncaught|kill: rank R fails after 0.2 s
+// (an exception inside dist::run, one that escapes main, or SIGKILL) while
+// the others wait in a barrier.
 int fail_on_rank(int failing, const std::string& how) {
   dist::init();
+  auto fail = [failing, &how] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    if (how == "kill") std::raise(SIGKILL);
+    throw ValueError("deliberate failure on rank " + std::to_string(failing) + " (abort test)");
+  };
+  if (how == "uncaught" && dist::rank() == failing) fail();  // the terminate handler ends the job
   return dist::run([&] {
-    if (dist::rank() == failing) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(200));
-      if (how == "kill") std::raise(SIGKILL);
-      throw ValueError("deliberate failure on rank " + std::to_string(failing) + " (abort test)");
-    }
+    if (dist::rank() == failing) fail();
     dist::barrier();
     return 0;
   });
 }
 
-// --compare-losses A B: 0 when the two loss lists agree to 1e-6 relative.
-int compare_losses(const char* a, const char* b) {
+// --compare-losses A B TOL: 0 when the two loss lists agree to TOL relative.
+int compare_losses(const char* a, const char* b, double tol) {
   auto read = [](const char* path) {
     std::ifstream in(path);
     return nlohmann::json::parse(std::string(std::istreambuf_iterator<char>(in), {})).get<std::vector<double>>();
@@ -101,7 +105,7 @@ int compare_losses(const char* a, const char* b) {
   }
   const double d = max_rel_diff(la, lb);
   std::printf("%zu steps: max relative loss difference %g%s\n", la.size(), d, d == 0 ? " (exact)" : "");
-  return d <= 1e-6 ? 0 : 1;
+  return d <= tol ? 0 : 1;
 }
 
 }  // namespace
@@ -149,6 +153,7 @@ TEST_CASE("dist collectives give exact values on 2 ranks") {
   Tensor odd = zeros({3 + r});
   CHECK_THROWS_WITH_AS(dist::all_reduce(odd), doctest::Contains("element counts from 3 to 4"), ValueError);
   CHECK_THROWS_WITH_AS(dist::broadcast(b, 2), doctest::Contains("root 2 is not a rank"), ValueError);
+  CHECK_THROWS_WITH_AS(dist::broadcast(b, r), doctest::Contains("different roots, from 0 to 1"), ValueError);
   dist::barrier();
 }
 
@@ -334,7 +339,8 @@ TEST_CASE("dist without a launcher: one rank, or a clear reason") {
 }
 
 int main(int argc, char** argv) {
-  if (argc == 4 && std::strcmp(argv[1], "--compare-losses") == 0) return compare_losses(argv[2], argv[3]);
+  if (argc == 5 && std::strcmp(argv[1], "--compare-losses") == 0)
+    return compare_losses(argv[2], argv[3], std::atof(argv[4]));
   if (argc == 5 && std::strcmp(argv[1], "--fail-on-rank") == 0 && std::strcmp(argv[3], "--how") == 0)
     return fail_on_rank(std::atoi(argv[2]), argv[4]);
   if (dist::launched_distributed()) dist::init();

@@ -249,12 +249,10 @@ int run(TrainArgs& a) {
   const std::string why = dist::unavailable_reason();
   check<ValueError>(why.empty(), a.distributed ? "--distributed" : "train (started by an MPI launcher)",
                     ": distributed training is unavailable: ", why);
-  dist::init();
+  const dist::Session session;
   if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
     dist::abort("train: cannot silence the output of rank " + std::to_string(dist::rank()));
-  const int rc = dist::run([&a] { return run_cells(a); });
-  dist::finalize();
-  return rc;
+  return dist::run([&a] { return run_cells(a); });
 }
 
 }  // namespace
