@@ -10,7 +10,7 @@
 # installed next to it.
 include(CMakePackageConfigHelpers)
 
-set(TMEM_INSTALL_TARGETS tmem_core tmem_ops tmem_nn tmem_data tmem_models tmem_all)
+set(TMEM_INSTALL_TARGETS tmem_core tmem_ops tmem_nn tmem_dist tmem_data tmem_models tmem_all)
 if(TMEM_WITH_CUDA)
   list(APPEND TMEM_INSTALL_TARGETS tmem_cuda)
 endif()
@@ -21,7 +21,7 @@ install(TARGETS ${TMEM_INSTALL_TARGETS} EXPORT tmemTargets
 # Every header of the layers a program can include, the CPU kernel headers of
 # ops/cpu/ among them (ops/dispatch.h includes them). cuda/'s headers are
 # included by cuda/*.cu only and stay private.
-install(DIRECTORY core ops nn data models DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tmem COMPONENT dev
+install(DIRECTORY core ops nn dist data models DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tmem COMPONENT dev
         FILES_MATCHING PATTERN "*.h" PATTERN "cache" EXCLUDE)
 install(FILES tmem.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/tmem COMPONENT dev)
 
@@ -48,12 +48,16 @@ else()
   set(TMEM_PC_PREFIX "\${pcfiledir}/${TMEM_PC_UP}")
 endif()
 set(TMEM_PC_CFLAGS "${OpenMP_CXX_FLAGS}")
-set(TMEM_PC_LIBS "-ltmem_models -ltmem_nn -ltmem_ops")
+set(TMEM_PC_LIBS "-ltmem_models -ltmem_dist -ltmem_nn -ltmem_ops")
 if(TMEM_WITH_CUDA)
   string(PREPEND TMEM_PC_LIBS "-Wl,--undefined=tmem_cuda_backend_anchor ")
   string(APPEND TMEM_PC_LIBS " -ltmem_cuda -L${CUDAToolkit_LIBRARY_DIR} -Wl,-rpath,${CUDAToolkit_LIBRARY_DIR} -lcudart -ldl")
   string(APPEND TMEM_PC_CFLAGS " -DTMEM_WITH_CUDA=1")
 endif()
 string(APPEND TMEM_PC_LIBS " -ltmem_data -ltmem_core ${OpenMP_CXX_FLAGS}")
+if(TMEM_WITH_MPI)
+  list(JOIN MPI_CXX_LIBRARIES " " TMEM_PC_MPI)
+  string(APPEND TMEM_PC_LIBS " ${TMEM_PC_MPI}")
+endif()
 configure_file(cmake/tmem.pc.in ${PROJECT_BINARY_DIR}/tmem.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/tmem.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT dev)

@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "tmem/core/device_backend.h"
+#include "tmem/core/grad_hooks.h"
 #include "tmem/core/strided.h"
 
 namespace tmem {
@@ -17,6 +19,41 @@ std::atomic<uint64_t> g_next_seq{0};
 thread_local bool t_grad_mode = true;
 thread_local bool t_anomaly = false;
 thread_local std::vector<std::shared_ptr<Node>>* t_free_list = nullptr;
+
+// The post-accumulate-grad hooks (core/grad_hooks.h), by leaf. The weak
+// pointer tells a live leaf from a dead one whose address was reused.
+struct HookEntry {
+  uint64_t id;
+  std::weak_ptr<TensorImpl> leaf;
+  PostAccumulateGradHook fn;
+};
+std::mutex g_hook_mutex;
+std::unordered_map<const TensorImpl*, std::vector<HookEntry>> g_hooks;
+std::atomic<uint64_t> g_next_hook_id{1};
+std::atomic<size_t> g_hook_count{0};
+
+// The leaves that have hooks now (empty without a lock when none has).
+std::unordered_set<const TensorImpl*> hooked_leaves() {
+  std::unordered_set<const TensorImpl*> out;
+  if (g_hook_count.load() == 0) return out;
+  std::lock_guard lock(g_hook_mutex);
+  for (const auto& [impl, entries] : g_hooks) out.insert(impl);
+  return out;
+}
+
+// Calls leaf's live hooks (outside the lock: a hook may take long or register hooks).
+void run_post_accumulate_grad_hooks(const std::shared_ptr<TensorImpl>& leaf) {
+  std::vector<PostAccumulateGradHook> fns;
+  {
+    std::lock_guard lock(g_hook_mutex);
+    auto it = g_hooks.find(leaf.get());
+    if (it == g_hooks.end()) return;
+    for (const HookEntry& h : it->second)
+      if (h.leaf.lock() == leaf) fns.push_back(h.fn);
+  }
+  const Tensor t(leaf);
+  for (const auto& fn : fns) fn(t);
+}
 
 // dst += src, same shape and device, in place.
 void add_into(const Tensor& dst, const Tensor& src) {
@@ -217,6 +254,29 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
   return node;
 }
 
+uint64_t register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradHook hook) {
+  check<ValueError>(t.defined() && t.is_leaf() && t.requires_grad(),
+                    "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad");
+  const uint64_t id = g_next_hook_id.fetch_add(1);
+  std::lock_guard lock(g_hook_mutex);
+  g_hooks[t.impl_ptr().get()].push_back({id, t.impl_ptr(), std::move(hook)});
+  g_hook_count.fetch_add(1);
+  return id;
+}
+
+void remove_post_accumulate_grad_hook(uint64_t id) {
+  std::lock_guard lock(g_hook_mutex);
+  for (auto it = g_hooks.begin(); it != g_hooks.end(); ++it) {
+    auto& entries = it->second;
+    auto hit = std::find_if(entries.begin(), entries.end(), [id](const HookEntry& h) { return h.id == id; });
+    if (hit == entries.end()) continue;
+    entries.erase(hit);
+    if (entries.empty()) g_hooks.erase(it);
+    g_hook_count.fetch_sub(1);
+    return;
+  }
+}
+
 void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op) {
   check_grad_meta(grad, leaf.shape, leaf.dtype, leaf.storage->device, op, "a leaf");
   if (!leaf.grad) {
@@ -270,6 +330,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   NoGradGuard no_grad;
   if (root.is_leaf()) {
     accumulate_grad(root.impl(), seed, "backward");
+    run_post_accumulate_grad_hooks(root.impl_ptr());
     return;
   }
 
@@ -278,14 +339,20 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   std::unordered_set<Node*> seen;
   std::vector<std::shared_ptr<Node>> stack{root.impl().grad_fn};
   seen.insert(stack.back().get());
+  // For each hooked leaf, the edges into it not processed yet: its hooks run
+  // when the count reaches zero.
+  const std::unordered_set<const TensorImpl*> hooked = hooked_leaves();
+  std::unordered_map<const TensorImpl*, int64_t> leaf_edges_left;
   while (!stack.empty()) {
     std::shared_ptr<Node> n = std::move(stack.back());
     stack.pop_back();
     check<ValueError>(!n->released, "backward: trying to backward through ", n->name(),
                       " whose saved tensors were already freed by an earlier backward; pass "
                       "retain_graph=true to the first backward to go through the graph twice");
-    for (const Edge& e : n->next)
+    for (const Edge& e : n->next) {
       if (e.fn && seen.insert(e.fn.get()).second) stack.push_back(e.fn);
+      if (e.leaf && hooked.count(e.leaf.get())) ++leaf_edges_left[e.leaf.get()];
+    }
     order.push_back(std::move(n));
   }
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) { return a->seq > b->seq; });
@@ -294,9 +361,20 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   pending[root.impl().grad_fn.get()].resize(root.impl().grad_fn->output_shapes.size());
   pending[root.impl().grad_fn.get()][root.impl().output_nr] = seed;
 
+  auto finish_leaf_edges = [&leaf_edges_left](const Node& n) {
+    if (leaf_edges_left.empty()) return;
+    for (const Edge& e : n.next) {
+      if (!e.leaf) continue;
+      auto left = leaf_edges_left.find(e.leaf.get());
+      if (left != leaf_edges_left.end() && --left->second == 0) run_post_accumulate_grad_hooks(e.leaf);
+    }
+  };
   for (const auto& node : order) {
     auto it = pending.find(node.get());
-    if (it == pending.end()) continue;
+    if (it == pending.end()) {
+      finish_leaf_edges(*node);
+      continue;
+    }
     std::vector<Tensor> grads = std::move(it->second);
     pending.erase(it);
     grads.resize(node->output_shapes.size());
@@ -332,6 +410,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       if (acc.defined()) sum_into(acc, std::move(in_grads[i]));
       else acc = std::move(in_grads[i]);
     }
+    finish_leaf_edges(*node);
     if (!retain_graph) {
       node->released = true;
       node->saved.clear();

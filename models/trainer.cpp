@@ -14,6 +14,8 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
+#include "tmem/dist/ddp.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/nn/optim.h"
 #include "tmem/ops/elementwise.h"
@@ -163,9 +165,23 @@ TaskBatch to_device(TaskBatch b, Device d) {
   return b;
 }
 
-Tensor loss_of(const Tensor& logits, const Tensor& targets) {
+// Cross entropy over the target positions (targets -100 carry none): the
+// mean, or with divisor > 0 the sum divided by it (a rank's share of a batch
+// whose targets are split over ranks).
+Tensor loss_of(const Tensor& logits, const Tensor& targets, double divisor = 0) {
   const int64_t V = logits.shape().back();
-  return cross_entropy(reshape(logits, {-1, V}), reshape(targets, {-1}));
+  Tensor flat_logits = reshape(logits, {-1, V}), flat_targets = reshape(targets, {-1});
+  if (divisor <= 0) return cross_entropy(flat_logits, flat_targets);
+  return cross_entropy(flat_logits, flat_targets, -100, 0.0, "sum") / divisor;
+}
+
+// The rows `rows` (int64 [b]) of every tensor of a batch.
+TaskBatch rows_of(const TaskBatch& b, const Tensor& rows) {
+  TaskBatch out;
+  for (auto [dst, src] : {std::pair{&out.features, &b.features}, std::pair{&out.ids, &b.ids},
+                          std::pair{&out.targets, &b.targets}, std::pair{&out.observed, &b.observed}})
+    if (src->defined()) *dst = index_select(*src, 0, rows);
+  return out;
 }
 
 // Memory-layer internals for gradient dumps.
@@ -257,6 +273,15 @@ TrainResult train_diagnostic(const TrainConfig& config,
                     "checkpoint_every >= 0, but got ", cfg.dump_every, " and ", cfg.checkpoint_every);
   check<ValueError>(cfg.stop_accuracy >= 0 && cfg.stop_accuracy <= 1,
                     "train: expected stop_accuracy in [0, 1], but got ", cfg.stop_accuracy);
+  // Data parallel when launched as several ranks (tmem::dist): every rank
+  // draws the whole batch from the same generator and trains on its rows
+  // (DistributedSampler's share), and DDP averages the gradients, so the run
+  // follows the one-process run with the same batch.
+  const int world = dist::world_size();
+  const bool data_parallel = dist::is_initialized() && world > 1;
+  check<ValueError>(!data_parallel || cfg.batch % world == 0, "train: batch ", cfg.batch,
+                    " does not split evenly over ", world, " ranks");
+  const bool writer = dist::rank() == 0;  // the rank that writes checkpoints and dumps and reports progress
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
@@ -278,9 +303,16 @@ TrainResult train_diagnostic(const TrainConfig& config,
                       printable(cfg.dump_grads), " is the checkpoint ", ckpt,
                       ", which it would overwrite; dump to another file");
   }
-  if (!cfg.run_dir.empty()) std::filesystem::create_directories(cfg.run_dir);
+  if (!cfg.run_dir.empty() && writer) std::filesystem::create_directories(cfg.run_dir);
   std::deque<std::pair<int64_t, int64_t>> recent;  // (hits, total) of the last 100 steps
-  if (cfg.resume && std::filesystem::exists(ckpt)) {
+  const bool have_checkpoint = cfg.resume && std::filesystem::exists(ckpt);
+  if (data_parallel) {
+    Tensor seen = tensor_int({have_checkpoint}, {1});
+    dist::all_reduce(seen);
+    check<ValueError>(seen.to_int_vector()[0] % world == 0, "train: --resume with ", world, " ranks reads ", ckpt,
+                      " on every rank, but only some see it; keep the run directory on a file system they share");
+  }
+  if (have_checkpoint) {
     SafetensorsFile f = load_safetensors(ckpt);
     std::map<std::string, Tensor> model_state, opt_state;
     for (auto& [k, t] : f.tensors) {
@@ -361,15 +393,36 @@ TrainResult train_diagnostic(const TrainConfig& config,
   };
 
   std::unique_ptr<GradDumpWriter> dump;
-  if (!cfg.dump_grads.empty()) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads, res.start_step);
+  if (!cfg.dump_grads.empty() && writer) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads, res.start_step);
+  std::unique_ptr<dist::DistributedDataParallel> ddp;
+  Tensor my_rows;
+  if (data_parallel) {
+    ddp = std::make_unique<dist::DistributedDataParallel>(model);
+    my_rows = tensor_int(dist::DistributedSampler(cfg.batch, world, dist::rank(), false).indices(),
+                         {cfg.batch / world});
+  }
   auto named = model.named_parameters();
   model.train();
   for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
-    TaskBatch batch = to_device(task->sample(cfg.batch, data_gen), device);
+    TaskBatch whole = task->sample(cfg.batch, data_gen);
+    TaskBatch batch = to_device(data_parallel ? rows_of(whole, my_rows) : whole, device);
     Tensor logits = model.forward(batch);
-    Tensor loss = loss_of(logits, batch.targets);
+    // Across ranks: each rank's summed loss over the whole batch's target
+    // count / world, so that DDP's mean gradient is the whole batch's.
+    double divisor = 0;
+    if (data_parallel) {
+      for (int64_t t : whole.targets.to_int_vector()) divisor += t != -100;
+      divisor /= world;
+    }
+    Tensor loss = loss_of(logits, batch.targets, divisor);
     loss.backward();
-    const double loss_v = loss.item();
+    if (ddp) ddp->synchronize();
+    double loss_v = loss.item();
+    if (data_parallel) {
+      Tensor l = tensor({loss_v}, {1}, DType::Float64);
+      dist::all_reduce(l, dist::ReduceOp::Mean);
+      loss_v = l.item();
+    }
     if (dump && (step % cfg.dump_every == 0 || step + 1 == cfg.steps)) {
       std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
       for (auto& [n, p] : named) grads.emplace_back(n, p.grad());
@@ -380,6 +433,12 @@ TrainResult train_diagnostic(const TrainConfig& config,
     opt.zero_grad();
     res.losses.push_back(loss_v);
     Hits hits = query_hits(logits, batch);
+    if (data_parallel) {
+      Tensor h = tensor_int({hits.hit, hits.total}, {2});
+      dist::all_reduce(h);
+      hits.hit = h.to_int_vector()[0];
+      hits.total = h.to_int_vector()[1];
+    }
     recent.emplace_back(hits.hit, hits.total);
     if (recent.size() > 100) recent.pop_front();
     if ((step + 1) % 100 == 0) {
@@ -392,9 +451,9 @@ TrainResult train_diagnostic(const TrainConfig& config,
       for (auto& [a, b] : recent) h += a, n += b;
       if (n > 0 && static_cast<double>(h) >= cfg.stop_accuracy * static_cast<double>(n)) res.stopped_at = step + 1;
     }
-    if (!ckpt.empty() && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
+    if (!ckpt.empty() && writer && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
       save_checkpoint(step + 1);
-    if (progress) {
+    if (progress && writer) {
       int64_t h = 0, n = 0;
       for (auto& [a, b] : recent) h += a, n += b;
       double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -403,7 +462,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
     }
   }
   res.seconds = seconds_so_far();
-  if (!ckpt.empty()) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
+  if (!ckpt.empty() && writer) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
   int64_t h = 0, n = 0;
   for (auto& [a, b] : recent) h += a, n += b;
   res.train_accuracy = n ? static_cast<double>(h) / n : 0.0;

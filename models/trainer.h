@@ -104,6 +104,15 @@ struct TrainResult {
 /// lists the keys that differ), IOError for checkpoint or dump failures. The eval runs after the last
 /// step on eval_batches fresh batches from generator seed + 2; for a model
 /// with Tensor Memory layers a second time with their gates at 0.
+/// Data parallel when tmem::dist is initialized with N > 1 ranks (every rank
+/// calls this with the same config): each rank draws the whole batch and
+/// trains on its batch / N rows (DistributedSampler's share, no shuffle)
+/// under DistributedDataParallel, with the loss scaled so that the averaged
+/// gradient is the whole batch's; losses and accuracies are the whole
+/// batch's on every rank, and only rank 0 writes checkpoints and dumps and
+/// calls `progress`. --resume then needs the checkpoint on every rank (a
+/// shared file system). Throws ValueError when the batch does not split
+/// evenly over the ranks or only some ranks see the checkpoint.
 TrainResult train_diagnostic(const TrainConfig& config,
                              const std::function<void(const TrainProgress&)>& progress = {});
 

@@ -1,6 +1,8 @@
 // Autograd engine cases from the foundation issue.
 #include "test_util.h"
 
+#include "tmem/core/grad_hooks.h"
+
 using namespace tmem;
 using tmem::test::check_close;
 
@@ -177,4 +179,45 @@ TEST_CASE("an op may save an undefined tensor (an optional input)") {
   });
   sum(y).backward();
   check_close(x.grad(), {3, 3});
+}
+
+TEST_CASE("post-accumulate-grad hooks run once per leaf as soon as its gradient is complete") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  Tensor w = tensor({5.0, 7.0}, {2});
+  Tensor unused = tensor({1.0}, {1});
+  x.requires_grad_();
+  w.requires_grad_();
+  unused.requires_grad_();
+  std::vector<std::string> calls;
+  std::vector<double> w_grad_then;
+  bool x_grad_defined_then = true;
+  const uint64_t hx = register_post_accumulate_grad_hook(x, [&calls](const Tensor& t) {
+    calls.push_back("x");
+    check_close(t.grad(), {2 + 3 * 5.0, 2 + 3 * 7.0});  // both paths are in
+  });
+  const uint64_t hw = register_post_accumulate_grad_hook(w, [&](const Tensor& t) {
+    calls.push_back("w");
+    w_grad_then = t.grad().to_vector();
+    x_grad_defined_then = x.grad().defined();
+  });
+  const uint64_t hu = register_post_accumulate_grad_hook(unused, [&calls](const Tensor&) { calls.push_back("unused"); });
+  // x * 2 is recorded first, so x's last edge is processed last: w's hook runs
+  // while x's gradient is still being computed.
+  Tensor first = sum(x * 2.0);
+  Tensor loss = first + sum((x * 3.0) * w);
+  loss.backward();
+  CHECK(calls == std::vector<std::string>{"w", "x"});
+  CHECK(w_grad_then == std::vector<double>{3, 6});
+  CHECK_FALSE(x_grad_defined_then);
+
+  remove_post_accumulate_grad_hook(hw);
+  remove_post_accumulate_grad_hook(hx);
+  remove_post_accumulate_grad_hook(hw);  // twice is harmless
+  calls.clear();
+  sum(x * w).backward();
+  CHECK(calls.empty());
+  unused.backward();  // a leaf root runs its hooks too
+  CHECK(calls == std::vector<std::string>{"unused"});
+  remove_post_accumulate_grad_hook(hu);
+  CHECK_THROWS_AS(register_post_accumulate_grad_hook(loss, [](const Tensor&) {}), ValueError);
 }

@@ -10,7 +10,8 @@ packages=(cmake ninja-build g++ pkg-config
           libxtensor-dev libxsimd-dev doctest-dev nlohmann-json3-dev zlib1g-dev
           libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist
           pybind11-dev python3-dev python3-numpy
-          clang libfuzzer-15-dev libomp-15-dev)
+          clang libfuzzer-15-dev libomp-15-dev
+          openmpi-bin libopenmpi-dev)
 if [[ "${TMEM_SETUP_TORCH:-0}" == 1 ]]; then packages+=(python3-torch python3-skimage); fi
 
 missing=()

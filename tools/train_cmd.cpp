@@ -14,6 +14,7 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
+#include "tmem/dist/dist.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
@@ -32,6 +33,7 @@ struct TrainArgs {
   std::vector<uint64_t> seeds{42};
   std::string config_file, name;
   int threads = 0;
+  bool distributed = false;
   models::TrainConfig cfg;
 };
 
@@ -122,14 +124,16 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
             {"stopped_at", r.stopped_at}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
-  write_file_atomic(c.run_dir + "/" + models::kLossesFile, json(r.losses).dump() + "\n");
-  write_file_atomic(c.run_dir + "/" + models::kResultFile, j.dump(2) + "\n");
+  if (dist::rank() == 0) {
+    write_file_atomic(c.run_dir + "/" + models::kLossesFile, json(r.losses).dump() + "\n");
+    write_file_atomic(c.run_dir + "/" + models::kResultFile, j.dump(2) + "\n");
+  }
   return j;
 }
 
 namespace {
 
-int run(TrainArgs& a) {
+int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
   const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
@@ -155,9 +159,10 @@ int run(TrainArgs& a) {
   const std::string root = run_dir(a.name);
   ensure_writable_dir(root);
   const bool tty = isatty(fileno(stdout));
-  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads -> %s\n",
+  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads%s -> %s\n",
               a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
               static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), get_num_threads(),
+              dist::world_size() > 1 ? (" x " + std::to_string(dist::world_size()) + " ranks").c_str() : "",
               root.c_str());
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
@@ -231,9 +236,23 @@ int run(TrainArgs& a) {
     }
   if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
-  write_file_atomic(root + "/results.json", results.dump(2) + "\n");
+  if (dist::rank() == 0) write_file_atomic(root + "/results.json", results.dump(2) + "\n");
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;
+}
+
+// With --distributed or under a launcher (mpirun, srun): joins the job, keeps
+// the output of rank 0 only, and ends every rank with the failing rank's
+// message when one throws.
+int run(TrainArgs& a) {
+  if (!a.distributed && !dist::launched_distributed()) return run_cells(a);
+  const std::string why = dist::unavailable_reason();
+  check<ValueError>(why.empty(), a.distributed ? "--distributed" : "train (started by an MPI launcher)",
+                    ": distributed training is unavailable: ", why);
+  const dist::Session session;
+  if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    dist::abort("train: cannot silence the output of rank " + std::to_string(dist::rank()));
+  return dist::run([&a] { return run_cells(a); });
 }
 
 }  // namespace
@@ -338,6 +357,8 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str()
       ->check(int_range(1, 1000000));
   t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  t->add_flag("--distributed", a->distributed, "Train each cell data-parallel over the ranks of an MPI job (launch "
+             "with mpirun -np N or srun; detected without the flag too): rank 0 prints and writes");
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
   t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose result.json has the same config is not run again)");

@@ -1,0 +1,86 @@
+// DistributedDataParallel (PyTorch torch.nn.parallel.DistributedDataParallel,
+// Li et al. 2020, "PyTorch Distributed"): every rank holds the whole model,
+// runs forward and backward on its own shard of the batch, and the gradients
+// are averaged over the ranks before the optimizer step, so every rank takes
+// the same step and the parameters stay bit-identical.
+//
+// The parameters are grouped into buckets of about bucket_cap_mb, in reverse
+// registration order (backward finishes the last layers first). A
+// post-accumulate-grad hook (core/grad_hooks.h) on each parameter copies its
+// finished gradient into its bucket's flat buffer; a bucket whose gradients
+// are all in starts its all-reduce at once (MPI_Iallreduce), while backward
+// goes on with the earlier layers. Buckets start in index order on every rank
+// (a bucket that fills early waits for the ones before it), as MPI needs.
+// When the last bucket has started, the hook waits for all of them and writes
+// the mean gradients back into the parameters' .grad, so after
+// loss.backward() the gradients are already reduced; synchronize() finishes a
+// backward that did not reach every parameter.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "tmem/dist/dist.h"
+#include "tmem/nn/module.h"
+
+namespace tmem::dist {
+
+class DistributedDataParallel {
+ public:
+  /// Wraps `module` (which must outlive this object): broadcasts its
+  /// parameters and buffers from rank 0 (so every rank starts from rank 0's
+  /// initialisation) and registers the gradient hooks. Collective: every rank
+  /// constructs it. Throws ValueError before init() or for bucket_cap_mb <= 0,
+  /// or when the ranks' models differ (dist::broadcast's check);
+  /// DtypeError / DeviceError for a parameter that is not a float32 CPU tensor.
+  explicit DistributedDataParallel(nn::Module& module, double bucket_cap_mb = 25.0);
+  /// Removes the hooks (waiting for a reduction still in flight).
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  /// Completes this backward's reduction: the parameters that backward did
+  /// not reach count with a zero gradient (and get one), the buckets not yet
+  /// started start, and every parameter's .grad becomes the mean over the
+  /// ranks. A no-op when the backward reached every parameter (the hooks have
+  /// done it all). Call it after loss.backward(), before clipping and the
+  /// optimizer step; every rank must call it.
+  void synchronize();
+
+  nn::Module& module() { return module_; }
+  /// The buckets as indices into module().parameters() (those requiring
+  /// grad), in the order they are reduced.
+  const std::vector<std::vector<size_t>>& buckets() const { return bucket_params_; }
+  /// Over the last completed backward: how many buckets started their
+  /// all-reduce while some parameter's gradient was still being computed
+  /// (the overlap; all but the last bucket when backward reaches every
+  /// parameter in bucket order).
+  int64_t buckets_started_during_backward() const { return last_overlapped_; }
+
+ private:
+  struct Slot {
+    size_t bucket;
+    int64_t offset;  // in the bucket's buffer, in elements
+  };
+  void on_grad_ready(size_t param);
+  void copy_in(size_t param);
+  void start_ready_buckets();
+  void finish_round();
+  void reset_round();
+
+  nn::Module& module_;
+  std::vector<Tensor> params_;
+  std::vector<Slot> slots_;
+  std::vector<std::vector<size_t>> bucket_params_;
+  std::vector<Tensor> buffers_;
+  std::vector<uint64_t> hook_ids_;
+  // This backward's state.
+  std::vector<bool> param_ready_;
+  std::vector<size_t> bucket_ready_;  // parameters of each bucket whose gradient is in
+  std::vector<Work> works_;
+  size_t next_bucket_ = 0;            // the first bucket not started
+  size_t params_ready_ = 0;
+  int64_t overlapped_ = 0, last_overlapped_ = 0;
+  bool round_done_ = false;
+};
+
+}  // namespace tmem::dist

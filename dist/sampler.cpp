@@ -1,0 +1,53 @@
+#include "tmem/dist/sampler.h"
+
+#include <numeric>
+#include <utility>
+
+#include "tmem/core/rng.h"
+
+namespace tmem::dist {
+
+DistributedSampler::DistributedSampler(int64_t size, int num_replicas, int rank, bool shuffle, uint64_t seed,
+                                       bool drop_last)
+    : size_(size), num_samples_(0), replicas_(num_replicas), rank_(rank), shuffle_(shuffle),
+      drop_last_(drop_last), seed_(seed) {
+  check<ValueError>(size >= 0, "DistributedSampler: expected size >= 0, but got ", size);
+  check<ValueError>(num_replicas >= 1 && rank >= 0 && rank < num_replicas,
+                    "DistributedSampler: expected num_replicas >= 1 and rank in [0, num_replicas), but got "
+                    "num_replicas ", num_replicas, " and rank ", rank);
+  check<ValueError>(!drop_last || size >= num_replicas, "DistributedSampler: drop_last with ", size,
+                    " examples over ", num_replicas, " ranks leaves no example per rank");
+  num_samples_ = drop_last ? size / num_replicas : (size + num_replicas - 1) / num_replicas;
+}
+
+void DistributedSampler::set_epoch(int64_t epoch) {
+  check<ValueError>(epoch >= 0, "DistributedSampler::set_epoch: expected epoch >= 0, but got ", epoch);
+  epoch_ = epoch;
+}
+
+std::vector<int64_t> DistributedSampler::order() const {
+  std::vector<int64_t> idx(static_cast<size_t>(size_));
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  if (shuffle_) {
+    Generator gen(seed_ + static_cast<uint64_t>(epoch_));
+    for (int64_t i = size_ - 1; i > 0; --i) std::swap(idx[i], idx[gen.randint(i + 1)]);
+  }
+  const auto total = static_cast<size_t>(total_size());
+  if (drop_last_) {
+    idx.resize(total);
+  } else {
+    for (size_t i = 0; idx.size() < total; ++i) idx.push_back(idx[i]);
+  }
+  return idx;
+}
+
+std::vector<int64_t> DistributedSampler::indices() const {
+  const std::vector<int64_t> all = order();
+  std::vector<int64_t> mine;
+  mine.reserve(static_cast<size_t>(num_samples_));
+  for (size_t i = static_cast<size_t>(rank_); i < all.size(); i += static_cast<size_t>(replicas_))
+    mine.push_back(all[i]);
+  return mine;
+}
+
+}  // namespace tmem::dist

@@ -1,0 +1,44 @@
+// DistributedSampler (PyTorch torch.utils.data.distributed.DistributedSampler):
+// one seeded order of a data set's indices, shared by every rank, and the
+// rank's share of it. Rank r takes the order's positions r, r + R, r + 2R,
+// ... (R = num_replicas), so the k-th batch of b examples of every rank
+// together is exactly the k-th batch of R*b examples one process would take
+// from the same order: 2 ranks x batch B/2 see the batch 1 process sees with B.
+// Needs no MPI (rank and num_replicas are given).
+#pragma once
+#include <cstdint>
+#include <vector>
+
+namespace tmem::dist {
+
+class DistributedSampler {
+ public:
+  /// A sampler over indices [0, size). shuffle: the order is a permutation
+  /// drawn from Generator(seed + epoch) (Fisher-Yates), the same on every
+  /// rank; otherwise 0, 1, ..., size-1. The order is cut to a multiple of
+  /// num_replicas: drop_last drops its tail, otherwise its head is repeated
+  /// to fill it (PyTorch's padding). Throws ValueError for size < 0,
+  /// num_replicas < 1, rank outside [0, num_replicas), or drop_last with
+  /// size < num_replicas.
+  DistributedSampler(int64_t size, int num_replicas, int rank, bool shuffle = true, uint64_t seed = 0,
+                     bool drop_last = false);
+  /// Selects the epoch's order (PyTorch set_epoch): call it before each epoch
+  /// for a new shuffle. Throws ValueError for epoch < 0.
+  void set_epoch(int64_t epoch);
+  /// This rank's indices for the current epoch, num_samples() of them.
+  std::vector<int64_t> indices() const;
+  /// The whole order (every rank's indices interleaved), total_size() long.
+  std::vector<int64_t> order() const;
+  /// Indices per rank: ceil(size / R), or floor(size / R) with drop_last.
+  int64_t num_samples() const { return num_samples_; }
+  /// num_samples() * R.
+  int64_t total_size() const { return num_samples_ * replicas_; }
+
+ private:
+  int64_t size_, num_samples_, epoch_ = 0;
+  int replicas_, rank_;
+  bool shuffle_, drop_last_;
+  uint64_t seed_;
+};
+
+}  // namespace tmem::dist

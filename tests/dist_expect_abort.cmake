@@ -1,0 +1,21 @@
+# Runs an MPI job in which one rank fails and checks that the whole job ends
+# within LIMIT seconds, with a non-zero exit status and output matching
+# EXPECT (the failing rank's message). Usage:
+#   cmake -D "CMD=mpirun|-np|2|prog|args" -D EXPECT=regex -D LIMIT=seconds -P dist_expect_abort.cmake
+# (CMD's arguments are separated by '|': a ';' would split the CTest command).
+string(REPLACE "|" ";" cmd "${CMD}")
+string(TIMESTAMP t0 "%s")
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT})
+string(TIMESTAMP t1 "%s")
+math(EXPR seconds "${t1} - ${t0}")
+message("${out}${err}")
+if(NOT rc MATCHES "^[0-9]+$")
+  message(FATAL_ERROR "the job did not end within ${LIMIT} s (${rc}): a rank hangs")
+endif()
+if(rc EQUAL 0)
+  message(FATAL_ERROR "the job exited with status 0 although a rank failed")
+endif()
+if(NOT "${out}${err}" MATCHES "${EXPECT}")
+  message(FATAL_ERROR "the output does not name the failure (expected a match of \"${EXPECT}\")")
+endif()
+message(STATUS "the job ended after ${seconds} s with exit status ${rc}")
