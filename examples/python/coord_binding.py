@@ -96,7 +96,13 @@ def main():
     data_gen = tmem.Generator(cfg.seed + 1)
     params = model.parameters()
     named = model.named_parameters()
-    opt = optim.AdamW(params, lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8, weight_decay=cfg.weight_decay)
+    # The C++ trainer's two groups (nn::weight_decay_groups): weight decay on
+    # matrices only, none on biases, gains and memory gates. AdamW updates each
+    # tensor on its own, so two optimizers equal one with two groups.
+    opts = [optim.AdamW([p for p in params if len(p.shape) >= 2], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8,
+                        weight_decay=cfg.weight_decay),
+            optim.AdamW([p for p in params if len(p.shape) < 2], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8,
+                        weight_decay=0.0)]
     dump = tmem.GradDumpWriter(os.path.join(args.out, "grads.jsonl"))
     print(f"coord-binding W={args.W} noise={args.noise}: {args.method}, {model.num_parameters()} parameters, "
           f"{cfg.steps} steps at batch {cfg.batch}, {tmem.get_num_threads()} threads -> {args.out}")
@@ -113,8 +119,9 @@ def main():
             grads = [(n, p.grad) for n, p in named if p.grad is not None]
             dump.write_step(step, loss_v, grads, extra={"memory": memory_internals(model)})
         nn.clip_grad_norm_(params, cfg.clip)
-        opt.step()
-        opt.zero_grad()
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
         losses.append(loss_v)
         recent = (recent + [query_hits(logits, batch.targets)])[-100:]
         if (step + 1) % max(cfg.steps // 10, 1) == 0 or step + 1 == cfg.steps:

@@ -21,7 +21,11 @@ def python_loop(cfg):
     model = models.DiagnosticModel(task, cfg.model, generator=tmem.Generator(cfg.seed))
     data_gen = tmem.Generator(cfg.seed + 1)
     params = model.parameters()
-    opt = optim.AdamW(params, lr=cfg.lr, weight_decay=cfg.weight_decay)
+    # The C++ trainer's two groups (nn::weight_decay_groups): weight decay on
+    # tensors of rank >= 2 only. AdamW updates each tensor on its own, so two
+    # optimizers give the same arithmetic as one with two groups.
+    opts = [optim.AdamW([p for p in params if len(p.shape) >= 2], lr=cfg.lr, weight_decay=cfg.weight_decay),
+            optim.AdamW([p for p in params if len(p.shape) < 2], lr=cfg.lr, weight_decay=0.0)]
     losses = []
     for _ in range(cfg.steps):
         batch = task.sample(cfg.batch, data_gen)
@@ -30,8 +34,9 @@ def python_loop(cfg):
         loss.backward()
         losses.append(loss.item())
         nn.clip_grad_norm_(params, cfg.clip)
-        opt.step()
-        opt.zero_grad()
+        for opt in opts:
+            opt.step()
+            opt.zero_grad()
     return losses, model
 
 

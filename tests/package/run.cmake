@@ -84,7 +84,8 @@ run("backend_probe (pkg-config)" ${WORK_DIR}/backend_probe_pc ${with_cuda})
 
 if(PYTHON)
   set(ENV{PYTHONPATH} ${prefix}/${PYTHON_DIR})
-  run("import tmem" ${PYTHON} -c "import tmem; print(tmem.__file__); print(tmem.randn(2, 3).shape)")
+  # Lines, not ';': a ';' would split the argument into a CMake list.
+  run("import tmem" ${PYTHON} -c "import tmem\nprint(tmem.__file__)\nprint(tmem.randn(2, 3).shape)")
   string(FIND "${run_output}" "${prefix}/${PYTHON_DIR}/tmem/" at)
   if(NOT at EQUAL 0)
     message(FATAL_ERROR "python imported tmem from elsewhere than ${prefix}/${PYTHON_DIR}: ${run_output}")
