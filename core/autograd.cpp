@@ -195,15 +195,15 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void check_finite(const Tensor& t, const std::string& what) {
+void check_finite(const Tensor& t, const std::string& what, bool allow_inf) {
   if (!t.defined() || !is_floating(t.dtype())) return;
-  if (!t.device().is_cpu()) return check_finite(t.detach().cpu(), what);
+  if (!t.device().is_cpu()) return check_finite(t.detach().cpu(), what, allow_inf);
   dispatch_floating(t.dtype(), "check_finite", [&]<class T>() {
     const T* p = t.data<T>();
     int64_t idx = 0;
     for_each_element<1>(t.shape(), {t.strides()}, [&](std::array<int64_t, 1> o) {
       T v = p[o[0]];
-      if (!std::isfinite(v))
+      if (std::isnan(v) || (!allow_inf && std::isinf(v)))
         throw ValueError(detail::cat("anomaly: ", what, " has ", std::isnan(v) ? "NaN" : "Inf",
                                      " at flat index ", idx, " of shape ", shape_str(t.shape())));
       ++idx;
@@ -249,7 +249,7 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
     o.grad_fn = node;
     o.output_nr = static_cast<int>(k);
     o.requires_grad = true;
-    if (t_anomaly) check_finite(outputs[k], "output " + std::to_string(k) + " of " + node->name());
+    if (t_anomaly) check_finite(outputs[k], "output " + std::to_string(k) + " of " + node->name(), true);
   }
   return node;
 }
