@@ -9,6 +9,7 @@
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/grad_hooks.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 
 namespace tmem {
@@ -214,6 +215,7 @@ void check_finite(const Tensor& t, const std::string& what, bool allow_inf) {
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
                              BackwardFn backward) {
+  if (detail::g_profiling.load(std::memory_order_relaxed)) detail::profiler_note_record(op);
   if (!needs_grad(inputs)) return nullptr;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -317,6 +319,10 @@ void sum_into(Tensor& acc, Tensor g) {
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  // The engine's own work (the seed, ordering nodes, summing and routing
+  // gradients) is this region's self time; each backward function is a
+  // range of its op.
+  const RecordFunction engine("autograd engine", ProfilePhase::Backward);
   check<ValueError>(root.requires_grad(),
                     "backward: the tensor does not require grad and has no grad_fn");
   Tensor seed = grad_output;
@@ -387,7 +393,11 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                                      "was modified in place (saved at version ", s.version,
                                      ", now version ", s.data.version(),
                                      "); use an out-of-place op or clone it first"));
-    std::vector<Tensor> in_grads = node->backward(*node, grads);
+    std::vector<Tensor> in_grads;
+    {
+      const OpRange range(node->op, ProfilePhase::Backward);
+      in_grads = node->backward(*node, grads);
+    }
     check<ValueError>(in_grads.size() == node->next.size(), "backward: ", node->name(),
                       " returned ", in_grads.size(), " gradients for ", node->next.size(),
                       " inputs");
