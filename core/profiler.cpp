@@ -199,6 +199,7 @@ void profiler_note_alloc(size_t n) {
 }
 
 void profiler_note_record(OpId op) {
+  if (op == OpId::Custom) return;  // a program's own op: its range is up to the program
   ThreadState& t = t_state;
   if (!attach(t)) return;
   if (!t.stack.empty() && t.stack.back().key == static_cast<uint32_t>(op) &&

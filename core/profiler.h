@@ -103,7 +103,8 @@ class profiler {
   int64_t dropped_events();
   /// A self-check of tmem's ops: the ops whose tape record was made while
   /// their own forward range was not the innermost open one (an op entry
-  /// point without a range). Empty when every op is covered.
+  /// point without a range; OpId::Custom is not checked). Empty when every
+  /// op is covered.
   std::vector<std::string> unranged_ops();
 
  private:
@@ -130,7 +131,9 @@ void profiler_note_record(OpId op);
 }  // namespace detail
 
 /// An op's range (ops/*.cpp: the first statement of every op entry point).
-/// Times the op's forward, including its tape record.
+/// Times the op's forward, including its tape record. A program's own op
+/// (OpId::Custom, examples/custom_op.cpp) opens one too to be timed; its
+/// backward is timed by the engine either way.
 class OpRange {
  public:
   explicit OpRange(OpId op, ProfilePhase phase = ProfilePhase::Forward) {

@@ -2,6 +2,7 @@
 // phase, the Chrome trace, and that every op of the op table opens its range.
 #include <algorithm>
 #include <map>
+#include <optional>
 #include <set>
 #include <thread>
 
@@ -223,4 +224,29 @@ TEST_CASE("profiler: every op of the op table opens its own range, forward and b
     CHECK(rows[name].forward.calls >= 1);
     CHECK(rows[name].backward.calls >= 1);
   }
+}
+
+TEST_CASE("profiler: a program's own op (OpId::Custom) is timed by the range it opens") {
+  // y = 2 x recorded by hand, with and without a range of its own.
+  auto twice = [](const Tensor& x, bool ranged) {
+    std::optional<OpRange> range;
+    if (ranged) range.emplace(OpId::Custom);
+    Tensor y = mul(x.detach(), 2.0);
+    record(OpId::Custom, {x}, {y}, {}, [](const Node&, const std::vector<Tensor>& g) {
+      return std::vector<Tensor>{mul(g[0], 2.0)};
+    });
+    return y;
+  };
+  Tensor x = ones({3}).requires_grad_();
+  profiler prof;
+  sum(twice(x, true)).backward();
+  sum(twice(x, false)).backward();
+  auto rows = rows_by_name(prof);
+  CHECK(rows["custom"].forward.calls == 1);
+  CHECK(rows["custom"].backward.calls == 2);
+  // Both forwards' mul (nested in the range or not) has its own row; the
+  // backwards' muls count in the custom backward.
+  CHECK(rows["mul_scalar"].forward.calls == 2);
+  CHECK(rows["mul_scalar"].backward.calls == 0);
+  CHECK(prof.unranged_ops().empty());
 }
