@@ -183,8 +183,8 @@ void add_debug_options(CLI::App& app, DebugArgs& d, bool anomaly) {
                  "write a Chrome trace (open it in ui.perfetto.dev or chrome://tracing) to FILE");
   if (anomaly)
     app.add_flag("--detect-anomaly", d.detect_anomaly,
-                 "Check every op's outputs and gradients for NaN/Inf; the first one stops the run with an error "
-                 "naming the op (slow)");
+                 "Check every op's outputs for NaN and its gradients for NaN/Inf; the first one stops the run "
+                 "with an error naming the op (slow)");
 }
 
 int run_with_debug(const DebugArgs& d, const std::function<int()>& run) {

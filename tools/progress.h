@@ -85,7 +85,8 @@ struct DebugArgs {
 void add_debug_options(CLI::App& app, DebugArgs& d, bool anomaly = true);
 
 /// Runs `run` as d asks: under anomaly mode (core/autograd.h: the first op
-/// that makes a NaN or Inf throws ValueError naming it and its node) and
+/// whose output has a NaN, or whose gradient a NaN or Inf, throws
+/// ValueError naming it and its node) and
 /// under a tmem::profiler (core/profiler.h), whose table is printed on
 /// stdout when `run` returns and whose Chrome trace is written to
 /// d.profile. The trace's directory is checked (made when missing) before
