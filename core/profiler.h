@@ -14,9 +14,10 @@
 // calls, the self time and the bytes for the whole guarded span, and the
 // first `max_trace_events` ranges for the Chrome trace.
 //
-// With no profiler alive an op pays one relaxed atomic load. On CUDA builds
-// every range is also an NVTX range (nvtx3), so Nsight Systems shows the ops
-// on its timeline.
+// With no profiler alive an op pays one relaxed atomic load. Times are the
+// host's: a device op's row holds its (asynchronous) launches. On CUDA
+// builds every range is also an NVTX range (nvtx3), so Nsight Systems shows
+// the ops on its timeline above their kernels.
 #pragma once
 #include <atomic>
 #include <cstddef>
