@@ -6,6 +6,7 @@
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/core/error.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/rng.h"
 #include "tmem/core/safetensors.h"
 #include "tmem/core/tensor.h"

@@ -9,6 +9,7 @@
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/grad_hooks.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 
 namespace tmem {
@@ -195,15 +196,15 @@ bool needs_grad(const std::vector<Tensor>& inputs) {
   return false;
 }
 
-void check_finite(const Tensor& t, const std::string& what) {
+void check_finite(const Tensor& t, const std::string& what, bool allow_inf) {
   if (!t.defined() || !is_floating(t.dtype())) return;
-  if (!t.device().is_cpu()) return check_finite(t.detach().cpu(), what);
+  if (!t.device().is_cpu()) return check_finite(t.detach().cpu(), what, allow_inf);
   dispatch_floating(t.dtype(), "check_finite", [&]<class T>() {
     const T* p = t.data<T>();
     int64_t idx = 0;
     for_each_element<1>(t.shape(), {t.strides()}, [&](std::array<int64_t, 1> o) {
       T v = p[o[0]];
-      if (!std::isfinite(v))
+      if (std::isnan(v) || (!allow_inf && std::isinf(v)))
         throw ValueError(detail::cat("anomaly: ", what, " has ", std::isnan(v) ? "NaN" : "Inf",
                                      " at flat index ", idx, " of shape ", shape_str(t.shape())));
       ++idx;
@@ -214,6 +215,7 @@ void check_finite(const Tensor& t, const std::string& what) {
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
                              BackwardFn backward) {
+  if (detail::g_profiling.load(std::memory_order_relaxed)) detail::profiler_note_record(op);
   if (!needs_grad(inputs)) return nullptr;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -249,7 +251,7 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
     o.grad_fn = node;
     o.output_nr = static_cast<int>(k);
     o.requires_grad = true;
-    if (t_anomaly) check_finite(outputs[k], "output " + std::to_string(k) + " of " + node->name());
+    if (t_anomaly) check_finite(outputs[k], "output " + std::to_string(k) + " of " + node->name(), true);
   }
   return node;
 }
@@ -317,6 +319,10 @@ void sum_into(Tensor& acc, Tensor g) {
 }  // namespace
 
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  // The engine's own work (the seed, ordering nodes, summing and routing
+  // gradients) is this region's self time; each backward function is a
+  // range of its op.
+  const RecordFunction engine("autograd engine", ProfilePhase::Backward);
   check<ValueError>(root.requires_grad(),
                     "backward: the tensor does not require grad and has no grad_fn");
   Tensor seed = grad_output;
@@ -387,7 +393,11 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                                      "was modified in place (saved at version ", s.version,
                                      ", now version ", s.data.version(),
                                      "); use an out-of-place op or clone it first"));
-    std::vector<Tensor> in_grads = node->backward(*node, grads);
+    std::vector<Tensor> in_grads;
+    {
+      const OpRange range(node->op, ProfilePhase::Backward);
+      in_grads = node->backward(*node, grads);
+    }
     check<ValueError>(in_grads.size() == node->next.size(), "backward: ", node->name(),
                       " returned ", in_grads.size(), " gradients for ", node->next.size(),
                       " inputs");

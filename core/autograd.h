@@ -80,8 +80,10 @@ class NoGradGuard {
 };
 
 /// Anomaly mode (thread-local, off by default): every recorded op's outputs
-/// and every backward's gradients are checked for NaN/Inf, and a ValueError
-/// names the op and its node number.
+/// are checked for NaN and every backward's gradients for NaN/Inf, and a
+/// ValueError names the op and its node number. Outputs may hold Inf: -inf
+/// attention masks (masked_fill) and log(0) are meant; an Inf that matters
+/// turns into a NaN or an Inf gradient further on.
 bool anomaly_enabled();
 class AnomalyModeGuard {
  public:
@@ -103,7 +105,7 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// An op written outside tmem records itself as OpId::Custom
 /// (examples/custom_op.cpp).
 /// Returns the node (null when nothing was recorded). In anomaly mode the
-/// outputs are checked for NaN/Inf.
+/// outputs are checked for NaN.
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
                              BackwardFn backward);
@@ -124,8 +126,9 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
-/// Throws ValueError naming `what` if t has NaN or Inf (floating tensors on
-/// any device; a device tensor is copied to the host to be checked).
-void check_finite(const Tensor& t, const std::string& what);
+/// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf
+/// (floating tensors on any device; a device tensor is copied to the host to
+/// be checked).
+void check_finite(const Tensor& t, const std::string& what, bool allow_inf = false);
 
 }  // namespace tmem

@@ -8,6 +8,7 @@
 #include "tmem/core/allocator.h"
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 
 namespace tmem {
@@ -38,6 +39,7 @@ Tensor transfer(const Tensor& t, Device device) {
 }  // namespace
 
 Storage::Storage(size_t n, Device dev, const char* op) : nbytes(n), device(dev) {
+  if (detail::g_profiling.load(std::memory_order_relaxed)) detail::profiler_note_alloc(n);
   if (dev.is_cpu()) {
     data = cpu_allocate(n);
     return;
@@ -126,6 +128,7 @@ Tensor Tensor::detach() const {
 
 Tensor Tensor::to(Device device) const {
   if (this->device() == device) return *this;
+  const OpRange range(OpId::ToDevice);
   Tensor out = transfer(*this, device);
   record(OpId::ToDevice, {*this}, {out}, {},
          [from = this->device()](const Node&, const std::vector<Tensor>& g) {

@@ -55,6 +55,7 @@ void by_dtype(DType dtype, F&& kernel) {
 /// Throws ShapeError unless beta is [C] with C = x's last dim, DtypeError for
 /// int64 or mixed dtypes, DeviceError for a tensor off the CPU.
 Tensor swish(const Tensor& x_in, const Tensor& beta_in) {
+  const OpRange range(OpId::Custom);  // times the forward under tmem::profiler (row "custom")
   check_cpu(x_in, "swish");
   check_cpu(beta_in, "swish");
   check<DtypeError>(x_in.dtype() != DType::Int64 && x_in.dtype() == beta_in.dtype(),

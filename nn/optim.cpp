@@ -8,6 +8,7 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/core/profiler.h"
 #include "tmem/nn/module.h"
 #include "tmem/ops/dispatch.h"
 
@@ -122,6 +123,7 @@ void SGD::set_lr(double lr) {
 void SGD::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "SGD::set_lr"); }
 
 void SGD::step() {
+  const RecordFunction region("SGD.step");
   auto buffer = [&](size_t i) -> bool {
     follow_device(bufs_[i], params_[i]);
     const bool first = momentum_ != 0 && !bufs_[i].defined();
@@ -156,6 +158,7 @@ void SGD::step() {
 }
 
 void SGD::zero_grad() {
+  const RecordFunction region("zero_grad");
   for (const Tensor& p : params_) p.zero_grad();
 }
 
@@ -184,6 +187,7 @@ void AdamW::set_lr(double lr) {
 void AdamW::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "AdamW::set_lr"); }
 
 void AdamW::step() {
+  const RecordFunction region("AdamW.step");
   ++t_;
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
@@ -254,10 +258,12 @@ void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
 }
 
 void AdamW::zero_grad() {
+  const RecordFunction region("zero_grad");
   for (const Tensor& p : params_) p.zero_grad();
 }
 
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
+  const RecordFunction region("clip_grad_norm_");
   check<ValueError>(max_norm > 0, "clip_grad_norm_: expected max_norm > 0, but got ", max_norm);
   // CPU gradients (any floating dtype) are divided by their largest magnitude
   // before squaring, so float64 squares cannot overflow; device gradients

@@ -23,6 +23,7 @@
 #include <omp.h>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
@@ -264,6 +265,7 @@ S* ptr_or_null(const Tensor& t) {
 // its kernel table's, in float32.
 Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const Tensor& attn_mask, bool is_causal,
                        int64_t window, double scale) {
+  const OpRange range(OpId::ScaledDotProductAttention);
   const Device dev = q.device();
   const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
   const Tensor mask = attn_mask.defined() ? attn_mask.detach() : Tensor();

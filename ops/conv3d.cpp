@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -274,6 +275,7 @@ Tensor conv_device(const Geometry& geo, const Tensor& input, const Tensor& weigh
 
 Tensor conv3d_depthwise(const Tensor& input, const Tensor& weight, const Tensor& bias,
                         std::array<int64_t, 3> stride, std::array<int64_t, 3> padding) {
+  const OpRange range(OpId::Conv3dDepthwise);
   const Geometry geo = check_inputs(input, weight, bias, stride, padding);
   if (!input.device().is_cpu()) return conv_device(geo, input, weight, bias);
   Tensor xin = contiguous_data(input), wc = contiguous_data(weight);

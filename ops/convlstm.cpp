@@ -26,6 +26,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/gemm.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/cpu/simd.h"
@@ -785,6 +786,7 @@ ConvLSTM3DState cell_device(const Dims& dm, const std::vector<Tensor>& inputs) {
 
 ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& c,
                                 const ConvLSTM3DWeights& w) {
+  const OpRange range(OpId::Convlstm3dCell);
   const Dims dm = check_inputs(x, h, c, w);
   const std::vector<Tensor> inputs{x, h, c, w.dw_d, w.dw_h, w.dw_w, w.db_d, w.db_h, w.db_w,
                                    w.pw, w.pb};

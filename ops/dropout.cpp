@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -41,6 +42,7 @@ Tensor dropout_device(const OpKernels& k, const Tensor& x, const Tensor& host_ma
 }  // namespace
 
 Tensor dropout(const Tensor& x, double p, bool training, Generator& gen) {
+  const OpRange range(OpId::Dropout);
   check<ValueError>(p >= 0.0 && p <= 1.0, "dropout: expected a probability p in [0, 1], but got ",
                     p);
   check<DtypeError>(is_floating(x.dtype()),

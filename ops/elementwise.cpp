@@ -8,6 +8,7 @@
 #include <numbers>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -50,6 +51,7 @@ enum class Uses { Input, Output, Nothing };
 // hands the functors' scalars to device kernels.
 template <class Fwd, class Bwd>
 Tensor unary(OpId id, const Tensor& a, Uses uses, UnaryParams prm, Fwd fwd, Bwd bwd) {
+  const OpRange range(id);
   const char* name = nm(id);
   Tensor y = empty(a.shape(), a.dtype(), a.device());
   if (a.device().is_cpu())
@@ -126,6 +128,7 @@ Tensor cast_data(const Tensor& t, DType dtype) {
 }  // namespace
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Add);
   Tensor out = binary_forward(OpId::Add, a, b, [](auto x, auto y) { return x + y; });
   record(OpId::Add, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
@@ -135,6 +138,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Sub);
   Tensor out = binary_forward(OpId::Sub, a, b, [](auto x, auto y) { return x - y; });
   record(OpId::Sub, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
@@ -144,6 +148,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Mul);
   Tensor out = binary_forward(OpId::Mul, a, b, [](auto x, auto y) { return x * y; });
   record(OpId::Mul, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
@@ -154,6 +159,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Div);
   Tensor out = binary_forward(OpId::Div, a, b, [](auto x, auto y) { return x / y; });
   record(OpId::Div, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
@@ -165,6 +171,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 }
 
 Tensor pow(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Pow);
   Tensor out = binary_forward(OpId::Pow, a, b, [](auto x, auto y) { return pw(x, y); });
   record(OpId::Pow, {a, b}, {out}, {a, b, out}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &p = n.saved_tensor(1), &y = n.saved_tensor(2);
@@ -324,6 +331,7 @@ Tensor clamp(const Tensor& a, double lo, double hi) {
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Where);
   const char* name = nm(OpId::Where);
   check_pair(a, b, name);
   check<DeviceError>(cond.device() == a.device(), name, ": expected cond on the operands' device ",
@@ -349,6 +357,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  const OpRange range(OpId::MaskedFill);
   const char* name = nm(OpId::MaskedFill);
   check<DeviceError>(mask.device() == a.device(), name, ": expected the mask on the input's device ",
                      a.device().str(), ", but got ", mask.device().str());
@@ -376,6 +385,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a.dtype() == dtype) return a;
+  const OpRange range(OpId::Cast);
   check<DtypeError>(is_floating(dtype), "to_dtype: casting to int64 is not supported (from ",
                     dtype_name(a.dtype()), ")");
   Tensor out = cast_data(a, dtype);

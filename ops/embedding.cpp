@@ -9,6 +9,7 @@
 #include <algorithm>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
@@ -45,6 +46,7 @@ Tensor embedding_device(const OpKernels& k, const Tensor& weight, const Tensor& 
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
+  const OpRange range(OpId::Embedding);
   check<DeviceError>(weight.device() == indices.device(),
                      "embedding: expected operands on one device, but got ", weight.device().str(),
                      " and ", indices.device().str());

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -286,6 +287,7 @@ Tensor splat_device(const Tensor& content, const Tensor& mu, const Tensor& sigma
 
 Tensor gaussian_splat(const Tensor& content, const Tensor& mu, const Tensor& sigma, int64_t D,
                       int64_t H, int64_t W, double truncate) {
+  const OpRange range(OpId::GaussianSplat);
   check_inputs(content, mu, sigma, D, H, W, truncate);
   if (!content.device().is_cpu()) return splat_device(content, mu, sigma, D, H, W, truncate);
   const int64_t B = content.size(0), C = content.size(1);

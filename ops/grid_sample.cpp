@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 
@@ -504,6 +505,7 @@ const char* grid_sample_padding_name(GridSamplePadding pad) {
 
 Tensor grid_sample(const Tensor& input, const Tensor& grid, GridSampleMode mode,
                    GridSamplePadding padding_mode, bool align_corners) {
+  const OpRange range(OpId::GridSample);
   check_args(input, grid);
   if (!input.device().is_cpu()) return grid_sample_device(input, grid, mode, padding_mode, align_corners);
   const Options opt{mode, padding_mode, align_corners};

@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
@@ -148,6 +149,7 @@ Tensor layer_norm_device(const Tensor& x, const Tensor& weight, const Tensor& bi
 }  // namespace
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, double eps) {
+  const OpRange range(OpId::LayerNorm);
   check<ShapeError>(x.dim() >= 1,
                     "layer_norm: expected an input with at least 1 dim [..., C], but got ",
                     shape_str(x.shape()));

@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
@@ -70,6 +71,7 @@ Tensor cross_entropy_device(const OpKernels& k, const Tensor& logits, const Tens
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_index,
                      double label_smoothing, const std::string& reduction) {
+  const OpRange range(OpId::CrossEntropy);
   check<DeviceError>(logits.device() == target.device(),
                      "cross_entropy: expected operands on one device, but got ",
                      logits.device().str(), " and ", target.device().str());

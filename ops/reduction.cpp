@@ -12,6 +12,7 @@
 #include <limits>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/elementwise.h"
@@ -153,6 +154,7 @@ Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
 
 ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   OpId id = is_max ? OpId::Max : OpId::Min;
+  const OpRange range(id);
   const char* name = op_name(id).data();
   const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(id, a);
   Plan p = make_plan(a, {dim}, keepdim, name);
@@ -205,6 +207,7 @@ ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
 }  // namespace
 
 Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const OpRange range(OpId::Sum);
   Plan p = make_plan(a, dims, keepdim, "sum");
   Tensor out = reduce_sum(OpId::Sum, a, p, 1.0);
   record(OpId::Sum, {a}, {out}, {}, [p](const Node& n, const Grads& g) {
@@ -214,6 +217,7 @@ Tensor sum(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
+  const OpRange range(OpId::Mean);
   Plan p = make_plan(a, dims, keepdim, "mean");
   double scale = 1.0 / static_cast<double>(p.R);
   Tensor out = reduce_sum(OpId::Mean, a, p, scale);
@@ -224,6 +228,7 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 }
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
+  const OpRange range(OpId::Var);
   const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Var, a);
   Plan p = make_plan(a, dims, keepdim, "var");
   // As PyTorch: the divisor is max(N - correction, 0), so correction >= N

@@ -25,6 +25,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -365,6 +366,7 @@ SelectiveScanResult scan_device(const Dims& d, const std::vector<Tensor>& inputs
 
 SelectiveScanResult selective_scan(const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& Bm,
                                    const Tensor& Cm, const Tensor& D, const Tensor& h0) {
+  const OpRange range(OpId::SelectiveScan);
   const std::vector<Tensor> inputs{u, delta, A, Bm, Cm, D, h0};
   const Dims d = check_inputs(inputs);
   if (!u.device().is_cpu()) return scan_device(d, inputs);

@@ -14,6 +14,7 @@
 #include <optional>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/dispatch.h"
@@ -78,6 +79,7 @@ std::optional<Shape> view_strides(const Shape& from, const Shape& strides, const
 }
 
 Tensor reshape_impl(const Tensor& a, Shape shape, bool allow_copy, const char* op) {
+  const OpRange range(OpId::Reshape);
   shape = infer_shape(a, std::move(shape), op);
   const std::optional<Shape> strides =
       a.is_contiguous() ? contiguous_strides(shape) : view_strides(a.shape(), a.strides(), shape);
@@ -177,6 +179,7 @@ Tensor reshape(const Tensor& a, Shape shape) { return reshape_impl(a, std::move(
 Tensor view(const Tensor& a, Shape shape) { return reshape_impl(a, std::move(shape), false, "view"); }
 
 Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
+  const OpRange range(OpId::Permute);
   const int64_t r = a.dim();
   check<ValueError>(static_cast<int64_t>(dims.size()) == r, "permute: expected ", r,
                     " dims for a tensor of shape ", shape_str(a.shape()), ", but got ", dims.size());
@@ -206,6 +209,7 @@ Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
 }
 
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
+  const OpRange range(OpId::Slice);
   check<ShapeError>(a.dim() > 0, "slice: cannot slice a 0-d tensor");
   int64_t d = normalize_dim(dim, a.dim(), "slice");
   check<ValueError>(step >= 1, "slice: expected step >= 1, but got ", step);
@@ -229,6 +233,7 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t s
 }
 
 Tensor expand(const Tensor& a, const Shape& shape) {
+  const OpRange range(OpId::Expand);
   check<ShapeError>(shape.size() >= a.shape().size(), "expand: cannot expand ",
                     shape_str(a.shape()), " to fewer dims ", shape_str(shape));
   size_t lead = shape.size() - a.shape().size();
@@ -272,12 +277,14 @@ Tensor unsqueeze(const Tensor& a, int64_t dim) {
 
 Tensor contiguous(const Tensor& a) {
   if (a.is_contiguous()) return a;
+  const OpRange range(OpId::Contiguous);
   Tensor out = contiguous_data(a);
   record(OpId::Contiguous, {a}, {out}, {}, [](const Node&, const Grads& g) { return Grads{g[0]}; });
   return out;
 }
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
+  const OpRange range(OpId::IndexSelect);
   const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::IndexSelect, a);
   check_index(index, a, "index_select");
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
@@ -317,6 +324,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  const OpRange range(OpId::Gather);
   const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Gather, a);
   check_index(index, a, "gather");
   int64_t d = normalize_dim(dim, a.dim(), "gather");
@@ -365,6 +373,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
 }
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  const OpRange range(OpId::Cat);
   check<ValueError>(!ts.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = ts[0];
   check_device_runs(OpId::Cat, first);
@@ -425,6 +434,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
+  const OpRange range(OpId::Pad);
   check_device_runs(OpId::Pad, a);
   check<ValueError>(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(),
                     "pad: expected an even number of pads, at most 2 per dim, but got ", pads.size(),
@@ -450,6 +460,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
 }
 
 Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim) {
+  const OpRange range(OpId::RepeatInterleave);
   check<ValueError>(repeats >= 1, "repeat_interleave: expected repeats >= 1, but got ", repeats);
   int64_t d = normalize_dim(dim, a.dim(), "repeat_interleave");
   // [.., n, ..] -> [.., n, r, ..] (expanded) -> [.., n*r, ..]

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
@@ -213,6 +214,7 @@ Tensor softmax_device(OpId id, const Tensor& x, const RowLayout& L) {
 }  // namespace
 
 Tensor softmax(const Tensor& x, int64_t dim) {
+  const OpRange range(OpId::Softmax);
   RowLayout L = row_layout(x, dim, "softmax");
   if (!x.device().is_cpu()) return softmax_device(OpId::Softmax, x, L);
   Tensor y = map_rows(L, "softmax",
@@ -228,6 +230,7 @@ Tensor softmax(const Tensor& x, int64_t dim) {
 }
 
 Tensor log_softmax(const Tensor& x, int64_t dim) {
+  const OpRange range(OpId::LogSoftmax);
   RowLayout L = row_layout(x, dim, "log_softmax");
   if (!x.device().is_cpu()) return softmax_device(OpId::LogSoftmax, x, L);
   Tensor y = map_rows(L, "log_softmax",

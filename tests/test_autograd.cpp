@@ -134,6 +134,28 @@ TEST_CASE("anomaly mode names the op that produced NaN") {
   }
 }
 
+TEST_CASE("anomaly mode lets a -inf mask through and catches an Inf gradient, naming the op") {
+  AnomalyModeGuard anomaly;
+  // A causal-style mask: -inf outputs are meant, and softmax turns them into 0.
+  Tensor x = tensor({1.0, 2.0}, {1, 2});
+  x.requires_grad_();
+  Tensor p = softmax(masked_fill(x, tensor({0.0, 1.0}, {2}), -INFINITY), -1);
+  check_close(p, {1.0, 0.0});
+  sum(p).backward();
+  // d sqrt(z) / dz at z = 0 is Inf: the gradient check names sqrt's node.
+  Tensor z = zeros({1});
+  z.requires_grad_();
+  Tensor s = sqrt(z);
+  try {
+    s.backward(ones({1}));
+    FAIL("expected an anomaly error");
+  } catch (const ValueError& e) {
+    const std::string m = e.what();
+    CHECK(m.find("the gradient that sqrt (node #") != std::string::npos);
+    CHECK(m.find("has Inf") != std::string::npos);
+  }
+}
+
 TEST_CASE("backward of a long chain is iterative: 200,000 nodes, no stack overflow") {
   Tensor x = tensor({1.0}, {1});
   x.requires_grad_();

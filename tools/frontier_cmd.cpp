@@ -68,6 +68,7 @@ struct FrontierArgs {
   int threads = 0;
   std::string name;
   models::TrainConfig cfg;
+  DebugArgs debug;
 };
 
 std::string lr_str(double lr) {
@@ -406,7 +407,8 @@ std::function<int()> add_frontier_command(CLI::App& app) {
                                "size, chosen learning rate and first seed (needs the frontier's learning rates)");
   f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',')
       ->check(int_range(0, 65536));
-  return [f, a]() { return *f ? run(*a) : -1; };
+  add_debug_options(*f, a->debug);
+  return [f, a]() { return *f ? run_with_debug(a->debug, [&] { return run(*a); }) : -1; };
 }
 
 }  // namespace tmem::tools

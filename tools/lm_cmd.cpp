@@ -27,7 +27,7 @@ struct BrownArgs {
   std::vector<std::string> methods = models::lm_methods();
   std::string name, data_dir = "data/cache/brown";
   int threads = 0;
-  models::LMTrainConfig cfg;
+  models::LMTrainConfig cfg;  DebugArgs debug;
 };
 
 void print_progress(const std::string& method, const models::LMTrainProgress& p, bool tty) {
@@ -187,7 +187,8 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
                   "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");
-  return parse_and_run(app, argc, argv, [&] { return run(a); });
+  add_debug_options(app, a.debug);
+  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools

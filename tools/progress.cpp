@@ -5,10 +5,15 @@
 #include <cmath>
 #include <cstdio>
 #include <ctime>
+#include <filesystem>
 #include <limits>
+#include <memory>
 #include <set>
 
+#include "tmem/core/autograd.h"
 #include "tmem/core/error.h"
+#include "tmem/core/file_io.h"
+#include "tmem/core/profiler.h"
 
 namespace tmem::tools {
 
@@ -170,6 +175,38 @@ void add_run_options(CLI::App& app, int& threads, std::string& name, std::string
   app.add_option("--threads", threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   app.add_option("--name", name, "Run name: results go to runs/<name>/ (default: " + name_default + ")");
   app.add_option("--data-dir", data_dir, data_help)->capture_default_str();
+}
+
+void add_debug_options(CLI::App& app, DebugArgs& d, bool anomaly) {
+  app.add_option("--profile", d.profile,
+                 "Profile the run: print per-op forward/backward times, calls and MB allocated at the end, and "
+                 "write a Chrome trace (open it in ui.perfetto.dev or chrome://tracing) to FILE");
+  if (anomaly)
+    app.add_flag("--detect-anomaly", d.detect_anomaly,
+                 "Check every op's outputs for NaN and its gradients for NaN/Inf; the first one stops the run "
+                 "with an error naming the op (slow)");
+}
+
+int run_with_debug(const DebugArgs& d, const std::function<int()>& run) {
+  std::unique_ptr<profiler> prof;
+  if (!d.profile.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code ec;
+    if (fs::is_directory(d.profile, ec))
+      throw IOError("--profile: " + printable(d.profile) + " is a directory; expected a file name for the trace");
+    const fs::path parent = fs::path(d.profile).parent_path();
+    ensure_writable_dir(parent.empty() ? "." : parent.string());
+    prof = std::make_unique<profiler>();
+  }
+  const AnomalyModeGuard anomaly(d.detect_anomaly);
+  const int status = run();
+  if (prof) {
+    prof->stop();
+    std::printf("\nprofile (%s):\n%s", d.profile.c_str(), prof->table().c_str());
+    prof->export_chrome_trace(d.profile);
+    std::printf("trace written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", d.profile.c_str());
+  }
+  return status;
 }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {

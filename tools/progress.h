@@ -74,6 +74,26 @@ void check_every_option(CLI::App& app);
 void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
                      const std::string& name_default, const std::string& data_help);
 
+/// The debugging options of the training commands.
+struct DebugArgs {
+  std::string profile;          // --profile FILE: the Chrome trace; empty: no profiler
+  bool detect_anomaly = false;  // --detect-anomaly
+};
+
+/// Adds --profile FILE and, with `anomaly` (commands that backpropagate),
+/// --detect-anomaly to app.
+void add_debug_options(CLI::App& app, DebugArgs& d, bool anomaly = true);
+
+/// Runs `run` as d asks: under anomaly mode (core/autograd.h: the first op
+/// whose output has a NaN, or whose gradient a NaN or Inf, throws
+/// ValueError naming it and its node) and
+/// under a tmem::profiler (core/profiler.h), whose table is printed on
+/// stdout when `run` returns and whose Chrome trace is written to
+/// d.profile. The trace's directory is checked (made when missing) before
+/// `run` starts; throws IOError naming the file when it cannot be written
+/// there or is a directory. Returns run's status.
+int run_with_debug(const DebugArgs& d, const std::function<int()>& run);
+
 /// The --data-dir help of the Fashion-MNIST commands.
 inline constexpr const char* kFashionMnistDirHelp =
     "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";

@@ -33,6 +33,7 @@ struct StreamArgs {
   uint64_t seed = 42;
   int threads = 0;
   std::string name;
+  DebugArgs debug;
 };
 
 double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
@@ -169,9 +170,10 @@ std::function<int()> add_stream_command(CLI::App& app) {
   s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str()->check(kNonNegative);
   s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   s->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: stream-date-time)");
+  add_debug_options(*s, a->debug, false);
   return [s, a]() -> int {
     if (!*s) return -1;
-    return run(*a);
+    return run_with_debug(a->debug, [&] { return run(*a); });
   };
 }
 

@@ -35,6 +35,7 @@ struct TrainArgs {
   int threads = 0;
   bool distributed = false;
   models::TrainConfig cfg;
+  DebugArgs debug;
 };
 
 void print_progress(const std::string& label, const models::TrainProgress& p, bool tty) {
@@ -243,16 +244,19 @@ int run_cells(TrainArgs& a) {
 
 // With --distributed or under a launcher (mpirun, srun): joins the job, keeps
 // the output of rank 0 only, and ends every rank with the failing rank's
-// message when one throws.
+// message when one throws. --profile FILE: rank r > 0 writes FILE.rank<r>.
 int run(TrainArgs& a) {
-  if (!a.distributed && !dist::launched_distributed()) return run_cells(a);
+  if (!a.distributed && !dist::launched_distributed())
+    return run_with_debug(a.debug, [&a] { return run_cells(a); });
   const std::string why = dist::unavailable_reason();
   check<ValueError>(why.empty(), a.distributed ? "--distributed" : "train (started by an MPI launcher)",
                     ": distributed training is unavailable: ", why);
   const dist::Session session;
   if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
     dist::abort("train: cannot silence the output of rank " + std::to_string(dist::rank()));
-  return dist::run([&a] { return run_cells(a); });
+  DebugArgs debug = a.debug;
+  if (!debug.profile.empty() && dist::rank() != 0) debug.profile += ".rank" + std::to_string(dist::rank());
+  return dist::run([&a, &debug] { return run_with_debug(debug, [&a] { return run_cells(a); }); });
 }
 
 }  // namespace
@@ -370,6 +374,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str()
       ->check(int_range(1, 1000000000));
   t->add_flag("--dump-values", c.dump_values, "Include every gradient value in the dumps");
+  add_debug_options(*t, a->debug);
   return [t, a]() { return *t ? run(*a) : -1; };
 }
 
@@ -401,6 +406,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   auto name = std::make_shared<std::string>();
   auto only = std::make_shared<std::vector<int>>();
   auto threads = std::make_shared<int>(0);
+  auto debug = std::make_shared<DebugArgs>();
   cfg->task_cfg.W = 20;
   cfg->task_cfg.noise = 0.05;
   cfg->model.method = "tensor";
@@ -421,39 +427,42 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   t->add_flag("--resume", cfg->resume, "Continue each variant from its checkpoint under runs/<name>/ (a variant whose result.json has the same config is not run again)");
   t->add_option("--checkpoint-every", cfg->checkpoint_every, "Checkpoint every N steps (0: only at the end)")
       ->check(int_range(0, 1000000000));
-  return [t, cfg, name, only, threads]() -> int {
+  add_debug_options(*t, *debug);
+  return [t, cfg, name, only, threads, debug]() -> int {
     if (!*t) return -1;
-    if (*threads > 0) set_num_threads(*threads);
-    const auto& variants = ablation_variants();
-    std::vector<int> chosen = *only;
-    if (chosen.empty())
-      for (size_t i = 0; i < variants.size(); ++i) chosen.push_back(static_cast<int>(i));
-    for (int i : chosen)
-      if (i < 0 || i >= static_cast<int>(variants.size()))
-        throw ValueError("ablate: variant " + std::to_string(i) + " does not exist (0-" +
-                         std::to_string(variants.size() - 1) + ")");
-    const std::string root = run_dir(name->empty() ? std::string("ablate") : *name);
-    ensure_writable_dir(root);
-    const bool tty = isatty(fileno(stdout));
-    json rows = json::array();
-    for (int i : chosen) {
-      models::TrainConfig c = *cfg;
-      variants[i].apply(c.model.memory);
-      models::resolve_task_defaults(c);
-      c.run_dir = root + "/variant" + std::to_string(i);
-      rows.push_back(run_or_reuse(c, variants[i].name, {{"variant", variants[i].name}}, tty));
-    }
-    std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
-                static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
-    std::printf("%-52s %10s %10s %10s %9s\n", "variant", "accuracy", "memory off", "params", "seconds");
-    for (const auto& row : rows)
-      std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", row["variant"].get<std::string>().c_str(),
-                  100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
-                  static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
-    std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
-    write_file_atomic(root + "/results.json", json{{"ablations", rows}}.dump(2) + "\n");
-    std::printf("results written to %s/results.json\n", root.c_str());
-    return 0;
+    return run_with_debug(*debug, [&] {
+      if (*threads > 0) set_num_threads(*threads);
+      const auto& variants = ablation_variants();
+      std::vector<int> chosen = *only;
+      if (chosen.empty())
+        for (size_t i = 0; i < variants.size(); ++i) chosen.push_back(static_cast<int>(i));
+      for (int i : chosen)
+        if (i < 0 || i >= static_cast<int>(variants.size()))
+          throw ValueError("ablate: variant " + std::to_string(i) + " does not exist (0-" +
+                           std::to_string(variants.size() - 1) + ")");
+      const std::string root = run_dir(name->empty() ? std::string("ablate") : *name);
+      ensure_writable_dir(root);
+      const bool tty = isatty(fileno(stdout));
+      json rows = json::array();
+      for (int i : chosen) {
+        models::TrainConfig c = *cfg;
+        variants[i].apply(c.model.memory);
+        models::resolve_task_defaults(c);
+        c.run_dir = root + "/variant" + std::to_string(i);
+        rows.push_back(run_or_reuse(c, variants[i].name, {{"variant", variants[i].name}}, tty));
+      }
+      std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
+                  static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
+      std::printf("%-52s %10s %10s %10s %9s\n", "variant", "accuracy", "memory off", "params", "seconds");
+      for (const auto& row : rows)
+        std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", row["variant"].get<std::string>().c_str(),
+                    100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
+                    static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
+      std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
+      write_file_atomic(root + "/results.json", json{{"ablations", rows}}.dump(2) + "\n");
+      std::printf("results written to %s/results.json\n", root.c_str());
+      return 0;
+    });
   };
 }
 

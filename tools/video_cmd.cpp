@@ -24,7 +24,7 @@ struct VideoArgs {
   std::vector<std::string> occlusion = {"off", "on"};
   std::string name, data_dir = kFashionMnistDir;
   int threads = 0;
-  models::VideoTrainConfig cfg;
+  models::VideoTrainConfig cfg;  DebugArgs debug;
 };
 
 // The defaults (see the help text).
@@ -262,7 +262,8 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--seed", c.seed, "Seed (initialisation->check(kNonNegative); seed + 1: the training clips)")->capture_default_str();
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
-  return parse_and_run(app, argc, argv, [&] { return run(a); });
+  add_debug_options(app, a.debug);
+  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools

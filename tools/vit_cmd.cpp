@@ -26,7 +26,7 @@ struct FashionArgs {
   std::string name, data_dir = kFashionMnistDir;
   int threads = 0;
   int64_t train_images = 0, test_images = 0;  // 0: all
-  models::ViTTrainConfig cfg;
+  models::ViTTrainConfig cfg;  DebugArgs debug;
 };
 
 // The defaults of a task (see the help text): classify trains a d=96 ViT
@@ -297,7 +297,8 @@ int run_train_fashion_mnist(int argc, char** argv) {
       ->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
-  return parse_and_run(app, argc, argv, [&] { return run(a); });
+  add_debug_options(app, a.debug);
+  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools

@@ -553,7 +553,8 @@ void bind_tensor(py::module_& m) {
 
   bind_guard<NoGradGuard>(m, "no_grad", "Context manager: ops inside record nothing on the tape.");
   bind_guard<AnomalyModeGuard>(m, "detect_anomaly",
-                               "Context manager: NaN/Inf in any op or gradient raises, naming the op.");
+                               "Context manager: NaN in an op's output or NaN/Inf in a gradient "
+                               "raises, naming the op.");
   m.def("is_grad_enabled", &grad_enabled, "Whether ops record on the tape (this thread).");
   m.def("live_node_count", &live_node_count, "Tape nodes alive in the process.");
 }
