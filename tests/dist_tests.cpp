@@ -334,8 +334,8 @@ TEST_CASE("dist without a launcher: one rank, or a clear reason") {
   CHECK(dist::world_size() == 1);
   CHECK_FALSE(dist::is_initialized());
   CHECK_THROWS_WITH_AS(dist::barrier(), doctest::Contains("call tmem::dist::init() first"), ValueError);
-  if (!dist::unavailable_reason().empty())
-    CHECK_THROWS_WITH_AS(dist::init(), doctest::Contains("openmpi"), ValueError);
+  const std::string reason = dist::unavailable_reason();
+  if (!reason.empty()) CHECK_THROWS_WITH_AS(dist::init(), doctest::Contains(reason.c_str()), ValueError);
 }
 
 int main(int argc, char** argv) {
