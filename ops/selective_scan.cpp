@@ -27,6 +27,7 @@
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
 #include "tmem/ops/cpu/scratch.h"
+#include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 #include "tmem/ops/shape.h"
@@ -124,7 +125,7 @@ void decays(const S* a, S s, S* out, int64_t N) {
   using V = xsimd::batch<S>;
   constexpr int64_t L = V::size;
   int64_t n = 0;
-  for (; n + L <= N; n += L) xsimd::exp(V(s) * V::load_unaligned(a + n)).store_unaligned(out + n);
+  for (; n + L <= N; n += L) cpu::vexp(V(V(s) * V::load_unaligned(a + n))).store_unaligned(out + n);
   for (; n < N; ++n) out[n] = std::exp(s * a[n]);
 }
 
