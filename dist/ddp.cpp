@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tmem/core/grad_hooks.h"
+#include "tmem/dist/nccl.h"
 
 namespace tmem::dist {
 
@@ -18,8 +19,11 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, double buck
     if (!p.requires_grad()) continue;
     check<DtypeError>(p.dtype() == DType::Float32, "DistributedDataParallel: parameter \"", name,
                       "\" is ", dtype_name(p.dtype()), "; expected float32");
-    check<DeviceError>(p.device().is_cpu(), "DistributedDataParallel: parameter \"", name, "\" is on ",
-                       p.device().str(), "; expected the CPU (the NCCL backend is not built)");
+    const Device d = params_.empty() ? p.device() : params_[0].device();
+    check<DeviceError>(p.device() == d, "DistributedDataParallel: parameter \"", name, "\" is on ",
+                       p.device().str(), " but the first one is on ", d.str(), "; expected one device");
+    check<DeviceError>(d.is_cpu() || *nccl::unavailable_reason() == '\0', "DistributedDataParallel: parameter \"",
+                       name, "\" is on ", d.str(), ", which needs the NCCL transport: ", nccl::unavailable_reason());
     params_.push_back(p);
   }
   // Every rank must hold the same model: the counts first, then each tensor
@@ -49,7 +53,7 @@ DistributedDataParallel::DistributedDataParallel(nn::Module& module, double buck
   for (const auto& b : bucket_params_) {
     int64_t n = 0;
     for (size_t i : b) n += params_[i].numel();
-    buffers_.push_back(zeros({n}));
+    buffers_.push_back(zeros({n}, DType::Float32, params_[b.front()].device()));
   }
   works_.resize(bucket_params_.size());
   param_ready_.assign(params_.size(), false);
@@ -101,7 +105,7 @@ void DistributedDataParallel::finish_round() {
       if (Tensor g = p.grad(); g.defined()) {
         copy_data(g, mean);
       } else {
-        Tensor fresh = empty(p.shape());
+        Tensor fresh = empty(p.shape(), p.dtype(), p.device());
         copy_data(fresh, mean);
         p.impl().grad = fresh.impl_ptr();
       }

@@ -31,7 +31,8 @@ class DistributedDataParallel {
   /// initialisation) and registers the gradient hooks. Collective: every rank
   /// constructs it. Throws ValueError before init() or for bucket_cap_mb <= 0,
   /// or when the ranks' models differ (dist::broadcast's check);
-  /// DtypeError / DeviceError for a parameter that is not a float32 CPU tensor.
+  /// DtypeError for a parameter that is not float32, DeviceError when the
+  /// parameters are on several devices, or on a CUDA device without NCCL.
   explicit DistributedDataParallel(nn::Module& module, double bucket_cap_mb = 25.0);
   /// Removes the hooks (waiting for a reduction still in flight).
   ~DistributedDataParallel();

@@ -6,7 +6,10 @@
 #include <utility>
 #include <vector>
 
+#include "tmem/core/autograd.h"
 #include "tmem/dist/backend.h"
+#include "tmem/dist/nccl.h"
+#include "tmem/ops/elementwise.h"
 
 namespace tmem::dist {
 
@@ -21,11 +24,14 @@ void check_initialized(const char* op) {
                     "tmem::dist::init() first (and launch with mpirun or srun)");
 }
 
-void check_host(const Tensor& t, const char* op) {
+// A defined tensor on the CPU (MPI) or a CUDA device (NCCL, when built).
+void check_placement(const Tensor& t, const char* op) {
   check<ValueError>(t.defined(), op, ": expected a defined tensor");
-  check<DeviceError>(t.device().is_cpu(), op, ": expected a CPU tensor, but got one on ",
-                     t.device().str(), " (collectives on device tensors need the NCCL backend, "
-                     "which this build does not have)");
+  const Device d = t.device();
+  if (d.is_cpu()) return;
+  check<DeviceError>(d.kind == Device::Kind::CUDA, op, ": expected a CPU or CUDA tensor, but got one on ", d.str());
+  check<DeviceError>(*nccl::unavailable_reason() == '\0', op, ": a tensor on ", d.str(),
+                     " needs the NCCL transport, which this build does not have: ", nccl::unavailable_reason());
 }
 
 // Throws ValueError on every rank when the ranks' dtypes, element counts or
@@ -53,6 +59,11 @@ void on_contiguous(const Tensor& t, F f) {
 }
 
 void divide(const Tensor& t, int n) {
+  if (!t.device().is_cpu()) {
+    const NoGradGuard no_grad;
+    copy_data(t, mul(t, 1.0 / n));
+    return;
+  }
   dispatch_floating(t.dtype(), "dist::all_reduce", [&]<class T>() {
     T* p = t.data<T>();
     const T d = static_cast<T>(n);
@@ -118,6 +129,7 @@ int local_rank() { return g_local_rank; }
 
 void finalize() {
   if (g_state != State::On) return;
+  nccl::finalize();
   backend::finalize();
   g_state = State::Finalized;
   g_rank = 0;
@@ -132,35 +144,40 @@ void barrier() {
 
 void broadcast(const Tensor& t, int root) {
   check_initialized("dist::broadcast");
-  check_host(t, "dist::broadcast");
+  check_placement(t, "dist::broadcast");
   check_agreement(t, "dist::broadcast", root);
   check<ValueError>(root >= 0 && root < g_world, "dist::broadcast: root ", root,
                     " is not a rank of this job of ", g_world);
   on_contiguous(t, [&](const Tensor& c) {
-    backend::broadcast(c.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()), root);
+    const size_t bytes = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+    if (c.device().is_cpu()) backend::broadcast(c.raw_data(), bytes, root);
+    else nccl::broadcast(c.device().index, c.raw_data(), bytes, root);
   });
 }
 
 void all_reduce(const Tensor& t, ReduceOp op) {
   check_initialized("dist::all_reduce");
-  check_host(t, "dist::all_reduce");
+  check_placement(t, "dist::all_reduce");
   check_reduce_dtype(t, op, "dist::all_reduce");
   check_agreement(t, "dist::all_reduce");
   on_contiguous(t, [&](const Tensor& c) {
-    backend::all_reduce_sum(c.raw_data(), c.numel(), c.dtype());
+    if (c.device().is_cpu()) backend::all_reduce_sum(c.raw_data(), c.numel(), c.dtype());
+    else nccl::all_reduce_sum(c.device().index, c.raw_data(), c.numel(), c.dtype());
     if (op == ReduceOp::Mean) divide(c, g_world);
   });
 }
 
 Tensor all_gather(const Tensor& t) {
   check_initialized("dist::all_gather");
-  check_host(t, "dist::all_gather");
+  check_placement(t, "dist::all_gather");
   check_agreement(t, "dist::all_gather");
   Shape shape{g_world};
   shape.insert(shape.end(), t.shape().begin(), t.shape().end());
-  Tensor out = empty(shape, t.dtype());
+  Tensor out = empty(shape, t.dtype(), t.device());
   Tensor c = contiguous_data(t);
-  backend::all_gather(c.raw_data(), out.raw_data(), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  const size_t bytes = static_cast<size_t>(c.numel()) * dtype_size(c.dtype());
+  if (c.device().is_cpu()) backend::all_gather(c.raw_data(), out.raw_data(), bytes);
+  else nccl::all_gather(c.device().index, c.raw_data(), out.raw_data(), bytes);
   return out;
 }
 
@@ -178,12 +195,12 @@ Work& Work::operator=(Work&& o) noexcept {
 }
 
 Work::~Work() {
-  if (pending()) backend::wait(id_);
+  if (pending() && id_ != kEnqueued) backend::wait(id_);
 }
 
 bool Work::test() {
   if (!pending()) return true;
-  if (!backend::test(id_)) return false;
+  if (id_ != kEnqueued && !backend::test(id_)) return false;
   id_ = 0;
   finish(t_, op_);
   return true;
@@ -191,19 +208,24 @@ bool Work::test() {
 
 void Work::wait() {
   if (!pending()) return;
-  backend::wait(std::exchange(id_, 0));
+  if (const int64_t id = std::exchange(id_, 0); id != kEnqueued) backend::wait(id);
   finish(t_, op_);
 }
 
 Work all_reduce_async(const Tensor& t, ReduceOp op) {
   check_initialized("dist::all_reduce_async");
-  check_host(t, "dist::all_reduce_async");
+  check_placement(t, "dist::all_reduce_async");
   check<ValueError>(t.is_contiguous(), "dist::all_reduce_async: expected a contiguous tensor, but got ",
                     t.str(), " with strides ", shape_str(t.strides()));
   check<DtypeError>(is_floating(t.dtype()), "dist::all_reduce_async: expected float32 or float64, but got ",
                     dtype_name(t.dtype()));
   Work w;
-  w.id_ = backend::all_reduce_sum_start(t.raw_data(), t.numel(), t.dtype());
+  if (t.device().is_cpu()) {
+    w.id_ = backend::all_reduce_sum_start(t.raw_data(), t.numel(), t.dtype());
+  } else {
+    nccl::all_reduce_sum(t.device().index, t.raw_data(), t.numel(), t.dtype());
+    w.id_ = Work::kEnqueued;
+  }
   w.t_ = t;
   w.op_ = op;
   return w;

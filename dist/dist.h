@@ -4,7 +4,8 @@
 // rank, the world size and its local rank from the MPI environment, and then
 // the collectives below, called by every rank in the same order.
 //
-// Collectives take host (CPU) tensors. A tensor need not be contiguous (a
+// Collectives take CPU tensors (over MPI) or CUDA tensors (over NCCL, when
+// the build has it; one device per process). A tensor need not be contiguous (a
 // contiguous copy is sent and the result copied back); every rank must pass
 // the same dtype and element count, which is checked first (one small extra
 // all-reduce per call) so that a mismatch is a ValueError on every rank, not
@@ -56,7 +57,8 @@ void barrier();
 
 /// Copies root's t into t on every rank (any dtype). Throws ValueError before
 /// init(), for root outside [0, world_size()) or when the ranks' roots,
-/// dtypes or element counts differ; DeviceError for a tensor not on the CPU.
+/// dtypes or element counts differ; DeviceError for a device tensor without
+/// the NCCL transport (dist/nccl.h).
 void broadcast(const Tensor& t, int root = 0);
 
 /// How all_reduce combines the ranks' values.
@@ -65,7 +67,8 @@ enum class ReduceOp { Sum, Mean };
 /// t = the element-wise sum (Mean: the sum divided by world_size()) of every
 /// rank's t. float32, float64, and int64 with Sum. Every rank gets the same
 /// bits. Throws ValueError before init() or when the ranks' dtypes or counts
-/// differ, DtypeError for Mean of an int64 tensor, DeviceError off the CPU.
+/// differ, DtypeError for Mean of an int64 tensor, DeviceError for a device
+/// tensor without the NCCL transport.
 void all_reduce(const Tensor& t, ReduceOp op = ReduceOp::Sum);
 
 /// Every rank's t stacked along a new first axis: [N, ...t.shape()], rank r's
@@ -92,13 +95,16 @@ class Work {
 
  private:
   friend Work all_reduce_async(const Tensor& t, ReduceOp op);
+  // The id of a device collective: enqueued on the device's stream, so it
+  // is ordered before every later kernel and needs no host wait.
+  static constexpr int64_t kEnqueued = -1;
   int64_t id_ = 0;
   Tensor t_;
   ReduceOp op_ = ReduceOp::Sum;
 };
 
 /// all_reduce started without waiting: t (a contiguous float32 or float64
-/// CPU tensor) holds the result after wait(), and must not be read or written
+/// tensor) holds the result after wait(), and must not be read or written
 /// before. Ranks must start their async collectives in the same order. No
 /// agreement check (it would wait): the caller guarantees equal dtypes and
 /// counts. Throws ValueError before init() or for a non-contiguous t,

@@ -23,6 +23,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tmem/core/device_backend.h"
 #include "tmem/dist/ddp.h"
 #include "tmem/dist/sampler.h"
 #include "tmem/nn/linear.h"
@@ -54,7 +55,7 @@ struct Data {
     y = randint({32}, 4, gen);
   }
   Tensor loss(const Mlp& m, const std::vector<int64_t>& rows) const {
-    Tensor idx = tensor_int(rows, {static_cast<int64_t>(rows.size())});
+    Tensor idx = tensor_int(rows, {static_cast<int64_t>(rows.size())}).to(x.device());
     return cross_entropy(m.forward(index_select(x, 0, idx)), index_select(y, 0, idx));
   }
 };
@@ -326,6 +327,63 @@ TEST_CASE("DistributedSampler shards one seeded order") {
   CHECK_THROWS_AS(dist::DistributedSampler(10, 2, 2), ValueError);
   CHECK_THROWS_AS(dist::DistributedSampler(1, 2, 0, true, 0, true), ValueError);
   CHECK_THROWS_AS(e1.set_epoch(-1), ValueError);
+}
+
+TEST_CASE("NCCL: collectives and DistributedDataParallel on CUDA tensors, one GPU per rank") {
+#ifndef TMEM_WITH_NCCL
+  MESSAGE("skipped: this build has no NCCL transport");
+#else
+  if (device_count(Device::Kind::CUDA) == 0) {
+    MESSAGE("skipped: no CUDA device");
+    return;
+  }
+  dist::init();
+  const int r = dist::rank(), n = dist::world_size();
+  const Device gpu = parse_device("cuda:" + std::to_string(dist::local_rank()));
+  auto on_gpu = [&](std::vector<double> v) { return tensor(v, {static_cast<int64_t>(v.size())}).to(gpu); };
+  const double sum_r = n * (n - 1) / 2.0;  // 0 + 1 + ... + (n - 1)
+
+  Tensor t = on_gpu({1.0 + r, -2.0 * r, 0.5});
+  dist::all_reduce(t);
+  CHECK(t.to_vector() == std::vector<double>{n + sum_r, -2.0 * sum_r, 0.5 * n});
+  t = on_gpu({4.0 * r, 8.0});
+  dist::all_reduce(t, dist::ReduceOp::Mean);
+  CHECK(t.to_vector() == std::vector<double>{4.0 * sum_r / n, 8.0});
+  t = on_gpu({static_cast<double>(r), 7.0});
+  dist::Work w = dist::all_reduce_async(t, dist::ReduceOp::Mean);
+  w.wait();
+  CHECK(t.to_vector() == std::vector<double>{sum_r / n, 7.0});
+  t = on_gpu({10.0 + r, 20.0 + r});
+  dist::broadcast(t, 0);
+  CHECK(t.to_vector() == std::vector<double>{10.0, 20.0});
+  Tensor all = dist::all_gather(on_gpu({static_cast<double>(r), 1.0}));
+  CHECK(all.shape() == Shape{n, 2});
+  CHECK(all.device() == gpu);
+  std::vector<double> expected;
+  for (int k = 0; k < n; ++k) expected.insert(expected.end(), {static_cast<double>(k), 1.0});
+  CHECK(all.to_vector() == expected);
+
+  // DDP on the GPU: every rank computes the same batch, so the mean gradient
+  // is the gradient of one model without DDP on the same batch.
+  Mlp model(100 + r), local(0);
+  model.to(gpu);
+  local.to(gpu);
+  Data data;
+  data.x = data.x.to(gpu);
+  data.y = data.y.to(gpu);
+  dist::DistributedDataParallel ddp(model);
+  local.load_state_dict(model.state_dict());
+  const std::vector<int64_t> rows{0, 5, 9, 30};
+  data.loss(model, rows).backward();
+  ddp.synchronize();
+  data.loss(local, rows).backward();
+  const auto p = model.parameters(), lp = local.parameters();
+  for (size_t i = 0; i < p.size(); ++i) {
+    CHECK(p[i].grad().device() == gpu);
+    const std::vector<double> g = p[i].grad().to_vector(), gl = lp[i].grad().to_vector();
+    for (size_t k = 0; k < g.size(); ++k) CHECK(g[k] == doctest::Approx(gl[k]).epsilon(1e-6));
+  }
+#endif
 }
 
 TEST_CASE("dist without a launcher: one rank, or a clear reason") {

@@ -3,7 +3,8 @@
 # parity tests (tests/cuda_tests.cpp) and the host-built kernel tests, times
 # the Tensor Memory kernels and coord-binding steps (bench/bench_cuda.cpp),
 # checks that a CUDA run's gradient dump matches the CPU's (`tmem grads diff`)
-# and trains the tensor model on CUDA for the accuracy comparison. Everything
+# and trains the tensor model on CUDA for the accuracy comparison; a 1-rank
+# NCCL smoke test of tmem::dist. Everything
 # goes to a log; budget: under 8 minutes on one H200.
 #
 #   bash tools/gpu_check.sh [LOG_DIR]        (default: $OUT, else gpu_check/)
@@ -35,7 +36,7 @@ BUILD=${BUILD:-build-gpu}
 cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTMEM_CUDA=ON \
   -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" > "$LOG_DIR/cmake.log" 2>&1 ||
   { tail -30 "$LOG_DIR/cmake.log"; echo "FAILED: configure"; exit 1; }
-cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target tmem tmem_tests tmem_cuda_tests bench_cuda \
+cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target tmem tmem_tests tmem_cuda_tests tmem_dist_tests bench_cuda \
   > "$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; echo "FAILED: build"; exit 1; }
 echo "built in $(($(date +%s) - START)) s"
 
@@ -44,6 +45,10 @@ run cuda_tests "$BUILD/tests/tmem_cuda_tests"
 
 section "host-built kernel and device tests"
 run device_tests "$BUILD/tests/tmem_tests" -tc="device*"
+
+section "NCCL: collectives and DDP on CUDA tensors, 1 rank (NCCL refuses two ranks on one GPU)"
+run nccl_smoke env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+  mpirun -np 1 "$BUILD/tests/tmem_dist_tests" -tc="NCCL*" -s
 
 section "kernel bandwidth and coord-binding steps"
 run bench_cuda "$BUILD/bench/bench_cuda" --steps 20
