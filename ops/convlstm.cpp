@@ -625,8 +625,8 @@ void column_sums(const OpKernels& k, Device dev, const Tensor& m, float* out, in
 // conv3d_depthwise kernels take it: Cz channels, kernel 3 and zero padding
 // 1 along ax, an output the size of the input. dw_* [Cz, 3] is the kernels'
 // weight layout [Cz, taps].
-OpKernels::Conv3dArgs stage_args(const Dims& dm, int ax) {
-  OpKernels::Conv3dArgs a;
+Conv3dArgs stage_args(const Dims& dm, int ax) {
+  Conv3dArgs a;
   a.B = dm.B;
   a.C = dm.Cz();
   const int64_t n[3] = {dm.D, dm.H, dm.W};
@@ -726,16 +726,10 @@ Grads cell_device_backward(const Dims& dm, const Node& n, const Grads& g) {
   for (int ax = 2; ax >= 0; --ax) {
     float* gw = gp(kDwD + ax);
     float* gb = gp(kDbD + ax);
-    const OpKernels::Conv3dArgs a = stage_args(dm, ax);
-    if (gw || gb) {
-      Tensor wpart = gw ? empty({Cz * 3, B}, DType::Float32, dev) : Tensor();
-      Tensor bpart = gb ? empty({Cz, B}, DType::Float32, dev) : Tensor();
+    const Conv3dArgs a = stage_args(dm, ax);
+    if (gw || gb)
       k.conv3d_depthwise_backward_params(dev.index, a, grad.data<float>(),
-                                         gw ? stage_in[ax]->data<float>() : nullptr,
-                                         gw ? wpart.data<float>() : nullptr, gb ? bpart.data<float>() : nullptr);
-      if (gw) k.sum_rows(dev.index, wpart.data<float>(), gw, Cz * 3, B, 1.0);
-      if (gb) k.sum_rows(dev.index, bpart.data<float>(), gb, Cz, B, 1.0);
-    }
+                                         gw ? stage_in[ax]->data<float>() : nullptr, gw, gb);
     if (!need_below[ax]) break;
     Tensor below = empty(zs, DType::Float32, dev);
     k.conv3d_depthwise_backward_input(dev.index, a, grad.data<float>(), sv[kDwD + ax].data<float>(),
