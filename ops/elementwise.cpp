@@ -205,7 +205,7 @@ Tensor neg(const Tensor& a) {
 
 Tensor exp(const Tensor& a) {
   return unary(OpId::Exp, a, Uses::Output, {},
-               [](auto x) { using std::exp; using xsimd::exp; return decltype(x)(exp(x)); },
+               [](auto x) { return decltype(x)(cpu::vexp(x)); },
                [](auto y, auto g) { return g * y; });
 }
 
@@ -272,27 +272,26 @@ Tensor gelu(const Tensor& a, bool approximate) {
                },
                [](auto x, auto g) {
                  using V = decltype(x);
-                 using std::erf; using xsimd::erf; using std::exp; using xsimd::exp;
+                 using std::erf; using xsimd::erf;
                  V cdf = V(0.5) * (V(1) + V(erf(x * V(std::numbers::sqrt2 / 2))));
-                 V pdf = V(exp(V(-0.5) * x * x)) * V(0.3989422804014327);  // 1/sqrt(2 pi)
+                 V pdf = V(cpu::vexp(V(-0.5) * x * x)) * V(0.3989422804014327);  // 1/sqrt(2 pi)
                  return g * (cdf + x * pdf);
                });
 }
 
 Tensor silu(const Tensor& a) {
   return unary(OpId::Silu, a, Uses::Input, {},
-               [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return x / (V(1) + V(exp(-x))); },
+               [](auto x) { using V = decltype(x); return x / (V(1) + V(cpu::vexp(-x))); },
                [](auto x, auto g) {
                  using V = decltype(x);
-                 using std::exp; using xsimd::exp;
-                 V s = V(1) / (V(1) + V(exp(-x)));
+                 V s = V(1) / (V(1) + V(cpu::vexp(-x)));
                  return g * s * (V(1) + x * (V(1) - s));
                });
 }
 
 Tensor sigmoid(const Tensor& a) {
   return unary(OpId::Sigmoid, a, Uses::Output, {},
-               [](auto x) { using V = decltype(x); using std::exp; using xsimd::exp; return V(1) / (V(1) + V(exp(-x))); },
+               [](auto x) { using V = decltype(x); return V(1) / (V(1) + V(cpu::vexp(-x))); },
                [](auto y, auto g) { using V = decltype(y); return g * y * (V(1) - y); });
 }
 
@@ -306,13 +305,12 @@ Tensor softplus(const Tensor& a) {
   return unary(OpId::Softplus, a, Uses::Input, {},
                [](auto x) {
                  using V = decltype(x);
-                 using std::exp; using xsimd::exp; using std::log1p; using xsimd::log1p;
-                 return sel(x > V(20), x, V(log1p(V(exp(sel(x > V(20), V(0), x))))));
+                 using std::log1p; using xsimd::log1p;
+                 return sel(x > V(20), x, V(log1p(V(cpu::vexp(sel(x > V(20), V(0), x))))));
                },
                [](auto x, auto g) {
                  using V = decltype(x);
-                 using std::exp; using xsimd::exp;
-                 V z = exp(sel(x > V(20), V(0), x));
+                 V z = cpu::vexp(sel(x > V(20), V(0), x));
                  return sel(x > V(20), g, g * z / (z + V(1)));
                });
 }

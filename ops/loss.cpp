@@ -157,7 +157,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
                const T* lr = lp + n * C;
                int64_t c = 0;
                for (; c + W <= C; c += W)
-                 (B(s) * (xsimd::exp(B::load_unaligned(lr + c)) - B(spread)))
+                 (B(s) * (cpu::vexp(B::load_unaligned(lr + c)) - B(spread)))
                      .store_unaligned(row + c);
                for (; c < C; ++c) row[c] = s * (std::exp(lr[c]) - spread);
                row[tp[n]] -= s * hit;

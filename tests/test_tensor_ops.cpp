@@ -194,3 +194,21 @@ TEST_CASE("elementwise values at edge points match PyTorch's definitions") {
   check_close(where(tensor({1, 0}, {2}), tensor({1, 2}, {2}), tensor({3, 4}, {2})), {1, 4});
   check_close(masked_fill(tensor({1, 2}, {2}), tensor({0, 1}, {2}), -5), {1, -5});
 }
+
+TEST_CASE("exp, sigmoid, softplus at +-inf: exact limits in the vector body and the tail") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    INFO(dtype_name(dt));
+    std::vector<double> x(37);  // 37: whole batches and a scalar tail on every ISA
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -inf : i % 3 == 1 ? inf : 0.0;
+    const Tensor t = tensor(x, {37}, dt);
+    const std::vector<double> e = exp(t).to_vector(), s = sigmoid(t).to_vector(), p = softplus(t).to_vector();
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("element " << i);
+      CHECK(e[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? inf : 1.0));
+      CHECK(s[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? 1.0 : 0.5));
+      CHECK(p[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? inf : p[2]));
+    }
+    CHECK(p[2] == doctest::Approx(std::log(2.0)).epsilon(1e-6));
+  }
+}

@@ -20,6 +20,7 @@
 
 #include "tmem/ops/cpu/kernels.h"
 #include "tmem/ops/cpu/scratch.h"
+#include "tmem/ops/cpu/simd.h"
 
 namespace tmem::cpu {
 
@@ -53,7 +54,7 @@ void decays(const S* a, S s, S* out, int64_t N) {
   using V = xsimd::batch<S>;
   constexpr int64_t L = V::size;
   int64_t n = 0;
-  for (; n + L <= N; n += L) xsimd::exp(V(s) * V::load_unaligned(a + n)).store_unaligned(out + n);
+  for (; n + L <= N; n += L) vexp(V(V(s) * V::load_unaligned(a + n))).store_unaligned(out + n);
   for (; n < N; ++n) out[n] = std::exp(s * a[n]);
 }
 

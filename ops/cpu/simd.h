@@ -21,6 +21,23 @@ namespace tmem::cpu {
 template <class T>
 using Batch = xsimd::batch<T>;
 
+/// e^x of a batch. xsimd::exp turns its argument into an integer exponent,
+/// undefined for +-Inf (UBSan reports it, e.g. for a masked score); x is
+/// clamped to [-1000, 1000] first, which changes no result (xsimd gives 0
+/// below about -745 and Inf above 710), and NaN passes through.
+template <class T, class A>
+inline xsimd::batch<T, A> vexp(const xsimd::batch<T, A>& x) {
+  using B = xsimd::batch<T, A>;
+  const B lim(T(1000));
+  return xsimd::exp(xsimd::select(x < -lim, -lim, xsimd::select(x > lim, lim, x)));
+}
+/// e^x of one value (std::exp): the scalar tail of the functors that use vexp.
+template <class T>
+  requires std::is_floating_point_v<T>
+inline T vexp(T x) {
+  return std::exp(x);
+}
+
 /// sum of x[0..n) with two xsimd accumulators and a scalar tail.
 template <class T>
 T row_sum(const T* x, int64_t n) {
@@ -64,7 +81,7 @@ T sum_exp(const T* x, T m, int64_t n, T* y) {
   const B mb(m);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    B e = xsimd::exp(B::load_unaligned(x + i) - mb);
+    B e = vexp(B(B::load_unaligned(x + i) - mb));
     if (y) e.store_unaligned(y + i);
     acc += e;
   }
@@ -195,7 +212,7 @@ inline __m512 exp16(__m512 x) {
 }  // namespace detail
 
 /// sigmoid(x) = 1 / (1 + e^-x) of a batch (the fused kernels' gate
-/// activation). Float batches on AVX-512 use detail::exp16, others xsimd::exp.
+/// activation). Float batches on AVX-512 use detail::exp16, others vexp.
 template <class T>
 inline Batch<T> sigmoid_v(const Batch<T>& x) {
 #if defined(__AVX512F__)
@@ -205,7 +222,7 @@ inline Batch<T> sigmoid_v(const Batch<T>& x) {
     return Batch<T>(_mm512_div_ps(one, _mm512_add_ps(one, e)));
   }
 #endif
-  return Batch<T>(1) / (Batch<T>(1) + xsimd::exp(-x));
+  return Batch<T>(1) / (Batch<T>(1) + vexp(Batch<T>(-x)));
 }
 
 /// tanh of a batch. Float batches on AVX-512: below |x| = 0.625 Cephes'

@@ -83,7 +83,7 @@ void log_softmax_backward_row(T* gx, int64_t n, const T* y, const T* g) {
   const T sg = row_dot(g, static_cast<const T*>(nullptr), n);
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    B e = xsimd::exp(B::load_unaligned(y + i));
+    B e = vexp(B::load_unaligned(y + i));
     (B::load_unaligned(g + i) - e * B(sg)).store_unaligned(gx + i);
   }
   for (; i < n; ++i) gx[i] = g[i] - std::exp(y[i]) * sg;
