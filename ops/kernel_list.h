@@ -118,10 +118,11 @@
 #define TMEM_LOSS_KERNELS(X)                                                                     \
   /* Per-sample loss[N] from lsm = log_softmax(logits) [N, C] and target [N] int64 (in [0, C) \
      or ignore_index; ops/ checks it): loss[n] = -(1 - eps) lsm[n, t] - eps mean_c lsm[n, c], \
-     0 where t == ignore_index (eps: label smoothing). */                                      \
+     0 where t == ignore_index (eps: label smoothing); and, when total is not null, total[0] = \
+     the sum of loss / divisor (reduction "sum": divisor 1, "mean": the samples not ignored). */ \
   X(cross_entropy_forward, void,                                                               \
     (int device, const T* lsm, const int64_t* target, T* loss, int64_t samples,                \
-     int64_t classes, int64_t ignore_index, double label_smoothing))                           \
+     int64_t classes, int64_t ignore_index, double label_smoothing, T* total, double divisor)) \
   /* The logits gradient gx [N, C]: s (exp(lsm) - eps / C), minus s (1 - eps) at the target,  \
      0 on ignored samples; s = g[n] / divisor when per_sample (g [N], reduction "none"), else \
      g[0] / divisor (g [], "sum": divisor 1, "mean": the number of samples not ignored). */    \
@@ -251,6 +252,6 @@
 /// body so far.
 #define TMEM_CPU_OP_KERNELS(X)                                                                   \
   TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X) TMEM_EMBEDDING_KERNELS(X)                   \
-  TMEM_DROPOUT_KERNELS(X) TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X)             \
+  TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X) TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X)             \
   TMEM_CONV3D_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \
   TMEM_OPTIM_KERNELS(X)

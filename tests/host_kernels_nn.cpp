@@ -141,12 +141,13 @@ void host::embedding_backward(int, const int64_t* indices, const float* g, float
   run_index(count * dim, cuda::EmbeddingScatter<HostAdd>{indices, g, gweight, dim, HostAdd{}});
 }
 
-void host::cross_entropy_forward(int, const float* lsm, const int64_t* target, float* loss,
+void host::cross_entropy_forward(int device, const float* lsm, const int64_t* target, float* loss,
                                  int64_t samples, int64_t classes, int64_t ignore_index,
-                                 double label_smoothing) {
+                                 double label_smoothing, float* total, double divisor) {
   run_rows(samples, classes,
            cuda::CrossEntropyRows{lsm, target, loss, classes, ignore_index,
                                   static_cast<float>(label_smoothing)});
+  if (total) host::sum_rows(device, loss, total, 1, samples, 1.0 / divisor);
 }
 
 void host::cross_entropy_backward(int, const float* lsm, const int64_t* target, const float* g,
