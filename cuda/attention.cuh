@@ -1,7 +1,7 @@
 // The per-thread arithmetic of the fused attention kernels (cuda/attention.cu),
 // built for the device by nvcc and for the host by g++ (cuda/hd.h), so
 // tests/host_kernels_attention.cpp runs it without a GPU. Shapes and options
-// as OpKernels::AttentionArgs (ops/device_kernels.h), contiguous float32.
+// as AttentionArgs (ops/device_kernels.h), contiguous float32.
 // Formula: ops/attention.h; the backward is FlashAttention's (Dao et al.
 // 2022, Algorithm 2): p = exp(score - lse) recomputed, ds = p (dp - delta).
 #pragma once
@@ -12,8 +12,6 @@
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
-
-using AttentionArgs = OpKernels::AttentionArgs;
 
 /// Whether query t sees key s (the causal and sliding-window band).
 TMEM_HD bool attention_sees(const AttentionArgs& a, int64_t t, int64_t s) {
@@ -28,7 +26,7 @@ TMEM_HD float attention_score(const AttentionArgs& a, const float* q, const floa
   const float* ks = k + (bh * a.S + s) * a.Dh;
   float dot = 0.0f;
   for (int64_t c = 0; c < a.Dh; ++c) dot += qt[c] * ks[c];
-  float sc = dot * a.scale;
+  float sc = dot * static_cast<float>(a.scale);
   if (mask) sc += mask[(bh / a.H) * a.mb + (bh % a.H) * a.mh + t * a.mt + s * a.ms];
   return sc;
 }
@@ -83,7 +81,7 @@ TMEM_HD void attention_backward_q_one(const AttentionArgs& a, const float* q, co
     const float* vs = v + (bh * a.S + s) * Dv;
     float dp = 0.0f;
     for (int64_t c = 0; c < Dv; ++c) dp += go[c] * vs[c];
-    const float ds = p * (dp - d) * a.scale;
+    const float ds = p * (dp - d) * static_cast<float>(a.scale);
     const float* ks = k + (bh * a.S + s) * Dh;
     for (int64_t c = 0; c < Dh; ++c) g[c] += ds * ks[c];
   }
@@ -112,7 +110,7 @@ TMEM_HD void attention_backward_kv_one(const AttentionArgs& a, const float* q, c
     if (gks) {
       float dp = 0.0f;
       for (int64_t c = 0; c < Dv; ++c) dp += go[c] * vs[c];
-      const float ds = p * (dp - delta[i]) * a.scale;
+      const float ds = p * (dp - delta[i]) * static_cast<float>(a.scale);
       const float* qt = q + i * Dh;
       for (int64_t c = 0; c < Dh; ++c) gks[c] += ds * qt[c];
     }

@@ -38,55 +38,9 @@ constexpr OpId kImplemented[] = {
 OpKernels make_op_kernels() {
   OpKernels k;
   for (OpId op : kImplemented) k.implemented[static_cast<size_t>(op)] = true;
-  k.unary_forward = &unary_forward;
-  k.unary_backward = &unary_backward;
-  k.binary_forward = &binary_forward;
-  k.pow_backward = &pow_backward;
-  k.where_forward = &where_forward;
-  k.sum_rows = &sum_rows;
-  k.gemm = &gemm;
-  // reductions and shape ops
-  k.extreme_rows = &extreme_rows;
-  k.extreme_rows_backward = &extreme_rows_backward;
-  k.var_rows = &var_rows;
-  k.var_backward = &var_backward;
-  k.index_select_forward = &index_select_forward;
-  k.index_select_backward = &index_select_backward;
-  k.gather_forward = &gather_forward;
-  k.gather_backward = &gather_backward;
-  // nn ops
-  k.softmax_forward = &softmax_forward;
-  k.softmax_backward = &softmax_backward;
-  k.layer_norm_forward = &layer_norm_forward;
-  k.layer_norm_backward_input = &layer_norm_backward_input;
-  k.layer_norm_backward_params = &layer_norm_backward_params;
-  k.embedding_forward = &embedding_forward;
-  k.embedding_backward = &embedding_backward;
-  k.cross_entropy_forward = &cross_entropy_forward;
-  k.cross_entropy_backward = &cross_entropy_backward;
-  k.dropout_apply = &dropout_apply;
-  // spatial ops
-  k.grid_sample_forward = &grid_sample_forward;
-  k.grid_sample_backward = &grid_sample_backward;
-  k.gaussian_splat_forward = &gaussian_splat_forward;
-  k.gaussian_splat_backward = &gaussian_splat_backward;
-  k.conv3d_depthwise_forward = &conv3d_depthwise_forward;
-  k.conv3d_depthwise_backward_input = &conv3d_depthwise_backward_input;
-  k.conv3d_depthwise_backward_params = &conv3d_depthwise_backward_params;
-  k.convlstm3d_gates_forward = &convlstm3d_gates_forward;
-  k.convlstm3d_gates_backward = &convlstm3d_gates_backward;
-  // selective_scan
-  k.selective_scan_forward = &selective_scan_forward;
-  k.selective_scan_backward = &selective_scan_backward;
-  k.selective_scan_reduce = &selective_scan_reduce;
-  // fused attention
-  k.attention_forward = &attention_forward;
-  k.attention_backward_q = &attention_backward_q;
-  k.attention_backward_kv = &attention_backward_kv;
-  // optimizers
-  k.adamw_step = &adamw_step;
-  k.sgd_step = &sgd_step;
-  k.sum_squares = &sum_squares;
+#define TMEM_SET_KERNEL(name, result, params) k.name = &name;
+  TMEM_OP_KERNELS(TMEM_SET_KERNEL)
+#undef TMEM_SET_KERNEL
   return k;
 }
 

@@ -1,12 +1,15 @@
-// conv3d_depthwise (ops/conv3d.cpp's device half), forward and backward; the
+// conv3d_depthwise's CUDA kernels (ops/kernel_list.h TMEM_CONV3D_KERNELS); the
 // arithmetic is cuda/conv3d.cuh's. One thread per output element (forward),
 // per input element (input gradient: a gather over the taps and outputs
 // that read it), per (channel, tap, sample) and per (channel, sample) for the
-// parameter gradients' per-sample parts, which ops/ then sums over the
-// samples. No atomics, so the results do not depend on timing.
+// parameter gradients' per-sample parts, which the entry then sums over
+// the samples (sum_rows). No atomics, so the results do not depend on timing.
+#include <algorithm>
+
 #include "tmem/cuda/check.h"
 #include "tmem/cuda/conv3d.cuh"
 #include "tmem/cuda/kernels.h"
+#include "tmem/cuda/scratch.h"
 
 namespace tmem::cuda {
 
@@ -61,18 +64,28 @@ void conv3d_depthwise_backward_input(int device, const Conv3dArgs& a, const floa
   TMEM_CUDA_CHECK_LAUNCH();
 }
 
+// Per-sample parts wpart [C, taps, B] and bpart [C, B], summed over B by
+// sum_rows, so no sum depends on timing.
 void conv3d_depthwise_backward_params(int device, const Conv3dArgs& a, const float* gout, const float* input,
-                                      float* wpart, float* bpart) {
-  const int64_t nw = a.C * taps_of(a) * a.B, nb = a.C * a.B;
-  if (nb == 0) return;
+                                      float* gweight, float* gbias) {
+  const int64_t taps = taps_of(a), nw = a.C * taps * a.B, nb = a.C * a.B;
   DeviceGuard guard(device);
-  if (wpart) {
-    conv3d_backward_weight_kernel<<<blocks_for(nw), kThreads>>>(a, gout, input, wpart, nw);
-    TMEM_CUDA_CHECK_LAUNCH();
+  auto bytes = [](int64_t n) { return static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(float); };
+  if (gweight) {
+    Scratch wpart(device, bytes(nw));
+    if (nw > 0) {
+      conv3d_backward_weight_kernel<<<blocks_for(nw), kThreads>>>(a, gout, input, wpart.data(), nw);
+      TMEM_CUDA_CHECK_LAUNCH();
+    }
+    sum_rows(device, wpart.data(), gweight, a.C * taps, a.B, 1.0);
   }
-  if (bpart) {
-    conv3d_backward_bias_kernel<<<blocks_for(nb), kThreads>>>(a, gout, bpart, nb);
-    TMEM_CUDA_CHECK_LAUNCH();
+  if (gbias) {
+    Scratch bpart(device, bytes(nb));
+    if (nb > 0) {
+      conv3d_backward_bias_kernel<<<blocks_for(nb), kThreads>>>(a, gout, bpart.data(), nb);
+      TMEM_CUDA_CHECK_LAUNCH();
+    }
+    sum_rows(device, bpart.data(), gbias, a.C, a.B, 1.0);
   }
 }
 

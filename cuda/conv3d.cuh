@@ -1,7 +1,7 @@
 // The per-thread arithmetic of the depthwise 3-D convolution kernels
 // (cuda/conv3d.cu), built for the device by nvcc and for the host by g++
 // (cuda/hd.h), so tests/host_kernels_spatial.cpp runs it without a GPU.
-// Shapes as OpKernels::Conv3dArgs (ops/device_kernels.h): input [B, C, D, H,
+// Shapes as Conv3dArgs (ops/device_kernels.h): input [B, C, D, H,
 // W], weight [C, kD kH kW], bias [C], output [B, C, Do, Ho, Wo], contiguous
 // float32. Formula: ops/conv3d.h (PyTorch's conv3d with groups = C). Every
 // function is a gather (one thread sums everything its element receives),
@@ -13,8 +13,6 @@
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
-
-using Conv3dArgs = OpKernels::Conv3dArgs;
 
 /// The output positions o of an axis whose input position o s - p + tap lies
 /// inside [0, n): lo <= o < hi (ops/conv3d.cpp Axis).

@@ -1,4 +1,4 @@
-// Dropout (ops/dropout.cpp's device half): out = x * mask, one thread per
+// Dropout's CUDA kernel (ops/kernel_list.h): out = x * mask, one thread per
 // element (cuda/dropout.cuh). The mask is drawn on the host from the same
 // Generator draws as the CPU path and copied here, so a seed gives the same
 // mask on every device. float32.

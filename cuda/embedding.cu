@@ -1,4 +1,4 @@
-// Embedding (ops/embedding.cpp's device half): the forward gather and the
+// Embedding's CUDA kernels (ops/kernel_list.h): the forward gather and the
 // backward scatter-add of cuda/embedding.cuh, one thread per element of
 // [count, D]; the scatter adds with atomicAdd, so repeated indices sum in no
 // fixed order. Indices are range-checked by ops/ before the launch. float32.

@@ -1,4 +1,4 @@
-// gaussian_splat (ops/gaussian_splat.cpp's device half), forward and
+// gaussian_splat's CUDA kernels (ops/kernel_list.h), forward and
 // backward; the arithmetic is cuda/gaussian_splat.cuh's. The forward runs one
 // thread per volume element; the backward gathers: one thread per (b, c) for
 // the content gradient (a sum over the voxels) and one per batch item for

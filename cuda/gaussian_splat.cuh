@@ -1,7 +1,7 @@
 // The per-thread arithmetic of the gaussian_splat kernels
 // (cuda/gaussian_splat.cu), built for the device by nvcc and for the host by
 // g++ (cuda/hd.h), so tests/host_kernels_spatial.cpp runs it without a GPU.
-// Shapes as OpKernels::SplatArgs (ops/device_kernels.h): content [B, C], mu
+// Shapes as SplatArgs (ops/device_kernels.h): content [B, C], mu
 // [B, 3] (x, y, z), sigma [B], volume [B, C, D, H, W], S = D H W voxels,
 // contiguous float32. Formulas and gradients: ops/gaussian_splat.h; the
 // float32 operations follow ops/gaussian_splat.cpp's CPU kernel (the
@@ -14,8 +14,6 @@
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
-
-using SplatArgs = OpKernels::SplatArgs;
 
 /// The Gaussian's denominator is 2 sigma^2 + kSplatEps.
 inline constexpr double kSplatEps = 1e-6;

@@ -1,4 +1,4 @@
-// grid_sample (ops/grid_sample.cpp's device half), 4-D bilinear/nearest and
+// grid_sample's CUDA kernels (ops/kernel_list.h TMEM_GRID_SAMPLE_KERNELS), 4-D bilinear/nearest and
 // 5-D trilinear/nearest, every padding mode, forward and backward; the
 // arithmetic is cuda/grid_sample.cuh's. The forward and the input gradient
 // run one thread per output element (n, c, p); the input gradient
@@ -84,8 +84,11 @@ void grid_sample_forward(int device, const GridSampleArgs& a, const float* input
 
 void grid_sample_backward(int device, const GridSampleArgs& a, const float* input, const float* grid,
                           const float* gout, float* ginput, float* ggrid) {
-  if (a.N * a.P == 0) return;
   DeviceGuard guard(device);
+  // The scatter adds into ginput, which is written in full: zero it first.
+  if (ginput)
+    TMEM_CUDA_CHECK(cudaMemsetAsync(ginput, 0, a.N * a.C * a.size[0] * a.size[1] * a.size[2] * sizeof(float)));
+  if (a.N * a.P == 0) return;
   if (a.K == 2)
     backward_k<2>(a, input, grid, gout, ginput, ggrid);
   else

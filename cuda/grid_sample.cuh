@@ -1,7 +1,7 @@
 // The per-thread arithmetic of the grid_sample kernels (cuda/grid_sample.cu),
 // built for the device by nvcc and for the host by g++ (cuda/hd.h), so
 // tests/host_kernels_spatial.cpp runs it without a GPU. Shapes and options
-// as OpKernels::GridSampleArgs (ops/device_kernels.h): input [N, C, size...],
+// as GridSampleArgs (ops/device_kernels.h): input [N, C, size...],
 // grid [N, P, K], output [N, C, P], contiguous float32. The coordinate
 // mapping, padding and sentinel rules are ops/grid_sample.cpp's (PyTorch's
 // GridSampler.h), in float32 with the CPU kernel's order of operations.
@@ -15,8 +15,6 @@
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
-
-using GridSampleArgs = OpKernels::GridSampleArgs;
 
 /// The out-of-bounds source index that replaces a non-finite or huge one.
 inline constexpr float kGridOutside = -100.0f;

@@ -1,4 +1,4 @@
-// Layer norm (ops/layer_norm.cpp's device half): the row programs of
+// layer_norm's CUDA kernels (ops/kernel_list.h TMEM_LAYER_NORM_KERNELS): the row programs of
 // cuda/layer_norm.cuh over contiguous rows [N, C] for the forward and the
 // input gradient (one thread per short row, one block per longer row), and
 // for the weight and bias gradients one thread per (chunk of rows, column)
@@ -8,29 +8,9 @@
 #include "tmem/cuda/kernels.h"
 #include "tmem/cuda/layer_norm.cuh"
 #include "tmem/cuda/nn_launch.cuh"
+#include "tmem/cuda/scratch.h"
 
 namespace tmem::cuda {
-
-namespace {
-
-// A block of the caching allocator for the lifetime of a launcher; kernels
-// queued on the legacy default stream before its release finish before any
-// later user of the block runs.
-class Scratch {
- public:
-  Scratch(int device, size_t bytes) : device_(device), bytes_(bytes), p_(allocate(device, bytes)) {}
-  ~Scratch() { release(device_, p_, bytes_); }
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  float* data() const { return static_cast<float*>(p_); }
-
- private:
-  int device_;
-  size_t bytes_;
-  void* p_;
-};
-
-}  // namespace
 
 // ---- launchers (the kernels are cuda/nn_launch.cuh's, instantiated here) ----
 

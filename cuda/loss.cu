@@ -1,4 +1,4 @@
-// Cross-entropy (ops/loss.cpp's device half) from lsm = log_softmax(logits)
+// Cross-entropy's CUDA kernels (ops/kernel_list.h) from lsm = log_softmax(logits)
 // [N, C] (computed by cuda/softmax.cu): the per-sample loss is a row
 // program of cuda/softmax.cuh (one thread per short row, one block per
 // longer row), the logits gradient one thread per element. Targets are
@@ -14,11 +14,12 @@ namespace tmem::cuda {
 
 void cross_entropy_forward(int device, const float* lsm, const int64_t* target, float* loss,
                            int64_t samples, int64_t classes, int64_t ignore_index,
-                           double label_smoothing) {
+                           double label_smoothing, float* total, double divisor) {
   DeviceGuard guard(device);
   launch_rows(samples, classes,
               CrossEntropyRows{lsm, target, loss, classes, ignore_index,
                                static_cast<float>(label_smoothing)});
+  if (total) sum_rows(device, loss, total, 1, samples, 1.0 / divisor);
 }
 
 void cross_entropy_backward(int device, const float* lsm, const int64_t* target, const float* g,

@@ -1,4 +1,4 @@
-// Optimizer kernels (nn/optim.cpp's device half): AdamW and SGD updates in
+// Optimizer kernels (ops/kernel_list.h, for nn/optim.cpp): AdamW and SGD updates in
 // place, one thread per element (cuda/optim.cuh holds the arithmetic), and
 // the float64 sum of squares clip_grad_norm_ takes the norm from, so no
 // parameter or gradient leaves the device.

@@ -1,7 +1,7 @@
 // The per-thread arithmetic of the selective_scan kernels
 // (cuda/selective_scan.cu), built for the device by nvcc and for the host by
 // g++ (cuda/hd.h), so tests/host_kernels_scan.cpp runs it without a GPU.
-// Shapes as OpKernels::ScanArgs (ops/device_kernels.h): u, delta, y
+// Shapes as ScanArgs (ops/device_kernels.h): u, delta, y
 // [B, T, E], A [E, N], Bm, Cm [B, T, N], D [E], h0, h [B, E, N], states
 // [B, E, T, N], contiguous float32. Formula: ops/selective_scan.h (Gu & Dao
 // 2023); the backward's recurrences: ops/selective_scan.cpp. Chain
@@ -14,8 +14,6 @@
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
-
-using ScanArgs = OpKernels::ScanArgs;
 
 /// Chain i forward from h0 (null: zeros): y[b, :, e] (when y is not null),
 /// the final state h[b, e, :] (when h is not null) and the state after each

@@ -1,4 +1,4 @@
-// Softmax and log-softmax (ops/softmax.cpp's device half): the row programs
+// Softmax's and log-softmax's CUDA kernels (ops/kernel_list.h): the row programs
 // of cuda/softmax.cuh over contiguous rows [rows, len], one thread per short
 // row and one block per longer row (cuda/nn_launch.cuh). float32.
 #include "tmem/cuda/check.h"

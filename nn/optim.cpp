@@ -23,14 +23,17 @@ void check_param(const Tensor& p, const char* op) {
                     shape_str(p.strides()));
 }
 
-// The optimizer kernels of t's device (not the CPU; clip_grad_norm_ scales
-// with its mul_scalar kernel): DeviceError "<what>: not
-// implemented on <kind> yet" when its backend has none, DtypeError unless t
-// is float32 (device kernels take float32).
+// Whether a device's kernel table holds the optimizer kernels.
+bool has_optim_kernels(const OpKernels& k) {
+  return k.adamw_step && k.sgd_step && k.sum_squares && k.unary_forward;
+}
+
+// The kernels of t's device for clip_grad_norm_ (not the CPU; it scales
+// with the mul_scalar kernel): DeviceError "<what>: the <kind> backend has
+// no kernel ..." when its backend lacks them, DtypeError unless t is float32.
 const OpKernels& device_optim_kernels(const Tensor& t, const char* what) {
   const DeviceBackend& b = device_backend(t.device(), what);
-  if (!b.ops || !b.ops->adamw_step || !b.ops->sgd_step || !b.ops->sum_squares || !b.ops->unary_forward)
-    throw_not_implemented(what, t.device());
+  if (!b.ops || !has_optim_kernels(*b.ops)) throw_not_implemented(what, t.device());
   check<DtypeError>(t.dtype() == DType::Float32, what, ": ", b.name, " kernels take float32, but got ",
                     dtype_name(t.dtype()));
   return *b.ops;
@@ -42,19 +45,18 @@ void follow_device(Tensor& state, const Tensor& p) {
   if (state.defined() && state.device() != p.device()) state = state.to(p.device());
 }
 
-// For each parameter i with a gradient: cpu(p, g, i, n) with typed pointers
-// on the CPU, or dev(kernels, p, g, i) on another device (g contiguous).
-template <class Cpu, class Dev>
-void for_each_grad(const std::vector<Tensor>& params, Cpu&& cpu, Dev&& dev) {
+// For each parameter i with a gradient: step(k, p, g, i, n) with k the kernel
+// table of p's device and typed pointers to p and its contiguous gradient g.
+template <class Step>
+void for_each_grad(const std::vector<Tensor>& params, Step&& step) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
     Tensor gc = contiguous_data(g);
-    if (p.device().is_cpu())
-      dispatch_floating(p.dtype(), "optimizer", [&]<class T>() { cpu(p.data<T>(), gc.data<T>(), i, p.numel()); });
-    else
-      dev(device_optim_kernels(p, "optimizer step"), p, gc, i);
+    dispatch_kernels("optimizer step", p, has_optim_kernels, [&]<class T>(const KernelTable<T>& k) {
+      step(k, p.data<T>(), gc.template data<T>(), i, p.numel());
+    });
     p.bump_version();
   }
 }
@@ -130,31 +132,13 @@ void SGD::step() {
     if (first) bufs_[i] = empty(params_[i].shape(), params_[i].dtype(), params_[i].device());
     return first;
   };
-  for_each_grad(
-      params_,
-      [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
-        const bool first = buffer(i);
-        const ParamGroup& group = groups_[group_of_[i]];
-        const T lr = static_cast<T>(*group.lr), wd = static_cast<T>(*group.weight_decay);
-        T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
-        for (int64_t k = 0; k < n; ++k) {
-          T d = g[k] + wd * p[k];
-          if (b) {
-            b[k] = first ? d : static_cast<T>(momentum_) * b[k] + d;
-            d = b[k];
-          }
-          p[k] -= lr * d;
-        }
-        if (b) bufs_[i].bump_version();
-      },
-      [&](const OpKernels& k, const Tensor& p, const Tensor& g, size_t i) {
-        const bool first = buffer(i);
-        const ParamGroup& group = groups_[group_of_[i]];
-        float* b = momentum_ != 0 ? static_cast<float*>(bufs_[i].raw_data()) : nullptr;
-        k.sgd_step(p.device().index, static_cast<float*>(p.raw_data()), static_cast<const float*>(g.raw_data()),
-                   b, p.numel(), {*group.lr, momentum_, *group.weight_decay, first});
-        if (b) bufs_[i].bump_version();
-      });
+  for_each_grad(params_, [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
+    const bool first = buffer(i);
+    const ParamGroup& group = groups_[group_of_[i]];
+    T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
+    k.sgd_step(params_[i].device().index, p, g, b, n, {*group.lr, momentum_, *group.weight_decay, first});
+    if (b) bufs_[i].bump_version();
+  });
 }
 
 void SGD::zero_grad() {
@@ -192,34 +176,13 @@ void AdamW::step() {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
   const double bc2_sqrt = std::sqrt(bc2);
-  for_each_grad(
-      params_,
-      [&]<class T>(T* p, const T* g, size_t i, int64_t n) {
-        follow_device(m_[i], params_[i]);
-        follow_device(v_[i], params_[i]);
-        T* m = m_[i].template data<T>();
-        T* v = v_[i].template data<T>();
-        const ParamGroup& group = groups_[group_of_[i]];
-        const double step_size = *group.lr / bc1;
-        const T b1 = static_cast<T>(beta1_), b2 = static_cast<T>(beta2_);
-        const T decay = static_cast<T>(1.0 - *group.lr * *group.weight_decay);
-#pragma omp parallel for if (n > 65536)
-        for (int64_t k = 0; k < n; ++k) {
-          p[k] *= decay;
-          m[k] = b1 * m[k] + (T(1) - b1) * g[k];
-          v[k] = b2 * v[k] + (T(1) - b2) * g[k] * g[k];
-          T denom = std::sqrt(v[k]) / static_cast<T>(bc2_sqrt) + static_cast<T>(eps_);
-          p[k] -= static_cast<T>(step_size) * m[k] / denom;
-        }
-      },
-      [&](const OpKernels& k, const Tensor& p, const Tensor& g, size_t i) {
-        follow_device(m_[i], p);
-        follow_device(v_[i], p);
-        const ParamGroup& group = groups_[group_of_[i]];
-        k.adamw_step(p.device().index, static_cast<float*>(p.raw_data()), static_cast<const float*>(g.raw_data()),
-                     static_cast<float*>(m_[i].raw_data()), static_cast<float*>(v_[i].raw_data()), p.numel(),
-                     {beta1_, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});
-      });
+  for_each_grad(params_, [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
+    follow_device(m_[i], params_[i]);
+    follow_device(v_[i], params_[i]);
+    const ParamGroup& group = groups_[group_of_[i]];
+    k.adamw_step(params_[i].device().index, p, g, m_[i].template data<T>(), v_[i].template data<T>(), n,
+                 {beta1_, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});
+  });
 }
 
 std::map<std::string, Tensor> AdamW::state_dict() const {

@@ -2,29 +2,16 @@
 // else a composite of differentiable ops; causal linear attention, a
 // composite. Shapes: q[B,H,T,Dh], k[B,H,S,Dh], v[B,H,S,Dv]; scores/weights
 // [B,H,T,S]; out [B,H,T,Dv]; lse [B,H,T].
-//
-// The fused CPU kernels (FlashAttention, Dao et al. 2022, on the CPU): the
-// forward runs tasks (head, block of kQueryBlock queries) and walks the keys
-// in blocks of kKeyBlock, transposing each block once so a score row is a
-// run of fused multiply-adds along the keys, with an online softmax (running
-// max m, normaliser l, unnormalised output); it keeps lse = m + log l per
-// query. The backward runs one task per head, recomputing
-// p = exp(score - lse) block by block: gv += p gout, dp = gout v^T,
-// ds = p (dp - delta) scale with delta = gout . out, gq += ds k,
-// gk += ds q. No [T, S] buffer exists on either pass, and every value is
-// written by one task in an order fixed by the shapes, so results do not
-// depend on the thread count.
+// The fused op is one body over the kernel tables
+// (ops/cpu/attention_kernel.cpp, cuda/attention.cu).
 #include "tmem/ops/attention.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include <omp.h>
-
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/dropout.h"
@@ -56,192 +43,20 @@ Tensor band_mask(int64_t T, int64_t S, bool is_causal, int64_t window, DType dty
   return m;
 }
 
-
 // ---- the fused op ----
-
-using Args = OpKernels::AttentionArgs;
-constexpr int64_t kQueryBlock = 32;
-constexpr int64_t kKeyBlock = 64;
-
-// The keys query t sees: [lo, hi).
-inline void visible_keys(const Args& a, int64_t t, int64_t& lo, int64_t& hi) {
-  lo = a.window > 0 ? std::max<int64_t>(0, t - a.window + 1) : 0;
-  hi = (a.causal || a.window > 0) ? std::min(a.S, t + 1) : a.S;
-}
-
-// cols[c * ld + j] = rows[j * n_cols + c] for j < n_rows: a block of key (or
-// value) rows, transposed.
-template <class S>
-void transpose_block(const S* rows, int64_t n_rows, int64_t n_cols, S* cols, int64_t ld) {
-  for (int64_t j = 0; j < n_rows; ++j)
-    for (int64_t c = 0; c < n_cols; ++c) cols[c * ld + j] = rows[j * n_cols + c];
-}
-
-// out[j] = sum_c x[c] m[c * ld + j] for j < n: one row times a transposed block.
-template <class S>
-void row_times_block(const S* x, const S* m, int64_t ld, int64_t n, int64_t K, S* out) {
-  using B = cpu::Batch<S>;
-  constexpr int64_t W = B::size;
-  int64_t j = 0;
-  for (; j + 2 * W <= n; j += 2 * W) {
-    B a0(S(0)), a1(S(0));
-    for (int64_t c = 0; c < K; ++c) {
-      const B xc(x[c]);
-      a0 = xsimd::fma(xc, B::load_unaligned(m + c * ld + j), a0);
-      a1 = xsimd::fma(xc, B::load_unaligned(m + c * ld + j + W), a1);
-    }
-    a0.store_unaligned(out + j);
-    a1.store_unaligned(out + j + W);
-  }
-  for (; j + W <= n; j += W) {
-    B a0(S(0));
-    for (int64_t c = 0; c < K; ++c) a0 = xsimd::fma(B(x[c]), B::load_unaligned(m + c * ld + j), a0);
-    a0.store_unaligned(out + j);
-  }
-  for (; j < n; ++j) {
-    S acc = 0;
-    for (int64_t c = 0; c < K; ++c) acc += x[c] * m[c * ld + j];
-    out[j] = acc;
-  }
-}
-
-// The scores of query row t against keys s0 + [jl, jh) of head bh into
-// sc[jl, jh): (q_t scale) . k_s + mask. qs holds q_t scale; kt the key block
-// transposed (leading dimension kKeyBlock).
-template <class S>
-void block_scores(const Args& a, const S* qs, const S* kt, const S* mask, int64_t bh, int64_t t, int64_t s0,
-                  int64_t jl, int64_t jh, S* sc) {
-  row_times_block(qs, kt + jl, kKeyBlock, jh - jl, a.Dh, sc + jl);
-  if (mask) {
-    const S* mr = mask + (bh / a.H) * a.mb + (bh % a.H) * a.mh + t * a.mt;
-    for (int64_t j = jl; j < jh; ++j) sc[j] += mr[(s0 + j) * a.ms];
-  }
-}
-
-template <class S>
-void fused_forward(const Args& a, S sc, const S* q, const S* k, const S* v, const S* mask, S* out, S* lse) {
-  const int64_t BH = a.B * a.H, Dh = a.Dh, Dv = a.Dv;
-  const int64_t nqb = (a.T + kQueryBlock - 1) / kQueryBlock, tasks = BH * nqb;
-  cpu::ThreadScratch<S> kt_s(kOp, Dh * kKeyBlock), sc_s(kOp, kKeyBlock), qs_s(kOp, Dh),
-      acc_s(kOp, kQueryBlock * Dv), ml_s(kOp, 2 * kQueryBlock);
-  const S neg_inf = -std::numeric_limits<S>::infinity();
-#pragma omp parallel for schedule(dynamic) if (tasks > 1 && a.T * a.S * Dh * BH > (int64_t{1} << 16))
-  for (int64_t task = 0; task < tasks; ++task) {
-    const int64_t bh = task / nqb, t0 = (task % nqb) * kQueryBlock, t1 = std::min(a.T, t0 + kQueryBlock);
-    S *kt = kt_s.slot(), *srow = sc_s.slot(), *qs = qs_s.slot(), *acc = acc_s.slot(), *m = ml_s.slot();
-    S* l = m + kQueryBlock;
-    std::fill(acc, acc + (t1 - t0) * Dv, S(0));
-    std::fill(m, m + (t1 - t0), neg_inf);
-    std::fill(l, l + (t1 - t0), S(0));
-    int64_t lo0, hi0, lo1, hi1;
-    visible_keys(a, t0, lo0, hi0);
-    visible_keys(a, t1 - 1, lo1, hi1);
-    const S* kh = k + bh * a.S * Dh;
-    const S* vh = v + bh * a.S * Dv;
-    for (int64_t s0 = lo0; s0 < hi1; s0 += kKeyBlock) {
-      const int64_t s1 = std::min(hi1, s0 + kKeyBlock);
-      transpose_block(kh + s0 * Dh, s1 - s0, Dh, kt, kKeyBlock);
-      for (int64_t t = t0; t < t1; ++t) {
-        int64_t lo, hi;
-        visible_keys(a, t, lo, hi);
-        const int64_t jl = std::max(lo, s0) - s0, jh = std::min(hi, s1) - s0;
-        if (jl >= jh) continue;
-        const S* qt = q + (bh * a.T + t) * Dh;
-        for (int64_t c = 0; c < Dh; ++c) qs[c] = qt[c] * sc;
-        block_scores(a, qs, kt, mask, bh, t, s0, jl, jh, srow);
-        const int64_t i = t - t0;
-        const S mx = cpu::row_max(srow + jl, jh - jl);
-        if (mx == neg_inf) continue;  // every key of the block masked out
-        const S m_new = std::max(m[i], mx);
-        const S alpha = std::exp(m[i] - m_new);  // 0 while m is -inf
-        const S sum = cpu::sum_exp(srow + jl, m_new, jh - jl, srow + jl);
-        S* ai = acc + i * Dv;
-        if (alpha != S(1))
-          for (int64_t c = 0; c < Dv; ++c) ai[c] *= alpha;
-        for (int64_t j = jl; j < jh; ++j) cpu::axpy(srow[j], vh + (s0 + j) * Dv, ai, Dv);
-        l[i] = l[i] * alpha + sum;
-        m[i] = m_new;
-      }
-    }
-    for (int64_t t = t0; t < t1; ++t) {
-      const int64_t i = t - t0;
-      S* o = out + (bh * a.T + t) * Dv;
-      if (l[i] > S(0)) {
-        const S inv = S(1) / l[i];
-        for (int64_t c = 0; c < Dv; ++c) o[c] = acc[i * Dv + c] * inv;
-        lse[bh * a.T + t] = m[i] + std::log(l[i]);
-      } else {  // a query that sees no key: a zero row, and zero gradients
-        std::fill(o, o + Dv, S(0));
-        lse[bh * a.T + t] = std::numeric_limits<S>::infinity();
-      }
-    }
-  }
-}
-
-// The gradients (each where not null) from gout; gq, gk, gv are zeroed here.
-// sc is the scale in S (a.scale is its float32 rounding, for devices).
-template <class S>
-void fused_backward(const Args& a, S sc, const S* q, const S* k, const S* v, const S* mask, const S* out,
-                    const S* lse, const S* gout, S* gq, S* gk, S* gv) {
-  const int64_t BH = a.B * a.H, Dh = a.Dh, Dv = a.Dv, T = a.T;
-  cpu::ThreadScratch<S> kt_s(kOp, Dh * kKeyBlock), vt_s(kOp, Dv * kKeyBlock), sc_s(kOp, 2 * kKeyBlock),
-      qs_s(kOp, Dh), delta_s(kOp, T);
-#pragma omp parallel for schedule(dynamic) if (BH > 1 && T * a.S * Dh * BH > (int64_t{1} << 16))
-  for (int64_t bh = 0; bh < BH; ++bh) {
-    S *kt = kt_s.slot(), *vt = vt_s.slot(), *p = sc_s.slot(), *qs = qs_s.slot(), *delta = delta_s.slot();
-    S* dp = p + kKeyBlock;
-    const S *qh = q + bh * T * Dh, *kh = k + bh * a.S * Dh, *vh = v + bh * a.S * Dv, *goh = gout + bh * T * Dv;
-    const S* lh = lse + bh * T;
-    S* gqh = gq ? gq + bh * T * Dh : nullptr;
-    S* gkh = gk ? gk + bh * a.S * Dh : nullptr;
-    S* gvh = gv ? gv + bh * a.S * Dv : nullptr;
-    if (gqh) std::fill(gqh, gqh + T * Dh, S(0));
-    if (gkh) std::fill(gkh, gkh + a.S * Dh, S(0));
-    if (gvh) std::fill(gvh, gvh + a.S * Dv, S(0));
-    for (int64_t t = 0; t < T; ++t) delta[t] = cpu::row_dot(goh + t * Dv, out + (bh * T + t) * Dv, Dv);
-    for (int64_t s0 = 0; s0 < a.S; s0 += kKeyBlock) {
-      const int64_t s1 = std::min(a.S, s0 + kKeyBlock);
-      // The queries that see a key of [s0, s1).
-      const int64_t t_lo = (a.causal || a.window > 0) ? std::min(s0, T) : 0;
-      const int64_t t_hi = a.window > 0 ? std::min(T, s1 - 1 + a.window) : T;
-      if (t_lo >= t_hi) continue;
-      transpose_block(kh + s0 * Dh, s1 - s0, Dh, kt, kKeyBlock);
-      transpose_block(vh + s0 * Dv, s1 - s0, Dv, vt, kKeyBlock);
-      for (int64_t t = t_lo; t < t_hi; ++t) {
-        if (lh[t] == std::numeric_limits<S>::infinity()) continue;  // sees no key at all
-        int64_t lo, hi;
-        visible_keys(a, t, lo, hi);
-        const int64_t jl = std::max(lo, s0) - s0, jh = std::min(hi, s1) - s0;
-        if (jl >= jh) continue;
-        const S* qt = qh + t * Dh;
-        const S* go = goh + t * Dv;
-        for (int64_t c = 0; c < Dh; ++c) qs[c] = qt[c] * sc;
-        block_scores(a, qs, kt, mask, bh, t, s0, jl, jh, p);
-        for (int64_t j = jl; j < jh; ++j) p[j] = std::exp(p[j] - lh[t]);
-        row_times_block(go, vt + jl, kKeyBlock, jh - jl, Dv, dp + jl);
-        for (int64_t j = jl; j < jh; ++j) {
-          if (gvh) cpu::axpy(p[j], go, gvh + (s0 + j) * Dv, Dv);
-          const S ds = p[j] * (dp[j] - delta[t]) * sc;
-          if (gqh) cpu::axpy(ds, kh + (s0 + j) * Dh, gqh + t * Dh, Dh);
-          if (gkh) cpu::axpy(ds, qt, gkh + (s0 + j) * Dh, Dh);
-        }
-      }
-    }
-  }
-}
 
 // The fused op's launch arguments; the mask (or undefined) broadcast to
 // [B,H,T,S] through its strides.
-Args fused_args(const Shape& qs, const Shape& ks, const Shape& vs, const Tensor& mask, bool is_causal,
+AttentionArgs fused_args(const Shape& qs, const Shape& ks, const Shape& vs, const Tensor& mask, bool is_causal,
                 int64_t window, double scale) {
-  Args a;
+  AttentionArgs a;
   a.B = qs[0];
   a.H = qs[1];
   a.T = qs[2];
   a.S = ks[2];
   a.Dh = qs[3];
   a.Dv = vs[3];
-  a.scale = static_cast<float>(scale);
+  a.scale = scale;
   a.causal = is_causal;
   a.window = window;
   if (mask.defined()) {
@@ -269,20 +84,14 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
   const Device dev = q.device();
   const Tensor qc = contiguous_data(q), kc = contiguous_data(k), vc = contiguous_data(v);
   const Tensor mask = attn_mask.defined() ? attn_mask.detach() : Tensor();
-  const Args a = fused_args(q.shape(), k.shape(), v.shape(), mask, is_causal, window, scale);
+  const AttentionArgs a = fused_args(q.shape(), k.shape(), v.shape(), mask, is_causal, window, scale);
   Tensor out = empty({a.B, a.H, a.T, a.Dv}, q.dtype(), dev), lse = empty({a.B, a.H, a.T}, q.dtype(), dev);
-  if (dev.is_cpu()) {
-    dispatch_floating(q.dtype(), kOp, [&]<class S>() {
-      fused_forward<S>(a, static_cast<S>(scale), qc.data<S>(), kc.data<S>(), vc.data<S>(), ptr_or_null<S>(mask), out.data<S>(),
-                       lse.data<S>());
-    });
-  } else {
-    device_kernels(OpId::ScaledDotProductAttention, q)
-        .attention_forward(dev.index, a, qc.data<float>(), kc.data<float>(), vc.data<float>(),
-                           ptr_or_null<float>(mask), out.data<float>(), lse.data<float>());
-  }
+  dispatch_kernels(OpId::ScaledDotProductAttention, q, [&]<class S>(const KernelTable<S>& kern) {
+    kern.attention_forward(dev.index, a, qc.data<S>(), kc.data<S>(), vc.data<S>(), ptr_or_null<S>(mask),
+                           out.data<S>(), lse.data<S>());
+  });
   record(OpId::ScaledDotProductAttention, {q, k, v, attn_mask}, {out}, {qc, kc, vc, mask, out, lse},
-         [a, scale](const Node& n, const std::vector<Tensor>& g) {
+         [a](const Node& n, const std::vector<Tensor>& g) {
            const Tensor &qs = n.saved_tensor(0), &ks = n.saved_tensor(1), &vs = n.saved_tensor(2),
                         &ms = n.saved_tensor(3), &os = n.saved_tensor(4), &ls = n.saved_tensor(5);
            const Device d = qs.device();
@@ -290,23 +99,11 @@ Tensor fused_attention(const Tensor& q, const Tensor& k, const Tensor& v, const 
            std::vector<Tensor> grads(4);
            for (int i = 0; i < 3; ++i)
              if (n.needs_input_grad(i)) grads[i] = empty(n.input_shapes[i], n.input_dtypes[i], d);
-           if (d.is_cpu()) {
-             dispatch_floating(qs.dtype(), kOp, [&]<class S>() {
-               fused_backward<S>(a, static_cast<S>(scale), qs.data<S>(), ks.data<S>(), vs.data<S>(), ptr_or_null<S>(ms), os.data<S>(),
-                                 ls.data<S>(), go.data<S>(), ptr_or_null<S>(grads[0]), ptr_or_null<S>(grads[1]),
-                                 ptr_or_null<S>(grads[2]));
-             });
-           } else {
-             const OpKernels& kern = device_kernels(OpId::ScaledDotProductAttention, qs);
-             Tensor delta = empty({a.B, a.H, a.T}, DType::Float32, d);
-             kern.attention_backward_q(d.index, a, qs.data<float>(), ks.data<float>(), vs.data<float>(),
-                                       ptr_or_null<float>(ms), os.data<float>(), ls.data<float>(), go.data<float>(),
-                                       delta.data<float>(), ptr_or_null<float>(grads[0]));
-             if (grads[1].defined() || grads[2].defined())
-               kern.attention_backward_kv(d.index, a, qs.data<float>(), ks.data<float>(), vs.data<float>(),
-                                          ptr_or_null<float>(ms), ls.data<float>(), go.data<float>(),
-                                          delta.data<float>(), ptr_or_null<float>(grads[1]), ptr_or_null<float>(grads[2]));
-           }
+           dispatch_kernels(OpId::ScaledDotProductAttention, qs, [&]<class S>(const KernelTable<S>& kern) {
+             kern.attention_backward(d.index, a, qs.data<S>(), ks.data<S>(), vs.data<S>(), ptr_or_null<S>(ms),
+                                     os.data<S>(), ls.data<S>(), go.data<S>(), ptr_or_null<S>(grads[0]),
+                                     ptr_or_null<S>(grads[1]), ptr_or_null<S>(grads[2]));
+           });
            return grads;
          });
   return out;

@@ -1,14 +1,16 @@
-// Op dispatch to device kernels. An op runs its CPU kernel for CPU tensors;
-// for a tensor on another device it asks device_kernels(op, t) for the
-// kernels that device's backend registered (ops/device_kernels.h) and calls
-// the one it needs. An op without a kernel on that device throws the one
-// DeviceError "<op>: the cuda backend has no kernel for this op", from here or from
-// check_cpu (core/tensor.h) in ops that have only CPU kernels.
+// Op dispatch to kernel tables (docs/DESIGN.md §5). An op's one body asks
+// dispatch_kernels(op, t, f) for the table of t's device (the CPU's for its
+// dtype, ops/cpu/kernels.h; else the one the device's backend registered,
+// ops/device_kernels.h) and calls the kernel it needs. An op without a kernel
+// on that device throws the one DeviceError "<op>: the cuda backend has no
+// kernel for this op", from here or from check_cpu (core/tensor.h) in ops
+// that have only CPU kernels.
 #pragma once
 #include <array>
 
 #include "tmem/core/strided.h"
 #include "tmem/core/tensor.h"
+#include "tmem/ops/cpu/kernels.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/device_kernels.h"
 
@@ -19,6 +21,32 @@ namespace tmem {
 /// not run `op`, DeviceError when the device is not available, and
 /// DtypeError unless t is float32.
 const OpKernels& device_kernels(OpId op, const Tensor& t);
+
+/// f(k) with k the kernel table for `op` of t's device: the CPU's table for
+/// t's dtype (KernelTable<float> or <double>; DtypeError naming `op` for any
+/// other), else device_kernels(op, t). f takes any table:
+/// [&]<class T>(const KernelTable<T>& k) { ... }.
+template <class F>
+decltype(auto) dispatch_kernels(OpId op, const Tensor& t, F&& f) {
+  if (!t.device().is_cpu()) return f(static_cast<const KernelTable<float>&>(device_kernels(op, t)));
+  return dispatch_floating(t.dtype(), op_name(op).data(),
+                           [&]<class T>() -> decltype(auto) { return f(cpu::kernels<T>()); });
+}
+
+/// As dispatch_kernels, for kernels outside the op table (the optimizer
+/// steps): `what` names the caller in errors, and a device's table must
+/// satisfy has(table) (else the not-implemented DeviceError naming `what`).
+template <class Has, class F>
+decltype(auto) dispatch_kernels(const char* what, const Tensor& t, Has&& has, F&& f) {
+  if (!t.device().is_cpu()) {
+    const DeviceBackend& b = device_backend(t.device(), what);
+    if (!b.ops || !has(*b.ops)) throw_not_implemented(what, t.device());
+    check<DtypeError>(t.dtype() == DType::Float32, what, ": ", b.name, " kernels take float32, but got ",
+                      dtype_name(t.dtype()));
+    return f(static_cast<const KernelTable<float>&>(*b.ops));
+  }
+  return dispatch_floating(t.dtype(), what, [&]<class T>() -> decltype(auto) { return f(cpu::kernels<T>()); });
+}
 
 /// Whether `op` runs (forward and backward) on devices of `kind` in this
 /// build: always for the CPU, else when the registered backend says so.

@@ -1,48 +1,19 @@
-// Embedding: forward gather and backward scatter-add side by side.
-// Shapes: weight[V, D], indices[...] (K = numel indices) -> out[..., D];
-// saved for backward: the indices. On a device the backend's embedding
-// kernels (ops/dispatch.h) gather and scatter-add; the indices are range-checked
-// on the host first (a device's indices are copied over for that), so every
-// path throws the same IndexError before anything is read.
+// Embedding: the checks and the one body over the kernel tables
+// (ops/cpu/embedding_kernel.cpp, cuda/embedding.cu). Shapes: weight[V, D],
+// indices[...] (K = numel indices) -> out[..., D]; saved for backward: the
+// indices. The indices are range-checked on the host first, so every device
+// throws the same IndexError before anything is read.
 #include "tmem/ops/embedding.h"
-
-#include <algorithm>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/core/strided.h"
-#include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 
 namespace tmem {
 
 namespace {
-
 using Grads = std::vector<Tensor>;
-
-// The lookup on a device with kernels k, for range-checked contiguous
-// indices idx (shape checks done), with its backward.
-Tensor embedding_device(const OpKernels& k, const Tensor& weight, const Tensor& indices,
-                        const Tensor& idx, Shape out_shape, int64_t V, int64_t D) {
-  const Device dev = weight.device();
-  Tensor w = contiguous_data(weight);
-  Tensor out = empty(out_shape, weight.dtype(), dev);
-  k.embedding_forward(dev.index, w.data<float>(), idx.data<int64_t>(), out.data<float>(),
-                      idx.numel(), D);
-  record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D](const Node& n, const Grads& g) {
-    if (!n.needs_input_grad(0)) return Grads{Tensor(), Tensor()};
-    const Tensor& ix = n.saved_tensor(0);
-    Tensor go = contiguous_data(g[0]);
-    Tensor gw = zeros({V, D}, go.dtype(), go.device());
-    device_kernels(OpId::Embedding, go)
-        .embedding_backward(go.device().index, ix.data<int64_t>(), go.data<float>(),
-                            gw.data<float>(), ix.numel(), D);
-    return Grads{gw, Tensor()};
-  });
-  return out;
-}
-
 }  // namespace
 
 Tensor embedding(const Tensor& weight, const Tensor& indices) {
@@ -56,9 +27,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                     "embedding: expected int64 indices, but got ", dtype_name(indices.dtype()));
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
   const bool on_cpu = weight.device().is_cpu();
-  const OpKernels* kernels = on_cpu ? nullptr : &device_kernels(OpId::Embedding, weight);
   Tensor idx = contiguous_data(indices);
   const int64_t K = idx.numel();
+  // The range check reads the indices on the host (a device's are copied over).
   const std::vector<int64_t> host_idx = on_cpu ? std::vector<int64_t>() : idx.to_int_vector();
   const int64_t* ip = on_cpu ? idx.data<int64_t>() : host_idx.data();
   for (int64_t k = 0; k < K; ++k)
@@ -68,36 +39,20 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
                       shape_str(weight.shape()), ")");
   Shape out_shape = indices.shape();
   out_shape.push_back(D);
-  if (!on_cpu) return embedding_device(*kernels, weight, indices, idx, out_shape, V, D);
+  const Device dev = weight.device();
   Tensor w = contiguous_data(weight);
-  Tensor out = empty(out_shape, weight.dtype());
-  dispatch_floating(weight.dtype(), "embedding", [&]<class T>() {
-    const T* wp = w.data<T>();
-    T* op = out.data<T>();
-#pragma omp parallel for if (K * D >= kParallelGrain && K > 1)
-    for (int64_t k = 0; k < K; ++k) std::copy_n(wp + ip[k] * D, D, op + k * D);
+  Tensor out = empty(out_shape, weight.dtype(), dev);
+  dispatch_kernels(OpId::Embedding, weight, [&]<class T>(const KernelTable<T>& k) {
+    k.embedding_forward(dev.index, w.data<T>(), idx.data<int64_t>(), out.data<T>(), K, D);
   });
   record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D](const Node& n, const Grads& g) {
     if (!n.needs_input_grad(0)) return Grads{Tensor(), Tensor()};
     const Tensor& ix = n.saved_tensor(0);
     Tensor go = contiguous_data(g[0]);
-    Tensor gw = zeros({V, D}, go.dtype());
-    dispatch_floating(go.dtype(), "embedding_backward", [&]<class T>() {
-      using B = cpu::Batch<T>;
-      constexpr int64_t W = B::size;
-      const int64_t* ip = ix.data<int64_t>();
-      const T* gp = go.data<T>();
-      T* wp = gw.data<T>();
-      const int64_t K = ix.numel();
-      // Serial over k: repeated indices add into the same row.
-      for (int64_t k = 0; k < K; ++k) {
-        T* dst = wp + ip[k] * D;
-        const T* src = gp + k * D;
-        int64_t d = 0;
-        for (; d + W <= D; d += W)
-          (B::load_unaligned(dst + d) + B::load_unaligned(src + d)).store_unaligned(dst + d);
-        for (; d < D; ++d) dst[d] += src[d];
-      }
+    Tensor gw = zeros({V, D}, go.dtype(), go.device());
+    dispatch_kernels(OpId::Embedding, go, [&]<class T>(const KernelTable<T>& k) {
+      k.embedding_backward(go.device().index, ix.data<int64_t>(), go.data<T>(), gw.data<T>(),
+                           ix.numel(), D);
     });
     return Grads{gw, Tensor()};
   });

@@ -1,19 +1,13 @@
-// Cross-entropy: forward and backward side by side, fused over a stable
-// log-softmax. Shapes: logits[N, C], target[N] int64 -> loss [] or [N];
-// saved for backward: lsm = log_softmax(logits)[N, C] and the target. On a
-// device the backend's kernels (ops/dispatch.h) compute the per-sample loss
-// and the logits gradient from lsm; the targets are range-checked and the
-// non-ignored samples counted on the host first (a device's targets are
-// copied over for that), so every path throws the same IndexError.
+// Cross-entropy over a stable log-softmax: the checks and the one body over
+// the kernel tables (ops/cpu/loss_kernel.cpp, cuda/loss.cu). Shapes:
+// logits[N, C], target[N] int64 -> loss [] or [N]; saved for backward: lsm =
+// log_softmax(logits)[N, C] and the target. The targets are range-checked
+// and the non-ignored samples counted on the host first (a device's targets
+// are copied over for that), so every device throws the same IndexError.
 #include "tmem/ops/loss.h"
-
-#include <algorithm>
-#include <cmath>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/core/strided.h"
-#include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 #include "tmem/ops/softmax.h"
@@ -32,39 +26,6 @@ Reduction parse_reduction(const std::string& r) {
   check<ValueError>(r == "mean", "cross_entropy: expected reduction \"mean\", \"sum\" or ",
                     "\"none\", but got \"", r, "\"");
   return Reduction::Mean;
-}
-
-// The loss on a device with kernels k from lsm [N, C] and the contiguous,
-// range-checked target tgt [N] (count: the samples not ignored), with its
-// backward.
-Tensor cross_entropy_device(const OpKernels& k, const Tensor& logits, const Tensor& target,
-                            const Tensor& lsm, const Tensor& tgt, int64_t ignore_index, double eps,
-                            Reduction red, int64_t count) {
-  const int64_t N = lsm.shape()[0], C = lsm.shape()[1];
-  const Device dev = lsm.device();
-  Tensor per = empty({N}, lsm.dtype(), dev);
-  k.cross_entropy_forward(dev.index, lsm.data<float>(), tgt.data<int64_t>(), per.data<float>(), N,
-                          C, ignore_index, eps);
-  Tensor out = per;
-  if (red != Reduction::None) {
-    out = empty({}, lsm.dtype(), dev);
-    k.sum_rows(dev.index, per.data<float>(), out.data<float>(), 1, N,
-               red == Reduction::Sum ? 1.0 : 1.0 / static_cast<double>(count));
-  }
-  record(OpId::CrossEntropy, {logits, target}, {out}, {lsm, tgt},
-         [N, C, ignore_index, eps, red, count](const Node& nd, const Grads& g) {
-           const Tensor& ls = nd.saved_tensor(0);
-           const Tensor& tg = nd.saved_tensor(1);
-           Tensor go = contiguous_data(g[0]);
-           Tensor gx = empty({N, C}, ls.dtype(), ls.device());
-           device_kernels(OpId::CrossEntropy, ls)
-               .cross_entropy_backward(ls.device().index, ls.data<float>(), tg.data<int64_t>(),
-                                       go.data<float>(), red == Reduction::None,
-                                       red == Reduction::Mean ? static_cast<double>(count) : 1.0,
-                                       gx.data<float>(), N, C, ignore_index, eps);
-           return Grads{gx, Tensor()};
-         });
-  return out;
 }
 
 }  // namespace
@@ -87,7 +48,6 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
   const Reduction red = parse_reduction(reduction);
   const int64_t N = logits.shape()[0], C = logits.shape()[1];
   const bool on_cpu = logits.device().is_cpu();
-  const OpKernels* kernels = on_cpu ? nullptr : &device_kernels(OpId::CrossEntropy, logits);
   Tensor tgt = contiguous_data(target);
   const std::vector<int64_t> host_tgt = on_cpu ? std::vector<int64_t>() : tgt.to_int_vector();
   const int64_t* tp = on_cpu ? tgt.data<int64_t>() : host_tgt.data();
@@ -105,63 +65,27 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& target, int64_t ignore_
     lsm = log_softmax(logits, 1);
   }
   const double eps = label_smoothing;
-  if (!on_cpu)
-    return cross_entropy_device(*kernels, logits, target, lsm, tgt, ignore_index, eps, red, count);
-  Tensor per = empty({N}, logits.dtype());
-  Tensor out = red == Reduction::None ? per : empty({}, logits.dtype());
-  dispatch_floating(logits.dtype(), "cross_entropy", [&]<class T>() {
-    const T* lp = lsm.data<T>();
-    T* pp = per.data<T>();
-#pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
-    for (int64_t n = 0; n < N; ++n) {
-      if (tp[n] == ignore_index) {
-        pp[n] = T(0);
-        continue;
-      }
-      const T* row = lp + n * C;
-      T loss = -(T(1) - T(eps)) * row[tp[n]];
-      if (eps > 0) {
-        loss -= T(eps) * cpu::row_sum(row, C) / static_cast<T>(C);
-      }
-      pp[n] = loss;
-    }
-    if (red == Reduction::None) return;
-    T total = 0;
-    for (int64_t n = 0; n < N; ++n) total += pp[n];
-    out.data<T>()[0] = red == Reduction::Sum ? total : total / static_cast<T>(count);
+  // Reduction "none" keeps the per-sample losses; "sum" and "mean" divide
+  // their sum by 1 or by the samples not ignored.
+  const double divisor = red == Reduction::Mean ? static_cast<double>(count) : 1.0;
+  const Device dev = logits.device();
+  Tensor per = empty({N}, logits.dtype(), dev);
+  Tensor out = red == Reduction::None ? per : empty({}, logits.dtype(), dev);
+  dispatch_kernels(OpId::CrossEntropy, logits, [&]<class T>(const KernelTable<T>& k) {
+    k.cross_entropy_forward(dev.index, lsm.data<T>(), tgt.data<int64_t>(), per.data<T>(), N, C,
+                            ignore_index, eps, red == Reduction::None ? nullptr : out.data<T>(),
+                            divisor);
   });
   record(OpId::CrossEntropy, {logits, target}, {out}, {lsm, tgt},
-         [N, C, ignore_index, eps, red, count](const Node& nd, const Grads& g) {
+         [N, C, ignore_index, eps, red, divisor](const Node& nd, const Grads& g) {
            const Tensor& ls = nd.saved_tensor(0);
            const Tensor& tg = nd.saved_tensor(1);
            Tensor go = contiguous_data(g[0]);
-           Tensor gx = empty({N, C}, ls.dtype());
-           dispatch_floating(ls.dtype(), "cross_entropy_backward", [&]<class T>() {
-             using B = cpu::Batch<T>;
-             constexpr int64_t W = B::size;
-             const T* lp = ls.data<T>();
-             const int64_t* tp = tg.data<int64_t>();
-             const T* gp = go.data<T>();
-             T* xp = gx.data<T>();
-             const T hit = T(1) - T(eps), spread = T(eps) / static_cast<T>(C);
-#pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
-             for (int64_t n = 0; n < N; ++n) {
-               T* row = xp + n * C;
-               if (tp[n] == ignore_index) {
-                 std::fill(row, row + C, T(0));
-                 continue;
-               }
-               const T s = red == Reduction::None ? gp[n]
-                           : red == Reduction::Sum ? gp[0]
-                                                   : gp[0] / static_cast<T>(count);
-               const T* lr = lp + n * C;
-               int64_t c = 0;
-               for (; c + W <= C; c += W)
-                 (B(s) * (cpu::vexp(B::load_unaligned(lr + c)) - B(spread)))
-                     .store_unaligned(row + c);
-               for (; c < C; ++c) row[c] = s * (std::exp(lr[c]) - spread);
-               row[tp[n]] -= s * hit;
-             }
+           Tensor gx = empty({N, C}, ls.dtype(), ls.device());
+           dispatch_kernels(OpId::CrossEntropy, ls, [&]<class T>(const KernelTable<T>& k) {
+             k.cross_entropy_backward(ls.device().index, ls.data<T>(), tg.data<int64_t>(), go.data<T>(),
+                                      red == Reduction::None, divisor, gx.data<T>(), N, C,
+                                      ignore_index, eps);
            });
            return Grads{gx, Tensor()};
          });

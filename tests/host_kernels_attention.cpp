@@ -4,6 +4,7 @@
 // window, key padding, T != S, views, and one gradient at a time.
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "fake_device.h"
 #include "host_kernels.h"
@@ -13,34 +14,20 @@
 
 namespace tmem::test {
 
-namespace {
-
-void host_attention_forward(int, const OpKernels::AttentionArgs& a, const float* q, const float* k, const float* v,
-                            const float* mask, float* out, float* lse) {
+void host::attention_forward(int, const AttentionArgs& a, const float* q, const float* k, const float* v,
+                             const float* mask, float* out, float* lse) {
   for (int64_t i = 0; i < a.B * a.H * a.T; ++i) cuda::attention_forward_one(a, q, k, v, mask, out, lse, i);
 }
 
-void host_attention_backward_q(int, const OpKernels::AttentionArgs& a, const float* q, const float* k,
-                               const float* v, const float* mask, const float* out, const float* lse,
-                               const float* gout, float* delta, float* gq) {
+void host::attention_backward(int, const AttentionArgs& a, const float* q, const float* k, const float* v,
+                              const float* mask, const float* out, const float* lse, const float* gout,
+                              float* gq, float* gk, float* gv) {
+  std::vector<float> delta(static_cast<size_t>(a.B * a.H * a.T));
   for (int64_t i = 0; i < a.B * a.H * a.T; ++i)
-    cuda::attention_backward_q_one(a, q, k, v, mask, out, lse, gout, delta, gq, i);
-}
-
-void host_attention_backward_kv(int, const OpKernels::AttentionArgs& a, const float* q, const float* k,
-                                const float* v, const float* mask, const float* lse, const float* gout,
-                                const float* delta, float* gk, float* gv) {
-  for (int64_t j = 0; j < a.B * a.H * a.S; ++j)
-    cuda::attention_backward_kv_one(a, q, k, v, mask, lse, gout, delta, gk, gv, j);
-}
-
-}  // namespace
-
-void add_attention_host_kernels(OpKernels& k) {
-  k.attention_forward = &host_attention_forward;
-  k.attention_backward_q = &host_attention_backward_q;
-  k.attention_backward_kv = &host_attention_backward_kv;
-  k.implemented[static_cast<size_t>(OpId::ScaledDotProductAttention)] = true;
+    cuda::attention_backward_q_one(a, q, k, v, mask, out, lse, gout, delta.data(), gq, i);
+  if (gk || gv)
+    for (int64_t j = 0; j < a.B * a.H * a.S; ++j)
+      cuda::attention_backward_kv_one(a, q, k, v, mask, lse, gout, delta.data(), gk, gv, j);
 }
 
 }  // namespace tmem::test

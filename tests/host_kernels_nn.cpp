@@ -89,32 +89,34 @@ struct HostAdd {
   void operator()(float* dst, float v) const { *dst += v; }
 };
 
+}  // namespace
+
 // ---- the launchers of cuda/softmax.cu, layer_norm.cu, embedding.cu, loss.cu, dropout.cu ----
 
-void softmax_forward(int, bool log, const float* x, float* y, int64_t rows, int64_t len) {
+void host::softmax_forward(int, bool log, const float* x, float* y, int64_t rows, int64_t len) {
   run_rows(rows, len, cuda::SoftmaxRows{log, x, y, len});
 }
 
-void softmax_backward(int, bool log, const float* y, const float* g, float* gx, int64_t rows,
-                      int64_t len) {
+void host::softmax_backward(int, bool log, const float* y, const float* g, float* gx, int64_t rows,
+                            int64_t len) {
   run_rows(rows, len, cuda::SoftmaxBackwardRows{log, y, g, gx, len});
 }
 
-void layer_norm_forward(int, const float* x, const float* weight, const float* bias, float* y,
-                        float* mean, float* rstd, int64_t rows, int64_t cols, double eps) {
+void host::layer_norm_forward(int, const float* x, const float* weight, const float* bias, float* y,
+                              float* mean, float* rstd, int64_t rows, int64_t cols, double eps) {
   run_rows(rows, cols,
            cuda::LayerNormRows{x, weight, bias, y, mean, rstd, cols, static_cast<float>(eps)});
 }
 
-void layer_norm_backward_input(int, const float* x, const float* g, const float* weight,
-                               const float* mean, const float* rstd, float* gx, int64_t rows,
-                               int64_t cols) {
+void host::layer_norm_backward_input(int, const float* x, const float* g, const float* weight,
+                                     const float* mean, const float* rstd, float* gx, int64_t rows,
+                                     int64_t cols) {
   run_rows(rows, cols, cuda::LayerNormInputGradRows{x, g, weight, mean, rstd, gx, cols});
 }
 
-void layer_norm_backward_params(int, const float* x, const float* g, const float* mean,
-                                const float* rstd, float* gweight, float* gbias, int64_t rows,
-                                int64_t cols) {
+void host::layer_norm_backward_params(int, const float* x, const float* g, const float* mean,
+                                      const float* rstd, float* gweight, float* gbias, int64_t rows,
+                                      int64_t cols) {
   if (cols == 0 || (!gweight && !gbias)) return;
   const int64_t chunks = (rows + cuda::kLayerNormChunkRows - 1) / cuda::kLayerNormChunkRows;
   if (chunks <= 1) {
@@ -129,52 +131,35 @@ void layer_norm_backward_params(int, const float* x, const float* g, const float
   if (gbias) run_index(cols, cuda::ColumnSums{part_b.data(), gbias, chunks, cols});
 }
 
-void embedding_forward(int, const float* weight, const int64_t* indices, float* out, int64_t count,
-                       int64_t dim) {
+void host::embedding_forward(int, const float* weight, const int64_t* indices, float* out, int64_t count,
+                             int64_t dim) {
   run_index(count * dim, cuda::EmbeddingGather{weight, indices, out, dim});
 }
 
-void embedding_backward(int, const int64_t* indices, const float* g, float* gweight, int64_t count,
-                        int64_t dim) {
+void host::embedding_backward(int, const int64_t* indices, const float* g, float* gweight, int64_t count,
+                              int64_t dim) {
   run_index(count * dim, cuda::EmbeddingScatter<HostAdd>{indices, g, gweight, dim, HostAdd{}});
 }
 
-void cross_entropy_forward(int, const float* lsm, const int64_t* target, float* loss,
-                           int64_t samples, int64_t classes, int64_t ignore_index,
-                           double label_smoothing) {
+void host::cross_entropy_forward(int device, const float* lsm, const int64_t* target, float* loss,
+                                 int64_t samples, int64_t classes, int64_t ignore_index,
+                                 double label_smoothing, float* total, double divisor) {
   run_rows(samples, classes,
            cuda::CrossEntropyRows{lsm, target, loss, classes, ignore_index,
                                   static_cast<float>(label_smoothing)});
+  if (total) host::sum_rows(device, loss, total, 1, samples, 1.0 / divisor);
 }
 
-void cross_entropy_backward(int, const float* lsm, const int64_t* target, const float* g,
-                            bool per_sample, double divisor, float* gx, int64_t samples,
-                            int64_t classes, int64_t ignore_index, double label_smoothing) {
+void host::cross_entropy_backward(int, const float* lsm, const int64_t* target, const float* g,
+                                  bool per_sample, double divisor, float* gx, int64_t samples,
+                                  int64_t classes, int64_t ignore_index, double label_smoothing) {
   run_index(samples * classes, cuda::CrossEntropyGrad{lsm, target, g, gx, classes, ignore_index,
                                                       static_cast<float>(label_smoothing),
                                                       per_sample, static_cast<float>(divisor)});
 }
 
-void dropout_apply(int, const float* x, const float* mask, float* out, int64_t n) {
+void host::dropout_apply(int, const float* x, const float* mask, float* out, int64_t n) {
   run_index(n, cuda::MaskProduct{x, mask, out});
-}
-
-}  // namespace
-
-void add_nn_host_kernels(OpKernels& k) {
-  for (OpId op : {OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm, OpId::Embedding,
-                  OpId::CrossEntropy, OpId::Dropout})
-    k.implemented[static_cast<size_t>(op)] = true;
-  k.softmax_forward = &softmax_forward;
-  k.softmax_backward = &softmax_backward;
-  k.layer_norm_forward = &layer_norm_forward;
-  k.layer_norm_backward_input = &layer_norm_backward_input;
-  k.layer_norm_backward_params = &layer_norm_backward_params;
-  k.embedding_forward = &embedding_forward;
-  k.embedding_backward = &embedding_backward;
-  k.cross_entropy_forward = &cross_entropy_forward;
-  k.cross_entropy_backward = &cross_entropy_backward;
-  k.dropout_apply = &dropout_apply;
 }
 
 }  // namespace tmem::test

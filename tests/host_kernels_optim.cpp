@@ -11,31 +11,21 @@
 
 namespace tmem::test {
 
-namespace {
-
-void host_adamw_step(int, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
+void host::adamw_step(int, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
   for (int64_t k = 0; k < n; ++k)
     cuda::adamw_update(p, m, v, g[k], k, float(s.beta1), float(s.beta2), float(s.decay), float(s.step_size),
                        float(s.bc2_sqrt), float(s.eps));
 }
 
-void host_sgd_step(int, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s) {
+void host::sgd_step(int, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s) {
   for (int64_t k = 0; k < n; ++k)
     cuda::sgd_update(p, buf, g[k], k, float(s.lr), float(s.momentum), float(s.weight_decay), s.first);
 }
 
-double host_sum_squares(int, const float* x, int64_t n) {
+double host::sum_squares(int, const float* x, int64_t n) {
   double s = 0;
   for (int64_t k = 0; k < n; ++k) s += static_cast<double>(x[k]) * x[k];
   return s;
-}
-
-}  // namespace
-
-void add_optim_host_kernels(OpKernels& k) {
-  k.adamw_step = &host_adamw_step;
-  k.sgd_step = &host_sgd_step;
-  k.sum_squares = &host_sum_squares;
 }
 
 }  // namespace tmem::test

@@ -37,7 +37,11 @@ T block_reduce(Partial partial, Combine combine) {
   return part[0];
 }
 
-void host_extreme_rows(int, const float* x, float* values, int64_t* indices, int64_t O, int64_t R, bool is_max) {
+void plain_add(float* p, float v) { *p += v; }
+
+}  // namespace
+
+void host::extreme_rows(int, const float* x, float* values, int64_t* indices, int64_t O, int64_t R, bool is_max) {
   for (int64_t r = 0; r < O; ++r) {
     const float* row = x + r * R;
     const Extreme e =
@@ -50,11 +54,11 @@ void host_extreme_rows(int, const float* x, float* values, int64_t* indices, int
   }
 }
 
-void host_extreme_rows_backward(int, const float* g, const int64_t* indices, float* rows, int64_t O, int64_t R) {
+void host::extreme_rows_backward(int, const float* g, const int64_t* indices, float* rows, int64_t O, int64_t R) {
   for (int64_t r = 0; r < O; ++r) cuda::extreme_backward_one(g, indices, rows, r, R);
 }
 
-void host_var_rows(int, const float* x, float* out, float* mean, int64_t O, int64_t R, double denom) {
+void host::var_rows(int, const float* x, float* out, float* mean, int64_t O, int64_t R, double denom) {
   auto add = [](double a, double b) { return a + b; };
   for (int64_t r = 0; r < O; ++r) {
     const float* row = x + r * R;
@@ -73,29 +77,29 @@ void host_var_rows(int, const float* x, float* out, float* mean, int64_t O, int6
   }
 }
 
-void host_var_backward(int, const StridedArgs<4>& args, double scale) {
+void host::var_backward(int, const StridedArgs<4>& args, double scale) {
   each(args, [&](const int64_t* o) { cuda::var_backward_one(args, o, static_cast<float>(scale)); });
 }
 
-void plain_add(float* p, float v) { *p += v; }
-
-void host_index_select_forward(int, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
-                               int64_t Q, int64_t K) {
+void host::index_select_forward(int, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
+                                int64_t Q, int64_t K) {
   for (int64_t i = 0; i < P * K * Q; ++i) cuda::index_select_one(a, index, out, i, N, K, Q);
 }
 
-void host_index_select_backward(int, const float* g, const int64_t* index, float* ga, int64_t P, int64_t N,
-                                int64_t Q, int64_t K) {
+void host::index_select_backward(int, const float* g, const int64_t* index, float* ga, int64_t P, int64_t N,
+                                 int64_t Q, int64_t K) {
   for (int64_t i = 0; i < P * K * Q; ++i) cuda::index_select_backward_one(g, index, ga, i, N, K, Q, plain_add);
 }
 
-void host_gather_forward(int, const StridedArgs<3>& args, int64_t step) {
+void host::gather_forward(int, const StridedArgs<3>& args, int64_t step) {
   each(args, [&](const int64_t* o) { cuda::gather_one(args, o, step); });
 }
 
-void host_gather_backward(int, const StridedArgs<3>& args, int64_t step) {
+void host::gather_backward(int, const StridedArgs<3>& args, int64_t step) {
   each(args, [&](const int64_t* o) { cuda::gather_backward_one(args, o, step, plain_add); });
 }
+
+namespace {
 
 // A float32 tensor of U[lo, hi) values that requires grad.
 Tensor input(const Shape& shape, double lo = -1.0, double hi = 1.0, uint64_t seed = 1) {
@@ -108,19 +112,6 @@ Tensor input(const Shape& shape, double lo = -1.0, double hi = 1.0, uint64_t see
 using test::error_of;
 
 }  // namespace
-
-void add_reduction_shape_host_kernels(OpKernels& k) {
-  for (OpId op : {OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Pad})
-    k.implemented[static_cast<size_t>(op)] = true;
-  k.extreme_rows = &host_extreme_rows;
-  k.extreme_rows_backward = &host_extreme_rows_backward;
-  k.var_rows = &host_var_rows;
-  k.var_backward = &host_var_backward;
-  k.index_select_forward = &host_index_select_forward;
-  k.index_select_backward = &host_index_select_backward;
-  k.gather_forward = &host_gather_forward;
-  k.gather_backward = &host_gather_backward;
-}
 
 }  // namespace tmem::test
 

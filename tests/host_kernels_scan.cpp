@@ -4,6 +4,7 @@
 // partial gradients, an undefined h0, views, empty sizes, and the same
 // errors on both devices.
 #include <string>
+#include <vector>
 
 #include "tmem/cuda/selective_scan.cuh"
 #include "fake_device.h"
@@ -13,38 +14,37 @@
 
 namespace tmem::test {
 
-namespace {
+// ---- the host kernels: cuda/selective_scan.cu's entries over the index
+// spaces of its launches ----
 
-// ---- the host kernels ----
-
-void host_scan_forward(int, const OpKernels::ScanArgs& a, const float* u, const float* delta, const float* A,
-                       const float* Bm, const float* Cm, const float* D, const float* h0, float* y, float* h,
-                       float* states) {
+void host::selective_scan_forward(int, const ScanArgs& a, const float* u, const float* delta, const float* A,
+                                  const float* Bm, const float* Cm, const float* D, const float* h0, float* y,
+                                  float* h) {
   for (int64_t i = 0; i < a.B * a.E; ++i)
-    cuda::selective_scan_forward_one(a, u, delta, A, Bm, Cm, D, h0, y, h, states, i);
+    cuda::selective_scan_forward_one(a, u, delta, A, Bm, Cm, D, h0, y, h, nullptr, i);
 }
 
-void host_scan_backward(int, const OpKernels::ScanArgs& a, const float* u, const float* delta, const float* A,
-                        const float* Bm, const float* Cm, const float* D, const float* h0, const float* gy,
-                        const float* gh, float* states, float* gu, float* gdelta, float* gApart, float* gDpart,
-                        float* gh0) {
-  for (int64_t i = 0; i < a.B * a.E; ++i)
-    cuda::selective_scan_backward_one(a, u, delta, A, Bm, Cm, D, h0, gy, gh, states, gu, gdelta, gApart, gDpart,
-                                      gh0, i);
-}
-
-void host_scan_reduce(int, const OpKernels::ScanArgs& a, const float* c1, const float* c2, const float* x,
-                      float* out) {
-  for (int64_t i = 0; i < a.B * a.T * a.N; ++i) cuda::selective_scan_reduce_one(a, c1, c2, x, out, i);
-}
-
-}  // namespace
-
-void add_scan_host_kernels(OpKernels& k) {
-  k.selective_scan_forward = &host_scan_forward;
-  k.selective_scan_backward = &host_scan_backward;
-  k.selective_scan_reduce = &host_scan_reduce;
-  k.implemented[static_cast<size_t>(OpId::SelectiveScan)] = true;
+void host::selective_scan_backward(int device, const ScanArgs& a, const float* u, const float* delta,
+                                   const float* A, const float* Bm, const float* Cm, const float* D,
+                                   const float* h0, const float* gy, const float* gh, float* gu, float* gdelta,
+                                   float* gA, float* gBm, float* gCm, float* gD, float* gh0) {
+  const int64_t chains = a.B * a.E, points = a.B * a.T * a.N;
+  std::vector<float> states(static_cast<size_t>(chains * a.T * a.N));
+  auto reduce = [&](const float* c1, const float* c2, float* out) {
+    for (int64_t i = 0; i < points; ++i) cuda::selective_scan_reduce_one(a, c1, c2, states.data(), out, i);
+  };
+  for (int64_t i = 0; i < chains; ++i)
+    cuda::selective_scan_forward_one(a, u, delta, A, Bm, Cm, D, h0, nullptr, nullptr, states.data(), i);
+  if (gCm) reduce(gy, nullptr, gCm);
+  if (!(gu || gdelta || gA || gBm || gD || gh0)) return;
+  std::vector<float> part_a(static_cast<size_t>(gA ? a.E * a.N * a.B : 0));
+  std::vector<float> part_d(static_cast<size_t>(gD ? a.E * a.B : 0));
+  for (int64_t i = 0; i < chains; ++i)
+    cuda::selective_scan_backward_one(a, u, delta, A, Bm, Cm, D, h0, gy, gh, states.data(), gu, gdelta,
+                                      gA ? part_a.data() : nullptr, gD ? part_d.data() : nullptr, gh0, i);
+  if (gA) host::sum_rows(device, part_a.data(), gA, a.E * a.N, a.B, 1.0);
+  if (gD) host::sum_rows(device, part_d.data(), gD, a.E, a.B, 1.0);
+  if (gBm) reduce(delta, u, gBm);
 }
 
 }  // namespace tmem::test

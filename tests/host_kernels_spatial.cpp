@@ -5,9 +5,11 @@
 // gradcheck cases, the Tensor Memory shapes, edge cases (empty tensors,
 // non-contiguous inputs, non-finite grid points, tiny and huge sigma, partial
 // gradients) and the same errors on both devices.
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "tmem/cuda/conv3d.cuh"
 #include "tmem/cuda/convlstm.cuh"
@@ -31,8 +33,10 @@ struct PlusAdd {
   void operator()(float* p, float v) const { *p += v; }
 };
 
-void host_grid_sample_forward(int, const OpKernels::GridSampleArgs& a, const float* input, const float* grid,
-                              float* out) {
+}  // namespace
+
+void host::grid_sample_forward(int, const GridSampleArgs& a, const float* input, const float* grid,
+                               float* out) {
   for (int64_t i = 0; i < a.N * a.C * a.P; ++i) {
     if (a.K == 2)
       cuda::grid_sample_forward_one<2>(a, input, grid, out, i);
@@ -41,15 +45,17 @@ void host_grid_sample_forward(int, const OpKernels::GridSampleArgs& a, const flo
   }
 }
 
-void host_grid_sample_backward(int, const OpKernels::GridSampleArgs& a, const float* input, const float* grid,
-                               const float* gout, float* ginput, float* ggrid) {
-  if (ginput)
+void host::grid_sample_backward(int, const GridSampleArgs& a, const float* input, const float* grid,
+                                const float* gout, float* ginput, float* ggrid) {
+  if (ginput) {
+    std::fill(ginput, ginput + a.N * a.C * a.size[0] * a.size[1] * a.size[2], 0.0f);
     for (int64_t i = 0; i < a.N * a.C * a.P; ++i) {
       if (a.K == 2)
         cuda::grid_sample_backward_input_one<2>(a, grid, gout, ginput, i, PlusAdd{});
       else
         cuda::grid_sample_backward_input_one<3>(a, grid, gout, ginput, i, PlusAdd{});
     }
+  }
   if (ggrid && !a.nearest)
     for (int64_t j = 0; j < a.N * a.P; ++j) {
       if (a.K == 2)
@@ -59,13 +65,13 @@ void host_grid_sample_backward(int, const OpKernels::GridSampleArgs& a, const fl
     }
 }
 
-void host_splat_forward(int, const OpKernels::SplatArgs& a, const float* content, const float* mu,
-                        const float* sigma, float* vol) {
+void host::gaussian_splat_forward(int, const SplatArgs& a, const float* content, const float* mu,
+                                  const float* sigma, float* vol) {
   for (int64_t i = 0; i < a.B * a.C * a.D * a.H * a.W; ++i) cuda::splat_forward_one(a, content, mu, sigma, vol, i);
 }
 
-void host_splat_backward(int, const OpKernels::SplatArgs& a, const float* content, const float* mu,
-                         const float* sigma, const float* gvol, float* gcontent, float* gmu, float* gsigma) {
+void host::gaussian_splat_backward(int, const SplatArgs& a, const float* content, const float* mu,
+                                   const float* sigma, const float* gvol, float* gcontent, float* gmu, float* gsigma) {
   if (gcontent)
     for (int64_t j = 0; j < a.B * a.C; ++j) cuda::splat_backward_content_one(a, mu, sigma, gvol, gcontent, j);
   if (gmu || gsigma)
@@ -73,52 +79,42 @@ void host_splat_backward(int, const OpKernels::SplatArgs& a, const float* conten
       cuda::splat_backward_geometry_one(a, content, mu, sigma, gvol, gmu, gsigma, b);
 }
 
-void host_conv3d_forward(int, const OpKernels::Conv3dArgs& a, const float* input, const float* weight,
-                         const float* bias, float* out) {
+void host::conv3d_depthwise_forward(int, const Conv3dArgs& a, const float* input, const float* weight,
+                                    const float* bias, float* out) {
   for (int64_t i = 0; i < a.B * a.C * a.out[0] * a.out[1] * a.out[2]; ++i)
     cuda::conv3d_forward_one(a, input, weight, bias, out, i);
 }
 
-void host_conv3d_backward_input(int, const OpKernels::Conv3dArgs& a, const float* gout, const float* weight,
-                                float* ginput) {
+void host::conv3d_depthwise_backward_input(int, const Conv3dArgs& a, const float* gout, const float* weight,
+                                           float* ginput) {
   for (int64_t i = 0; i < a.B * a.C * a.size[0] * a.size[1] * a.size[2]; ++i)
     cuda::conv3d_backward_input_one(a, gout, weight, ginput, i);
 }
 
-void host_conv3d_backward_params(int, const OpKernels::Conv3dArgs& a, const float* gout, const float* input,
-                                 float* wpart, float* bpart) {
-  if (wpart)
-    for (int64_t j = 0; j < a.C * a.kernel[0] * a.kernel[1] * a.kernel[2] * a.B; ++j)
-      cuda::conv3d_backward_weight_one(a, gout, input, wpart, j);
-  if (bpart)
-    for (int64_t j = 0; j < a.C * a.B; ++j) cuda::conv3d_backward_bias_one(a, gout, bpart, j);
+void host::conv3d_depthwise_backward_params(int device, const Conv3dArgs& a, const float* gout,
+                                            const float* input, float* gweight, float* gbias) {
+  const int64_t taps = a.kernel[0] * a.kernel[1] * a.kernel[2];
+  if (gweight) {
+    std::vector<float> wpart(static_cast<size_t>(a.C * taps * a.B));
+    for (int64_t j = 0; j < a.C * taps * a.B; ++j) cuda::conv3d_backward_weight_one(a, gout, input, wpart.data(), j);
+    host::sum_rows(device, wpart.data(), gweight, a.C * taps, a.B, 1.0);
+  }
+  if (gbias) {
+    std::vector<float> bpart(static_cast<size_t>(a.C * a.B));
+    for (int64_t j = 0; j < a.C * a.B; ++j) cuda::conv3d_backward_bias_one(a, gout, bpart.data(), j);
+    host::sum_rows(device, bpart.data(), gbias, a.C, a.B, 1.0);
+  }
 }
 
-void host_gates_forward(int, int64_t B, int64_t C, int64_t S, const float* P, const float* pb, const float* c,
-                        float* gates, float* cn, float* hn) {
+void host::convlstm3d_gates_forward(int, int64_t B, int64_t C, int64_t S, const float* P, const float* pb, const float* c,
+                                    float* gates, float* cn, float* hn) {
   for (int64_t i = 0; i < B * C * S; ++i) cuda::convlstm3d_gates_forward_one(C, S, P, pb, c, gates, cn, hn, i);
 }
 
-void host_gates_backward(int, int64_t B, int64_t C, int64_t S, const float* gates, const float* c,
-                         const float* cn, const float* ghn, const float* gcn, float* dP, float* dc) {
+void host::convlstm3d_gates_backward(int, int64_t B, int64_t C, int64_t S, const float* gates, const float* c,
+                                     const float* cn, const float* ghn, const float* gcn, float* dP, float* dc) {
   for (int64_t i = 0; i < B * C * S; ++i)
     cuda::convlstm3d_gates_backward_one(C, S, gates, c, cn, ghn, gcn, dP, dc, i);
-}
-
-}  // namespace
-
-void add_spatial_host_kernels(OpKernels& k) {
-  k.grid_sample_forward = &host_grid_sample_forward;
-  k.grid_sample_backward = &host_grid_sample_backward;
-  k.gaussian_splat_forward = &host_splat_forward;
-  k.gaussian_splat_backward = &host_splat_backward;
-  k.conv3d_depthwise_forward = &host_conv3d_forward;
-  k.conv3d_depthwise_backward_input = &host_conv3d_backward_input;
-  k.conv3d_depthwise_backward_params = &host_conv3d_backward_params;
-  k.convlstm3d_gates_forward = &host_gates_forward;
-  k.convlstm3d_gates_backward = &host_gates_backward;
-  for (OpId op : {OpId::GridSample, OpId::GaussianSplat, OpId::Conv3dDepthwise, OpId::Convlstm3dCell})
-    k.implemented[static_cast<size_t>(op)] = true;
 }
 
 }  // namespace tmem::test
