@@ -85,6 +85,33 @@ TEST_CASE("cli: a result file that cannot be written fails the run, naming the f
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: every run leaves its config, its JSON read back whole, and its curves as SVG") {
+  const std::string dir = fresh_cli_dir("tmem_cli_recorder");
+  auto r = run_tmem(tiny_train_args("rec"), dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string run = dir + "/runs/rec";
+  const auto config = nlohmann::json::parse(tmem::test::read_all(run + "/config.json"));
+  CHECK(config.at("command") == "train no-harm");
+  CHECK(config.at("config").at("cell").at("steps") == 3);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(run + "/results.json")).at("cells").size() == 1);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(run + "/base_length32_seed42/losses.json")).size() == 3);
+  for (const char* plot : {"loss.svg", "accuracy.svg"}) {
+    INFO(plot);
+    const std::string svg = tmem::test::read_all(run + "/" + plot);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("base_length32_seed42") != std::string::npos);  // the cell's curve, in the legend
+  }
+  r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8", "--vocab",
+                "10", "--method", "tensor", "--threads", "1", "--name", "s"},
+               dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(tmem::test::read_all(dir + "/runs/s/state.svg").find("<polyline") != std::string::npos);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(dir + "/runs/s/config.json")).at("command") == "stream");
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: every bad option value is a parse error naming the option and its range") {
   const std::string dir = fresh_cli_dir("tmem_cli_options");
   struct Case {
