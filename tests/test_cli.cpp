@@ -112,6 +112,25 @@ TEST_CASE("cli: every run leaves its config, its JSON read back whole, and its c
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: grads plot draws a run's gradient dump next to it as SVG") {
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_plot");
+  auto args = tiny_train_args("g");
+  args.insert(args.end(), {"--dump-grads", "grads.jsonl", "--dump-every", "1"});
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  r = run_tmem({"grads", "plot", "runs/g/base_length32_seed42/grads.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("3 dumped steps drawn to runs/g/base_length32_seed42/grads.svg") != std::string::npos);
+  const std::string svg = tmem::test::read_all(dir + "/runs/g/base_length32_seed42/grads.svg");
+  CHECK(svg.find("grads.jsonl: backbone.blocks.0") != std::string::npos);
+  r = run_tmem({"grads", "plot", "runs/g/absent.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("absent.jsonl") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: every bad option value is a parse error naming the option and its range") {
   const std::string dir = fresh_cli_dir("tmem_cli_options");
   struct Case {

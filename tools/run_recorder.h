@@ -11,7 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tmem/core/svg_plot.h"
+#include "tmem/tools/svg_plot.h"
 
 namespace tmem::tools {
 
