@@ -88,8 +88,7 @@ int run(BrownArgs& a) {
   for (const auto& method : a.methods) {
     models::LMTrainConfig c = a.cfg;
     c.model.method = method;
-    c.run_dir = rec.path(method);
-    if (!a.cfg.dump_grads.empty()) c.dump_grads = rec.path(method + "/" + a.cfg.dump_grads);
+    rec.place(c, method);
     models::LMTrainResult r = models::train_lm(c, corpus.train, corpus.valid, corpus.test,
                                                [&](const models::LMTrainProgress& p) { print_progress(method, p, tty); });
     std::printf("%s: valid ppl %.2f, test ppl %.2f, %lld params, %.0f tok/s, %s", method.c_str(),
@@ -187,7 +186,9 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
                   "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");
-  add_checkpoint_options(app, c, "Continue each method from its checkpoint under runs/<name>/<method>/");
+  add_checkpoint_options(app, c,
+                         "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
+                         "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }

@@ -45,6 +45,12 @@ void RunRecorder::draw() const {
   for (const auto& [plot, p] : plots_) write_svg_line_plot(path(plot + ".svg"), p.second, p.first);
 }
 
+void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) const {
+  if (o.checkpoint_every > 0 || o.resume) o.run_dir = path(sub);
+  if (!o.dump_grads.empty()) o.dump_grads = path(sub + "/" + o.dump_grads);
+  if (!o.run_dir.empty() || !o.dump_grads.empty()) ensure_writable_dir(path(sub));
+}
+
 PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,
                           const std::function<double(size_t)>& x) {
   PlotSeries s{label, {}, moving_average(values, values.size() / 50)};

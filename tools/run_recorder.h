@@ -11,6 +11,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tmem/models/train_loop.h"
 #include "tmem/tools/svg_plot.h"
 
 namespace tmem::tools {
@@ -36,6 +37,11 @@ class RunRecorder {
   void add_curve(const std::string& plot, const PlotOptions& opt, PlotSeries s);
   /// Writes every plot with curves (write_svg_line_plot). Throws IOError.
   void draw() const;
+  /// Points a trainer's files at path(sub): its checkpoint only when
+  /// o.checkpoint_every > 0 or o.resume asks for one (a real-data model's
+  /// checkpoint can be large), its gradient dump o.dump_grads (a file name)
+  /// there; the directory is made when either needs it. Throws IOError.
+  void place(models::CheckpointOptions& o, const std::string& sub) const;
 
  private:
   std::string dir_;

@@ -155,8 +155,7 @@ int run(VideoArgs& a) {
       cc.data.occlusion = occ;
       const std::string label = cell_label(method, occ);
       const std::string cell = method + (occ ? "_occlusion" : "");
-      cc.run_dir = rec.path(cell);
-      if (!a.cfg.dump_grads.empty()) cc.dump_grads = rec.path(cell + "/" + a.cfg.dump_grads);
+      rec.place(cc, cell);
       char padded[64];
       std::snprintf(padded, sizeof padded, "%-23s", label.c_str());
       models::VideoTrainResult r = models::train_video(
@@ -268,7 +267,9 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--seed", c.seed, "Seed (initialisation->check(kNonNegative); seed + 1: the training clips)")->capture_default_str();
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
-  add_checkpoint_options(app, a.cfg, "Continue each run from its checkpoint under runs/<name>/<method>[_occlusion]/");
+  add_checkpoint_options(app, a.cfg,
+                         "Continue each run from its checkpoint under runs/<name>/<method>[_occlusion]/ (written "
+                         "with --checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }

@@ -163,8 +163,7 @@ int run(FashionArgs& a) {
   for (const auto& method : a.methods) {
     models::ViTTrainConfig c = a.cfg;
     c.model.encoder.method = method;
-    c.run_dir = rec.path(method);
-    if (!a.cfg.dump_grads.empty()) c.dump_grads = rec.path(method + "/" + a.cfg.dump_grads);
+    rec.place(c, method);
     models::ViTTrainResult r = models::train_vit(
         c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, tty); });
     std::printf("%s:", method.c_str());
@@ -305,7 +304,9 @@ int run_train_fashion_mnist(int argc, char** argv) {
       ->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
-  add_checkpoint_options(app, c, "Continue each method from its checkpoint under runs/<name>/<method>/");
+  add_checkpoint_options(app, c,
+                         "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
+                         "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }
