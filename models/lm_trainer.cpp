@@ -5,7 +5,7 @@
 #include <cmath>
 
 #include "tmem/core/device_backend.h"
-#include "tmem/models/scheduled_adamw.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/ops/loss.h"
 #include "tmem/ops/shape.h"
 
@@ -48,34 +48,38 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   TransformerLM model(cfg.model, gen);
   model.to(device);
   StreamSegments segs(train, cfg.batch, cfg.model.seq);
-  ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
+  const double tokens_per_step = static_cast<double>(cfg.batch * cfg.model.seq);
 
-  LMTrainResult res;
-  res.parameters = model.num_parameters();
-  model.train();
-  BackboneState state;
-  const auto t0 = std::chrono::steady_clock::now();
-  int64_t seen = 0;
-  for (int64_t step = 0; step < steps; ++step) {
+  LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+                  lm_config_to_json(cfg), "tmem::models::TransformerLM"};
+  LoopHooks hooks;
+  hooks.generators = {{"model_rng", &gen}};
+  BackboneState state;  // carried from step to step, detached; reset at the start of each pass
+  hooks.step = [&](int64_t step) {
     const int64_t i = step % segs.count();
     if (i == 0) state = BackboneState();
     auto [in, tg] = segs.segment(i, device);
     Tensor logits = model.forward(in, state);
-    Tensor loss = cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(tg, {-1}));
-    loss.backward();
     state.detach();
-    const double lr = opt.step(step);
-    const double loss_v = loss.item();
-    res.losses.push_back(loss_v);
-    seen += in.numel();
-    if (progress) {
-      const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      progress({"train", step + 1, steps, loss_v, lr, static_cast<double>(seen) / std::max(secs, 1e-9), secs});
-    }
-  }
-  res.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  res.tokens_per_second = static_cast<double>(seen) / std::max(res.seconds, 1e-9);
-  res.skipped_steps = opt.skipped_steps();
+    return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(tg, {-1}))};
+  };
+  hooks.save_state = [&] { return state.named_tensors(); };
+  hooks.load_state = [&](const std::map<std::string, Tensor>& named) {
+    state = BackboneState::from_named_tensors(named, device);
+  };
+  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  if (progress)
+    hooks.progress = [&](const LoopProgress& p) {
+      progress({"train", p.step, p.steps, p.loss, p.lr, p.steps_per_second * tokens_per_step, p.seconds});
+    };
+  const LoopResult run = train_loop(model, loop, hooks);
+
+  LMTrainResult res;
+  res.parameters = model.num_parameters();
+  res.losses = run.losses;
+  res.seconds = run.seconds;
+  res.tokens_per_second = tokens_per_step * static_cast<double>(run.losses.size()) / std::max(res.seconds, 1e-9);
+  res.skipped_steps = run.skipped_steps;
   auto evaluate = [&](const std::string& phase, const std::vector<int64_t>& stream) {
     if (stream.empty()) return PerplexityResult{};
     const auto e0 = std::chrono::steady_clock::now();

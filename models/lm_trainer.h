@@ -10,10 +10,13 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/models/lm.h"
+#include "tmem/models/train_loop.h"
 
 namespace tmem::models {
 
-struct LMTrainConfig {
+/// The inherited CheckpointOptions: the run directory, --resume and the
+/// gradient dumps (train_loop).
+struct LMTrainConfig : CheckpointOptions {
   LMConfig model;
   int64_t batch = 16;        // parallel streams per step (B); tokens per step = batch * model.seq
   int64_t steps = 0;         // optimizer steps; 0: tokens / (batch * seq)
@@ -71,7 +74,9 @@ struct LMTrainResult {
 /// string that is not cpu, cuda or cuda:<index>, or a training stream
 /// shorter than 2 tokens; DeviceError naming "train" before any work when the
 /// device is not available, and DeviceError when an op the model needs has
-/// no kernel on that device.
+/// no kernel on that device. The steps run in train_loop: checkpoints in
+/// cfg.run_dir (with the carried state), bit-exact --resume and gradient
+/// dumps as cfg's CheckpointOptions ask, with train_loop's errors.
 LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& train,
                        const std::vector<int64_t>& valid, const std::vector<int64_t>& test,
                        const std::function<void(const LMTrainProgress&)>& progress = {});

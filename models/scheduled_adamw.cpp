@@ -20,8 +20,13 @@ const ScheduleConfig& checked(const ScheduleConfig& c) {
 ScheduledAdamW::ScheduledAdamW(const std::vector<Tensor>& params, const ScheduleConfig& cfg)
     : cfg_(checked(cfg)),
       params_(params),
-      opt_(nn::weight_decay_groups(params, cfg.weight_decay), cfg.lr, 0.9, 0.95, 1e-8) {
+      opt_(nn::weight_decay_groups(params, cfg.weight_decay), cfg.lr, 0.9, cfg.beta2, 1e-8) {
   cfg_.warmup = std::min(cfg.warmup, cfg.steps - 1);
+}
+
+void ScheduledAdamW::load_state_dict(const std::map<std::string, Tensor>& state, int64_t skipped_steps) {
+  opt_.load_state_dict(state);
+  skipped_ = skipped_steps;
 }
 
 double ScheduledAdamW::step(int64_t step) {
@@ -31,6 +36,7 @@ double ScheduledAdamW::step(int64_t step) {
   try {
     nn::clip_grad_norm_(params_, cfg_.clip);
   } catch (const ValueError&) {  // a non-finite gradient norm: the gradients are untouched, skip the step
+    if (!cfg_.skip_nonfinite) throw;
     finite = false;
     ++skipped_;
   }

@@ -1,23 +1,14 @@
 #include "tmem/models/trainer.h"
 
-#include <omp.h>
-
-#include <charconv>
-#include <chrono>
 #include <cmath>
-#include <deque>
-#include <filesystem>
-#include <cstdio>
 #include <limits>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/core/json_dump.h"
-#include "tmem/core/safetensors.h"
-#include "tmem/dist/ddp.h"
+#include "tmem/dist/dist.h"
 #include "tmem/dist/sampler.h"
 #include "tmem/models/diagnostic.h"
-#include "tmem/nn/optim.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/loss.h"
 #include "tmem/ops/reduction.h"
@@ -184,81 +175,6 @@ TaskBatch rows_of(const TaskBatch& b, const Tensor& rows) {
   return out;
 }
 
-// Memory-layer internals for gradient dumps.
-json memory_internals(const DiagnosticModel& model) {
-  json layers = json::array();
-  for (size_t l = 0; l < model.backbone->blocks().size(); ++l) {
-    const auto& mem = model.backbone->blocks()[l]->memory;
-    if (!mem) continue;
-    json j;
-    j["layer"] = l;
-    j["gate"] = 1.0 / (1.0 + std::exp(-mem->gamma.item()));
-    j["write_sigma"] = tensor_summary("write_sigma", mem->last_sigma);
-    j["read_coords"] = tensor_summary("read_coords", mem->last_mu_read);
-    j["write_coords"] = tensor_summary("write_coords", mem->last_mu_write);
-    layers.push_back(j);
-  }
-  return layers;
-}
-
-// The metadata entries of a checkpoint, read with every fault (a missing or
-// malformed entry, a value out of range) an IOError naming the file and the
-// entry, never a raw "stoll" or JSON library message.
-class CheckpointMeta {
- public:
-  CheckpointMeta(const std::string& path, const StringMap& meta) : path_(path), meta_(meta) {}
-
-  bool has(const std::string& key) const { return meta_.count(key) > 0; }
-
-  const std::string& text(const std::string& key) const {
-    auto it = meta_.find(key);
-    if (it == meta_.end()) fail(key, "is missing (written by an older tmem?), so it cannot be resumed");
-    return it->second;
-  }
-
-  json parsed(const std::string& key) const {
-    return parse_json(text(key), "train: checkpoint " + path_ + ": the \"" + key + "\" entry");
-  }
-
-  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const {
-    const std::string& v = text(key);
-    int64_t x = 0;
-    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || p != v.data() + v.size() || x < lo || x > hi)
-      fail(key, "is \"" + printable(v) + "\", expected an integer in [" + std::to_string(lo) + ", " +
-                    std::to_string(hi) + "]");
-    return x;
-  }
-
-  double real(const std::string& key, double lo) const {
-    const std::string& v = text(key);
-    double x = 0;
-    const auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
-    if (ec != std::errc() || p != v.data() + v.size() || !std::isfinite(x) || x < lo)
-      fail(key, "is \"" + printable(v) + "\", expected a finite number >= " + std::to_string(lo));
-    return x;
-  }
-
-  [[noreturn]] void fail(const std::string& key, const std::string& what) const {
-    throw IOError("train: checkpoint " + path_ + ": the \"" + key + "\" entry " + what);
-  }
-
- private:
-  const std::string& path_;
-  const StringMap& meta_;
-};
-
-// A checkpoint continues only the run that wrote it: every key of its config
-// but the step count (a run may be extended) must match.
-void check_same_config(const std::string& path, const json& saved, const json& now) {
-  std::string diff;
-  for (const auto& [key, v] : now.items())
-    if (key != "steps" && (!saved.contains(key) || saved[key] != v))
-      diff += "\n  " + key + ": checkpoint " +
-              (saved.contains(key) ? printable(saved[key].dump()) : std::string("(missing)")) + ", now " +
-              printable(v.dump());
-  check<ValueError>(diff.empty(), "train: cannot resume from ", path, ": it was written with another config:", diff);
-}
 
 }  // namespace
 
@@ -268,11 +184,6 @@ TrainResult train_diagnostic(const TrainConfig& config,
   resolve_task_defaults(cfg);
   std::unique_ptr<Task> task = make_task(cfg.task, cfg.task_cfg);
   check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
-  check<ValueError>(!cfg.resume || !cfg.run_dir.empty(), "train: --resume needs a run directory");
-  check<ValueError>(cfg.dump_every >= 1 && cfg.checkpoint_every >= 0, "train: expected dump_every >= 1 and ",
-                    "checkpoint_every >= 0, but got ", cfg.dump_every, " and ", cfg.checkpoint_every);
-  check<ValueError>(cfg.stop_accuracy >= 0 && cfg.stop_accuracy <= 1,
-                    "train: expected stop_accuracy in [0, 1], but got ", cfg.stop_accuracy);
   // Data parallel when launched as several ranks (tmem::dist): every rank
   // draws the whole batch from the same generator and trains on its rows
   // (DistributedSampler's share), and DDP averages the gradients, so the run
@@ -281,129 +192,25 @@ TrainResult train_diagnostic(const TrainConfig& config,
   const bool data_parallel = dist::is_initialized() && world > 1;
   check<ValueError>(!data_parallel || cfg.batch % world == 0, "train: batch ", cfg.batch,
                     " does not split evenly over ", world, " ranks");
-  const bool writer = dist::rank() == 0;  // the rank that writes checkpoints and dumps and reports progress
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   DiagnosticModel model(*task, cfg.model, init_gen);
   model.to(device);
-  std::vector<Tensor> params = model.parameters();
-  nn::AdamW opt(nn::weight_decay_groups(params, cfg.weight_decay), cfg.lr, 0.9, 0.999, 1e-8);
+  const Tensor my_rows =
+      data_parallel ? tensor_int(dist::DistributedSampler(cfg.batch, world, dist::rank(), false).indices(),
+                                 {cfg.batch / world})
+                    : Tensor();
 
-  TrainResult res;
-  double seconds_before = 0;  // training time of the invocations before a resume
-  res.parameters = model.num_parameters();
-  const std::string ckpt = cfg.run_dir.empty() ? "" : cfg.run_dir + "/" + kCheckpointFile;
-  if (!ckpt.empty() && !cfg.dump_grads.empty()) {
-    // The same file however it is spelled ("dir/./checkpoint.safetensors", a symlink).
-    std::error_code ec1, ec2;
-    const auto dump_path = std::filesystem::weakly_canonical(cfg.dump_grads, ec1);
-    const auto ckpt_path = std::filesystem::weakly_canonical(ckpt, ec2);
-    check<ValueError>(ec1 || ec2 ? cfg.dump_grads != ckpt : dump_path != ckpt_path, "train: the gradient dump ",
-                      printable(cfg.dump_grads), " is the checkpoint ", ckpt,
-                      ", which it would overwrite; dump to another file");
-  }
-  if (!cfg.run_dir.empty() && writer) std::filesystem::create_directories(cfg.run_dir);
-  std::deque<std::pair<int64_t, int64_t>> recent;  // (hits, total) of the last 100 steps
-  const bool have_checkpoint = cfg.resume && std::filesystem::exists(ckpt);
-  if (data_parallel) {
-    Tensor seen = tensor_int({have_checkpoint}, {1});
-    dist::all_reduce(seen);
-    check<ValueError>(seen.to_int_vector()[0] % world == 0, "train: --resume with ", world, " ranks reads ", ckpt,
-                      " on every rank, but only some see it; keep the run directory on a file system they share");
-  }
-  if (have_checkpoint) {
-    SafetensorsFile f = load_safetensors(ckpt);
-    std::map<std::string, Tensor> model_state, opt_state;
-    for (auto& [k, t] : f.tensors) {
-      if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;
-      else if (k.rfind("optim.", 0) == 0) opt_state[k.substr(6)] = t;
-    }
-    const CheckpointMeta meta(ckpt, f.metadata);
-    check_same_config(ckpt, meta.parsed("config"), config_to_json(cfg));
-    // Parallel sums add in an order that depends on the thread count: say so
-    // when it changed, as the losses then differ in the last bits.
-    if (meta.has("threads") && meta.text("threads") != std::to_string(omp_get_max_threads()))
-      std::fprintf(stderr,
-                   "warning: %s was written with %s threads and resumes with %d: the losses can differ from an "
-                   "uninterrupted run in the last bits\n",
-                   ckpt.c_str(), printable(meta.text("threads")).c_str(), omp_get_max_threads());
-    try {
-      model.load_state_dict(model_state);
-      opt.load_state_dict(opt_state);
-    } catch (const Error& e) {
-      throw IOError("train: checkpoint " + ckpt + " does not fit the model: " + e.what());
-    }
-    for (auto [key, gen] : {std::pair{"data_rng", &data_gen}, std::pair{"model_rng", &init_gen}}) {
-      try {
-        gen->set_state(meta.text(key));
-      } catch (const ValueError& e) {
-        meta.fail(key, std::string("is malformed (") + e.what() + ")");
-      }
-    }
-    res.start_step = meta.integer("step", 0, std::numeric_limits<int64_t>::max());
-    check<ValueError>(res.start_step <= cfg.steps, "train: cannot resume from ", ckpt, ": it is at step ",
-                      res.start_step, ", past the ", cfg.steps, " steps asked for");
-    const json hits = meta.parsed("recent_hits"), losses = meta.parsed("losses");
-    const json curve = meta.parsed("accuracy_curve");
-    if (!hits.is_array() || hits.size() > 100 || hits.size() > static_cast<size_t>(res.start_step))
-      meta.fail("recent_hits", "is not a list of at most min(100, step) [hits, total] pairs");
-    for (const json& h : hits) {
-      if (!h.is_array() || h.size() != 2 || !h[0].is_number_unsigned() || !h[1].is_number_unsigned() ||
-          h[0].get<uint64_t>() > h[1].get<uint64_t>())
-        meta.fail("recent_hits", "holds " + printable(h.dump()) + ", not a [hits, total] pair, hits <= total");
-      recent.emplace_back(h[0].get<int64_t>(), h[1].get<int64_t>());
-    }
-    if (!losses.is_array() || losses.size() != static_cast<size_t>(res.start_step))
-      meta.fail("losses", "does not hold one loss per step before step " + std::to_string(res.start_step));
-    for (const json& l : losses) {
-      if (!l.is_number()) meta.fail("losses", "holds " + printable(l.dump()) + ", not a number");
-      res.losses.push_back(l.get<double>());
-    }
-    if (!curve.is_array()) meta.fail("accuracy_curve", "is not a list");
-    for (const json& pt : curve) {
-      if (!pt.is_array() || pt.size() != 2 || !pt[0].is_number_integer() || !pt[1].is_number())
-        meta.fail("accuracy_curve", "holds " + printable(pt.dump()) + ", not a [step, accuracy] pair");
-      res.accuracy_curve.emplace_back(pt[0].get<int64_t>(), pt[1].get<double>());
-    }
-    // Training time before the resume; checkpoints from before tmem recorded
-    // it count from the resume.
-    if (meta.has("seconds")) seconds_before = meta.real("seconds", 0);
-    if (meta.has("stopped_at")) res.stopped_at = meta.integer("stopped_at", -1, res.start_step);
-  }
-  const auto t0 = std::chrono::steady_clock::now();
-  auto seconds_so_far = [&] {
-    return seconds_before + std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  auto save_checkpoint = [&](int64_t step) {
-    std::map<std::string, Tensor> all;
-    for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
-    for (auto& [k, t] : opt.state_dict()) all["optim." + k] = t;
-    json hits = json::array();
-    for (auto& [h, n] : recent) hits.push_back({h, n});
-    save_safetensors(ckpt, all, {{"model", "tmem::models::DiagnosticModel"}, {"step", std::to_string(step)},
-                                 {"data_rng", data_gen.state()},
-                                 {"model_rng", init_gen.state()},
-                                 {"recent_hits", hits.dump()}, {"config", config_to_json(cfg).dump()},
-                                 {"losses", json(res.losses).dump()},
-                                 {"accuracy_curve", json(res.accuracy_curve).dump()},
-                                 {"seconds", std::to_string(seconds_so_far())},
-                                 {"stopped_at", std::to_string(res.stopped_at)},
-                                 {"threads", std::to_string(omp_get_max_threads())}});
-  };
-
-  std::unique_ptr<GradDumpWriter> dump;
-  if (!cfg.dump_grads.empty() && writer) dump = std::make_unique<GradDumpWriter>(cfg.dump_grads, res.start_step);
-  std::unique_ptr<dist::DistributedDataParallel> ddp;
-  Tensor my_rows;
-  if (data_parallel) {
-    ddp = std::make_unique<dist::DistributedDataParallel>(model);
-    my_rows = tensor_int(dist::DistributedSampler(cfg.batch, world, dist::rank(), false).indices(),
-                         {cfg.batch / world});
-  }
-  auto named = model.named_parameters();
-  model.train();
-  for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
+  // AdamW (0.9, 0.999) at a constant rate; a non-finite gradient norm is an error.
+  LoopConfig loop{cfg.steps, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
+                  config_to_json(cfg), "tmem::models::DiagnosticModel"};
+  loop.window = 100;
+  loop.stop_metric = cfg.stop_accuracy;
+  loop.data_parallel = data_parallel;
+  LoopHooks hooks;
+  hooks.generators = {{"data_rng", &data_gen}, {"model_rng", &init_gen}};
+  hooks.step = [&](int64_t) {
     TaskBatch whole = task->sample(cfg.batch, data_gen);
     TaskBatch batch = to_device(data_parallel ? rows_of(whole, my_rows) : whole, device);
     Tensor logits = model.forward(batch);
@@ -414,58 +221,23 @@ TrainResult train_diagnostic(const TrainConfig& config,
       for (int64_t t : whole.targets.to_int_vector()) divisor += t != -100;
       divisor /= world;
     }
-    Tensor loss = loss_of(logits, batch.targets, divisor);
-    loss.backward();
-    if (ddp) ddp->synchronize();
-    double loss_v = loss.item();
-    if (data_parallel) {
-      Tensor l = tensor({loss_v}, {1}, DType::Float64);
-      dist::all_reduce(l, dist::ReduceOp::Mean);
-      loss_v = l.item();
-    }
-    if (dump && (step % cfg.dump_every == 0 || step + 1 == cfg.steps)) {
-      std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
-      for (auto& [n, p] : named) grads.emplace_back(n, p.grad());
-      dump->write_step(step, loss_v, grads, cfg.dump_values, {{"memory", memory_internals(model)}});
-    }
-    nn::clip_grad_norm_(params, cfg.clip);
-    opt.step();
-    opt.zero_grad();
-    res.losses.push_back(loss_v);
-    Hits hits = query_hits(logits, batch);
-    if (data_parallel) {
-      Tensor h = tensor_int({hits.hit, hits.total}, {2});
-      dist::all_reduce(h);
-      hits.hit = h.to_int_vector()[0];
-      hits.total = h.to_int_vector()[1];
-    }
-    recent.emplace_back(hits.hit, hits.total);
-    if (recent.size() > 100) recent.pop_front();
-    if ((step + 1) % 100 == 0) {
-      int64_t h = 0, n = 0;
-      for (auto& [a, b] : recent) h += a, n += b;
-      res.accuracy_curve.emplace_back(step + 1, n ? static_cast<double>(h) / n : 0.0);
-    }
-    if (cfg.stop_accuracy > 0 && recent.size() == 100) {
-      int64_t h = 0, n = 0;
-      for (auto& [a, b] : recent) h += a, n += b;
-      if (n > 0 && static_cast<double>(h) >= cfg.stop_accuracy * static_cast<double>(n)) res.stopped_at = step + 1;
-    }
-    if (!ckpt.empty() && writer && cfg.checkpoint_every > 0 && (step + 1) % cfg.checkpoint_every == 0)
-      save_checkpoint(step + 1);
-    if (progress && writer) {
-      int64_t h = 0, n = 0;
-      for (auto& [a, b] : recent) h += a, n += b;
-      double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      progress({step + 1, cfg.steps, loss_v, n ? static_cast<double>(h) / n : 0.0,
-                static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9)});
-    }
-  }
-  res.seconds = seconds_so_far();
-  if (!ckpt.empty() && writer) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
-  int64_t h = 0, n = 0;
-  for (auto& [a, b] : recent) h += a, n += b;
-  res.train_accuracy = n ? static_cast<double>(h) / n : 0.0;
+    const Hits hits = query_hits(logits, batch);
+    return StepOutput{loss_of(logits, batch.targets, divisor), static_cast<double>(hits.hit),
+                      static_cast<double>(hits.total)};
+  };
+  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  if (progress)
+    hooks.progress = [&](const LoopProgress& p) { progress({p.step, p.steps, p.loss, p.metric, p.steps_per_second}); };
+  const LoopResult run = train_loop(model, loop, hooks);
+
+  TrainResult res;
+  res.parameters = model.num_parameters();
+  res.losses = run.losses;
+  res.accuracy_curve = run.curve;
+  res.train_accuracy = run.recent_metric;
+  res.seconds = run.seconds;
+  res.start_step = run.start_step;
+  res.stopped_at = run.stopped_at;
 
   model.eval();
   NoGradGuard no_grad;

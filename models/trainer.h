@@ -9,11 +9,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/models/tasks.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/models/transformer.h"
 
 namespace tmem::models {
 
-struct TrainConfig {
+/// The inherited CheckpointOptions: the run directory, --resume and the
+/// gradient dumps.
+struct TrainConfig : CheckpointOptions {
   TrainConfig() {
     model.dim = 0;
     model.memory.chunk = 0;
@@ -27,26 +30,11 @@ struct TrainConfig {
   double lr = 3e-4, weight_decay = 0.01, clip = 1.0;
   int64_t eval_batches = 16;  // held-out batches for the final accuracy
   BackboneConfig model;       // method, dim, layers, heads, memory, leaky_memory (dim 0, chunk 0: the task's)
-  std::string run_dir;        // checkpoints and dumps go here ("" = none)
-  int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
-  bool resume = false;           // continue from run_dir/checkpoint.safetensors
-  /// Gradient dump file ("" = none): not the checkpoint. A resumed run keeps
-  /// the steps dumped before its checkpoint (GradDumpWriter).
-  std::string dump_grads;
-  int64_t dump_every = 100;
-  bool dump_values = false;
   std::string device = "cpu";    // where the model trains: cpu, cuda or cuda:<index>
   /// > 0: stop once the query accuracy over the last 100 training steps
   /// reaches it (e.g. 0.99); 0: train every step.
   double stop_accuracy = 0;
 };
-
-/// The files a diagnostic cell writes in its run directory: the checkpoint
-/// (train_diagnostic) and, from tmem train / ablate, the result and the
-/// per-step losses. A gradient dump must be none of them.
-inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
-inline constexpr const char* kResultFile = "result.json";
-inline constexpr const char* kLossesFile = "losses.json";
 
 /// Sets the values left at 0 to the task's defaults: model.dim
 /// (Task::default_dim) and the memory chunk (Task::default_chunk). Throws
@@ -91,28 +79,21 @@ struct TrainResult {
 };
 
 /// Trains one configuration of a diagnostic task (DiagnosticModel, cross
-/// entropy on the target positions); dim and chunk left at 0 take the task's
-/// defaults (resolve_task_defaults). `progress` is called every step. With
-/// cfg.resume, continues from run_dir/checkpoint.safetensors (bit-exactly:
-/// model, optimizer, data and dropout generators, losses and curve so far).
-/// The checkpoint holds "model.<name>" and "optim.<key>" tensors; its
-/// metadata names the model ("model": "tmem::models::DiagnosticModel") and
-/// its "config" (the JSON of config_to_json). A checkpoint written before the
-/// optimizer's weight-decay groups (one group) does not fit and is refused.
-/// Throws ValueError for a bad config, a dump_grads naming the checkpoint, or
-/// a checkpoint written with another config (any key but steps; the message
-/// lists the keys that differ), IOError for checkpoint or dump failures. The eval runs after the last
-/// step on eval_batches fresh batches from generator seed + 2; for a model
-/// with Tensor Memory layers a second time with their gates at 0.
-/// Data parallel when tmem::dist is initialized with N > 1 ranks (every rank
-/// calls this with the same config): each rank draws the whole batch and
-/// trains on its batch / N rows (DistributedSampler's share, no shuffle)
-/// under DistributedDataParallel, with the loss scaled so that the averaged
-/// gradient is the whole batch's; losses and accuracies are the whole
-/// batch's on every rank, and only rank 0 writes checkpoints and dumps and
-/// calls `progress`. --resume then needs the checkpoint on every rank (a
-/// shared file system). Throws ValueError when the batch does not split
-/// evenly over the ranks or only some ranks see the checkpoint.
+/// entropy on the target positions, query accuracy as the metric) in
+/// train_loop: AdamW (0.9, 0.999) at a constant rate, a non-finite gradient
+/// norm an error; checkpoints ("model": "tmem::models::DiagnosticModel",
+/// generators "data_rng" and "model_rng"), bit-exact --resume and gradient
+/// dumps as cfg's CheckpointOptions ask. dim and chunk left at 0 take the
+/// task's defaults (resolve_task_defaults). `progress` is called every step.
+/// The eval runs after the last step on eval_batches fresh batches from
+/// generator seed + 2; for a model with Tensor Memory layers a second time
+/// with their gates at 0. Data parallel when tmem::dist is initialized with
+/// N > 1 ranks (every rank calls this with the same config): each rank
+/// trains on its batch / N rows of the whole batch (DistributedSampler's
+/// share) under DistributedDataParallel, the loss scaled so that the averaged
+/// gradient is the whole batch's. Throws what train_loop throws, and
+/// ValueError for a bad config or a batch that does not split evenly over
+/// the ranks.
 TrainResult train_diagnostic(const TrainConfig& config,
                              const std::function<void(const TrainProgress&)>& progress = {});
 

@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "tmem/core/json_dump.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/shape.h"
 
@@ -40,6 +41,55 @@ void BackboneState::detach() {
   for (auto& s : linear) s = {s.S.detach(), s.z.detach()};
   for (auto& s : ssm) s = s.detach();
   if (tokens.defined()) tokens = tokens.detach();
+}
+
+std::map<std::string, Tensor> BackboneState::named_tensors() const {
+  std::map<std::string, Tensor> out;
+  auto put = [&out](const std::string& name, const Tensor& t) {
+    if (t.defined()) out[name] = t;
+  };
+  for (size_t i = 0; i < memory.size(); ++i) {
+    put("memory." + std::to_string(i) + ".h", memory[i].h);
+    put("memory." + std::to_string(i) + ".c", memory[i].c);
+  }
+  for (size_t i = 0; i < linear.size(); ++i) {
+    put("linear." + std::to_string(i) + ".S", linear[i].S);
+    put("linear." + std::to_string(i) + ".z", linear[i].z);
+  }
+  for (size_t i = 0; i < slots.size(); ++i) put("slots." + std::to_string(i), slots[i]);
+  for (size_t i = 0; i < cache.size(); ++i) put("cache." + std::to_string(i), cache[i]);
+  for (size_t i = 0; i < ssm.size(); ++i) put("ssm." + std::to_string(i), ssm[i]);
+  put("tokens", tokens);
+  return out;
+}
+
+BackboneState BackboneState::from_named_tensors(const std::map<std::string, Tensor>& named, Device device) {
+  BackboneState s;
+  // The slot of `v` at the index that follows "<kind>." in `rest`, growing v to hold it.
+  auto slot = [](auto& v, const std::string& index) -> auto& {
+    const size_t i = std::stoul(index);
+    if (v.size() <= i) v.resize(i + 1);
+    return v[i];
+  };
+  for (const auto& [name, t] : named) {
+    const Tensor x = t.to(device);
+    const size_t dot = name.find('.'), dot2 = name.find('.', dot + 1);
+    const std::string kind = name.substr(0, dot);
+    const std::string index = dot == std::string::npos ? "" : name.substr(dot + 1, dot2 - dot - 1);
+    const std::string field = dot2 == std::string::npos ? "" : name.substr(dot2 + 1);
+    const bool numbered = !index.empty() && index.find_first_not_of("0123456789") == std::string::npos &&
+                          index.size() < 10;
+    if (name == "tokens") s.tokens = x;
+    else if (numbered && kind == "memory" && field == "h") slot(s.memory, index).h = x;
+    else if (numbered && kind == "memory" && field == "c") slot(s.memory, index).c = x;
+    else if (numbered && kind == "linear" && field == "S") slot(s.linear, index).S = x;
+    else if (numbered && kind == "linear" && field == "z") slot(s.linear, index).z = x;
+    else if (numbered && kind == "slots" && dot2 == std::string::npos) slot(s.slots, index) = x;
+    else if (numbered && kind == "cache" && dot2 == std::string::npos) slot(s.cache, index) = x;
+    else if (numbered && kind == "ssm" && dot2 == std::string::npos) slot(s.ssm, index) = x;
+    else throw ValueError("BackboneState::from_named_tensors: unknown state tensor \"" + printable(name) + "\"");
+  }
+  return s;
 }
 
 std::vector<Tensor> BackboneState::tensors() const {
@@ -208,6 +258,22 @@ std::vector<double> memory_gates(const Backbone& backbone) {
   for (const auto& blk : backbone.blocks())
     if (blk->memory) gates.push_back(1.0 / (1.0 + std::exp(-blk->memory->gamma.item())));
   return gates;
+}
+
+nlohmann::json memory_internals(const Backbone& backbone) {
+  nlohmann::json layers = nlohmann::json::array();
+  for (size_t l = 0; l < backbone.blocks().size(); ++l) {
+    const auto& mem = backbone.blocks()[l]->memory;
+    if (!mem) continue;
+    nlohmann::json j;
+    j["layer"] = l;
+    j["gate"] = 1.0 / (1.0 + std::exp(-mem->gamma.item()));
+    j["write_sigma"] = tensor_summary("write_sigma", mem->last_sigma);
+    j["read_coords"] = tensor_summary("read_coords", mem->last_mu_read);
+    j["write_coords"] = tensor_summary("write_coords", mem->last_mu_write);
+    layers.push_back(j);
+  }
+  return layers;
 }
 
 BackboneConfig bidirectional_backbone_config(bool with_memory, int64_t dim, int64_t layers, int64_t heads,

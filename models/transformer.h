@@ -8,9 +8,12 @@
 // the ViTs of models/vit.h. Shapes: B batch, T tokens, P cached tokens,
 // C = dim channels.
 #pragma once
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tmem/nn/layers.h"
 #include "tmem/nn/recurrent.h"
@@ -120,6 +123,13 @@ struct BackboneState {
   /// Cuts the autograd history of the memory and slot states (truncated
   /// backpropagation between training segments); the cache is always detached.
   void detach();
+  /// Every defined tensor by name, for checkpoints: "memory.<i>.h",
+  /// "memory.<i>.c", "slots.<i>", "cache.<i>", "linear.<i>.S", "linear.<i>.z",
+  /// "ssm.<i>", "tokens".
+  std::map<std::string, Tensor> named_tensors() const;
+  /// The state whose named_tensors() are `named`, moved to `device`. Throws
+  /// ValueError naming a key of another form.
+  static BackboneState from_named_tensors(const std::map<std::string, Tensor>& named, Device device);
 };
 
 /// The floats per sequence a segment-recurrent Backbone of `cfg` carries
@@ -193,5 +203,9 @@ class Backbone : public nn::Module {
 /// sigmoid(gamma) of each Tensor Memory layer of `backbone`, in block order
 /// (empty without memory layers).
 std::vector<double> memory_gates(const Backbone& backbone);
+/// The Tensor Memory layers' internals after the last forward, for gradient
+/// dumps: per memory layer {"layer", "gate" (sigmoid(gamma)), and the
+/// tensor_summary of "write_sigma", "read_coords", "write_coords"}.
+nlohmann::json memory_internals(const Backbone& backbone);
 
 }  // namespace tmem::models

@@ -5,7 +5,6 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
-#include "tmem/models/scheduled_adamw.h"
 #include "tmem/models/train_stats.h"
 #include "tmem/ops/shape.h"
 
@@ -117,33 +116,32 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   Generator gen(cfg.seed), clip_gen(cfg.seed + 1);
   VideoModel model(cfg.model, gen);
   model.to(device);
-  ScheduledAdamW opt(model.parameters(), {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
+  LoopConfig loop{cfg.steps, {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+                  video_config_to_json(cfg), "tmem::models::VideoModel"};
+  loop.window = 50;
+  LoopHooks hooks;
+  hooks.generators = {{"model_rng", &gen}, {"data_rng", &clip_gen}};
+  hooks.step = [&](int64_t) {
+    const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
+    Tensor logits = model.forward(b.frames.to(device));
+    return StepOutput{set_cross_entropy(logits, b.labels), static_cast<double>(set_correct(logits, b.labels)),
+                      static_cast<double>(cfg.batch)};
+  };
+  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  if (progress)
+    hooks.progress = [&](const LoopProgress& p) {
+      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(cfg.batch),
+                p.seconds});
+    };
+  const LoopResult run = train_loop(model, loop, hooks);
 
   VideoTrainResult res;
   res.parameters = model.num_parameters();
-  model.train();
-  RecentMean recent(50);  // the training set accuracy of the last 50 steps
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < cfg.steps; ++step) {
-    const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
-    Tensor logits = model.forward(b.frames.to(device));
-    Tensor loss = set_cross_entropy(logits, b.labels);
-    const double metric = static_cast<double>(set_correct(logits, b.labels)) / static_cast<double>(cfg.batch);
-    loss.backward();
-    const double lr = opt.step(step);
-    const double loss_v = loss.item();
-    res.losses.push_back(loss_v);
-    res.metrics.push_back(metric);
-    const double recent_metric = recent.add(metric);
-    if (progress) {
-      const double secs = seconds_since(t0);
-      progress({"train", step + 1, cfg.steps, loss_v, recent_metric, lr,
-                static_cast<double>((step + 1) * cfg.batch) / std::max(secs, 1e-9), secs});
-    }
-  }
-  res.seconds = seconds_since(t0);
+  res.losses = run.losses;
+  res.metrics = run.metrics;
+  res.seconds = run.seconds;
   res.clips_per_second = static_cast<double>(cfg.steps * cfg.batch) / std::max(res.seconds, 1e-9);
-  res.skipped_steps = opt.skipped_steps();
+  res.skipped_steps = run.skipped_steps;
 
   const int64_t batches = (cfg.eval_clips + cfg.eval_batch - 1) / cfg.eval_batch;
   const auto e0 = std::chrono::steady_clock::now();

@@ -12,11 +12,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/data/moving_fmnist.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/models/video.h"
 
 namespace tmem::models {
 
-struct VideoTrainConfig {
+/// The inherited CheckpointOptions: the run directory, --resume and the
+/// gradient dumps (train_loop).
+struct VideoTrainConfig : CheckpointOptions {
   VideoConfig model;                // model.frames and model.size must equal data.frames and data.size
   MovingFashionMNISTOptions data;   // the clips of training and evaluation (occlusion on or off)
   int64_t steps = 1000;             // optimizer steps, one fresh batch of clips each
@@ -105,7 +108,9 @@ struct VideoTrainResult {
 /// ValueError for a device string that is not cpu, cuda or cuda:<index>,
 /// DeviceError naming "train" before any work when the device is not
 /// available, and DeviceError when an op the model needs has no kernel on
-/// that device.
+/// that device. The steps run in train_loop: checkpoints in cfg.run_dir,
+/// bit-exact --resume and gradient dumps as cfg's CheckpointOptions ask,
+/// with train_loop's errors.
 VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                              const std::function<void(const VideoTrainProgress&)>& progress = {});
 

@@ -9,7 +9,6 @@
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/models/image_metrics.h"
-#include "tmem/models/scheduled_adamw.h"
 #include "tmem/models/train_stats.h"
 #include "tmem/nn/data_loader.h"
 #include "tmem/ops/loss.h"
@@ -164,11 +163,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   else classifier = std::make_unique<ViTClassifier>(e, gen);
   nn::Module& model = mae ? static_cast<nn::Module&>(*autoencoder) : *classifier;
   model.to(device);
-  ScheduledAdamW opt(model.parameters(), {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip});
 
-  ViTTrainResult res;
-  res.parameters = model.num_parameters();
-  model.train();
   // Full batches, reshuffled every epoch; a set smaller than one batch is
   // one batch of all N, reshuffled every step. The loader draws from `gen`
   // when an epoch starts, before that step's mask.
@@ -176,40 +171,44 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   if (!mae) data.push_back(train.labels);
   nn::DataLoader loader(data, {cfg.batch, true, N >= cfg.batch}, gen);
   const int64_t B = std::min(cfg.batch, N);
-  RecentMean recent(50);  // the training metric of the last 50 steps
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int64_t step = 0; step < steps; ++step) {
+  LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+                  vit_config_to_json(cfg, N), mae ? "tmem::models::MaskedAutoencoder" : "tmem::models::ViTClassifier"};
+  loop.window = 50;
+  loop.counts = !mae;  // the training PSNR of mae is a mean, not a count
+  LoopHooks hooks;
+  hooks.generators = {{"rng", &gen}};
+  hooks.step = [&](int64_t) {
     const std::vector<Tensor> batch = loader.next();
     Tensor x = batch[0].to(device);
-    Tensor loss;
-    double metric;
     if (mae) {
       PatchMask mask = random_patch_mask(B, patches, cfg.mask_ratio, gen);
       Tensor pred = autoencoder->forward(x, mask);
-      loss = masked_patch_loss(pred, x, mask, e.patch);
       const Tensor x_host = x.cpu();  // the training PSNR is measured on the host
-      metric = psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host);
-    } else {
-      Tensor logits = classifier->forward(x);
-      Tensor y = batch[1].to(device);
-      loss = cross_entropy(logits, y);
-      metric = static_cast<double>(correct(logits, y)) / static_cast<double>(B);
+      return StepOutput{masked_patch_loss(pred, x, mask, e.patch),
+                        psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host), 1.0};
     }
-    loss.backward();
-    const double lr = opt.step(step);
-    const double loss_v = loss.item();
-    res.losses.push_back(loss_v);
-    res.metrics.push_back(metric);
-    const double recent_metric = recent.add(metric);
-    if (progress) {
-      const double secs = seconds_since(t0);
-      progress({"train", step + 1, steps, loss_v, recent_metric, lr,
-                static_cast<double>((step + 1) * B) / std::max(secs, 1e-9), secs});
-    }
-  }
-  res.seconds = seconds_since(t0);
-  res.images_per_second = static_cast<double>(steps * std::min(cfg.batch, N)) / std::max(res.seconds, 1e-9);
-  res.skipped_steps = opt.skipped_steps();
+    Tensor logits = classifier->forward(x);
+    Tensor y = batch[1].to(device);
+    return StepOutput{cross_entropy(logits, y), static_cast<double>(correct(logits, y)), static_cast<double>(B)};
+  };
+  hooks.save_state = [&] { return loader.state_dict(); };
+  hooks.load_state = [&](const std::map<std::string, Tensor>& state) { loader.load_state_dict(state); };
+  const ViTEncoder& enc = mae ? *autoencoder->encoder : *classifier->encoder;
+  hooks.probe = [&] { return json{{"memory", memory_internals(*enc.backbone)}}; };
+  if (progress)
+    hooks.progress = [&](const LoopProgress& p) {
+      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(B),
+                p.seconds});
+    };
+  const LoopResult run = train_loop(model, loop, hooks);
+
+  ViTTrainResult res;
+  res.parameters = model.num_parameters();
+  res.losses = run.losses;
+  res.metrics = run.metrics;
+  res.seconds = run.seconds;
+  res.images_per_second = static_cast<double>(steps * B) / std::max(res.seconds, 1e-9);
+  res.skipped_steps = run.skipped_steps;
 
   const int64_t Nt = test.images.shape()[0];
   const int64_t per_pass = (Nt + cfg.eval_batch - 1) / cfg.eval_batch;
@@ -236,7 +235,6 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
       report((seen + cfg.eval_batch - 1) / cfg.eval_batch, per_pass, static_cast<double>(hit) / seen, seen);
     });
   }
-  const ViTEncoder& enc = mae ? *autoencoder->encoder : *classifier->encoder;
   res.gates = memory_gates(*enc.backbone);
   return res;
 }

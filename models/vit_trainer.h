@@ -11,11 +11,14 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/data/idx.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/models/vit.h"
 
 namespace tmem::models {
 
-struct ViTTrainConfig {
+/// The inherited CheckpointOptions: the run directory, --resume and the
+/// gradient dumps (train_loop).
+struct ViTTrainConfig : CheckpointOptions {
   std::string task = "classify";  // classify | mae
   MAEConfig model;                // model.encoder: the ViT of both tasks; the decoder: mae only
   int64_t epochs = 1;             // passes over the training images, used when steps == 0
@@ -116,7 +119,9 @@ ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tens
 /// or device string, ShapeError for images that are not [N, image, image]
 /// or labels not [N], DeviceError naming "train" before any work when the
 /// device is not available, and DeviceError when an op the model needs has
-/// no kernel on that device.
+/// no kernel on that device. The steps run in train_loop: checkpoints in
+/// cfg.run_dir (with the loader's order), bit-exact --resume and gradient
+/// dumps as cfg's CheckpointOptions ask, with train_loop's errors.
 ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                          const std::function<void(const ViTTrainProgress&)>& progress = {});
 

@@ -60,4 +60,26 @@ DataLoader::Iterator DataLoader::begin() {
   return Iterator(this, size());
 }
 
+std::map<std::string, Tensor> DataLoader::state_dict() const {
+  return {{"order", tensor_int(order_, {n_})}, {"next_batch", tensor_int({next_batch_}, {1})}};
+}
+
+void DataLoader::load_state_dict(const std::map<std::string, Tensor>& state) {
+  for (const char* key : {"order", "next_batch"})
+    check<ValueError>(state.count(key) > 0, "DataLoader::load_state_dict: the state has no \"", key, "\"");
+  const std::vector<int64_t> order = state.at("order").to_int_vector();
+  std::vector<bool> seen(static_cast<size_t>(n_), false);
+  bool permutation = static_cast<int64_t>(order.size()) == n_;
+  for (int64_t i : order) {
+    permutation = permutation && i >= 0 && i < n_ && !seen[static_cast<size_t>(i)];
+    if (permutation) seen[static_cast<size_t>(i)] = true;
+  }
+  check<ValueError>(permutation, "DataLoader::load_state_dict: \"order\" is not a permutation of 0..", n_ - 1);
+  check<ShapeError>(state.at("next_batch").shape() == Shape{1},
+                    "DataLoader::load_state_dict: expected \"next_batch\" [1], but got ",
+                    shape_str(state.at("next_batch").shape()));
+  order_ = order;
+  next_batch_ = state.at("next_batch").to_int_vector()[0];
+}
+
 }  // namespace tmem::nn

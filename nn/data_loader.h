@@ -3,6 +3,8 @@
 // images [N, H, W] and labels [N]).
 #pragma once
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "tmem/core/rng.h"
@@ -64,6 +66,14 @@ class DataLoader {
   };
   Iterator begin();
   Iterator end() { return Iterator(this, 0); }
+
+  /// The position in the current epoch, for checkpoints: "order" [N] (the
+  /// epoch's order, int64) and "next_batch" [1].
+  std::map<std::string, Tensor> state_dict() const;
+  /// Continues from a state_dict(). Throws ValueError naming a missing key
+  /// or for an order that is not a permutation of 0..N-1, ShapeError for a
+  /// next_batch that is not [1].
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
  private:
   std::vector<Tensor> tensors_;

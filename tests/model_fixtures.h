@@ -6,9 +6,9 @@
 #include <vector>
 
 #include "tmem/data/idx.h"
-#include "tmem/models/lm.h"
-#include "tmem/models/video.h"
-#include "tmem/models/vit.h"
+#include "tmem/models/lm_trainer.h"
+#include "tmem/models/video_trainer.h"
+#include "tmem/models/vit_trainer.h"
 
 namespace tmem::test {
 
@@ -98,6 +98,69 @@ inline ImageDataset pattern_items(int64_t M) {
       }
   }
   return {tensor(px, {M, 28, 28}), tensor_int(labels, {M})};
+}
+
+/// The language models of tiny_lm (V = 11, d = 16, 2
+/// layers, segments of 8, memory C = 4 at 3^3, chunk 1), 3 steps of 4 streams
+/// on `device`.
+inline models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& device) {
+  models::LMTrainConfig c;
+  c.model = tiny_lm(method);
+  c.model.seq = 8;
+  c.batch = 4;
+  c.steps = 3;
+  c.warmup = 1;
+  c.lr = 2e-2;
+  c.eval_batch = 2;
+  c.device = device;
+  return c;
+}
+
+/// tiny_vit on 12 x 12 images (patch 4, d = 16, 2
+/// layers, memory C = 4 at 3^3, chunk 2; MAE decoder d = 8, 1 layer), 3 steps
+/// of 8 images on `device`.
+inline models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& method, const std::string& device) {
+  models::ViTTrainConfig c;
+  c.task = task;
+  models::ViTConfig& e = c.model.encoder;
+  e = tiny_vit(method);
+  e.image = 12;
+  e.classes = 2;
+  e.memory.chunk = 2;
+  c.model.decoder_dim = 8;
+  c.model.decoder_layers = 1;
+  c.model.decoder_heads = 2;
+  c.steps = 3;
+  c.batch = 8;
+  c.warmup = 1;
+  c.lr = 5e-3;
+  c.eval_batch = 8;
+  c.device = device;
+  return c;
+}
+
+/// tiny_video on 2 frames of 64 x 64 (patch 16, d = 32,
+/// 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6 evaluation
+/// clips, occlusion on, on `device`.
+inline models::VideoTrainConfig tiny_video_run(const std::string& method, const std::string& device) {
+  models::VideoTrainConfig c;
+  c.model = tiny_video(method, 2);
+  c.data.frames = 2;
+  c.model.size = c.data.size = 64;
+  c.model.patch = 16;
+  c.model.dim = 32;
+  c.model.heads = 4;
+  c.model.classes = 4;
+  c.data.occlusion = true;
+  c.data.occluded_frames = 1;
+  c.steps = 3;
+  c.batch = 4;
+  c.warmup = 1;
+  c.lr = 3e-3;
+  c.eval_clips = 6;
+  c.eval_batch = 4;
+  c.device = device;
+  return c;
 }
 
 }  // namespace tmem::test

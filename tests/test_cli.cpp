@@ -85,6 +85,52 @@ TEST_CASE("cli: a result file that cannot be written fails the run, naming the f
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: every run leaves its config, its JSON read back whole, and its curves as SVG") {
+  const std::string dir = fresh_cli_dir("tmem_cli_recorder");
+  auto r = run_tmem(tiny_train_args("rec"), dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string run = dir + "/runs/rec";
+  const auto config = nlohmann::json::parse(tmem::test::read_all(run + "/config.json"));
+  CHECK(config.at("command") == "train no-harm");
+  CHECK(config.at("config").at("cell").at("steps") == 3);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(run + "/results.json")).at("cells").size() == 1);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(run + "/base_length32_seed42/losses.json")).size() == 3);
+  for (const char* plot : {"loss.svg", "accuracy.svg"}) {
+    INFO(plot);
+    const std::string svg = tmem::test::read_all(run + "/" + plot);
+    CHECK(svg.rfind("<svg", 0) == 0);
+    CHECK(svg.find("base_length32_seed42") != std::string::npos);  // the cell's curve, in the legend
+  }
+  r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8", "--vocab",
+                "10", "--method", "tensor", "--threads", "1", "--name", "s"},
+               dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(tmem::test::read_all(dir + "/runs/s/state.svg").find("<polyline") != std::string::npos);
+  CHECK(nlohmann::json::parse(tmem::test::read_all(dir + "/runs/s/config.json")).at("command") == "stream");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: grads plot draws a run's gradient dump next to it as SVG") {
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_plot");
+  auto args = tiny_train_args("g");
+  args.insert(args.end(), {"--dump-grads", "grads.jsonl", "--dump-every", "1"});
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  r = run_tmem({"grads", "plot", "runs/g/base_length32_seed42/grads.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("3 dumped steps drawn to runs/g/base_length32_seed42/grads.svg") != std::string::npos);
+  const std::string svg = tmem::test::read_all(dir + "/runs/g/base_length32_seed42/grads.svg");
+  CHECK(svg.find("grads.jsonl: backbone.blocks.0") != std::string::npos);
+  r = run_tmem({"grads", "plot", "runs/g/absent.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("absent.jsonl") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: every bad option value is a parse error naming the option and its range") {
   const std::string dir = fresh_cli_dir("tmem_cli_options");
   struct Case {

@@ -79,82 +79,19 @@ TEST_CASE("device: training on a device whose backend has no kernels names the f
 
 namespace {
 
-// The language models of model_fixtures.h's tiny_lm (V = 11, d = 16, 2
-// layers, segments of 8, memory C = 4 at 3^3, chunk 1), 3 steps of 4 streams
-// on `device`.
-models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& device) {
-  models::LMTrainConfig c;
-  c.model = test::tiny_lm(method);
-  c.model.seq = 8;
-  c.batch = 4;
-  c.steps = 3;
-  c.warmup = 1;
-  c.lr = 2e-2;
-  c.eval_batch = 2;
-  c.device = device;
-  return c;
-}
-
 models::LMTrainResult train_tiny_lm(const std::string& method, const std::string& device) {
   const std::vector<int64_t> stream = test::periodic_stream(200);
-  return models::train_lm(tiny_lm_run(method, device), stream, std::vector<int64_t>(stream.begin(), stream.begin() + 60),
+  return models::train_lm(test::tiny_lm_run(method, device), stream, std::vector<int64_t>(stream.begin(), stream.begin() + 60),
                           std::vector<int64_t>(stream.begin() + 60, stream.begin() + 100));
 }
 
-// model_fixtures.h's tiny_vit on 12 x 12 images (patch 4, d = 16, 2
-// layers, memory C = 4 at 3^3, chunk 2; MAE decoder d = 8, 1 layer), 3 steps
-// of 8 images on `device`.
-models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& method, const std::string& device) {
-  models::ViTTrainConfig c;
-  c.task = task;
-  models::ViTConfig& e = c.model.encoder;
-  e = test::tiny_vit(method);
-  e.image = 12;
-  e.classes = 2;
-  e.memory.chunk = 2;
-  c.model.decoder_dim = 8;
-  c.model.decoder_layers = 1;
-  c.model.decoder_heads = 2;
-  c.steps = 3;
-  c.batch = 8;
-  c.warmup = 1;
-  c.lr = 5e-3;
-  c.eval_batch = 8;
-  c.device = device;
-  return c;
-}
-
 models::ViTTrainResult train_tiny_vit(const std::string& task, const std::string& method, const std::string& device) {
-  return models::train_vit(tiny_vit_run(task, method, device), test::halves(24, 12, 20), test::halves(12, 12, 21));
-}
-
-// model_fixtures.h's tiny_video on 2 frames of 64 x 64 (patch 16, d = 32,
-// 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6 evaluation
-// clips, occlusion on, on `device`.
-models::VideoTrainConfig tiny_video_run(const std::string& method, const std::string& device) {
-  models::VideoTrainConfig c;
-  c.model = test::tiny_video(method, 2);
-  c.data.frames = 2;
-  c.model.size = c.data.size = 64;
-  c.model.patch = 16;
-  c.model.dim = 32;
-  c.model.heads = 4;
-  c.model.classes = 4;
-  c.data.occlusion = true;
-  c.data.occluded_frames = 1;
-  c.steps = 3;
-  c.batch = 4;
-  c.warmup = 1;
-  c.lr = 3e-3;
-  c.eval_clips = 6;
-  c.eval_batch = 4;
-  c.device = device;
-  return c;
+  return models::train_vit(test::tiny_vit_run(task, method, device), test::halves(24, 12, 20), test::halves(12, 12, 21));
 }
 
 models::VideoTrainResult train_tiny_video(const std::string& method, const std::string& device) {
   const ImageDataset items = test::pattern_items(8);
-  return models::train_video(tiny_video_run(method, device), items, items);
+  return models::train_video(test::tiny_video_run(method, device), items, items);
 }
 
 }  // namespace
@@ -172,7 +109,7 @@ TEST_CASE("device kernels: the language models train and evaluate on the device 
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
     CHECK(dev.skipped_steps == 0);
   }
-  CHECK(models::lm_config_to_json(tiny_lm_run("base", "cuda"))["device"] == "cuda");
+  CHECK(models::lm_config_to_json(test::tiny_lm_run("base", "cuda"))["device"] == "cuda");
 }
 
 TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with the CPU's result") {
@@ -181,7 +118,7 @@ TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with t
   for (const char* method : {"xl", "tensor"}) {
     INFO(method);
     Generator gen(3);
-    models::TransformerLM model(tiny_lm_run(method, "cpu").model, gen);
+    models::TransformerLM model(test::tiny_lm_run(method, "cpu").model, gen);
     const models::PerplexityResult cpu = models::evaluate_perplexity(model, stream, 3);
     model.to(Device::cuda());
     const models::PerplexityResult dev = models::evaluate_perplexity(model, stream, 3);
@@ -202,7 +139,7 @@ TEST_CASE("device kernels: the ViTs train on the device with the CPU's losses an
     CHECK(dev.test_accuracy == cpu.test_accuracy);
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
   }
-  CHECK(models::vit_config_to_json(tiny_vit_run("classify", "vit", "cuda"), 24)["device"] == "cuda");
+  CHECK(models::vit_config_to_json(test::tiny_vit_run("classify", "vit", "cuda"), 24)["device"] == "cuda");
 }
 
 TEST_CASE("device kernels: the MAE trains on the device with the CPU's losses, PSNR and SSIM") {
@@ -244,7 +181,7 @@ TEST_CASE("device kernels: the video models train on the device with the CPU's l
     CHECK(dev.test.occluded_item == cpu.test.occluded_item);
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
   }
-  CHECK(models::video_config_to_json(tiny_video_run("joint", "cuda"))["device"] == "cuda");
+  CHECK(models::video_config_to_json(test::tiny_video_run("joint", "cuda"))["device"] == "cuda");
 }
 
 TEST_CASE("device: the LM, ViT and video trainers fail on a device that is not there before any work") {

@@ -8,7 +8,7 @@
 #include "tmem/core/file_io.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
-#include "tmem/core/svg_plot.h"
+#include "tmem/tools/svg_plot.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -91,7 +91,7 @@ TEST_CASE("file_io: checkpoints, plots and gradient dumps fail loudly on a full 
   const std::string dir = fresh_dir("tmem_fio_users");
   const std::string ckpt = dir + "/checkpoint.safetensors", svg = dir + "/loss.svg", dump = dir + "/grads.jsonl";
   save_safetensors(ckpt, {{"w", full({2}, 3.0)}});
-  write_svg_line_plot(svg, {{"a", {0, 1}, {1, 2}}});
+  tools::write_svg_line_plot(svg, {{"a", {0, 1}, {1, 2}}});
   const std::string old_svg = read_all(svg);
   GradDumpWriter w(dump);
   {
@@ -100,7 +100,7 @@ TEST_CASE("file_io: checkpoints, plots and gradient dumps fail loudly on a full 
                          IOError);
     std::vector<double> xs(2000), ys(2000);
     for (size_t i = 0; i < xs.size(); ++i) xs[i] = static_cast<double>(i), ys[i] = std::sin(0.01 * static_cast<double>(i));
-    CHECK_THROWS_WITH_AS(write_svg_line_plot(svg, {{"long", xs, ys}}), doctest::Contains("loss.svg"), IOError);
+    CHECK_THROWS_WITH_AS(tools::write_svg_line_plot(svg, {{"long", xs, ys}}), doctest::Contains("loss.svg"), IOError);
     CHECK_THROWS_WITH_AS(w.write_step(0, 1.0, {{"g", ones({1000})}}, true), doctest::Contains("grads.jsonl"), IOError);
   }
   CHECK(load_safetensors(ckpt).tensors.at("w").to_vector() == std::vector<double>{3, 3});

@@ -3,7 +3,6 @@
 // Transformer-XL cache (detached; two streamed segments == one causal
 // forward), Tensor Memory's carried state, perplexity, the stream batching,
 // the LR schedule, parameter matching, a training smoke test and the SVG plot.
-#include "tmem/core/svg_plot.h"
 #include "tmem/models/lm_trainer.h"
 #include "tmem/nn/optim.h"
 #include "model_fixtures.h"
@@ -343,24 +342,6 @@ TEST_CASE("training smoke test: the loss falls on a tiny periodic stream, for ev
     CHECK(r.test.tokens == 0);
     CHECK(r.gates.size() == (m == "tensor" || m == "leaky" ? 2u : 0u));
   }
-}
-
-TEST_CASE("svg_line_plot: one polyline per finite run, escaped labels, a legend") {
-  PlotSeries a{"base <1>", {0, 1, 2, 3}, {5, 4, NAN, 2}}, b{"tensor", {0, 1}, {3, 3}};
-  std::string svg = svg_line_plot({a, b}, {"loss & curves", "tokens", "nats"});
-  CHECK(svg.rfind("<svg", 0) == 0);
-  CHECK(svg.find("</svg>") != std::string::npos);
-  size_t lines = 0;
-  for (size_t p = svg.find("<polyline"); p != std::string::npos; p = svg.find("<polyline", p + 1)) ++lines;
-  CHECK(lines == 3);  // a is split at its NaN
-  CHECK(svg.find("base &lt;1&gt;") != std::string::npos);
-  CHECK(svg.find("loss &amp; curves") != std::string::npos);
-  CHECK(svg.find("tensor") != std::string::npos);
-  CHECK_THROWS_WITH_AS(svg_line_plot({PlotSeries{"bad", {0, 1}, {1}}}), doctest::Contains("bad"), ValueError);
-  const std::string path = tmem::test::tmp_path("tmem_plot.svg");
-  write_svg_line_plot(path, {b});
-  CHECK(tmem::test::read_all(path).find("<polyline") != std::string::npos);
-  std::filesystem::remove(path);
 }
 
 TEST_CASE("stream_lm: Tensor Memory's state stays one size over the stream, a KV cache grows by every token") {

@@ -12,9 +12,9 @@
 
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/core/svg_plot.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 #include "tmem/tools/train_cmd.h"
 
 namespace tmem::tools {
@@ -163,7 +163,8 @@ double sd_of(const std::vector<double>& v) {
 
 // The table, results.json and frontier.svg over every finished cell in root
 // (so lanes that trained different methods into one run share one report).
-void report(const FrontierArgs& a, const std::string& root) {
+void report(const FrontierArgs& a, RunRecorder& rec) {
+  const std::string& root = rec.dir();
   const std::vector<json> cells = finished_cells(root);
   const uint64_t first_seed = a.seeds.front();
   std::vector<Row> rows;
@@ -237,11 +238,11 @@ void report(const FrontierArgs& a, const std::string& root) {
     if (!s.x.empty()) series.push_back(s);
   }
   if (!series.empty())
-    write_svg_line_plot(root + "/frontier.svg", series,
-                        {a.task + ": accuracy vs state size at equal backbone", "log10 floats of state carried across segments",
-                         "eval accuracy (%)"});
-  write_file_atomic(root + "/results.json",
-                    json{{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}}.dump(2) + "\n");
+    for (const PlotSeries& s : series)
+      rec.add_curve("frontier", {a.task + ": accuracy vs state size at equal backbone",
+                                 "log10 floats of state carried across segments", "eval accuracy (%)"}, s);
+  rec.draw();
+  rec.write_json("results.json", {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}});
   std::printf("results written to %s/results.json%s\n", root.c_str(),
               series.empty() ? "" : (" and " + root + "/frontier.svg").c_str());
 }
@@ -249,7 +250,8 @@ void report(const FrontierArgs& a, const std::string& root) {
 // Accuracy against the task parameter a.vs (P or G) for every method at its
 // middle size, its chosen learning rate and the first seed; the cells at the
 // frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg.
-void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
+void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
+  const std::string& root = rec.dir();
   check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
   check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
   check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
@@ -275,9 +277,8 @@ void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
       set_sweep(c, a.vs, v);
       std::string name = cell_name(method, size, lr, seed);
       if (v != own) name += "_" + a.vs + std::to_string(v);
-      c.run_dir = root + "/" + name;
       c.resume = true;
-      const json j = run_or_reuse(c, method + " " + size + " " + a.vs + "=" + std::to_string(v),
+      const json j = run_or_reuse(rec, name, c, method + " " + size + " " + a.vs + "=" + std::to_string(v),
                                   {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
                                    {"vs", a.vs}, {"value", v}},
                                   tty);
@@ -292,9 +293,11 @@ void run_vs(const FrontierArgs& a, const std::string& root, bool tty) {
     series.push_back(s);
   }
   const std::string base = root + "/vs-" + a.vs;
-  write_svg_line_plot(base + ".svg", series, {a.task + ": accuracy against " + a.vs + " (middle state sizes)", a.vs,
-                                              "eval accuracy (%)"});
-  write_file_atomic(base + ".json", json{{"task", a.task}, {"vs", a.vs}, {"rows", rows}}.dump(2) + "\n");
+  for (const PlotSeries& s : series)
+    rec.add_curve("vs-" + a.vs, {a.task + ": accuracy against " + a.vs + " (middle state sizes)", a.vs,
+                                 "eval accuracy (%)"}, s);
+  rec.draw();
+  rec.write_json("vs-" + a.vs + ".json", {{"task", a.task}, {"vs", a.vs}, {"rows", rows}});
   std::printf("results written to %s.json and %s.svg\n", base.c_str(), base.c_str());
 }
 
@@ -316,11 +319,13 @@ int run(FrontierArgs& a) {
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
   if (a.name.empty()) a.name = "frontier-" + a.task;
-  const std::string root = run_dir(a.name);
-  ensure_writable_dir(root);
+  RunRecorder rec(a.name, "frontier " + a.task,
+                  {{"methods", a.methods}, {"lrs", a.lrs}, {"seeds", a.seeds}, {"all_seeds", a.all_seeds},
+                   {"vs", a.vs}, {"values", a.values}, {"cell", models::config_to_json(a.cfg)}});
+  const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
   if (!a.vs.empty()) {
-    run_vs(a, root, tty);
+    run_vs(a, rec, tty);
     return 0;
   }
   if (!a.report_only) {
@@ -333,8 +338,7 @@ int run(FrontierArgs& a) {
       models::TrainConfig c = cell_config(a, method, size, lr, seed);
       const std::string label = sizes_of(method)[size].label;
       const std::string name = cell_name(method, label, lr, seed);
-      c.run_dir = root + "/" + name;
-      return run_or_reuse(c, method + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
+      return run_or_reuse(rec, name, c, method + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
                           {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed}}, tty);
     };
     for (const auto& method : a.methods) {
@@ -352,7 +356,7 @@ int run(FrontierArgs& a) {
           if (a.all_seeds || i == middle) train(method, i, lr, a.seeds[s]);
     }
   }
-  report(a, root);
+  report(a, rec);
   return 0;
 }
 

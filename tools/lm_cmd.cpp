@@ -9,12 +9,11 @@
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
-#include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/core/svg_plot.h"
 #include "tmem/data/brown.h"
 #include "tmem/models/lm_trainer.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -54,6 +53,7 @@ int run(BrownArgs& a) {
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the corpus loads
+  check<ValueError>(!a.cfg.resume || !a.name.empty(), "train brown: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name("brown");
   const std::string root = run_dir(a.name);  // so does a bad --name
   std::printf("loading the Brown corpus from %s\n", a.data_dir.c_str());
@@ -70,7 +70,7 @@ int run(BrownArgs& a) {
     Generator gen(0);
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
-  ensure_writable_dir(root);
+  RunRecorder rec(a.name, "train brown", models::lm_config_to_json(a.cfg));
   const auto& m = a.cfg.model;
   std::printf("tmem train brown: methods %zu, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
               "(%.2fM tokens), lr %g, on %s, %d threads -> %s\n",
@@ -83,12 +83,12 @@ int run(BrownArgs& a) {
 
   const bool tty = isatty(fileno(stdout));
   json methods = json::array();
-  std::vector<PlotSeries> curves;
   std::vector<models::LMTrainResult> results;
   const double tokens_per_step = static_cast<double>(a.cfg.batch * m.seq);
   for (const auto& method : a.methods) {
     models::LMTrainConfig c = a.cfg;
     c.model.method = method;
+    rec.place(c, method);
     models::LMTrainResult r = models::train_lm(c, corpus.train, corpus.valid, corpus.test,
                                                [&](const models::LMTrainProgress& p) { print_progress(method, p, tty); });
     std::printf("%s: valid ppl %.2f, test ppl %.2f, %lld params, %.0f tok/s, %s", method.c_str(),
@@ -97,9 +97,10 @@ int run(BrownArgs& a) {
     for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
     if (r.skipped_steps) std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
     std::printf("\n");
-    PlotSeries s{method, {}, moving_average(r.losses, r.losses.size() / 50)};
-    for (size_t i = 0; i < r.losses.size(); ++i) s.x.push_back(tokens_per_step * static_cast<double>(i + 1) / 1e6);
-    curves.push_back(s);
+    rec.add_curve("loss", {"Brown corpus: training loss (moving average)", "training tokens (millions)",
+                           "cross-entropy (nats per token)"},
+                  smoothed_curve(method, r.losses,
+                             [&](size_t i) { return tokens_per_step * static_cast<double>(i + 1) / 1e6; }));
     methods.push_back({{"method", method}, {"config", models::lm_config_to_json(c)},
                        {"parameters", r.parameters}, {"valid_perplexity", r.valid.perplexity()},
                        {"valid_nll", r.valid.nll()}, {"valid_tokens", r.valid.tokens},
@@ -116,10 +117,8 @@ int run(BrownArgs& a) {
                                   "segment by segment; xl / tensor / leaky carry their state across segments, "
                                   "base / local / linear evaluate each segment on its own"},
                 {"methods", methods}};
-    write_file_atomic(root + "/results.json", all.dump(2) + "\n");
-    write_svg_line_plot(root + "/loss.svg", curves,
-                        {"Brown corpus: training loss (moving average)", "training tokens (millions)",
-                         "cross-entropy (nats per token)"});
+    rec.write_json("results.json", all);
+    rec.draw();
   }
   std::printf("\nBrown corpus perplexity per token (|V| = %lld), %lld steps x %lld tokens\n",
               static_cast<long long>(a.cfg.model.vocab), static_cast<long long>(steps),
@@ -187,6 +186,9 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "brown-date-time",
                   "The unpacked corpus (fetch it with bash tools/fetch_brown.sh)");
+  add_checkpoint_options(app, c,
+                         "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
+                         "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }

@@ -170,6 +170,18 @@ std::string timestamped_name(const std::string& prefix) {
   return prefix + "-" + buf;
 }
 
+void add_checkpoint_options(CLI::App& app, models::CheckpointOptions& o, const std::string& resume_help) {
+  app.add_flag("--resume", o.resume, resume_help);
+  app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (0: only at the end)")
+      ->check(int_range(0, 1000000000));
+  app.add_option("--dump-grads", o.dump_grads, "Write gradient dumps to FILE inside each run directory (a plain "
+                                               "file name; --resume keeps the steps dumped before the checkpoint)")
+      ->check(file_in_run_dir({models::kCheckpointFile, models::kResultFile, models::kLossesFile}));
+  app.add_option("--dump-every", o.dump_every, "Dump every N steps")->capture_default_str()
+      ->check(int_range(1, 1000000000));
+  app.add_flag("--dump-values", o.dump_values, "Include every gradient value in the dumps");
+}
+
 void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
                      const std::string& name_default, const std::string& data_help) {
   app.add_option("--threads", threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));

@@ -10,6 +10,8 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tmem/models/train_loop.h"
+
 namespace tmem::tools {
 
 /// Seconds as "m:ss", or "h:mm:ss" from one hour on; negative counts as 0.
@@ -73,6 +75,12 @@ void check_every_option(CLI::App& app);
 /// --data-dir with the help `data_help`.
 void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
                      const std::string& name_default, const std::string& data_help);
+
+/// Adds the checkpoint and gradient-dump options of a training command:
+/// --resume (help `resume_help`), --checkpoint-every N, --dump-grads FILE (a
+/// plain file name inside each trained model's run directory, not one of the
+/// files the run writes: file_in_run_dir), --dump-every N, --dump-values.
+void add_checkpoint_options(CLI::App& app, models::CheckpointOptions& o, const std::string& resume_help);
 
 /// The debugging options of the training commands.
 struct DebugArgs {

@@ -11,10 +11,10 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/core/device_backend.h"
-#include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
 #include "tmem/models/lm.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -79,8 +79,12 @@ int run(const StreamArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   const Device device = parse_device(a.device);
   check_args(a, device);
-  const std::string root = run_dir(a.name.empty() ? timestamped_name("stream") : a.name);
-  ensure_writable_dir(root);
+  RunRecorder rec(a.name.empty() ? timestamped_name("stream") : a.name, "stream",
+                  {{"methods", a.methods}, {"tokens", a.tokens}, {"report_at", a.report_at},
+                   {"max_minutes", a.max_minutes}, {"vocab", a.vocab}, {"dim", a.model.dim},
+                   {"layers", a.model.layers}, {"heads", a.model.heads}, {"seq", a.model.seq}, {"device", a.device},
+                   {"seed", a.seed}});
+  const std::string& root = rec.dir();
   std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
               "%d threads -> %s\n",
               static_cast<long long>(a.tokens), static_cast<long long>(a.model.seq),
@@ -127,6 +131,12 @@ int run(const StreamArgs& a) {
       }
       return true;
     });
+    PlotSeries curve{method, {}, {}};
+    for (const json& p : points) {
+      curve.x.push_back(p.at("tokens").get<double>());
+      curve.y.push_back(mib(p.at("state_bytes").get<double>()));
+    }
+    rec.add_curve("state", {"Streaming: state held against tokens streamed", "tokens", "state (MiB)"}, curve);
     out.push_back({{"method", method}, {"config", {{"lm_method", cfg.method}, {"cache_len", cfg.cache_len},
                                                     {"dim", cfg.dim}, {"layers", cfg.layers}, {"heads", cfg.heads},
                                                     {"seq", cfg.seq}, {"vocab", cfg.vocab}}},
@@ -135,11 +145,10 @@ int run(const StreamArgs& a) {
   std::printf("\n| method | tokens | state MiB | tensors held MiB | peak MiB | tokens/s |\n"
               "| --- | --- | --- | --- | --- | --- |\n");
   for (const std::string& l : table) std::printf("%s\n", l.c_str());
-  write_file_atomic(root + "/results.json",
-                    json{{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens}, {"seed", a.seed},
-                         {"threads", get_num_threads()}, {"methods", out}}
-                            .dump(2) + "\n");
-  std::printf("results written to %s/results.json\n", root.c_str());
+  rec.write_json("results.json", {{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens},
+                                  {"seed", a.seed}, {"threads", get_num_threads()}, {"methods", out}});
+  rec.draw();
+  std::printf("results written to %s/results.json, the state curves to %s/state.svg\n", root.c_str(), root.c_str());
   return 0;
 }
 

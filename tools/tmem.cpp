@@ -6,7 +6,7 @@
 //   tmem train moving-fmnist   train the video models on Moving Fashion-MNIST (tools/video_cmd.h)
 //   tmem ablate  the Tensor Memory ablations on coord-binding
 //   tmem frontier  accuracy vs state size of the segment-recurrent methods (tools/frontier_cmd.h)
-//   tmem grads summarize FILE / tmem grads diff A B   read gradient dumps
+//   tmem grads summarize FILE / diff A B / plot FILE    read and draw gradient dumps
 //   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
 //   tmem stream  a language model over a long stream: the memory it holds (tools/stream_cmd.h)
 #include <cmath>
@@ -18,6 +18,7 @@
 #include "tmem/ops/ops.h"
 #include "tmem/tools/bench_cmd.h"
 #include "tmem/tools/frontier_cmd.h"
+#include "tmem/tools/grads_plot.h"
 #include "tmem/tools/lm_cmd.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/stream_cmd.h"
@@ -145,6 +146,11 @@ int main(int argc, char** argv) {
   diff->add_option("a", dump_a, "First dump")->required();
   diff->add_option("b", dump_b, "Second dump")->required();
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
+  std::string plot_out;
+  auto* plot = grads->add_subcommand("plot", "Draw the per-tensor gradient norms (per layer, log scale, NaN/Inf "
+                                             "steps marked) and the memory internals as one SVG");
+  plot->add_option("file", dump_a, "Dump file")->required();
+  plot->add_option("--out", plot_out, "The SVG to write (default: the dump's name with .svg)");
   if (argc > 1 && argv[1][0] != '-') {
     const std::string cmd = argv[1];
     if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "frontier" && cmd != "grads" && cmd != "bench" &&
@@ -171,6 +177,7 @@ int main(int argc, char** argv) {
     if (*ops) return run_ops(run_checks);
     if (*summarize) return run_grads_summarize(dump_a);
     if (*diff) return run_grads_diff(dump_a, dump_b, top);
+    if (*plot) return tmem::tools::run_grads_plot(dump_a, plot_out);
     if (int rc = train(); rc >= 0) return rc;
     if (int rc = ablate(); rc >= 0) return rc;
     if (int rc = frontier(); rc >= 0) return rc;

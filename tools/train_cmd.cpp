@@ -18,6 +18,7 @@
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -95,12 +96,46 @@ std::optional<json> finished_cell(const models::TrainConfig& c) {
   return j;
 }
 
-json run_or_reuse(const models::TrainConfig& c, const std::string& label, const json& id, bool tty) {
+namespace {
+
+// The losses an earlier run of a cell wrote (empty when unreadable).
+std::vector<double> earlier_losses(const std::string& run_dir) {
+  std::ifstream in(run_dir + "/" + models::kLossesFile);
+  try {
+    const json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), run_dir);
+    if (j.is_array()) return j.get<std::vector<double>>();
+  } catch (const std::exception&) {  // a torn or foreign losses.json: no loss curve for the cell
+  }
+  return {};
+}
+
+// Draws a cell's training loss and accuracy curves into the run's plots.
+void draw_cell(RunRecorder& rec, const models::TrainConfig& c, const std::string& name, const std::vector<double>& losses,
+               const json& curve) {
+  rec.add_curve("loss", {c.task + ": training loss (moving average)", "step", "cross-entropy (nats)"},
+                smoothed_curve(name, losses, [](size_t i) { return static_cast<double>(i + 1); }));
+  PlotSeries acc{name, {}, {}};
+  for (const json& pt : curve) {
+    acc.x.push_back(pt.at(0).get<double>());
+    acc.y.push_back(100 * pt.at(1).get<double>());
+  }
+  rec.add_curve("accuracy", {c.task + ": training accuracy over the last 100 steps", "step", "query accuracy (%)"},
+                acc);
+  rec.draw();
+}
+
+}  // namespace
+
+json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainConfig c, const std::string& label,
+                  const json& id, bool tty) {
   const std::string name = id.begin().value().get<std::string>();
+  c.run_dir = rec.path(cell_dir);
+  const bool writer = dist::rank() == 0;
   if (c.resume) {
     if (auto done = finished_cell(c)) {
       std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", name.c_str(),
                   100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
+      if (writer) draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
       return *done;
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
@@ -125,9 +160,10 @@ json run_or_reuse(const models::TrainConfig& c, const std::string& label, const 
             {"stopped_at", r.stopped_at}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
-  if (dist::rank() == 0) {
-    write_file_atomic(c.run_dir + "/" + models::kLossesFile, json(r.losses).dump() + "\n");
-    write_file_atomic(c.run_dir + "/" + models::kResultFile, j.dump(2) + "\n");
+  if (writer) {
+    rec.write_json(cell_dir + "/" + models::kLossesFile, r.losses, -1);
+    rec.write_json(cell_dir + "/" + models::kResultFile, j);
+    draw_cell(rec, c, name, r.losses, j["train_accuracy_curve"]);
   }
   return j;
 }
@@ -157,8 +193,12 @@ int run_cells(TrainArgs& a) {
   if (!device.is_cpu()) device_backend(device, "train");  // before any directory is made
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name(a.task);
-  const std::string root = run_dir(a.name);
-  ensure_writable_dir(root);
+  models::TrainConfig base = a.cfg;
+  base.task = a.task;
+  RunRecorder rec(a.name, "train " + a.task,
+                  {{"methods", a.methods}, {"sweep", sweep}, {"values", values}, {"noises", a.noises},
+                   {"seeds", a.seeds}, {"cell", models::config_to_json(base)}});
+  const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
   std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads%s -> %s\n",
               a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
@@ -183,11 +223,10 @@ int run_cells(TrainArgs& a) {
           models::resolve_task_defaults(c);
           std::string tag = sweep + std::to_string(v) + (coord ? "_s" + noise_str(noise) : "");
           std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
-          c.run_dir = root + "/" + cell;
-          if (!a.cfg.dump_grads.empty()) c.dump_grads = c.run_dir + "/" + a.cfg.dump_grads;
+          if (!a.cfg.dump_grads.empty()) c.dump_grads = rec.path(cell + "/" + a.cfg.dump_grads);
           const std::string label = method + " " + sweep + "=" + std::to_string(v) +
                                     (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
-          const json j = run_or_reuse(c, label, {{"cell", cell}}, tty);
+          const json j = run_or_reuse(rec, cell, c, label, {{"cell", cell}}, tty);
           table[{method, noise, v}].push_back(
               {j.at("eval_accuracy").get<double>(), j.value("eval_accuracy_observed", -1.0)});
           if (j.contains("eval_accuracy_memory_off"))
@@ -237,7 +276,7 @@ int run_cells(TrainArgs& a) {
     }
   if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
-  if (dist::rank() == 0) write_file_atomic(root + "/results.json", results.dump(2) + "\n");
+  if (dist::rank() == 0) rec.write_json("results.json", results);
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;
 }
@@ -365,15 +404,8 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
              "with mpirun -np N or srun; detected without the flag too): rank 0 prints and writes");
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
-  t->add_flag("--resume", c.resume, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose result.json has the same config is not run again)");
-  t->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps (0: only at the end)")
-      ->check(int_range(0, 1000000000));
-  t->add_option("--dump-grads", c.dump_grads, "Write gradient dumps to FILE inside each cell's run directory (a plain "
-                                              "file name; --resume keeps the steps dumped before the checkpoint)")
-      ->check(file_in_run_dir({models::kCheckpointFile, models::kResultFile, models::kLossesFile}));
-  t->add_option("--dump-every", c.dump_every, "Dump every N steps")->capture_default_str()
-      ->check(int_range(1, 1000000000));
-  t->add_flag("--dump-values", c.dump_values, "Include every gradient value in the dumps");
+  add_checkpoint_options(*t, c, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose "
+                              "result.json has the same config is not run again)");
   add_debug_options(*t, a->debug);
   return [t, a]() { return *t ? run(*a) : -1; };
 }
@@ -440,16 +472,16 @@ std::function<int()> add_ablate_command(CLI::App& app) {
         if (i < 0 || i >= static_cast<int>(variants.size()))
           throw ValueError("ablate: variant " + std::to_string(i) + " does not exist (0-" +
                            std::to_string(variants.size() - 1) + ")");
-      const std::string root = run_dir(name->empty() ? std::string("ablate") : *name);
-      ensure_writable_dir(root);
+      RunRecorder rec(name->empty() ? std::string("ablate") : *name, "ablate",
+                      {{"variants", chosen}, {"cell", models::config_to_json(*cfg)}});
       const bool tty = isatty(fileno(stdout));
       json rows = json::array();
       for (int i : chosen) {
         models::TrainConfig c = *cfg;
         variants[i].apply(c.model.memory);
         models::resolve_task_defaults(c);
-        c.run_dir = root + "/variant" + std::to_string(i);
-        rows.push_back(run_or_reuse(c, variants[i].name, {{"variant", variants[i].name}}, tty));
+        rows.push_back(run_or_reuse(rec, "variant" + std::to_string(i), c, variants[i].name,
+                                    {{"variant", variants[i].name}}, tty));
       }
       std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
                   static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
@@ -459,8 +491,8 @@ std::function<int()> add_ablate_command(CLI::App& app) {
                     100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
                     static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
       std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
-      write_file_atomic(root + "/results.json", json{{"ablations", rows}}.dump(2) + "\n");
-      std::printf("results written to %s/results.json\n", root.c_str());
+      rec.write_json("results.json", {{"ablations", rows}});
+      std::printf("results written to %s/results.json\n", rec.dir().c_str());
       return 0;
     });
   };

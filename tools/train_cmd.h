@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/models/trainer.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -28,13 +29,15 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
 /// c.run_dir/result.json), so `--resume` skips it; nullopt when there is none.
 std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
 
-/// Trains c (printing progress and a result line under `label`) and writes
-/// c.run_dir/result.json and losses.json; with c.resume, a run that an earlier
-/// invocation finished with the same config is reused instead. `id` names the
-/// run in the record: its first key's value ({"cell": ...} or {"variant":
-/// ...}) is the run's name; its other keys are copied into the record.
-/// Returns the result.json record.
-nlohmann::json run_or_reuse(const models::TrainConfig& c, const std::string& label, const nlohmann::json& id,
-                            bool tty);
+/// Trains c as the cell `cell_dir` of the run `rec` (c.run_dir becomes
+/// rec.path(cell_dir)), printing progress and a result line under `label`,
+/// and writes its result.json and losses.json and draws its loss and
+/// accuracy curves into the run's plots; with c.resume, a cell that an
+/// earlier invocation finished with the same config is reused instead. `id`
+/// names the run in the record: its first key's value ({"cell": ...} or
+/// {"variant": ...}) is the run's name; its other keys are copied into the
+/// record. Returns the result.json record.
+nlohmann::json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainConfig c,
+                            const std::string& label, const nlohmann::json& id, bool tty);
 
 }  // namespace tmem::tools

@@ -7,11 +7,10 @@
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
-#include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/core/svg_plot.h"
 #include "tmem/models/video_trainer.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -115,6 +114,7 @@ int run(VideoArgs& a) {
   a.cfg.model.frames = a.cfg.data.frames;
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
+  check<ValueError>(!a.cfg.resume || !a.name.empty(), "train moving-fmnist: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name("moving-fmnist");
   const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
@@ -130,7 +130,7 @@ int run(VideoArgs& a) {
   const ImageDataset train = load_fashion_mnist(a.data_dir, true);
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
-  ensure_writable_dir(root);
+  RunRecorder rec(a.name, "train moving-fmnist", models::video_config_to_json(a.cfg));
   const auto& c = a.cfg;
   std::printf("tmem train moving-fmnist: methods %zu x occlusion settings %zu, %lld frames of %lldx%lld, patch %lld "
               "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
@@ -147,7 +147,6 @@ int run(VideoArgs& a) {
 
   const bool tty = isatty(fileno(stdout));
   json runs = json::array();
-  std::vector<PlotSeries> curves;
   std::vector<Cell> cells;
   for (bool occ : occlusion)
     for (const auto& method : a.methods) {
@@ -155,6 +154,8 @@ int run(VideoArgs& a) {
       cc.model.method = method;
       cc.data.occlusion = occ;
       const std::string label = cell_label(method, occ);
+      const std::string cell = method + (occ ? "_occlusion" : "");
+      rec.place(cc, cell);
       char padded[64];
       std::snprintf(padded, sizeof padded, "%-23s", label.c_str());
       models::VideoTrainResult r = models::train_video(
@@ -167,10 +168,15 @@ int run(VideoArgs& a) {
       if (r.skipped_steps)
         std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
       std::printf("\n");
-      PlotSeries s{label, {}, moving_average(r.losses, r.losses.size() / 50)};
-      for (size_t i = 0; i < r.losses.size(); ++i)
-        s.x.push_back(static_cast<double>((i + 1) * static_cast<size_t>(cc.batch)) / 1000.0);
-      curves.push_back(s);
+      auto clips = [&](size_t i) { return static_cast<double>((i + 1) * static_cast<size_t>(cc.batch)) / 1000.0; };
+      rec.add_curve("loss", {"Moving Fashion-MNIST: training loss (moving average)", "training clips (thousands)",
+                             "set cross-entropy (nats)"},
+                    smoothed_curve(label, r.losses, clips));
+      std::vector<double> percent = r.metrics;
+      for (double& m : percent) m *= 100;
+      rec.add_curve("accuracy", {"Moving Fashion-MNIST: training set accuracy (moving average)",
+                                 "training clips (thousands)", "set accuracy (%)"},
+                    smoothed_curve(label, percent, clips));
       runs.push_back({{"method", method}, {"occlusion", occ}, {"config", models::video_config_to_json(cc)},
                       {"parameters", r.parameters}, {"test_accuracy", r.test.accuracy},
                       {"occluded_item_accuracy", occ ? json(r.test.occluded_item) : json(nullptr)},
@@ -189,13 +195,12 @@ int run(VideoArgs& a) {
                                     "is among the top-k. Clip i of the test set is drawn from its own generator, so "
                                     "it has the same items and motion with occlusion off and on"},
                   {"runs", runs}};
-      write_file_atomic(root + "/results.json", all.dump(2) + "\n");
-      write_svg_line_plot(root + "/loss.svg", curves,
-                          {"Moving Fashion-MNIST: training loss (moving average)", "training clips (thousands)",
-                           "set cross-entropy (nats)"});
+      rec.write_json("results.json", all);
+      rec.draw();
     }
   print_table(a, cells);
-  std::printf("results written to %s/results.json, training curves to %s/loss.svg\n", root.c_str(), root.c_str());
+  std::printf("results written to %s/results.json, training curves to %s/loss.svg and accuracy.svg\n", root.c_str(),
+              root.c_str());
   return 0;
 }
 
@@ -262,6 +267,9 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--seed", c.seed, "Seed (initialisation->check(kNonNegative); seed + 1: the training clips)")->capture_default_str();
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
+  add_checkpoint_options(app, a.cfg,
+                         "Continue each run from its checkpoint under runs/<name>/<method>[_occlusion]/ (written "
+                         "with --checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }

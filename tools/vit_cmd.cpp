@@ -8,12 +8,11 @@
 #include <CLI/CLI.hpp>
 
 #include "tmem/core/device_backend.h"
-#include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/core/svg_plot.h"
 #include "tmem/models/vit_trainer.h"
 #include "tmem/ops/shape.h"
 #include "tmem/tools/progress.h"
+#include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
 
@@ -123,6 +122,7 @@ int run(FashionArgs& a) {
   for (const auto& m : a.methods) models::check_vit_method(m);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
+  check<ValueError>(!a.cfg.resume || !a.name.empty(), "train fashion-mnist: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name("fashion-mnist-" + a.cfg.task);
   const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
@@ -138,7 +138,7 @@ int run(FashionArgs& a) {
   const ImageDataset test = first_images(load_fashion_mnist(a.data_dir, false), a.test_images);
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
-  ensure_writable_dir(root);
+  RunRecorder rec(a.name, "train fashion-mnist", models::vit_config_to_json(a.cfg, n_train));
   const auto& e = a.cfg.model.encoder;
   std::printf("tmem train fashion-mnist --task %s: methods %zu, %lld train / %lld test images, patch %lld (%lld "
               "patches), d=%lld, %lld layers, %lld heads",
@@ -159,11 +159,11 @@ int run(FashionArgs& a) {
   const bool tty = isatty(fileno(stdout));
   const bool mae = a.cfg.task == "mae";
   json methods = json::array();
-  std::vector<PlotSeries> curves;
   std::vector<models::ViTTrainResult> results;
   for (const auto& method : a.methods) {
     models::ViTTrainConfig c = a.cfg;
     c.model.encoder.method = method;
+    rec.place(c, method);
     models::ViTTrainResult r = models::train_vit(
         c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, tty); });
     std::printf("%s:", method.c_str());
@@ -177,10 +177,20 @@ int run(FashionArgs& a) {
     if (r.skipped_steps)
       std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
     std::printf("\n");
-    PlotSeries s{method, {}, moving_average(r.losses, r.losses.size() / 50)};
-    for (size_t i = 0; i < r.losses.size(); ++i)
-      s.x.push_back(static_cast<double>((i + 1) * static_cast<size_t>(c.batch)) / static_cast<double>(n_train));
-    curves.push_back(s);
+    auto epochs = [&](size_t i) {
+      return static_cast<double>((i + 1) * static_cast<size_t>(c.batch)) / static_cast<double>(n_train);
+    };
+    const std::string task_title = std::string("Fashion-MNIST ") + (mae ? "MAE" : "classification");
+    rec.add_curve("loss", {task_title + ": training loss (moving average)", "epochs",
+                           mae ? "MSE on masked patches" : "cross-entropy (nats)"},
+                  smoothed_curve(method, r.losses, epochs));
+    std::vector<double> metric = r.metrics;
+    if (!mae)
+      for (double& m : metric) m *= 100;
+    rec.add_curve(mae ? "psnr" : "accuracy",
+                  {task_title + (mae ? ": training PSNR (moving average)" : ": training accuracy (moving average)"),
+                   "epochs", mae ? "composite PSNR (dB)" : "accuracy (%)"},
+                  smoothed_curve(method, metric, epochs));
     json m = {{"method", method}, {"config", models::vit_config_to_json(c, n_train)}, {"parameters", r.parameters},
               {"train_seconds", r.seconds}, {"images_per_second", r.images_per_second}, {"gates", r.gates},
               {"skipped_steps", r.skipped_steps}, {"losses", r.losses}, {"train_metrics", r.metrics}};
@@ -203,11 +213,8 @@ int run(FashionArgs& a) {
                              "ratio; composite = visible patches of the input + predicted masked patches clamped to "
                              "[0, 1]; PSNR over every pixel of every composite, SSIM (7x7 Gaussian, sigma 1.5) mean "
                              "over images";
-    write_file_atomic(root + "/results.json", all.dump(2) + "\n");
-    write_svg_line_plot(root + "/loss.svg", curves,
-                        {std::string("Fashion-MNIST ") + (mae ? "MAE" : "classification") +
-                             ": training loss (moving average)",
-                         "epochs", mae ? "MSE on masked patches" : "cross-entropy (nats)"});
+    rec.write_json("results.json", all);
+    rec.draw();
   }
   print_table(a, results, steps);
   std::printf("results written to %s/results.json, training curves to %s/loss.svg\n", root.c_str(), root.c_str());
@@ -297,6 +304,9 @@ int run_train_fashion_mnist(int argc, char** argv) {
       ->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "fashion-mnist-<task>-date-time", kFashionMnistDirHelp);
+  add_checkpoint_options(app, c,
+                         "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
+                         "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
   return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
 }

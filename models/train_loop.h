@@ -1,0 +1,113 @@
+// The one training loop of every trainer (diagnostic tasks, language models,
+// ViTs, video): the trainer's forward step, backward, gradient dumps with the
+// model's memory internals, ScheduledAdamW (clip, warmup + cosine, skipping
+// non-finite steps), the recent training metric and its curve, progress,
+// checkpoints and bit-exact resume (docs/DESIGN.md §11).
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tmem/core/rng.h"
+#include "tmem/models/scheduled_adamw.h"
+#include "tmem/nn/module.h"
+
+namespace tmem::models {
+
+/// The files a run writes in its run directory: the checkpoint (train_loop)
+/// and, from the commands, the result and the per-step losses. A gradient
+/// dump must be none of them.
+inline constexpr const char* kCheckpointFile = "checkpoint.safetensors";
+inline constexpr const char* kResultFile = "result.json";
+inline constexpr const char* kLossesFile = "losses.json";
+
+/// Where a run keeps its checkpoint and gradient dump, and how often; every
+/// trainer's config has these.
+struct CheckpointOptions {
+  std::string run_dir;           // checkpoints go here ("" = none)
+  int64_t checkpoint_every = 0;  // steps; 0 = only at the end (when run_dir is set)
+  bool resume = false;           // continue from run_dir/checkpoint.safetensors when it exists
+  /// Gradient dump file ("" = none): not the checkpoint. A resumed run keeps
+  /// the steps dumped before its checkpoint (GradDumpWriter).
+  std::string dump_grads;
+  int64_t dump_every = 100;      // and the last step
+  bool dump_values = false;
+};
+
+/// What a trainer's forward step gives the loop: the loss (a scalar with its
+/// graph; the loop backpropagates it) and the step's training metric as
+/// hits of total (accuracy: correct predictions of predictions; a mean such
+/// as PSNR: the value of 1). total 0: no metric.
+struct StepOutput {
+  Tensor loss;
+  double hits = 0, total = 0;
+};
+
+struct LoopConfig {
+  int64_t steps = 0;
+  ScheduleConfig optim;          // optim.steps is set from steps (at least 1)
+  CheckpointOptions files;
+  /// The run's config (checkpoint metadata "config"): a resume refuses a
+  /// checkpoint whose config differs in any key but "steps".
+  nlohmann::json config;
+  std::string model_name;        // checkpoint metadata "model", e.g. "tmem::models::DiagnosticModel"
+  int64_t window = 100;          // steps in the recent metric, and between points of its curve
+  bool counts = true;            // hits and total are counts (checked on resume: integers, hits <= total)
+  double stop_metric = 0;        // > 0: stop once the recent metric over a full window reaches it
+  /// Data parallel over the ranks of tmem::dist (DistributedDataParallel):
+  /// the loss is averaged and hits and total summed over the ranks; rank 0
+  /// alone writes and reports progress.
+  bool data_parallel = false;
+};
+
+struct LoopProgress {
+  int64_t step, steps;           // steps done, of all
+  double loss, metric, lr;       // this step's loss and rate; the recent metric
+  double seconds;                // this invocation's training time so far
+  double steps_per_second;       // of this invocation
+};
+
+/// The trainer's side of the loop. `step` is required; the generators are
+/// checkpointed by name (metadata "<name>": their state); save_state /
+/// load_state carry any other state a resume needs (tensors "extra.<key>":
+/// an LM's carried BackboneState, a DataLoader's order); `probe` gives the
+/// extra keys of each dumped step (the memory internals).
+struct LoopHooks {
+  std::function<StepOutput(int64_t step)> step;
+  std::vector<std::pair<std::string, Generator*>> generators;
+  std::function<std::map<std::string, Tensor>()> save_state;
+  std::function<void(const std::map<std::string, Tensor>&)> load_state;
+  std::function<nlohmann::json()> probe;
+  std::function<void(const LoopProgress&)> progress;
+};
+
+struct LoopResult {
+  std::vector<double> losses;    // per step from step 0 (a resumed run's include those before it)
+  std::vector<double> metrics;   // hits / total per step (NaN without a metric)
+  /// (step, recent metric) every `window` steps: the training curve.
+  std::vector<std::pair<int64_t, double>> curve;
+  double recent_metric = 0;      // over the last `window` steps
+  double seconds = 0;            // training time, summed over a resumed run's invocations
+  int64_t start_step = 0;        // > 0 when resumed
+  int64_t stopped_at = -1;       // the step at which stop_metric was reached (-1: never)
+  int64_t skipped_steps = 0;     // steps skipped for a non-finite gradient norm
+};
+
+/// Trains `model` (in training mode) for cfg.steps steps: hooks.step(step),
+/// backward, the gradient dump (before clipping), ScheduledAdamW::step,
+/// then the metric window, the checkpoint every files.checkpoint_every steps
+/// and progress. With files.run_dir set, a checkpoint is also written at the
+/// end; with files.resume and a checkpoint there, the run continues from it
+/// bit-exactly (model "model.<name>", optimizer "optim.<key>", generators,
+/// extra state, losses, metrics, window, curve). Throws ValueError for bad
+/// options, a dump naming the checkpoint or a checkpoint of another config
+/// (listing the keys that differ); IOError naming the checkpoint and the
+/// entry for a malformed or unfitting checkpoint, or when a file cannot be
+/// written.
+LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks);
+
+}  // namespace tmem::models

@@ -1,0 +1,95 @@
+// tools/svg_plot.h and tools/grads_plot.h: line plots (linear and log y,
+// marks, panels) and the picture of a gradient dump.
+#include <cmath>
+#include <filesystem>
+
+#include "test_util.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/tools/grads_plot.h"
+#include "tmem/tools/svg_plot.h"
+
+using namespace tmem;
+using namespace tmem::tools;
+
+namespace {
+
+size_t count(const std::string& s, const std::string& what) {
+  size_t n = 0;
+  for (size_t p = s.find(what); p != std::string::npos; p = s.find(what, p + 1)) ++n;
+  return n;
+}
+
+}  // namespace
+
+TEST_CASE("svg_line_plot: one polyline per finite run, escaped labels, a legend") {
+  PlotSeries a{"base <1>", {0, 1, 2, 3}, {5, 4, NAN, 2}}, b{"tensor", {0, 1}, {3, 3}};
+  std::string svg = svg_line_plot({a, b}, {"loss & curves", "tokens", "nats"});
+  CHECK(svg.rfind("<svg", 0) == 0);
+  CHECK(svg.find("</svg>") != std::string::npos);
+  CHECK(count(svg, "<polyline") == 3);  // a is split at its NaN
+  CHECK(svg.find("base &lt;1&gt;") != std::string::npos);
+  CHECK(svg.find("loss &amp; curves") != std::string::npos);
+  CHECK(svg.find("tensor") != std::string::npos);
+  CHECK_THROWS_WITH_AS(svg_line_plot({PlotSeries{"bad", {0, 1}, {1}}}), doctest::Contains("bad"), ValueError);
+  const std::string path = tmem::test::tmp_path("tmem_plot.svg");
+  write_svg_line_plot(path, {b});
+  CHECK(tmem::test::read_all(path).find("<polyline") != std::string::npos);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("svg_line_plot: log y draws whole decades, skips values <= 0, and marks x positions") {
+  PlotOptions opt{"norms", "step", "norm"};
+  opt.log_y = true;
+  opt.marks = {2, 99};  // 99 is outside the x range: not drawn
+  const std::string svg = svg_line_plot({PlotSeries{"g", {0, 1, 2, 3}, {1e-3, 0.02, 0, 4}}}, opt);
+  CHECK(count(svg, "<polyline") == 2);  // split at the 0
+  for (const char* tick : {">1e-3<", ">1e-2<", ">1e-1<", ">1e0<", ">1e1<"}) {
+    INFO(tick);
+    CHECK(svg.find(tick) != std::string::npos);
+  }
+  CHECK(svg.find(">1e-4<") == std::string::npos);
+  CHECK(count(svg, "stroke-dasharray") == 1);
+}
+
+TEST_CASE("svg_panels: the plots side by side in one document, each at its own place") {
+  const std::vector<PlotPanel> panels = {{{PlotSeries{"a", {0, 1}, {0, 1}}}, {"first", "x", "y"}},
+                                         {{PlotSeries{"b", {0, 1}, {1, 0}}}, {"second", "x", "y"}},
+                                         {{PlotSeries{"c", {0, 1}, {1, 1}}}, {"third", "x", "y"}}};
+  const std::string svg = svg_panels(panels, 2);
+  CHECK(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"1440\" height=\"880\"", 0) == 0);
+  CHECK(svg.find("<svg x=\"0\" y=\"0\"") != std::string::npos);
+  CHECK(svg.find("<svg x=\"720\" y=\"0\"") != std::string::npos);
+  CHECK(svg.find("<svg x=\"0\" y=\"440\"") != std::string::npos);
+  CHECK(count(svg, "<polyline") == 3);
+  CHECK_THROWS_AS(svg_panels(panels, 0), ValueError);
+}
+
+TEST_CASE("grads plot: a panel per layer with the NaN steps marked, and the memory internals beside them") {
+  CHECK(layer_of("backbone.blocks.1.attn.qkv.weight") == "backbone.blocks.1");
+  CHECK(layer_of("head.weight") == "head");
+  CHECK(layer_of("gamma") == "gamma");
+  const std::string path = tmem::test::tmp_path("tmem_grads_plot.jsonl");
+  {
+    GradDumpWriter w(path);
+    const nlohmann::json memory = nlohmann::json::array(
+        {{{"layer", 0}, {"gate", 0.2}, {"write_sigma", tensor_summary("write_sigma", full({2, 3, 1}, 0.5))},
+          {"read_coords", tensor_summary("read_coords", zeros({2, 3, 3}))},
+          {"write_coords", tensor_summary("write_coords", zeros({2, 3, 3}))}}});
+    for (int64_t step : {0, 10, 20}) {
+      Tensor g = full({2, 2}, 0.1 * static_cast<double>(step + 1));
+      if (step == 10) g = full({2, 2}, NAN);
+      w.write_step(step, 1.0, {{"backbone.blocks.0.w", g}, {"backbone.blocks.1.w", full({3}, 1.0)}, {"head.w", g}},
+                   false, {{"memory", memory}});
+    }
+  }
+  const std::string svg = grad_dump_svg(read_grad_dump(path), "tmem_grads_plot.jsonl");
+  CHECK(count(svg, "<svg x=") == 7);  // 3 layers and 4 memory panels
+  CHECK(svg.find("tmem_grads_plot.jsonl: backbone.blocks.0") != std::string::npos);
+  CHECK(svg.find("memory gates") != std::string::npos);
+  CHECK(count(svg, "stroke-dasharray") == 2);  // step 10 in blocks.0 and in head
+  CHECK(run_grads_plot(path, "") == 0);
+  const std::string out = tmem::test::tmp_path("tmem_grads_plot.svg");
+  CHECK(tmem::test::read_all(out) == svg);
+  std::filesystem::remove(path);
+  std::filesystem::remove(out);
+}

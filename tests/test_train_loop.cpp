@@ -1,0 +1,181 @@
+// train_loop (models/train_loop.h): every model family resumes bit-exactly.
+// A run of N steps straight and the same run stopped after its checkpoint at
+// step N/2 (an exception from the progress callback, as a crash) and then
+// resumed give the same losses, training metrics, parameters and optimizer
+// state, bit for bit.
+#include <filesystem>
+
+#include "model_fixtures.h"
+#include "test_util.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
+#include "tmem/models/trainer.h"
+
+using namespace tmem;
+namespace fs = std::filesystem;
+
+namespace {
+
+struct Stop {};  // thrown by the progress callback to stop a run after its checkpoint
+
+// The tensors of two checkpoints (model, optimizer, extra state) and their
+// losses, metrics and generator states are equal, bit for bit.
+void check_same_checkpoint(const std::string& a, const std::string& b) {
+  const SafetensorsFile fa = load_safetensors(a), fb = load_safetensors(b);
+  CHECK(fa.tensors.size() == fb.tensors.size());
+  for (const auto& kv : fa.tensors) {
+    INFO(kv.first);
+    REQUIRE(fb.tensors.count(kv.first) == 1);
+    CHECK(kv.second.to_vector() == fb.tensors.at(kv.first).to_vector());
+  }
+  for (const char* key : {"step", "losses", "metrics", "recent_hits", "accuracy_curve", "skipped_steps"}) {
+    INFO(key);
+    CHECK(fa.metadata.at(key) == fb.metadata.at(key));
+  }
+  for (const auto& kv : fa.metadata)
+    if (kv.first.find("rng") != std::string::npos) CHECK(kv.second == fb.metadata.at(kv.first));
+}
+
+// Trains `c` to `steps` straight (in <name>_full), then stopped at steps / 2
+// and resumed (in <name>_half); checks the final checkpoints match and
+// returns the two results. train(c, stop_at) trains c, throwing Stop from
+// its progress callback when the step reaches stop_at (> 0).
+template <class Config, class Train>
+auto straight_and_resumed(Config c, const std::string& name, int64_t steps, Train train) {
+  c.steps = steps;
+  c.run_dir = test::tmp_path(name + "_full");
+  fs::remove_all(c.run_dir);
+  const auto full = train(c, 0);
+  Config h = c;
+  h.run_dir = test::tmp_path(name + "_half");
+  fs::remove_all(h.run_dir);
+  h.checkpoint_every = steps / 2;
+  CHECK_THROWS_AS(train(h, steps / 2), Stop);
+  CHECK(load_safetensors(h.run_dir + "/" + models::kCheckpointFile).metadata.at("step") == std::to_string(steps / 2));
+  h.resume = true;
+  const auto resumed = train(h, 0);
+  check_same_checkpoint(c.run_dir + "/" + models::kCheckpointFile, h.run_dir + "/" + models::kCheckpointFile);
+  fs::remove_all(c.run_dir);
+  fs::remove_all(h.run_dir);
+  return std::pair{full, resumed};
+}
+
+// The losses and per-step metrics of two results are equal, bit for bit
+// (NaN metrics, of a family without one, at the same steps).
+template <class Result>
+void check_same_curves(const Result& a, const Result& b, size_t steps) {
+  REQUIRE(a.losses.size() == steps);
+  REQUIRE(b.losses.size() == steps);
+  for (size_t i = 0; i < steps; ++i) {
+    INFO(i);
+    CHECK(a.losses[i] == b.losses[i]);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("train_loop: a diagnostic run resumed from its checkpoint matches the straight run bit for bit") {
+  for (const char* method : {"base", "tensor"}) {
+    INFO(method);
+    models::TrainConfig c;
+    c.model.method = method;
+    c.model.dim = 16;
+    c.model.layers = 1;
+    c.model.heads = 2;
+    c.model.memory.channels = 2;
+    c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
+    c.task_cfg.W = 5;
+    c.task_cfg.queries = 2;
+    c.batch = 3;
+    c.eval_batches = 1;
+    auto [full, resumed] = straight_and_resumed(c, "tmem_loop_diag", 8, [](const models::TrainConfig& t, int64_t stop) {
+      return models::train_diagnostic(t, [stop](const models::TrainProgress& p) {
+        if (p.step == stop) throw Stop{};
+      });
+    });
+    check_same_curves(full, resumed, 8);
+    CHECK(resumed.start_step == 4);
+    CHECK(full.eval_accuracy == resumed.eval_accuracy);
+    CHECK(full.train_accuracy == resumed.train_accuracy);
+  }
+}
+
+TEST_CASE("train_loop: a language model resumed mid-pass carries its segment state bit for bit") {
+  // 200 tokens in 4 streams of segments of 8: 6 segments a pass, so the
+  // checkpoint at step 5 holds the state carried into step 5.
+  const std::vector<int64_t> stream = test::periodic_stream(200);
+  for (const char* method : {"tensor", "xl", "linear"}) {
+    INFO(method);
+    auto [full, resumed] =
+        straight_and_resumed(test::tiny_lm_run(method, "cpu"), std::string("tmem_loop_lm_") + method, 10,
+                             [&](const models::LMTrainConfig& t, int64_t stop) {
+                               return models::train_lm(t, stream, {}, {}, [stop](const models::LMTrainProgress& p) {
+                                 if (p.phase == "train" && p.step == stop) throw Stop{};
+                               });
+                             });
+    check_same_curves(full, resumed, 10);
+  }
+}
+
+TEST_CASE("train_loop: a ViT resumed mid-epoch continues the data order and masks bit for bit") {
+  // 24 images in batches of 8: 3 steps an epoch, so step 4 is inside the second.
+  const ImageDataset train = test::halves(24, 12, 20), test_set = test::halves(12, 12, 21);
+  for (const char* task : {"classify", "mae"}) {
+    INFO(task);
+    auto [full, resumed] =
+        straight_and_resumed(test::tiny_vit_run(task, "spatial", "cpu"), std::string("tmem_loop_vit_") + task, 8,
+                             [&](const models::ViTTrainConfig& t, int64_t stop) {
+                               return models::train_vit(t, train, test_set, [stop](const models::ViTTrainProgress& p) {
+                                 if (p.phase == "train" && p.step == stop) throw Stop{};
+                               });
+                             });
+    check_same_curves(full, resumed, 8);
+    CHECK(full.metrics == resumed.metrics);
+    CHECK(full.test_accuracy == resumed.test_accuracy);
+  }
+}
+
+TEST_CASE("train_loop: a video model resumed from its checkpoint matches the straight run bit for bit") {
+  const ImageDataset items = test::pattern_items(8);
+  auto [full, resumed] = straight_and_resumed(test::tiny_video_run("tensor", "cpu"), "tmem_loop_video", 6,
+                                              [&](const models::VideoTrainConfig& t, int64_t stop) {
+                                                return models::train_video(
+                                                    t, items, items, [stop](const models::VideoTrainProgress& p) {
+                                                      if (p.phase == "train" && p.step == stop) throw Stop{};
+                                                    });
+                                              });
+  check_same_curves(full, resumed, 6);
+  CHECK(full.metrics == resumed.metrics);
+  CHECK(full.test.accuracy == resumed.test.accuracy);
+}
+
+TEST_CASE("train_loop: every family dumps gradients with its memory internals") {
+  models::LMTrainConfig c = test::tiny_lm_run("tensor", "cpu");
+  c.steps = 4;
+  c.dump_grads = test::tmp_path("tmem_loop_lm_grads.jsonl");
+  c.dump_every = 2;
+  models::train_lm(c, test::periodic_stream(200), {}, {});
+  const std::vector<nlohmann::json> steps = read_grad_dump(c.dump_grads);
+  REQUIRE(steps.size() == 3);  // steps 0 and 2, and the last
+  CHECK(steps[2]["step"] == 3);
+  REQUIRE(!steps[0]["memory"].empty());
+  CHECK(steps[0]["memory"][0]["read_coords"]["shape"] == nlohmann::json{4, 8, 3});
+  fs::remove(c.dump_grads);
+}
+
+TEST_CASE("train_loop: a checkpoint of another config or past the steps asked for is refused") {
+  models::VideoTrainConfig c = test::tiny_video_run("joint", "cpu");
+  c.run_dir = test::tmp_path("tmem_loop_refuse");
+  fs::remove_all(c.run_dir);
+  models::train_video(c, test::pattern_items(8), test::pattern_items(8));
+  c.resume = true;
+  c.lr *= 2;
+  CHECK_THROWS_WITH_AS(models::train_video(c, test::pattern_items(8), test::pattern_items(8)),
+                       doctest::Contains("it was written with another config:\n  lr: checkpoint 0.003, now 0.006"),
+                       ValueError);
+  c.lr /= 2;
+  c.steps = 2;
+  CHECK_THROWS_WITH_AS(models::train_video(c, test::pattern_items(8), test::pattern_items(8)),
+                       doctest::Contains("it is at step 3, past the 2 steps asked for"), ValueError);
+  fs::remove_all(c.run_dir);
+}

@@ -1,0 +1,108 @@
+#include "tmem/tools/grads_plot.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <limits>
+#include <map>
+#include <set>
+
+#include "tmem/core/file_io.h"
+#include "tmem/core/json_dump.h"
+#include "tmem/tools/svg_plot.h"
+
+namespace tmem::tools {
+
+using nlohmann::json;
+
+std::string layer_of(const std::string& name) {
+  for (size_t start = 0; start < name.size();) {
+    const size_t end = std::min(name.find('.', start), name.size());
+    const std::string part = name.substr(start, end - start);
+    if (!part.empty() && part.find_first_not_of("0123456789") == std::string::npos) return name.substr(0, end);
+    start = end + 1;
+  }
+  return name.substr(0, name.find('.'));
+}
+
+namespace {
+
+// A statistic of a tensor summary (NaN when absent).
+double stat(const json& summary, const char* key) {
+  return summary.contains(key) ? number_from_json(summary.at(key)) : std::numeric_limits<double>::quiet_NaN();
+}
+
+// A memory-internals panel: per memory layer, value(layer object) over the
+// dumped steps.
+PlotPanel memory_panel(const std::vector<json>& steps, const std::string& title, const std::string& y_label,
+                       double (*value)(const json&)) {
+  std::map<int64_t, PlotSeries> layers;
+  for (const json& s : steps) {
+    if (!s.contains("memory")) continue;
+    for (const json& m : s.at("memory")) {
+      const int64_t l = m.at("layer").get<int64_t>();
+      PlotSeries& series = layers[l];
+      series.label = "layer " + std::to_string(l);
+      series.x.push_back(static_cast<double>(s.at("step").get<int64_t>()));
+      series.y.push_back(value(m));
+    }
+  }
+  PlotPanel p{{}, {title, "step", y_label, 620}};
+  for (auto& [l, s] : layers) p.series.push_back(std::move(s));
+  return p;
+}
+
+}  // namespace
+
+std::string grad_dump_svg(const std::vector<json>& steps, const std::string& title) {
+  const std::vector<GradSeries> tensors = summarize_grad_dump(steps);
+  // The steps at which a tensor of each layer had a NaN or Inf element.
+  std::map<std::string, std::set<int64_t>> bad_steps;
+  for (const json& s : steps)
+    for (const json& t : s.at("tensors"))
+      if (t.at("nan").get<int64_t>() > 0 || t.at("inf").get<int64_t>() > 0)
+        bad_steps[layer_of(t.at("name").get<std::string>())].insert(s.at("step").get<int64_t>());
+  // One panel per layer, in first-seen order, one norm curve per tensor.
+  std::vector<PlotPanel> panels;
+  std::map<std::string, size_t> panel_of;
+  for (const GradSeries& g : tensors) {
+    const std::string layer = layer_of(g.name);
+    auto [it, fresh] = panel_of.try_emplace(layer, panels.size());
+    if (fresh) {
+      PlotPanel p{{}, {title + ": " + layer, "step", "gradient norm (log scale)", 620}};
+      p.options.log_y = true;
+      for (int64_t b : bad_steps[layer]) p.options.marks.push_back(static_cast<double>(b));
+      panels.push_back(std::move(p));
+    }
+    PlotSeries s{g.name.size() > layer.size() ? g.name.substr(layer.size() + 1) : g.name, {}, g.norms};
+    for (int64_t step : g.steps) s.x.push_back(static_cast<double>(step));
+    panels[it->second].series.push_back(std::move(s));
+  }
+  if (std::any_of(steps.begin(), steps.end(), [](const json& s) { return s.contains("memory") && !s.at("memory").empty(); })) {
+    panels.push_back(memory_panel(steps, "memory gates sigmoid(gamma)", "gate",
+                                  [](const json& m) { return m.at("gate").get<double>(); }));
+    panels.push_back(memory_panel(steps, "write widths sigma (mean)", "sigma",
+                                  [](const json& m) { return stat(m.at("write_sigma"), "mean"); }));
+    panels.push_back(memory_panel(steps, "read coordinates (std over batch, chunks, axes)", "std",
+                                  [](const json& m) { return stat(m.at("read_coords"), "std"); }));
+    panels.push_back(memory_panel(steps, "write coordinates (std over batch, chunks, axes)", "std",
+                                  [](const json& m) { return stat(m.at("write_coords"), "std"); }));
+  }
+  return svg_panels(panels, 2);
+}
+
+int run_grads_plot(const std::string& dump, std::string out) {
+  const std::vector<json> steps = read_grad_dump(dump);
+  if (out.empty()) out = std::filesystem::path(dump).replace_extension(".svg").string();
+  std::string svg;
+  try {
+    svg = grad_dump_svg(steps, std::filesystem::path(dump).filename().string());
+  } catch (const json::exception& e) {
+    throw IOError(dump + ": a step or tensor has a missing or mistyped field (" + e.what() + ")");
+  }
+  write_file_atomic(out, svg);
+  std::printf("%s: %zu dumped steps drawn to %s\n", dump.c_str(), steps.size(), out.c_str());
+  return 0;
+}
+
+}  // namespace tmem::tools

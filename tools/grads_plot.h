@@ -1,0 +1,30 @@
+// `tmem grads plot DUMP`: a gradient dump (core/json_dump.h) drawn as one
+// SVG: the per-tensor gradient norms over the dumped steps, one panel per
+// layer (log y; steps where a tensor of the panel had NaN or Inf marked),
+// and beside them the memory internals the dump carries (gates, write
+// widths, the spread of the read and write coordinates per memory layer).
+#pragma once
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tmem::tools {
+
+/// The layer a parameter belongs to: its name up to the first all-digit
+/// component ("backbone.blocks.1.attn.qkv.weight" -> "backbone.blocks.1"),
+/// else its first component ("head.weight" -> "head").
+std::string layer_of(const std::string& name);
+
+/// The SVG of a dump's steps (read_grad_dump): the panels described above,
+/// two to a row, titled `title`. Throws IOError for a step or tensor with a
+/// field missing or of the wrong type (summarize_grad_dump's checks).
+std::string grad_dump_svg(const std::vector<nlohmann::json>& steps, const std::string& title);
+
+/// Runs `tmem grads plot DUMP [--out FILE]`: writes grad_dump_svg of the
+/// dump to `out` (default: DUMP with its extension replaced by .svg)
+/// atomically. Throws IOError naming the file that cannot be read or
+/// written. Returns 0.
+int run_grads_plot(const std::string& dump, std::string out);
+
+}  // namespace tmem::tools

@@ -1,0 +1,61 @@
+#include "tmem/tools/run_recorder.h"
+
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "tmem/core/error.h"
+#include "tmem/core/file_io.h"
+#include "tmem/tools/progress.h"
+
+namespace tmem::tools {
+
+RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
+    : dir_(run_dir(name)) {
+  ensure_writable_dir(dir_);
+  write_json("config.json", {{"command", command}, {"config", config}});
+}
+
+void RunRecorder::write_json(const std::string& file, const nlohmann::json& j, int indent) const {
+  const std::string p = path(file), text = j.dump(indent) + "\n";
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(p).parent_path(), ec);
+  if (ec) throw IOError("run: cannot make the directory of " + p + ": " + ec.message());
+  write_file_atomic(p, text);
+  std::ifstream in(p, std::ios::binary);
+  const std::string back(std::istreambuf_iterator<char>(in), {});
+  if (!in.good() && !in.eof()) throw IOError("run: cannot read back " + p);
+  if (back != text)
+    throw IOError("run: " + p + " reads back " + std::to_string(back.size()) + " bytes that differ from the " +
+                  std::to_string(text.size()) + " written");
+}
+
+void RunRecorder::add_curve(const std::string& plot, const PlotOptions& opt, PlotSeries s) {
+  auto& [options, series] = plots_[plot];
+  options = opt;
+  for (PlotSeries& old : series)
+    if (old.label == s.label) {
+      old = std::move(s);
+      return;
+    }
+  series.push_back(std::move(s));
+}
+
+void RunRecorder::draw() const {
+  for (const auto& [plot, p] : plots_) write_svg_line_plot(path(plot + ".svg"), p.second, p.first);
+}
+
+void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) const {
+  if (o.checkpoint_every > 0 || o.resume) o.run_dir = path(sub);
+  if (!o.dump_grads.empty()) o.dump_grads = path(sub + "/" + o.dump_grads);
+  if (!o.run_dir.empty() || !o.dump_grads.empty()) ensure_writable_dir(path(sub));
+}
+
+PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,
+                          const std::function<double(size_t)>& x) {
+  PlotSeries s{label, {}, moving_average(values, values.size() / 50)};
+  for (size_t i = 0; i < values.size(); ++i) s.x.push_back(x(i));
+  return s;
+}
+
+}  // namespace tmem::tools

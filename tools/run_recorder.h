@@ -1,0 +1,57 @@
+// The files of one run of any command under runs/<name>/: the directory
+// (checked writable before any work), config.json, every JSON the run
+// leaves (written atomically and read back), and the training curves (loss
+// and training metric per method or cell) drawn as SVG.
+#pragma once
+#include <functional>
+#include <map>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "tmem/models/train_loop.h"
+#include "tmem/tools/svg_plot.h"
+
+namespace tmem::tools {
+
+class RunRecorder {
+ public:
+  /// Makes runs/<name> (run_dir checks the name) writable (ensure_writable_dir)
+  /// and writes config.json {"command": command, "config": config}. Throws
+  /// ValueError naming --name for a bad name, IOError naming the directory
+  /// or file when it cannot be written.
+  RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config);
+  /// runs/<name>.
+  const std::string& dir() const { return dir_; }
+  /// dir()/<file>.
+  std::string path(const std::string& file) const { return dir_ + "/" + file; }
+  /// Writes j to path(file) (its directory made when missing) atomically
+  /// (write_file_atomic), indented by `indent` spaces (< 0: on one line), then
+  /// reads the file back. Throws IOError naming the file when it cannot be
+  /// written or reads back other bytes.
+  void write_json(const std::string& file, const nlohmann::json& j, int indent = 2) const;
+  /// Adds curve s to plot `plot` (drawn as path(plot + ".svg")), replacing a
+  /// curve of the same label; the plot takes the last `opt` given.
+  void add_curve(const std::string& plot, const PlotOptions& opt, PlotSeries s);
+  /// Writes every plot with curves (write_svg_line_plot). Throws IOError.
+  void draw() const;
+  /// Points a trainer's files at path(sub): its checkpoint only when
+  /// o.checkpoint_every > 0 or o.resume asks for one (a real-data model's
+  /// checkpoint can be large), its gradient dump o.dump_grads (a file name)
+  /// there; the directory is made when either needs it. Throws IOError.
+  void place(models::CheckpointOptions& o, const std::string& sub) const;
+
+ private:
+  std::string dir_;
+  std::map<std::string, std::pair<PlotOptions, std::vector<PlotSeries>>> plots_;
+};
+
+/// A per-step series of a training run (losses, metrics) as a plot curve:
+/// its moving average over values.size() / 50 steps (at least 1) against
+/// x(step), step 0-based.
+PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,
+                      const std::function<double(size_t)>& x);
+
+}  // namespace tmem::tools
