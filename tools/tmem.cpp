@@ -15,6 +15,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "tmem/dist/dist.h"
 #include "tmem/ops/ops.h"
 #include "tmem/tools/bench_cmd.h"
 #include "tmem/tools/frontier_cmd.h"
@@ -123,6 +124,17 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Under mpirun or srun only the diagnostic `tmem train` is data-parallel;
+  // any other command would run whole on every rank, writing the same files.
+  if (tmem::dist::launched_distributed()) {
+    const std::string cmd = argc > 1 ? argv[1] : "", what = argc > 2 ? argv[2] : "";
+    if (cmd != "train" || what == "brown" || what == "fashion-mnist" || what == "moving-fmnist") {
+      std::fprintf(stderr, "tmem: error: tmem %s%s%s runs on one process, but it was started as one of several "
+                   "ranks (mpirun or srun); data-parallel training is `tmem train <diagnostic task>` only\n",
+                   tmem::printable(cmd).c_str(), what.empty() ? "" : " ", tmem::printable(what).c_str());
+      return 2;
+    }
+  }
   // `train brown`, `train fashion-mnist` and `train moving-fmnist` have flags
   // of their own (the language models, the ViTs, the video models), parsed there.
   if (argc > 2 && std::string(argv[1]) == "train" && std::string(argv[2]) == "brown")
