@@ -15,29 +15,9 @@ namespace tmem::cuda {
 
 namespace {
 
-// Ops whose forward and backward run on CUDA. The view ops need no kernel of
-// their own (their backward copies and sums through the kernels here), and
-// to_dtype and to_device are copies.
-constexpr OpId kImplemented[] = {
-    OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Neg, OpId::Exp, OpId::Log, OpId::Sqrt,
-    OpId::Rsqrt, OpId::Pow, OpId::Abs, OpId::Relu, OpId::GeluTanh, OpId::GeluErf, OpId::Silu,
-    OpId::Sigmoid, OpId::Tanh, OpId::Softplus, OpId::Clamp, OpId::Where, OpId::MaskedFill,
-    OpId::AddScalar, OpId::MulScalar, OpId::PowScalar, OpId::Reciprocal, OpId::Cast,
-    OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
-    OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave,
-    // reductions and shape ops
-    OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Pad,
-    // nn ops
-    OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm, OpId::Embedding, OpId::CrossEntropy,
-    OpId::Dropout,
-    // spatial ops
-    OpId::GridSample, OpId::GaussianSplat, OpId::Conv3dDepthwise, OpId::Convlstm3dCell,
-    OpId::SelectiveScan, OpId::ScaledDotProductAttention,
-};
-
 OpKernels make_op_kernels() {
   OpKernels k;
-  for (OpId op : kImplemented) k.implemented[static_cast<size_t>(op)] = true;
+  for (OpId op : kDeviceOps) k.implemented[static_cast<size_t>(op)] = true;
 #define TMEM_SET_KERNEL(name, result, params) k.name = &name;
   TMEM_OP_KERNELS(TMEM_SET_KERNEL)
 #undef TMEM_SET_KERNEL

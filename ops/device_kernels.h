@@ -124,4 +124,26 @@ struct OpKernels : KernelTable<float> {
   std::array<bool, kOpCount> implemented{};
 };
 
+/// The ops a device table with every kernel of ops/kernel_list.h runs
+/// (cuda/backend.cu and the host-built stand-in of the tests). The view ops
+/// need no kernel of their own (their backward copies and sums through the
+/// kernels), and to_dtype and to_device are copies.
+inline constexpr OpId kDeviceOps[] = {
+    // elementwise, linalg and the view ops
+    OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Neg, OpId::Exp, OpId::Log, OpId::Sqrt,
+    OpId::Rsqrt, OpId::Pow, OpId::Abs, OpId::Relu, OpId::GeluTanh, OpId::GeluErf, OpId::Silu,
+    OpId::Sigmoid, OpId::Tanh, OpId::Softplus, OpId::Clamp, OpId::Where, OpId::MaskedFill,
+    OpId::AddScalar, OpId::MulScalar, OpId::PowScalar, OpId::Reciprocal, OpId::Cast,
+    OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
+    OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave,
+    // reductions and shape ops
+    OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Pad,
+    // nn ops
+    OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm, OpId::Embedding, OpId::CrossEntropy,
+    OpId::Dropout,
+    // spatial ops, selective_scan, fused attention
+    OpId::GridSample, OpId::GaussianSplat, OpId::Conv3dDepthwise, OpId::Convlstm3dCell,
+    OpId::SelectiveScan, OpId::ScaledDotProductAttention,
+};
+
 }  // namespace tmem
