@@ -117,8 +117,7 @@ void BM_memory_layer(benchmark::State& st) {
   const Tensor g = rand({B, N, dim}, -1, 1, DType::Float32, gen);
   const auto t0 = std::chrono::steady_clock::now();
   for (auto _ : st) {
-    ConvLSTM3DState state = layer.initial_state(B);
-    Tensor out = layer.forward(x, state);
+    Tensor out = layer.forward(x, layer.initial_state(B)).out;
     sum(mul(out, g)).backward();
     layer.zero_grad();
     x.zero_grad();

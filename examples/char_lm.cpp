@@ -61,8 +61,7 @@ class Block : public nn::Module {
   /// x[B, T, C] -> [B, T, C].
   Tensor forward(const Tensor& x) const {
     Tensor h = x + attn->forward(ln_attn->forward(x), /*causal=*/true);
-    ConvLSTM3DState state = memory->initial_state(x.size(0));
-    h = h + memory->forward(ln_mem->forward(h), state);
+    h = h + memory->forward(ln_mem->forward(h), memory->initial_state(x.size(0))).out;
     return h + mlp->forward(ln_mlp->forward(h));
   }
 

@@ -67,7 +67,9 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   hooks.load_state = [&](const std::map<std::string, Tensor>& named) {
     state = BackboneState::from_named_tensors(named, device);
   };
-  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
+    return json{{"memory", memory_internals(*model.backbone, probe)}};
+  };
   if (progress)
     hooks.progress = [&](const LoopProgress& p) {
       progress({"train", p.step, p.steps, p.loss, p.lr, p.steps_per_second * tokens_per_step, p.seconds});

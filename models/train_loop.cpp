@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <optional>
 
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
@@ -255,6 +256,9 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   const auto named = model.named_parameters();
   model.train();
   for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
+    const bool dump_step = dump && (step % files.dump_every == 0 || step + 1 == cfg.steps);
+    std::optional<nn::TensorMemoryProbe> probe;  // records the memory internals of a dumped step
+    if (dump_step) probe.emplace();
     StepOutput out = hooks.step(step);
     out.loss.backward();
     if (ddp) ddp->synchronize();
@@ -268,10 +272,10 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
       out.hits = h.to_vector()[0];
       out.total = h.to_vector()[1];
     }
-    if (dump && (step % files.dump_every == 0 || step + 1 == cfg.steps)) {
+    if (dump_step) {
       std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
       for (auto& [n, p] : named) grads.emplace_back(n, p.grad());
-      dump->write_step(step, loss_v, grads, files.dump_values, hooks.probe ? hooks.probe() : json::object());
+      dump->write_step(step, loss_v, grads, files.dump_values, hooks.probe ? hooks.probe(*probe) : json::object());
     }
     const double lr = opt.step(step);
     res.losses.push_back(loss_v);

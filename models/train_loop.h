@@ -15,6 +15,7 @@
 #include "tmem/core/rng.h"
 #include "tmem/models/scheduled_adamw.h"
 #include "tmem/nn/module.h"
+#include "tmem/nn/tensor_memory.h"
 
 namespace tmem::models {
 
@@ -75,13 +76,14 @@ struct LoopProgress {
 /// checkpointed by name (metadata "<name>": their state); save_state /
 /// load_state carry any other state a resume needs (tensors "extra.<key>":
 /// an LM's carried BackboneState, a DataLoader's order); `probe` gives the
-/// extra keys of each dumped step (the memory internals).
+/// extra keys of each dumped step (the memory internals) from what the
+/// TensorMemoryProbe alive during that step's forward recorded.
 struct LoopHooks {
   std::function<StepOutput(int64_t step)> step;
   std::vector<std::pair<std::string, Generator*>> generators;
   std::function<std::map<std::string, Tensor>()> save_state;
   std::function<void(const std::map<std::string, Tensor>&)> load_state;
-  std::function<nlohmann::json()> probe;
+  std::function<nlohmann::json(const nn::TensorMemoryProbe&)> probe;
   std::function<void(const LoopProgress&)> progress;
 };
 

@@ -225,7 +225,9 @@ TrainResult train_diagnostic(const TrainConfig& config,
     return StepOutput{loss_of(logits, batch.targets, divisor), static_cast<double>(hits.hit),
                       static_cast<double>(hits.total)};
   };
-  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
+    return json{{"memory", memory_internals(*model.backbone, probe)}};
+  };
   if (progress)
     hooks.progress = [&](const LoopProgress& p) { progress({p.step, p.steps, p.loss, p.metric, p.steps_per_second}); };
   const LoopResult run = train_loop(model, loop, hooks);

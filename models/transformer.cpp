@@ -168,7 +168,11 @@ Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_stat
                       const Tensor& attn_mask, nn::LinearAttentionState* linear_state, Tensor* ssm_state) const {
   Tensor ctx = cache.defined() ? ln1->forward(cache) : Tensor();
   Tensor y = x + drop->forward(attn->forward(ln1->forward(x), causal, Tensor(), ctx, attn_mask));
-  if (memory) y = y + memory->forward(ln_mem->forward(y), *state);
+  if (memory) {
+    nn::TensorMemoryOutput m = memory->forward(ln_mem->forward(y), *state);
+    *state = std::move(m.state);
+    y = y + m.out;
+  }
   if (slots) y = y + slots->forward(ln_mem->forward(y), *slot_state);
   if (linear) y = y + linear->forward(ln_mem->forward(y), *linear_state);
   if (ssm) y = y + ssm->forward(ln_mem->forward(y), *ssm_state);
@@ -260,7 +264,7 @@ std::vector<double> memory_gates(const Backbone& backbone) {
   return gates;
 }
 
-nlohmann::json memory_internals(const Backbone& backbone) {
+nlohmann::json memory_internals(const Backbone& backbone, const nn::TensorMemoryProbe& probe) {
   nlohmann::json layers = nlohmann::json::array();
   for (size_t l = 0; l < backbone.blocks().size(); ++l) {
     const auto& mem = backbone.blocks()[l]->memory;
@@ -268,9 +272,11 @@ nlohmann::json memory_internals(const Backbone& backbone) {
     nlohmann::json j;
     j["layer"] = l;
     j["gate"] = 1.0 / (1.0 + std::exp(-mem->gamma.item()));
-    j["write_sigma"] = tensor_summary("write_sigma", mem->last_sigma);
-    j["read_coords"] = tensor_summary("read_coords", mem->last_mu_read);
-    j["write_coords"] = tensor_summary("write_coords", mem->last_mu_write);
+    if (const nn::TensorMemoryProbe::Record* r = probe.last(*mem)) {
+      j["write_sigma"] = tensor_summary("write_sigma", r->sigma);
+      j["read_coords"] = tensor_summary("read_coords", r->mu_read);
+      j["write_coords"] = tensor_summary("write_coords", r->mu_write);
+    }
     layers.push_back(j);
   }
   return layers;

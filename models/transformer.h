@@ -203,9 +203,10 @@ class Backbone : public nn::Module {
 /// sigmoid(gamma) of each Tensor Memory layer of `backbone`, in block order
 /// (empty without memory layers).
 std::vector<double> memory_gates(const Backbone& backbone);
-/// The Tensor Memory layers' internals after the last forward, for gradient
-/// dumps: per memory layer {"layer", "gate" (sigmoid(gamma)), and the
-/// tensor_summary of "write_sigma", "read_coords", "write_coords"}.
-nlohmann::json memory_internals(const Backbone& backbone);
+/// The Tensor Memory layers' internals for gradient dumps: per memory layer
+/// {"layer", "gate" (sigmoid(gamma)), and, from the layer's last forward
+/// recorded by `probe`, the tensor_summary of "write_sigma", "read_coords",
+/// "write_coords"}.
+nlohmann::json memory_internals(const Backbone& backbone, const nn::TensorMemoryProbe& probe);
 
 }  // namespace tmem::models

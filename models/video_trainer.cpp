@@ -127,7 +127,9 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
     return StepOutput{set_cross_entropy(logits, b.labels), static_cast<double>(set_correct(logits, b.labels)),
                       static_cast<double>(cfg.batch)};
   };
-  hooks.probe = [&] { return json{{"memory", memory_internals(*model.backbone)}}; };
+  hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
+    return json{{"memory", memory_internals(*model.backbone, probe)}};
+  };
   if (progress)
     hooks.progress = [&](const LoopProgress& p) {
       progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(cfg.batch),

@@ -194,7 +194,9 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   hooks.save_state = [&] { return loader.state_dict(); };
   hooks.load_state = [&](const std::map<std::string, Tensor>& state) { loader.load_state_dict(state); };
   const ViTEncoder& enc = mae ? *autoencoder->encoder : *classifier->encoder;
-  hooks.probe = [&] { return json{{"memory", memory_internals(*enc.backbone)}}; };
+  hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
+    return json{{"memory", memory_internals(*enc.backbone, probe)}};
+  };
   if (progress)
     hooks.progress = [&](const LoopProgress& p) {
       progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(B),

@@ -75,14 +75,28 @@ ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {
   return {zeros(s, DType::Float32, gamma.device()), zeros(s, DType::Float32, gamma.device())};
 }
 
-Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {
+namespace {
+thread_local TensorMemoryProbe* active_probe = nullptr;
+}  // namespace
+
+TensorMemoryProbe::TensorMemoryProbe() : outer_(active_probe) { active_probe = this; }
+TensorMemoryProbe::~TensorMemoryProbe() { active_probe = outer_; }
+TensorMemoryProbe* TensorMemoryProbe::active() { return active_probe; }
+
+const TensorMemoryProbe::Record* TensorMemoryProbe::last(const TensorMemory& layer) const {
+  for (auto r = records_.rbegin(); r != records_.rend(); ++r)
+    if (r->layer == &layer) return &*r;
+  return nullptr;
+}
+
+TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState& state_in) const {
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == dim, "TensorMemory: expected x [B, N, ", dim,
                     "], but got ", shape_str(x.shape()));
   const int64_t B = x.shape()[0], N = x.shape()[1], K = opt.chunk;
   const Shape state_shape{B, opt.channels, opt.D, opt.H, opt.W};
-  check<ShapeError>(state.h.shape() == state_shape && state.c.shape() == state_shape,
+  check<ShapeError>(state_in.h.shape() == state_shape && state_in.c.shape() == state_shape,
                     "TensorMemory: expected state h, c ", shape_str(state_shape), ", but got h ",
-                    shape_str(state.h.shape()), " c ", shape_str(state.c.shape()));
+                    shape_str(state_in.h.shape()), " c ", shape_str(state_in.c.shape()));
   const int64_t nc = (N + K - 1) / K;
   Tensor xp = nc * K == N ? x : pad(x, {0, 0, 0, nc * K - N});
   Tensor chunks = reshape(xp, {B, nc, K, dim});
@@ -92,10 +106,10 @@ Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {
   Tensor mu_w = tanh((coord_write ? coord_write : coord)->forward(wtok));
   Tensor cont = content->forward(wtok);                                  // [B, nc, Cm]
   Tensor sig = (softplus(sigma->forward(wtok)) + 1e-4) * opt.sigma_scale;  // [B, nc, 1]
-  last_mu_read = mu_r.detach();
-  last_mu_write = mu_w.detach();
-  last_sigma = sig.detach();
+  if (TensorMemoryProbe* probe = TensorMemoryProbe::active())
+    probe->record({this, mu_r.detach(), mu_w.detach(), sig.detach()});
 
+  ConvLSTM3DState state = state_in;
   std::vector<Tensor> reads;
   reads.reserve(nc);
   for (int64_t k = 0; k < nc; ++k) {
@@ -112,7 +126,7 @@ Tensor TensorMemory::forward(const Tensor& x, ConvLSTM3DState& state) const {
   Tensor out = read_out->forward(stack(reads, 1));  // [B, nc, C]
   if (K > 1) out = slice(repeat_interleave(out, K, 1), 1, 0, N);
   if (opt.dropout > 0 && is_training()) out = dropout(out, opt.dropout, true, *gen_);
-  return sigmoid(gamma) * out;
+  return {sigmoid(gamma) * out, std::move(state)};
 }
 
 }  // namespace tmem::nn

@@ -4,6 +4,7 @@
 // soft writes, updated by a ConvLSTM3D cell once per chunk of K tokens.
 #pragma once
 #include <memory>
+#include <vector>
 
 #include "tmem/core/rng.h"
 #include "tmem/nn/linear.h"
@@ -56,13 +57,57 @@ struct TensorMemoryOptions {
 /// Read happens before write, so out_k depends only on chunks before k: the
 /// layer is causal. The last chunk is right-padded with zeros.
 /// Throws ShapeError for x not [B, N, C] or a state of the wrong shape.
+class TensorMemory;
+
+/// What forward returns: the gated read out [B, N, C] for the residual
+/// stream and the state after the last chunk.
+struct TensorMemoryOutput {
+  Tensor out;
+  ConvLSTM3DState state;
+};
+
+/// Collects the internals of every TensorMemory forward that runs on this
+/// thread while the probe is alive (the innermost probe, if nested), for
+/// gradient dumps and inspection; forward records nothing when no probe is
+/// alive. Per forward: the layer, its detached read and write coordinates
+/// [B, nchunks, 3] (order x, y, z) and write widths [B, nchunks, 1].
+///
+///   TensorMemoryProbe probe;
+///   model.forward(batch, state);
+///   for (const auto& r : probe.records()) ...
+class TensorMemoryProbe {
+ public:
+  struct Record {
+    const TensorMemory* layer;
+    Tensor mu_read, mu_write, sigma;
+  };
+  TensorMemoryProbe();
+  ~TensorMemoryProbe();
+  TensorMemoryProbe(const TensorMemoryProbe&) = delete;
+  TensorMemoryProbe& operator=(const TensorMemoryProbe&) = delete;
+  const std::vector<Record>& records() const { return records_; }
+  /// The last record of `layer` (its last forward, e.g. the last segment's),
+  /// or nullptr when it did not run under this probe.
+  const Record* last(const TensorMemory& layer) const;
+  /// The probe forward records into, or nullptr.
+  static TensorMemoryProbe* active();
+  void record(Record r) { records_.push_back(std::move(r)); }
+
+ private:
+  std::vector<Record> records_;
+  TensorMemoryProbe* outer_;
+};
+
+/// The Tensor Memory layer (the formulas above).
 class TensorMemory : public Module {
  public:
   TensorMemory(int64_t dim, const TensorMemoryOptions& opt, Generator& gen = default_generator());
   /// The zero state (h, c) [B, channels, D, H, W] for a batch of B
   /// sequences, on the layer's device.
   ConvLSTM3DState initial_state(int64_t B) const;
-  Tensor forward(const Tensor& x, ConvLSTM3DState& state) const;
+  /// x [B, N, C] and the state before it -> the read out and the new state;
+  /// records its internals into the active TensorMemoryProbe, if any.
+  TensorMemoryOutput forward(const Tensor& x, const ConvLSTM3DState& state) const;
 
   int64_t dim;
   TensorMemoryOptions opt;
@@ -72,10 +117,6 @@ class TensorMemory : public Module {
   /// hard_write's volume [B, 1, D, H, W]: 1 in the cell nearest mu[B, 3]
   /// (order x, y, z), 0 elsewhere; no gradient.
   Tensor nearest_cell(const Tensor& mu) const;
-
-  /// Detached internals of the last forward, for gradient dumps:
-  /// read/write coordinates [B, nchunks, 3] and write widths [B, nchunks, 1].
-  mutable Tensor last_mu_read, last_mu_write, last_sigma;
 
  private:
   Generator* gen_;

@@ -200,12 +200,11 @@ TEST_CASE("Tensor Memory: two segments with the carried state equal one pass ove
   nn::TensorMemory mem(8, o, gen);
   Tensor x = randn({2, 10, 8}, 0, 1, DType::Float32, gen);
   NoGradGuard no_grad;
-  ConvLSTM3DState whole_state = mem.initial_state(2), s = mem.initial_state(2);
-  const std::vector<double> whole = mem.forward(x, whole_state).to_vector();
-  Tensor a = mem.forward(slice(x, 1, 0, 4), s);
-  Tensor b = mem.forward(slice(x, 1, 4, 10), s);
-  check_close(cat({a, b}, 1), whole, 1e-6, 1e-5);
-  check_close(s.h, whole_state.h.to_vector(), 1e-6, 1e-5);
+  const nn::TensorMemoryOutput whole = mem.forward(x, mem.initial_state(2));
+  const nn::TensorMemoryOutput a = mem.forward(slice(x, 1, 0, 4), mem.initial_state(2));
+  const nn::TensorMemoryOutput b = mem.forward(slice(x, 1, 4, 10), a.state);
+  check_close(cat({a.out, b.out}, 1), whole.out.to_vector(), 1e-6, 1e-5);
+  check_close(b.state.h, whole.state.h.to_vector(), 1e-6, 1e-5);
 }
 
 TEST_CASE("StreamSegments: every token but the first is a target exactly once, after its predecessor") {

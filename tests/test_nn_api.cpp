@@ -297,3 +297,45 @@ TEST_CASE("DataLoader: a seeded shuffle per epoch, drawn from the generator at t
   nn::DataLoader again({y}, {3, true, false}, g2);
   CHECK(again.next()[0].to_int_vector() == std::vector<int64_t>(epoch1.begin(), epoch1.begin() + 3));
 }
+
+TEST_CASE("TensorMemoryProbe: records each forward's internals while alive, innermost first, nothing after") {
+  Generator gen(3);
+  nn::TensorMemoryOptions o;
+  o.channels = 2;
+  o.D = o.H = o.W = 3;
+  o.chunk = 2;
+  nn::TensorMemory mem(8, o, gen);
+  const Tensor x = randn({2, 5, 8}, 0, 1, DType::Float32, gen);
+  NoGradGuard no_grad;
+  CHECK(nn::TensorMemoryProbe::active() == nullptr);
+  nn::TensorMemoryOutput first;
+  {
+    nn::TensorMemoryProbe outer;
+    first = mem.forward(x, mem.initial_state(2));
+    {
+      nn::TensorMemoryProbe inner;
+      CHECK(nn::TensorMemoryProbe::active() == &inner);
+      mem.forward(slice(x, 1, 0, 2), first.state);
+      REQUIRE(inner.records().size() == 1);
+      CHECK(inner.records()[0].mu_read.shape() == Shape{2, 1, 3});
+    }
+    CHECK(nn::TensorMemoryProbe::active() == &outer);
+    REQUIRE(outer.records().size() == 1);  // the inner forward went to the inner probe only
+    const nn::TensorMemoryProbe::Record* r = outer.last(mem);
+    REQUIRE(r != nullptr);
+    CHECK(r->layer == &mem);
+    CHECK(r->mu_read.shape() == Shape{2, 3, 3});  // ceil(5 / 2) chunks
+    CHECK(r->mu_write.shape() == Shape{2, 3, 3});
+    CHECK(r->sigma.shape() == Shape{2, 3, 1});
+    CHECK_FALSE(r->mu_read.requires_grad());
+    for (double v : r->sigma.to_vector()) CHECK(v > 0.0);
+    nn::TensorMemory other(8, o, gen);
+    CHECK(outer.last(other) == nullptr);
+  }
+  CHECK(nn::TensorMemoryProbe::active() == nullptr);
+  // The state is returned, not written through the argument: the same input
+  // state gives the same output twice.
+  const ConvLSTM3DState s0 = mem.initial_state(2);
+  CHECK(mem.forward(x, s0).out.to_vector() == first.out.to_vector());
+  CHECK(s0.h.to_vector() == std::vector<double>(static_cast<size_t>(s0.h.numel()), 0.0));
+}

@@ -19,6 +19,7 @@ The C++ trainer on the same config, for the per-step time:
     ./build/tools/tmem train coord-binding --method tensor --steps 300 --seed 42
 """
 import argparse
+import contextlib
 import json
 import os
 import time
@@ -45,19 +46,20 @@ def parse_args():
     return p.parse_args()
 
 
-def memory_internals(model):
+def memory_internals(model, probe):
     """Each memory layer's gate, write widths and read/write coordinates of
-    the last forward, as the C++ trainer dumps them."""
+    its last forward recorded by `probe`, as the C++ trainer dumps them."""
     layers = []
     for i, block in enumerate(model.backbone.blocks):
         mem = block.memory
         if mem is None:
             continue
+        rec = probe.last(mem)
         layers.append({"layer": i,
                        "gate": float(1.0 / (1.0 + np.exp(-mem.gamma.item()))),
-                       "write_sigma": tmem.tensor_summary("write_sigma", mem.last_sigma),
-                       "read_coords": tmem.tensor_summary("read_coords", mem.last_mu_read),
-                       "write_coords": tmem.tensor_summary("write_coords", mem.last_mu_write)})
+                       "write_sigma": tmem.tensor_summary("write_sigma", rec["sigma"]),
+                       "read_coords": tmem.tensor_summary("read_coords", rec["mu_read"]),
+                       "write_coords": tmem.tensor_summary("write_coords", rec["mu_write"])})
     return layers
 
 
@@ -97,12 +99,8 @@ def main():
     params = model.parameters()
     named = model.named_parameters()
     # The C++ trainer's two groups (nn::weight_decay_groups): weight decay on
-    # matrices only, none on biases, gains and memory gates. AdamW updates each
-    # tensor on its own, so two optimizers equal one with two groups.
-    opts = [optim.AdamW([p for p in params if len(p.shape) >= 2], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8,
-                        weight_decay=cfg.weight_decay),
-            optim.AdamW([p for p in params if len(p.shape) < 2], lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8,
-                        weight_decay=0.0)]
+    # matrices only, none on biases, gains and memory gates.
+    opt = optim.AdamW(optim.weight_decay_groups(params, cfg.weight_decay), lr=cfg.lr, betas=(0.9, 0.999), eps=1e-8)
     dump = tmem.GradDumpWriter(os.path.join(args.out, "grads.jsonl"))
     print(f"coord-binding W={args.W} noise={args.noise}: {args.method}, {model.num_parameters()} parameters, "
           f"{cfg.steps} steps at batch {cfg.batch}, {tmem.get_num_threads()} threads -> {args.out}")
@@ -111,17 +109,18 @@ def main():
     start = time.perf_counter()
     for step in range(cfg.steps):
         batch = task.sample(cfg.batch, data_gen)
-        logits = model(batch)
+        dumping = step % args.dump_every == 0 or step + 1 == cfg.steps
+        with nn.TensorMemoryProbe() if dumping else contextlib.nullcontext() as probe:
+            logits = model(batch)
         loss = tmem.cross_entropy(logits.reshape(-1, task.classes()), batch.targets.reshape(-1))
         loss.backward()
         loss_v = loss.item()
-        if step % args.dump_every == 0 or step + 1 == cfg.steps:
+        if dumping:
             grads = [(n, p.grad) for n, p in named if p.grad is not None]
-            dump.write_step(step, loss_v, grads, extra={"memory": memory_internals(model)})
+            dump.write_step(step, loss_v, grads, extra={"memory": memory_internals(model, probe)})
         nn.clip_grad_norm_(params, cfg.clip)
-        for opt in opts:
-            opt.step()
-            opt.zero_grad()
+        opt.step()
+        opt.zero_grad()
         losses.append(loss_v)
         recent = (recent + [query_hits(logits, batch.targets)])[-100:]
         if (step + 1) % max(cfg.steps // 10, 1) == 0 or step + 1 == cfg.steps:

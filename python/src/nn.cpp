@@ -38,6 +38,54 @@ std::vector<Tensor> tensor_list(const py::iterable& params) {
   return out;
 }
 
+/// torch.optim's `params`: tensors (one group), or dicts {"params": tensors,
+/// "lr": x, "weight_decay": y} (one group each; an option left out takes the
+/// optimizer's default). Throws ValueError for a mix of the two, a dict
+/// without "params" or with another key.
+std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const std::string& who) {
+  std::vector<nn::ParamGroup> groups;
+  std::vector<Tensor> loose;
+  for (auto item : params) {
+    if (!py::isinstance<py::dict>(item)) {
+      loose.push_back(item.cast<Tensor>());
+      continue;
+    }
+    const auto d = item.cast<py::dict>();
+    for (auto kv : d) {
+      const std::string key = py::str(kv.first);
+      check<ValueError>(key == "params" || key == "lr" || key == "weight_decay", who,
+                        ": a parameter group takes params, lr and weight_decay, but got '", printable(key), "'");
+    }
+    check<ValueError>(d.contains("params"), who, ": parameter group ", groups.size(), " has no 'params'");
+    nn::ParamGroup g;
+    g.params = tensor_list(d["params"]);
+    if (d.contains("lr")) g.lr = d["lr"].cast<double>();
+    if (d.contains("weight_decay")) g.weight_decay = d["weight_decay"].cast<double>();
+    groups.push_back(std::move(g));
+  }
+  check<ValueError>(groups.empty() || loose.empty(), who,
+                    ": params must be all tensors or all parameter groups (dicts), not a mix");
+  if (groups.empty()) groups.push_back({std::move(loose), std::nullopt, std::nullopt});
+  return groups;
+}
+
+/// An optimizer's param_groups() as torch.optim shows them: dicts of
+/// params, lr and weight_decay.
+py::list param_groups_out(const std::vector<nn::ParamGroup>& groups) {
+  py::list out;
+  for (const nn::ParamGroup& g : groups)
+    out.append(py::dict(py::arg("params") = g.params, py::arg("lr") = *g.lr, py::arg("weight_decay") = *g.weight_decay));
+  return out;
+}
+
+/// tmem.nn.TensorMemoryProbe: a TensorMemoryProbe alive inside `with`, its
+/// records kept after it.
+struct ProbeScope {
+  std::unique_ptr<nn::TensorMemoryProbe> live;
+  std::vector<nn::TensorMemoryProbe::Record> kept;
+  const std::vector<nn::TensorMemoryProbe::Record>& records() const { return live ? live->records() : kept; }
+};
+
 /// The Generator argument of a layer: the given one, or the default one.
 Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 
@@ -200,17 +248,45 @@ void bind_nn(py::module_& m) {
            py::arg("factorized") = true, py::arg("generator") = nullptr, py::keep_alive<1, 14>())
       .def("initial_state", &nn::TensorMemory::initial_state, py::arg("batch_size"),
            "The zero state for a batch, on the layer's device.")
-      .def("forward", &nn::TensorMemory::forward, py::arg("x"), py::arg("state"), release_gil(),
-           "x [B, N, C] -> the gated read [B, N, C]; advances `state` in place by ceil(N / chunk) steps.")
+      .def("forward", [](const nn::TensorMemory& m, const Tensor& x, const ConvLSTM3DState& state) {
+             nn::TensorMemoryOutput o;
+             {
+               py::gil_scoped_release release;
+               o = m.forward(x, state);
+             }
+             return py::make_tuple(o.out, o.state);
+           }, py::arg("x"), py::arg("state"),
+           "x [B, N, C], state -> (the gated read [B, N, C], the state ceil(N / chunk) steps later).")
       .def_readonly("dim", &nn::TensorMemory::dim)
       .def_readonly("gamma", &nn::TensorMemory::gamma)
-      .def_readonly("cell", &nn::TensorMemory::cell)
-      .def_property_readonly("last_mu_read", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_mu_read); },
-                             "Read coordinates [B, nchunks, 3] of the last forward (detached).")
-      .def_property_readonly("last_mu_write", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_mu_write); },
-                             "Write coordinates [B, nchunks, 3] of the last forward (detached).")
-      .def_property_readonly("last_sigma", [](const nn::TensorMemory& t) { return tensor_or_none(t.last_sigma); },
-                             "Write widths [B, nchunks, 1] of the last forward (detached).");
+      .def_readonly("cell", &nn::TensorMemory::cell);
+
+  py::class_<ProbeScope>(nnm, "TensorMemoryProbe",
+      "Records the internals of every TensorMemory forward run inside `with TensorMemoryProbe() as probe:`; "
+      "the records stay readable after the block.")
+      .def(py::init<>())
+      .def("__enter__", [](ProbeScope& p) -> ProbeScope& {
+             check<ValueError>(!p.live, "TensorMemoryProbe: this probe is already recording");
+             p.kept.clear();
+             p.live = std::make_unique<nn::TensorMemoryProbe>();
+             return p;
+           }, py::return_value_policy::reference)
+      .def("__exit__", [](ProbeScope& p, const py::args&) {
+             if (p.live) p.kept = p.live->records();
+             p.live.reset();
+             return false;
+           })
+      .def("__len__", [](const ProbeScope& p) { return p.records().size(); }, "The number of forwards recorded.")
+      .def("last", [](const ProbeScope& p, const nn::TensorMemory& layer) -> py::object {
+             const auto& recs = p.records();
+             for (auto r = recs.rbegin(); r != recs.rend(); ++r)
+               if (r->layer == &layer)
+                 return py::dict(py::arg("mu_read") = r->mu_read, py::arg("mu_write") = r->mu_write,
+                                 py::arg("sigma") = r->sigma);
+             return py::none();
+           }, py::arg("layer"),
+           "The layer's last recorded forward as a dict of detached tensors: mu_read and mu_write "
+           "[B, nchunks, 3], sigma [B, nchunks, 1]; None if it did not run.");
 
   nnm.def("clip_grad_norm_", [](const py::iterable& params, double max_norm) {
             const auto ps = tensor_list(params);
@@ -221,8 +297,11 @@ void bind_nn(py::module_& m) {
 
   py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay (torch.optim.SGD).")
       .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
-             return nn::SGD(tensor_list(params), lr, momentum, weight_decay);
-           }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0)
+             return nn::SGD(param_groups_arg(params, "optim.SGD"), lr, momentum, weight_decay);
+           }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
+           "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
+      .def_property_readonly("param_groups", [](const nn::SGD& o) { return param_groups_out(o.param_groups()); },
+                             "The groups as dicts of params, lr and weight_decay (read-only copies).")
       .def("step", &nn::SGD::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::SGD::zero_grad, "Clears the parameters' gradients.")
       .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
@@ -231,9 +310,12 @@ void bind_nn(py::module_& m) {
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
       .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
                        double weight_decay) {
-             return nn::AdamW(tensor_list(params), lr, betas.first, betas.second, eps, weight_decay);
+             return nn::AdamW(param_groups_arg(params, "optim.AdamW"), lr, betas.first, betas.second, eps, weight_decay);
            }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
-           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01)
+           py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01,
+           "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
+      .def_property_readonly("param_groups", [](const nn::AdamW& o) { return param_groups_out(o.param_groups()); },
+                             "The groups as dicts of params, lr and weight_decay (read-only copies).")
       .def("step", &nn::AdamW::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::AdamW::zero_grad, "Clears the parameters' gradients.")
       .def_property("lr", [](const nn::AdamW& o) { return *o.param_groups().at(0).lr; },
@@ -242,6 +324,14 @@ void bind_nn(py::module_& m) {
       .def("state_dict", &nn::AdamW::state_dict, "Moments and step count, for checkpoints.")
       .def("load_state_dict", &nn::AdamW::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");
 
+  optim.def("weight_decay_groups", [](const py::iterable& params, double weight_decay) {
+              py::list out;
+              for (const nn::ParamGroup& g : nn::weight_decay_groups(tensor_list(params), weight_decay))
+                out.append(py::dict(py::arg("params") = g.params, py::arg("weight_decay") = *g.weight_decay));
+              return out;
+            }, py::arg("params"), py::arg("weight_decay"),
+            "The usual two groups (nn::weight_decay_groups): tensors of rank >= 2 with weight_decay, the rest "
+            "(biases, gains, gates) with 0, as dicts for an optimizer's params.");
   optim.def("warmup_cosine_lr", &nn::warmup_cosine_lr, py::arg("step"), py::arg("warmup"), py::arg("total"),
             py::arg("base_lr"), py::arg("min_lr") = 0.0,
             "Linear warmup then cosine decay to min_lr at step total.");

@@ -22,10 +22,8 @@ def python_loop(cfg):
     data_gen = tmem.Generator(cfg.seed + 1)
     params = model.parameters()
     # The C++ trainer's two groups (nn::weight_decay_groups): weight decay on
-    # tensors of rank >= 2 only. AdamW updates each tensor on its own, so two
-    # optimizers give the same arithmetic as one with two groups.
-    opts = [optim.AdamW([p for p in params if len(p.shape) >= 2], lr=cfg.lr, weight_decay=cfg.weight_decay),
-            optim.AdamW([p for p in params if len(p.shape) < 2], lr=cfg.lr, weight_decay=0.0)]
+    # tensors of rank >= 2 only.
+    opt = optim.AdamW(optim.weight_decay_groups(params, cfg.weight_decay), lr=cfg.lr)
     losses = []
     for _ in range(cfg.steps):
         batch = task.sample(cfg.batch, data_gen)
@@ -34,9 +32,8 @@ def python_loop(cfg):
         loss.backward()
         losses.append(loss.item())
         nn.clip_grad_norm_(params, cfg.clip)
-        for opt in opts:
-            opt.step()
-            opt.zero_grad()
+        opt.step()
+        opt.zero_grad()
     return losses, model
 
 
@@ -110,10 +107,11 @@ class TestTraining(unittest.TestCase):
         cfg = models.TrainConfig(SMALL)
         task = models.make_task(cfg.task, cfg.task_cfg)
         model = models.DiagnosticModel(task, cfg.model)
-        logits = model(task.sample(2, tmem.Generator(1)))
+        with tmem.nn.TensorMemoryProbe() as probe:
+            logits = model(task.sample(2, tmem.Generator(1)))
         self.assertEqual(logits.shape, (2, task.seq_len(), task.classes()))
         mem = model.memory_layers()[0]
-        self.assertEqual(mem.last_mu_write.shape[-1], 3)
+        self.assertEqual(probe.last(mem)["mu_write"].shape[-1], 3)
         self.assertIs(model.backbone.blocks[0].memory is None, False)
         self.assertIn("head.weight", model.state_dict())
 

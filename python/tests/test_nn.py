@@ -72,13 +72,22 @@ class TestModules(unittest.TestCase):
         mem = nn.TensorMemory(8, channels=4, D=3, H=3, W=3, chunk=2)
         state = mem.initial_state(2)
         self.assertEqual(state.h.shape, (2, 4, 3, 3, 3))
-        h0 = state.h
-        out = mem(tmem.randn(2, 6, 8), state)
+        x = tmem.randn(2, 6, 8)
+        with nn.TensorMemoryProbe() as probe:
+            out, state1 = mem(x, state)
         self.assertEqual(out.shape, (2, 6, 8))
-        self.assertIsNot(state.h, h0)
-        self.assertEqual(mem.last_mu_read.shape, (2, 3, 3))
-        self.assertEqual(mem.last_sigma.shape, (2, 3, 1))
-        out2 = mem(tmem.randn(2, 2, 8), state)
+        self.assertEqual(np.abs(state.h.numpy()).max(), 0.0)  # the state passed in is not changed
+        self.assertGreater(np.abs(state1.h.numpy()).max(), 0.0)
+        again, _ = mem(x, state)
+        np.testing.assert_array_equal(again.numpy(), out.numpy())
+        self.assertEqual(len(probe), 1)  # the forward after the block is not recorded
+        rec = probe.last(mem)
+        self.assertEqual(rec["mu_read"].shape, (2, 3, 3))
+        self.assertEqual(rec["mu_write"].shape, (2, 3, 3))
+        self.assertEqual(rec["sigma"].shape, (2, 3, 1))
+        self.assertTrue((rec["sigma"].numpy() > 0).all())
+        self.assertIsNone(probe.last(nn.TensorMemory(8, channels=4, D=3, H=3, W=3)))
+        out2, state = mem(tmem.randn(2, 2, 8), state1)
         tmem.sum(out2).backward()
         self.assertIsNotNone(mem.gamma.grad)
         h, c = state.detach()
@@ -154,6 +163,35 @@ class TestOptim(unittest.TestCase):
         self.assertEqual(opt2.steps, 1)
         self.assertAlmostEqual(optim.warmup_cosine_lr(9, 10, 100, 1e-3), 1e-3)
         self.assertAlmostEqual(optim.warmup_cosine_lr(100, 10, 100, 1e-3, 1e-5), 1e-5)
+
+    def test_parameter_groups(self):
+        """One AdamW with two groups does what two AdamW of one group each do, as in torch.optim."""
+        def run(make):
+            lin = nn.Linear(3, 2, generator=tmem.Generator(5))
+            opts = make(lin)
+            for _ in range(3):
+                tmem.sum(lin(tmem.ones(2, 3)) ** 2).backward()
+                for o in opts:
+                    o.step()
+                    o.zero_grad()
+            return [p.numpy().copy() for p in lin.parameters()]
+        grouped = run(lambda lin: [optim.AdamW([{"params": [lin.weight], "lr": 0.1},
+                                                {"params": [lin.bias], "weight_decay": 0.0}], lr=0.01)])
+        separate = run(lambda lin: [optim.AdamW([lin.weight], lr=0.1), optim.AdamW([lin.bias], lr=0.01, weight_decay=0.0)])
+        for g, s in zip(grouped, separate):
+            np.testing.assert_array_equal(g, s)
+        lin = nn.Linear(3, 2)
+        groups = optim.weight_decay_groups(lin.parameters(), 0.05)
+        self.assertEqual([len(g["params"]) for g in groups], [1, 1])  # weight [2, 3]; bias [2]
+        self.assertEqual([g["weight_decay"] for g in groups], [0.05, 0.0])
+        opt = optim.SGD(groups, lr=0.5)
+        self.assertEqual([(g["lr"], g["weight_decay"]) for g in opt.param_groups], [(0.5, 0.05), (0.5, 0.0)])
+        with self.assertRaisesRegex(ValueError, "optim.AdamW: a parameter group takes params, lr and weight_decay, but got 'momentum'"):
+            optim.AdamW([{"params": [lin.weight], "momentum": 0.9}])
+        with self.assertRaisesRegex(ValueError, "not a mix"):
+            optim.SGD([lin.weight, {"params": [lin.bias]}], lr=0.1)
+        with self.assertRaisesRegex(ValueError, "parameter group 0 has no 'params'"):
+            optim.SGD([{"lr": 0.1}], lr=0.1)
 
     def test_clip_grad_norm(self):
         p = tmem.tensor([3.0, 4.0], requires_grad=True)
