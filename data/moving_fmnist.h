@@ -7,6 +7,7 @@
 // T frames, S frame size (pixels), N items per clip.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 #include "tmem/core/rng.h"
 #include "tmem/data/idx.h"
@@ -53,9 +54,20 @@ class MovingFashionMNIST {
   /// circle, speeds uniform in [min_speed, max_speed]. Deterministic for a
   /// given generator state. Throws ValueError for B < 1.
   MovingFashionMNISTBatch sample(int64_t B, Generator& gen) const;
+  /// Clips of the given images: items [B * N] holds clip b's N image
+  /// indices at [b * N, (b + 1) * N) (as a DataLoader over the image indices
+  /// hands them out), and gen draws the motion (and the occluder) exactly as
+  /// sample() does after its choice of images. Throws ValueError for an
+  /// empty list, a size that is not a multiple of N, an index outside
+  /// [0, M) or an image twice in one clip.
+  MovingFashionMNISTBatch clips_of(const std::vector<int64_t>& items, Generator& gen) const;
   const MovingFashionMNISTOptions& options() const { return opt_; }
 
  private:
+  MovingFashionMNISTBatch allocate(int64_t B) const;
+  /// Draws clip b's motion and occluder from gen and renders it into out.
+  void render(int64_t b, const int64_t* chosen, Generator& gen, MovingFashionMNISTBatch& out) const;
+
   ImageDataset data_;
   MovingFashionMNISTOptions opt_;
 };

@@ -6,6 +6,7 @@
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
 #include "tmem/models/train_stats.h"
+#include "tmem/nn/data_loader.h"
 #include "tmem/ops/shape.h"
 
 namespace tmem::models {
@@ -114,6 +115,14 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   const MovingFashionMNIST train_clips(train, cfg.data), test_clips(test, cfg.data);
   Generator gen(cfg.seed), clip_gen(cfg.seed + 1);
+  // Every training image is an item once per epoch: a DataLoader over the
+  // image indices hands each step batch x items distinct images (reshuffled
+  // every epoch, the last partial batch dropped), and clip_gen then draws
+  // their motion. The loader draws from clip_gen when an epoch starts.
+  const int64_t M = train.images.shape()[0], per_step = cfg.batch * cfg.data.items;
+  check<ValueError>(per_step <= M, "train_video: a step needs batch x items = ", cfg.batch, " x ", cfg.data.items,
+                    " = ", per_step, " distinct training images, but the set has ", M);
+  nn::DataLoader items(std::vector<Tensor>{arange(static_cast<double>(M), DType::Int64)}, {per_step, true, true}, clip_gen);
   VideoModel model(cfg.model, gen);
   model.to(device);
   LoopConfig loop{cfg.steps, {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
@@ -122,11 +131,13 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   LoopHooks hooks;
   hooks.generators = {{"model_rng", &gen}, {"data_rng", &clip_gen}};
   hooks.step = [&](int64_t) {
-    const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
+    const MovingFashionMNISTBatch b = train_clips.clips_of(items.next()[0].to_int_vector(), clip_gen);
     Tensor logits = model.forward(b.frames.to(device));
     return StepOutput{set_cross_entropy(logits, b.labels), static_cast<double>(set_correct(logits, b.labels)),
                       static_cast<double>(cfg.batch)};
   };
+  hooks.save_state = [&] { return items.state_dict(); };
+  hooks.load_state = [&](const std::map<std::string, Tensor>& state) { items.load_state_dict(state); };
   hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
     return json{{"memory", memory_internals(*model.backbone, probe)}};
   };

@@ -165,6 +165,7 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"train", "brown", "--dim", "abc"}, "--dim: expected an integer in [1, 65536]"},
       {{"train", "fashion-mnist", "--lr", "inf"}, "--lr: expected a finite number"},
       {{"train", "moving-fmnist", "--batch", ""}, "--batch: expected an integer in [1, 65536]"},
+      {{"train", "moving-fmnist", "--seed", "-1"}, "--seed: expected an integer in [0, "},
       {{"train", "no-harm", "--dump-grads", "../../../x"}, "--dump-grads: expected a plain file name inside the run"},
       {{"train", "no-harm", "--dump-grads", "/tmp/x"}, "--dump-grads: expected a plain file name inside the run"},
       {{"train", "no-harm", "--dump-grads", ".."}, "--dump-grads: expected a plain file name inside the run"},

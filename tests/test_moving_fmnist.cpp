@@ -1,6 +1,7 @@
 // The Moving Fashion-MNIST generator (data/moving_fmnist.h) on synthetic
 // 28x28 items whose pixels are exact, so rendering, bouncing and the occluder
 // can be checked pixel by pixel.
+#include <algorithm>
 #include <cmath>
 
 #include "tmem/data/moving_fmnist.h"
@@ -116,4 +117,33 @@ TEST_CASE("moving fashion-mnist: bad options and inputs raise clear errors") {
   MovingFashionMNIST mf(solid_items(4), opt);
   Generator gen(1);
   CHECK_THROWS_AS(mf.sample(0, gen), ValueError);
+}
+
+TEST_CASE("moving fashion-mnist: clips_of renders the given images with the motion sample() draws after its choice") {
+  MovingFashionMNISTOptions opt;
+  opt.occlusion = true;
+  MovingFashionMNIST mf(solid_items(12), opt);
+  for (uint64_t seed : {1u, 5u, 9u}) {
+    Generator g1(seed), g2(seed);
+    const auto drawn = mf.sample(1, g1);
+    std::vector<int64_t> chosen;  // sample()'s choice: distinct images by rejection
+    while (chosen.size() < 2) {
+      const int64_t m = g2.randint(12);
+      if (std::find(chosen.begin(), chosen.end(), m) == chosen.end()) chosen.push_back(m);
+    }
+    const auto given = mf.clips_of(chosen, g2);
+    CHECK(given.frames.to_vector() == drawn.frames.to_vector());
+    CHECK(given.positions.to_vector() == drawn.positions.to_vector());
+    CHECK(given.labels.to_int_vector() == drawn.labels.to_int_vector());
+    CHECK(given.occluded.to_int_vector() == drawn.occluded.to_int_vector());
+    CHECK(g1.next_u64() == g2.next_u64());
+  }
+  Generator gen(3);
+  const auto two = mf.clips_of({3, 11, 4, 7}, gen);  // labels m % 10, clip by clip
+  CHECK(two.labels.to_int_vector() == std::vector<int64_t>{3, 1, 4, 7});
+  CHECK_THROWS_WITH_AS(mf.clips_of({3, 11, 4}, gen), doctest::Contains("multiple of 2"), ValueError);
+  CHECK_THROWS_WITH_AS(mf.clips_of({}, gen), doctest::Contains("got 0"), ValueError);
+  CHECK_THROWS_WITH_AS(mf.clips_of({3, 12}, gen), doctest::Contains("image 12, outside [0, 12)"), ValueError);
+  CHECK_THROWS_WITH_AS(mf.clips_of({1, 2, 5, 5}, gen), doctest::Contains("clip 1 has image 5 twice"), ValueError);
+  CHECK_NOTHROW(mf.clips_of({5, 6, 6, 5}, gen));  // an image may recur in another clip
 }

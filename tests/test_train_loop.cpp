@@ -137,7 +137,9 @@ TEST_CASE("train_loop: a ViT resumed mid-epoch continues the data order and mask
 
 TEST_CASE("train_loop: a video model resumed from its checkpoint matches the straight run bit for bit") {
   const ImageDataset items = test::pattern_items(8);
-  auto [full, resumed] = straight_and_resumed(test::tiny_video_run("tensor", "cpu"), "tmem_loop_video", 6,
+  models::VideoTrainConfig cfg = test::tiny_video_run("tensor", "cpu");
+  cfg.batch = 2;  // 2 clips x 2 items: an epoch of the 8 images is 2 steps, so the resume lands mid-epoch
+  auto [full, resumed] = straight_and_resumed(cfg, "tmem_loop_video", 6,
                                               [&](const models::VideoTrainConfig& t, int64_t stop) {
                                                 return models::train_video(
                                                     t, items, items, [stop](const models::VideoTrainProgress& p) {
@@ -147,6 +149,10 @@ TEST_CASE("train_loop: a video model resumed from its checkpoint matches the str
   check_same_curves(full, resumed, 6);
   CHECK(full.metrics == resumed.metrics);
   CHECK(full.test.accuracy == resumed.test.accuracy);
+  cfg.batch = 5;
+  CHECK_THROWS_WITH_AS(models::train_video(cfg, items, items),
+                       doctest::Contains("batch x items = 5 x 2 = 10 distinct training images, but the set has 8"),
+                       ValueError);
 }
 
 TEST_CASE("train_loop: every family dumps gradients with its memory internals") {

@@ -240,7 +240,7 @@ void smoke_train(const std::string& method) {
   c.eval_clips = 24;
   c.eval_batch = 10;
   int64_t train_reports = 0, test_reports = 0;
-  const ImageDataset items = pattern_items(8);
+  const ImageDataset items = pattern_items(32);
   VideoTrainResult r = train_video(c, items, items, [&](const VideoTrainProgress& p) {
     (p.phase == "train" ? train_reports : test_reports) += 1;
   });

@@ -264,7 +264,9 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str()->check(kNonNegative);
   app.add_option("--eval-batch", c.eval_batch, "Clips per test batch")->capture_default_str()
       ->check(int_range(1, 65536));
-  app.add_option("--seed", c.seed, "Seed (initialisation->check(kNonNegative); seed + 1: the training clips)")->capture_default_str();
+  app.add_option("--seed", c.seed, "Seed (initialisation; seed + 1: the training clips and their images' order)")
+      ->capture_default_str()
+      ->check(kNonNegative);
   app.add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   add_run_options(app, a.threads, a.name, a.data_dir, "moving-fmnist-date-time", kFashionMnistDirHelp);
   add_checkpoint_options(app, a.cfg,
