@@ -315,3 +315,35 @@ TEST_CASE("cli: grads summarize refuses NaN counts that are negative or overflow
   CHECK(r.output.find("\"nan\" count is -5") != std::string::npos);
   fs::remove_all(dir);
 }
+
+TEST_CASE("cli: frontier --report puts each cell at the state floats it measured on its carried tensors") {
+  // The mqar cells kept in docs/ (tools/frontier_cells.sh), as a run folder.
+  const std::string dir = fresh_cli_dir("tmem_cli_frontier_report");
+  const fs::path kept = fs::path(TMEM_FIXTURE_DIR) / "../../docs/frontier/frontier-mqar";
+  REQUIRE(fs::is_directory(kept));
+  for (const auto& f : fs::directory_iterator(kept)) {
+    const fs::path cell = fs::path(dir) / "runs/fr" / f.path().stem();
+    fs::create_directories(cell);
+    fs::copy_file(f.path(), cell / "result.json");
+  }
+  const auto r = run_tmem({"frontier", "mqar", "--name", "fr", "--report"}, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  auto floats = [&](const std::string& method, const std::string& size) {  // the table's floats column
+    std::istringstream lines(r.output);
+    for (std::string line; std::getline(lines, line);) {
+      std::istringstream words(line);
+      std::string m, sz, f;
+      if (words >> m >> sz >> f && m == method && sz == size) return f;
+    }
+    return std::string("(no row)");
+  };
+  // xl M 200's cache holds the whole 96-token input: 2 layers x 64 x 96
+  // floats carried, not the nominal 2 x 64 x 200.
+  CHECK(floats("xl", "M200") == "12288");
+  CHECK(floats("xl", "M32") == "4096");
+  CHECK(floats("full", "-") == "24576");  // its KV cache, 2 d T per layer
+  CHECK(floats("none", "-") == "0");
+  CHECK(fs::exists(fs::path(dir) / "runs/fr/frontier.svg"));
+  fs::remove_all(dir);
+}

@@ -180,9 +180,13 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
       r.lr = lr;
       for (const json& c : cells) {
         if (c["method"] != method || c["size"] != size.label || c["lr"].get<double>() != lr) continue;
+        // What the cell measured on its carried tensors (xl's cache holds at
+        // most the input, so M 200 carries less than its nominal 2 d M);
+        // the formula for cells without it (full's KV cache, none's 0).
+        const int64_t carried = c.value("state_floats", int64_t{0});
         models::TrainConfig cfg;
         models::apply_config_json(cfg, c["config"]);
-        r.floats = floats_of(cfg);
+        r.floats = carried > 0 ? carried : floats_of(cfg);
         r.acc.push_back(c["eval_accuracy"].get<double>());
         if (c.contains("eval_accuracy_observed")) r.observed.push_back(c["eval_accuracy_observed"].get<double>());
         const int64_t stop = c["stopped_at"].get<int64_t>();
