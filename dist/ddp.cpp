@@ -7,6 +7,7 @@
 
 #include "tmem/core/grad_hooks.h"
 #include "tmem/dist/nccl.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::dist {
 
@@ -137,6 +138,28 @@ void DistributedDataParallel::synchronize() {
     finish_round();
   }
   reset_round();
+}
+
+void check_replicas_match(const nn::Module& module, const std::string& what) {
+  check<ValueError>(is_initialized(), what, ": cannot compare the ranks' parameters: the distributed job is not "
+                    "initialized; call tmem::dist::init() first");
+  const auto named = module.named_parameters();
+  std::vector<int64_t> hashes;
+  for (const auto& [name, p] : named) {
+    const Tensor host = contiguous(p.detach().cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+    uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bit
+    for (size_t k = 0, n = static_cast<size_t>(host.numel()) * dtype_size(host.dtype()); k < n; ++k)
+      h = (h ^ bytes[k]) * 1099511628211ull;
+    hashes.push_back(static_cast<int64_t>(h));
+  }
+  const auto P = static_cast<int64_t>(hashes.size());
+  const std::vector<int64_t> all = all_gather(tensor_int(hashes, {P})).to_int_vector();
+  for (int r = 1; r < world_size(); ++r)
+    for (int64_t i = 0; i < P; ++i)
+      check<ValueError>(all[r * P + i] == all[i], what, ": the ranks' models have diverged: parameter \"",
+                        named[i].first, "\" differs between rank 0 and rank ", r,
+                        " (data-parallel training keeps them bit-identical)");
 }
 
 }  // namespace tmem::dist

@@ -17,6 +17,7 @@
 // backward that did not reach every parameter.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tmem/dist/dist.h"
@@ -83,5 +84,11 @@ class DistributedDataParallel {
   int64_t overlapped_ = 0, last_overlapped_ = 0;
   bool round_done_ = false;
 };
+
+/// Checks that `module`'s parameters hold the same bits on every rank (a
+/// 64-bit hash of each, all-gathered), as data-parallel training keeps them.
+/// Collective. Throws ValueError naming `what` (e.g. "train"), the first
+/// parameter that differs and the ranks, or before init().
+void check_replicas_match(const nn::Module& module, const std::string& what);
 
 }  // namespace tmem::dist

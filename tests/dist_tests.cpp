@@ -158,6 +158,26 @@ TEST_CASE("dist collectives give exact values on 2 ranks") {
   dist::barrier();
 }
 
+TEST_CASE("dist collectives: BatchShard takes rows r, r + R, ... and gathers them back") {
+  REQUIRE(dist::world_size() == 2);
+  const int r = dist::rank();
+  const dist::BatchShard shard(6, "test: batch");
+  CHECK(shard.sharded());
+  CHECK(shard.rows() == 3);
+  Tensor batch = reshape(arange(12), {6, 2});  // row k: [2k, 2k + 1]
+  Tensor mine = shard.take(batch);
+  CHECK(mine.shape() == Shape{3, 2});
+  const std::vector<double> want = r == 0 ? std::vector<double>{0, 1, 4, 5, 8, 9}
+                                          : std::vector<double>{2, 3, 6, 7, 10, 11};
+  CHECK(mine.to_vector() == want);
+  CHECK(shard.gather(mine).to_vector() == batch.to_vector());
+  CHECK_THROWS_WITH_AS(dist::BatchShard(5, "test: --batch"),
+                       doctest::Contains("test: --batch: the batch of 5 does not split evenly over 2 ranks"), ValueError);
+  CHECK_THROWS_WITH_AS(shard.take(zeros({4, 2})), doctest::Contains("test: batch: expected a batch [6, ...]"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(shard.gather(zeros({4})), doctest::Contains("expected this rank's rows [3, ...]"), ShapeError);
+}
+
 TEST_CASE("DistributedDataParallel keeps every rank's parameters bit-identical") {
   REQUIRE(dist::world_size() == 2);
   const int r = dist::rank();
@@ -193,6 +213,13 @@ TEST_CASE("DistributedDataParallel keeps every rank's parameters bit-identical")
   }
   // The model moved: its parameters are no longer rank 0's initial ones.
   CHECK(p[0].to_vector() != p0[0].to_vector());
+  dist::check_replicas_match(model, "test");
+  // One bit of one rank's parameter differs: named, on every rank.
+  if (r == 1) model.l2->bias.data<float>()[3] = std::nextafter(model.l2->bias.data<float>()[3], 1e9f);
+  CHECK_THROWS_WITH_AS(dist::check_replicas_match(model, "test"),
+                       doctest::Contains("test: the ranks' models have diverged: parameter \"l2.bias\" differs "
+                                         "between rank 0 and rank 1"),
+                       ValueError);
 }
 
 TEST_CASE("DistributedDataParallel reduces a bucket while backward goes on") {
@@ -384,6 +411,17 @@ TEST_CASE("NCCL: collectives and DistributedDataParallel on CUDA tensors, one GP
     for (size_t k = 0; k < g.size(); ++k) CHECK(g[k] == doctest::Approx(gl[k]).epsilon(1e-6));
   }
 #endif
+}
+
+TEST_CASE("dist without a launcher: BatchShard is the whole batch") {
+  if (dist::launched_distributed()) return;  // the mpirun cases cover that
+  const dist::BatchShard shard(5, "test: batch");
+  CHECK_FALSE(shard.sharded());
+  CHECK(shard.rows() == 5);
+  Tensor batch = arange(5);
+  CHECK(shard.take(batch).impl_ptr() == batch.impl_ptr());
+  CHECK(shard.gather(batch).impl_ptr() == batch.impl_ptr());
+  CHECK_THROWS_WITH_AS(dist::BatchShard(0, "test: batch"), doctest::Contains("the batch of 0"), ValueError);
 }
 
 TEST_CASE("dist without a launcher: one rank, or a clear reason") {
