@@ -75,6 +75,7 @@ void DistributedDataParallel::copy_in(size_t i) {
 }
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
+  if (!require_sync_) return;  // no_sync: the gradient stays local and accumulates
   if (round_done_) reset_round();
   check<ValueError>(!param_ready_[i], "DistributedDataParallel: a second backward reached a parameter before "
                     "the first backward's gradients were reduced; call synchronize() after each backward "
@@ -125,7 +126,14 @@ void DistributedDataParallel::reset_round() {
   round_done_ = false;
 }
 
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  NoSync guard(this, require_sync_);
+  require_sync_ = false;
+  return guard;
+}
+
 void DistributedDataParallel::synchronize() {
+  if (!require_sync_) return;
   if (!round_done_) {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (param_ready_[i]) continue;

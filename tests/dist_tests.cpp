@@ -247,6 +247,64 @@ TEST_CASE("DistributedDataParallel reduces a bucket while backward goes on") {
   CHECK(p[0].grad().to_vector() == reduced);
 }
 
+TEST_CASE("DistributedDataParallel no_sync accumulates locally, and the next backward reduces the sum") {
+  REQUIRE(dist::world_size() == 2);
+  const int r = dist::rank();
+  Data data;
+  Mlp model(13);
+  // l2 fills the first bucket, l1 the second: the hooks' path with two buckets.
+  dist::DistributedDataParallel ddp(model, 50 * 4 / (1024.0 * 1024.0));
+  Mlp local(0), big(0);
+  local.load_state_dict(model.state_dict());
+  big.load_state_dict(model.state_dict());
+  // 3 micro-batches of 4 rows per rank (rows 12 r ... 12 r + 11), each loss
+  // scaled by 1/3 so that their sum is the mean over the rank's 12 rows.
+  auto rows = [r](int k) {
+    std::vector<int64_t> v;
+    for (int64_t j = 0; j < 4; ++j) v.push_back(12 * r + 4 * k + j);
+    return v;
+  };
+  const auto p = model.parameters(), lp = local.parameters(), bp = big.parameters();
+  {
+    const auto guard = ddp.no_sync();
+    for (int k = 0; k < 2; ++k) {
+      (data.loss(model, rows(k)) / 3.0).backward();
+      ddp.synchronize();  // a no-op under no_sync
+      CHECK(ddp.buckets_started_during_backward() == 0);
+    }
+    // Still this rank's own sum: nothing was reduced.
+    for (int k = 0; k < 2; ++k) (data.loss(local, rows(k)) / 3.0).backward();
+    for (size_t i = 0; i < p.size(); ++i) CHECK(p[i].grad().to_vector() == lp[i].grad().to_vector());
+  }
+  (data.loss(model, rows(2)) / 3.0).backward();
+  ddp.synchronize();
+  CHECK(ddp.buckets_started_during_backward() == 1);
+  (data.loss(local, rows(2)) / 3.0).backward();
+  std::vector<int64_t> all12;
+  for (int k = 0; k < 3; ++k)
+    for (int64_t row : rows(k)) all12.push_back(row);
+  data.loss(big, all12).backward();
+  for (size_t i = 0; i < p.size(); ++i) {
+    // Bit-exact: the mean over the ranks of the same local sums.
+    Tensor expected = lp[i].grad();
+    dist::all_reduce(expected, dist::ReduceOp::Mean);
+    CHECK(p[i].grad().to_vector() == expected.to_vector());
+    // The one big batch of 12 rows per rank: equal to rounding (the micro-batch
+    // sums add in another order), 1e-6 relative to the gradient's largest entry.
+    Tensor whole = bp[i].grad();
+    dist::all_reduce(whole, dist::ReduceOp::Mean);
+    const std::vector<double> a = p[i].grad().to_vector(), b = whole.to_vector();
+    double scale = 0, diff = 0;
+    for (size_t j = 0; j < a.size(); ++j) scale = std::max(scale, std::abs(b[j])), diff = std::max(diff, std::abs(a[j] - b[j]));
+    CHECK(diff <= 1e-6 * scale);
+  }
+  // The next step reduces again, and no_sync restored the synchronization.
+  model.zero_grad();
+  data.loss(model, rows(0)).backward();
+  CHECK(ddp.buckets_started_during_backward() == 1);
+  CHECK(same_on_every_rank(p[0].grad()));
+}
+
 TEST_CASE("DistributedDataParallel synchronize covers parameters a backward did not reach") {
   REQUIRE(dist::world_size() == 2);
   const int r = dist::rank();
