@@ -76,4 +76,19 @@ Tensor BatchShard::gather(const Tensor& part) const {
   return reshape(transpose(all_gather(part), 0, 1), whole);
 }
 
+RankStream::RankStream(Generator& gen, int64_t step) {
+  if (world_size() < 2) return;
+  shared_ = gen.state();
+  uint64_t h = 14695981039346656037ull;  // FNV-1a of the state, then the step and the rank
+  for (unsigned char c : shared_) h = (h ^ c) * 1099511628211ull;
+  for (uint64_t v : {static_cast<uint64_t>(step), static_cast<uint64_t>(rank())})
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  gen.manual_seed(h);
+  gen_ = &gen;
+}
+
+RankStream::~RankStream() {
+  if (gen_) gen_->set_state(shared_);
+}
+
 }  // namespace tmem::dist

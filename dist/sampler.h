@@ -9,12 +9,15 @@
 // BatchShard is the same share for trainers that draw each batch whole (from
 // a seeded generator or a DataLoader, identically on every rank): rank r
 // trains on the batch's rows r, r + R, ..., so the data order, the
-// generators and the checkpoints stay those of one process.
+// generators and the checkpoints stay those of one process. RankStream gives
+// each rank draws of its own (dropout masks for its rows) without letting the
+// ranks' generators drift apart.
 #pragma once
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "tmem/core/rng.h"
 #include "tmem/core/tensor.h"
 
 namespace tmem::dist {
@@ -77,6 +80,25 @@ class BatchShard {
   int ranks_;
   std::string what_;
   Tensor index_;  // int64 [batch / R]: this rank's rows
+};
+
+/// For its lifetime, `gen` draws from a stream of this rank's own, seeded
+/// from gen's state, `step` and the rank, so that the ranks' dropout masks
+/// for their rows differ (and differ from step to step); the destructor puts
+/// `gen` back in the state it had, so the ranks' generators stay equal (rank
+/// 0's checkpoint resumes them all) and a step without draws changes
+/// nothing. Does nothing outside a job of several ranks (one process draws
+/// as ever).
+class RankStream {
+ public:
+  RankStream(Generator& gen, int64_t step);
+  ~RankStream();
+  RankStream(const RankStream&) = delete;
+  RankStream& operator=(const RankStream&) = delete;
+
+ private:
+  Generator* gen_ = nullptr;  // null: no job of several ranks
+  std::string shared_;        // the state to return to
 };
 
 }  // namespace tmem::dist

@@ -64,6 +64,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
     const int64_t i = step % segs.count();
     if (i == 0) state = BackboneState();
     auto [in, tg] = segs.segment(i, device);
+    const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
     Tensor logits = model.forward(shard.take(in), state);
     state.detach();
     return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(shard.take(tg), {-1}))};

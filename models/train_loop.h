@@ -81,7 +81,8 @@ struct LoopProgress {
 /// extra keys of each dumped step (the memory internals). Data parallel,
 /// save_state is called on every rank (it may gather over the ranks) and
 /// load_state gets rank 0's checkpoint on every rank; the generators must be
-/// in the same state on every rank (each rank draws the whole batch).
+/// in the same state on every rank (each rank draws the whole batch; dropout
+/// draws under dist::RankStream).
 struct LoopHooks {
   std::function<StepOutput(int64_t step)> step;
   std::vector<std::pair<std::string, Generator*>> generators;

@@ -205,9 +205,10 @@ TrainResult train_diagnostic(const TrainConfig& config,
   loop.data_parallel = data_parallel;
   LoopHooks hooks;
   hooks.generators = {{"data_rng", &data_gen}, {"model_rng", &init_gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     TaskBatch whole = task->sample(cfg.batch, data_gen);
     TaskBatch batch = to_device(data_parallel ? rows_of(whole, shard) : whole, device);
+    const dist::RankStream own_dropout(init_gen, step);  // data parallel: this rank's dropout masks
     Tensor logits = model.forward(batch);
     // Across ranks: each rank's summed loss over the whole batch's target
     // count / world, so that DDP's mean gradient is the whole batch's.

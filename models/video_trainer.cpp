@@ -126,9 +126,10 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   loop.data_parallel = shard.sharded();
   LoopHooks hooks;
   hooks.generators = {{"model_rng", &gen}, {"data_rng", &clip_gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     const MovingFashionMNISTBatch b = train_clips.sample(cfg.batch, clip_gen);
     const Tensor labels = shard.take(b.labels);
+    const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
     Tensor logits = model.forward(shard.take(b.frames).to(device));
     return StepOutput{set_cross_entropy(logits, labels), static_cast<double>(set_correct(logits, labels)),
                       static_cast<double>(shard.rows())};

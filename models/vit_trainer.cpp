@@ -182,17 +182,19 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   loop.data_parallel = shard.sharded();
   LoopHooks hooks;
   hooks.generators = {{"rng", &gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     const std::vector<Tensor> batch = loader.next();
     Tensor x = shard.take(batch[0]).to(device);
     if (mae) {
       PatchMask whole = random_patch_mask(B, patches, cfg.mask_ratio, gen);
       const PatchMask mask{shard.take(whole.visible), shard.take(whole.masked)};
+      const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
       Tensor pred = autoencoder->forward(x, mask);
       const Tensor x_host = x.cpu();  // the training PSNR is measured on the host
       return StepOutput{masked_patch_loss(pred, x, mask, e.patch),
                         psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host), 1.0};
     }
+    const dist::RankStream own_dropout(gen, step);
     Tensor logits = classifier->forward(x);
     Tensor y = shard.take(batch[1]).to(device);
     return StepOutput{cross_entropy(logits, y), static_cast<double>(correct(logits, y)),

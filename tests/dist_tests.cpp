@@ -178,6 +178,23 @@ TEST_CASE("dist collectives: BatchShard takes rows r, r + R, ... and gathers the
   CHECK_THROWS_WITH_AS(shard.gather(zeros({4})), doctest::Contains("expected this rank's rows [3, ...]"), ShapeError);
 }
 
+TEST_CASE("dist collectives: RankStream gives each rank its own draws and keeps the generators equal") {
+  REQUIRE(dist::world_size() == 2);
+  Generator gen(5), shared(5);
+  auto draws = [&gen](int64_t step) {
+    const dist::RankStream own(gen, step);
+    std::vector<int64_t> d;
+    for (int k = 0; k < 4; ++k) d.push_back(gen.randint(1000000));
+    return dist::all_gather(tensor_int(d, {4})).to_int_vector();
+  };
+  const std::vector<int64_t> step0 = draws(0), step1 = draws(1), again = draws(0);
+  // Rank 0's draws differ from rank 1's, and from the next step's.
+  CHECK(std::vector<int64_t>(step0.begin(), step0.begin() + 4) != std::vector<int64_t>(step0.begin() + 4, step0.end()));
+  CHECK(step0 != step1);
+  CHECK(step0 == again);  // the same state and step: the same draws
+  CHECK(gen.state() == shared.state());  // the generator is back where it was
+}
+
 TEST_CASE("DistributedDataParallel keeps every rank's parameters bit-identical") {
   REQUIRE(dist::world_size() == 2);
   const int r = dist::rank();
@@ -480,6 +497,16 @@ TEST_CASE("dist without a launcher: BatchShard is the whole batch") {
   CHECK(shard.take(batch).impl_ptr() == batch.impl_ptr());
   CHECK(shard.gather(batch).impl_ptr() == batch.impl_ptr());
   CHECK_THROWS_WITH_AS(dist::BatchShard(0, "test: batch"), doctest::Contains("the batch of 0"), ValueError);
+}
+
+TEST_CASE("dist without a launcher: RankStream leaves the generator alone") {
+  if (dist::launched_distributed()) return;
+  Generator gen(5), same(5);
+  {
+    const dist::RankStream own(gen, 3);
+    CHECK(gen.next_u64() == same.next_u64());
+  }
+  CHECK(gen.state() == same.state());
 }
 
 TEST_CASE("dist without a launcher: one rank, or a clear reason") {

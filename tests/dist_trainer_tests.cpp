@@ -36,9 +36,10 @@ constexpr const char* kReference = "dist_trainers_reference.json";
 const std::string kOneProcessLM = "dist_trainers/lm_one_process", kTwoRanksLM = "dist_trainers/lm_two_ranks";
 
 // 6 steps of tiny_lm "tensor" (carried memory state) on 4 streams.
-LMTrainConfig lm_run() {
+LMTrainConfig lm_run(double dropout = 0) {
   LMTrainConfig c = test::tiny_lm_run("tensor", "cpu");
   c.steps = 6;
+  c.model.dropout = dropout;
   return c;
 }
 // The training stream and the validation stream (its first 100 tokens). 603
@@ -111,8 +112,8 @@ bool same_on_every_rank(double x) {
 // train_lm(lm_run()) checkpointing into run_dir every 3 steps; rank 0 keeps
 // a copy of the step-3 checkpoint in keep_dir (its progress callback runs
 // right after that checkpoint is written, before step 4).
-LMTrainResult lm_run_keeping_step_3(const std::string& run_dir, const std::string& keep_dir) {
-  LMTrainConfig c = lm_run();
+LMTrainResult lm_run_keeping_step_3(const std::string& run_dir, const std::string& keep_dir, double dropout = 0) {
+  LMTrainConfig c = lm_run(dropout);
   c.run_dir = run_dir;
   c.checkpoint_every = 3;
   return train_lm(c, kStream, kValid, {}, [&](const LMTrainProgress& p) {
@@ -124,8 +125,8 @@ LMTrainResult lm_run_keeping_step_3(const std::string& run_dir, const std::strin
 }
 
 // lm_run() resumed from the checkpoint in run_dir.
-LMTrainResult lm_resume(const std::string& run_dir) {
-  LMTrainConfig c = lm_run();
+LMTrainResult lm_resume(const std::string& run_dir, double dropout = 0) {
+  LMTrainConfig c = lm_run(dropout);
   c.run_dir = run_dir;
   c.checkpoint_every = 3;
   c.resume = true;
@@ -191,6 +192,18 @@ TEST_CASE("trainers on 2 ranks: train_lm resumes bit-exactly, also from a one-pr
   REQUIRE(from_one.losses.size() == 6);
   for (size_t i = 0; i < 3; ++i) CHECK(from_one.losses[i] == ref_losses[i]);  // from the checkpoint
   CHECK(max_rel_diff(from_one.losses, ref_losses) <= 1e-6);
+}
+
+TEST_CASE("trainers on 2 ranks: train_lm with dropout resumes bit-exactly") {
+  // Each rank draws its masks from its own stream (dist::RankStream), and the
+  // shared generator stays equal on both: rank 0's checkpoint resumes both.
+  REQUIRE(dist::world_size() == 2);
+  if (dist::rank() == 0) std::filesystem::remove_all("dist_trainers/lm_dropout_run");
+  dist::barrier();
+  const LMTrainResult whole = lm_run_keeping_step_3("dist_trainers/lm_dropout_run", "dist_trainers/lm_dropout", 0.3);
+  CHECK(lm_resume("dist_trainers/lm_dropout", 0.3).losses == whole.losses);
+  // The masks count: not the run without dropout.
+  CHECK(whole.losses != train_lm(lm_run(), kStream, kValid, {}).losses);
 }
 
 TEST_CASE("trainers on 2 ranks: a batch that does not split over the ranks is a clear error on every rank") {
