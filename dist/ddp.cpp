@@ -7,6 +7,7 @@
 
 #include "tmem/core/grad_hooks.h"
 #include "tmem/dist/nccl.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::dist {
 
@@ -74,6 +75,7 @@ void DistributedDataParallel::copy_in(size_t i) {
 }
 
 void DistributedDataParallel::on_grad_ready(size_t i) {
+  if (!require_sync_) return;  // no_sync: the gradient stays local and accumulates
   if (round_done_) reset_round();
   check<ValueError>(!param_ready_[i], "DistributedDataParallel: a second backward reached a parameter before "
                     "the first backward's gradients were reduced; call synchronize() after each backward "
@@ -124,7 +126,14 @@ void DistributedDataParallel::reset_round() {
   round_done_ = false;
 }
 
+DistributedDataParallel::NoSync DistributedDataParallel::no_sync() {
+  NoSync guard(this, require_sync_);
+  require_sync_ = false;
+  return guard;
+}
+
 void DistributedDataParallel::synchronize() {
+  if (!require_sync_) return;
   if (!round_done_) {
     for (size_t i = 0; i < params_.size(); ++i) {
       if (param_ready_[i]) continue;
@@ -137,6 +146,28 @@ void DistributedDataParallel::synchronize() {
     finish_round();
   }
   reset_round();
+}
+
+void check_replicas_match(const nn::Module& module, const std::string& what) {
+  check<ValueError>(is_initialized(), what, ": cannot compare the ranks' parameters: the distributed job is not "
+                    "initialized; call tmem::dist::init() first");
+  const auto named = module.named_parameters();
+  std::vector<int64_t> hashes;
+  for (const auto& [name, p] : named) {
+    const Tensor host = contiguous(p.detach().cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+    uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bit
+    for (size_t k = 0, n = static_cast<size_t>(host.numel()) * dtype_size(host.dtype()); k < n; ++k)
+      h = (h ^ bytes[k]) * 1099511628211ull;
+    hashes.push_back(static_cast<int64_t>(h));
+  }
+  const auto P = static_cast<int64_t>(hashes.size());
+  const std::vector<int64_t> all = all_gather(tensor_int(hashes, {P})).to_int_vector();
+  for (int r = 1; r < world_size(); ++r)
+    for (int64_t i = 0; i < P; ++i)
+      check<ValueError>(all[r * P + i] == all[i], what, ": the ranks' models have diverged: parameter \"",
+                        named[i].first, "\" differs between rank 0 and rank ", r,
+                        " (data-parallel training keeps them bit-identical)");
 }
 
 }  // namespace tmem::dist

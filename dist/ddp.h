@@ -15,8 +15,13 @@
 // the mean gradients back into the parameters' .grad, so after
 // loss.backward() the gradients are already reduced; synchronize() finishes a
 // backward that did not reach every parameter.
+//
+// Gradient accumulation (PyTorch's no_sync): backwards run while a NoSync
+// guard lives are not reduced; each rank's .grad accumulates its own sum, and
+// the next backward outside the guard reduces the accumulated gradients.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "tmem/dist/dist.h"
@@ -26,6 +31,26 @@ namespace tmem::dist {
 
 class DistributedDataParallel {
  public:
+  /// The scope of no_sync(): while it lives, backward does not reduce.
+  /// Move-only; the destructor restores the synchronization that was on when
+  /// it was made.
+  class NoSync {
+   public:
+    NoSync(NoSync&& o) noexcept : ddp_(o.ddp_), restore_(o.restore_) { o.ddp_ = nullptr; }
+    NoSync(const NoSync&) = delete;
+    NoSync& operator=(const NoSync&) = delete;
+    NoSync& operator=(NoSync&&) = delete;
+    ~NoSync() {
+      if (ddp_) ddp_->require_sync_ = restore_;
+    }
+
+   private:
+    friend class DistributedDataParallel;
+    NoSync(DistributedDataParallel* ddp, bool restore) : ddp_(ddp), restore_(restore) {}
+    DistributedDataParallel* ddp_;
+    bool restore_;
+  };
+
   /// Wraps `module` (which must outlive this object): broadcasts its
   /// parameters and buffers from rank 0 (so every rank starts from rank 0's
   /// initialisation) and registers the gradient hooks. Collective: every rank
@@ -44,8 +69,18 @@ class DistributedDataParallel {
   /// started start, and every parameter's .grad becomes the mean over the
   /// ranks. A no-op when the backward reached every parameter (the hooks have
   /// done it all). Call it after loss.backward(), before clipping and the
-  /// optimizer step; every rank must call it.
+  /// optimizer step; every rank must call it. A no-op inside no_sync().
   void synchronize();
+
+  /// Turns the reduction off until the returned guard is destroyed (PyTorch
+  /// DistributedDataParallel.no_sync): the backwards in its scope leave each
+  /// rank's gradients local, accumulating in .grad, and the first backward
+  /// after it (with synchronize()) reduces the accumulated sums. So K
+  /// backwards under no_sync and one after it give every rank the mean over
+  /// the ranks of each rank's gradient summed over its K + 1 micro-batches.
+  /// Call it between backwards, never while one runs; every rank must skip
+  /// the same backwards.
+  [[nodiscard]] NoSync no_sync();
 
   nn::Module& module() { return module_; }
   /// The buckets as indices into module().parameters() (those requiring
@@ -82,6 +117,13 @@ class DistributedDataParallel {
   size_t params_ready_ = 0;
   int64_t overlapped_ = 0, last_overlapped_ = 0;
   bool round_done_ = false;
+  bool require_sync_ = true;  // off inside no_sync()
 };
+
+/// Checks that `module`'s parameters hold the same bits on every rank (a
+/// 64-bit hash of each, all-gathered), as data-parallel training keeps them.
+/// Collective. Throws ValueError naming `what` (e.g. "train"), the first
+/// parameter that differs and the ranks, or before init().
+void check_replicas_match(const nn::Module& module, const std::string& what);
 
 }  // namespace tmem::dist

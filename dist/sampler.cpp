@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "tmem/core/rng.h"
+#include "tmem/dist/dist.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem::dist {
 
@@ -48,6 +50,45 @@ std::vector<int64_t> DistributedSampler::indices() const {
   for (size_t i = static_cast<size_t>(rank_); i < all.size(); i += static_cast<size_t>(replicas_))
     mine.push_back(all[i]);
   return mine;
+}
+
+BatchShard::BatchShard(int64_t batch, const std::string& what)
+    : batch_(batch), ranks_(world_size()), what_(what) {
+  check<ValueError>(batch >= 1 && batch % ranks_ == 0, what, ": the batch of ", batch,
+                    " does not split evenly over ", ranks_, " ranks; choose a multiple of ", ranks_);
+  if (sharded())
+    index_ = tensor_int(DistributedSampler(batch, ranks_, rank(), false).indices(), {rows()});
+}
+
+Tensor BatchShard::take(const Tensor& t) const {
+  check<ShapeError>(t.dim() >= 1 && t.shape()[0] == batch_, what_, ": expected a batch [", batch_,
+                    ", ...] to split over the ranks, but got ", shape_str(t.shape()));
+  return sharded() ? index_select(t, 0, index_.to(t.device())) : t;
+}
+
+Tensor BatchShard::gather(const Tensor& part) const {
+  check<ShapeError>(part.dim() >= 1 && part.shape()[0] == rows(), what_, ": expected this rank's rows [", rows(),
+                    ", ...] to gather, but got ", shape_str(part.shape()));
+  if (!sharded()) return part;
+  // [R, b, ...] -> [b, R, ...] -> [b R, ...]: row k R + r is rank r's row k.
+  Shape whole = part.shape();
+  whole[0] = batch_;
+  return reshape(transpose(all_gather(part), 0, 1), whole);
+}
+
+RankStream::RankStream(Generator& gen, int64_t step) {
+  if (world_size() < 2) return;
+  shared_ = gen.state();
+  uint64_t h = 14695981039346656037ull;  // FNV-1a of the state, then the step and the rank
+  for (unsigned char c : shared_) h = (h ^ c) * 1099511628211ull;
+  for (uint64_t v : {static_cast<uint64_t>(step), static_cast<uint64_t>(rank())})
+    for (int b = 0; b < 8; ++b) h = (h ^ ((v >> (8 * b)) & 0xff)) * 1099511628211ull;
+  gen.manual_seed(h);
+  gen_ = &gen;
+}
+
+RankStream::~RankStream() {
+  if (gen_) gen_->set_state(shared_);
 }
 
 }  // namespace tmem::dist

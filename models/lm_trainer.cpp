@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "tmem/core/device_backend.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/train_loop.h"
 #include "tmem/ops/loss.h"
 #include "tmem/ops/shape.h"
@@ -49,9 +50,13 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   model.to(device);
   StreamSegments segs(train, cfg.batch, cfg.model.seq);
   const double tokens_per_step = static_cast<double>(cfg.batch * cfg.model.seq);
+  // Data parallel over the ranks of a tmem::dist job: rank r trains streams
+  // r, r + R, ... of the batch and carries their state.
+  const dist::BatchShard shard(cfg.batch, "train_lm: batch");
 
   LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   lm_config_to_json(cfg), "tmem::models::TransformerLM"};
+  loop.data_parallel = shard.sharded();
   LoopHooks hooks;
   hooks.generators = {{"model_rng", &gen}};
   BackboneState state;  // carried from step to step, detached; reset at the start of each pass
@@ -59,13 +64,22 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
     const int64_t i = step % segs.count();
     if (i == 0) state = BackboneState();
     auto [in, tg] = segs.segment(i, device);
-    Tensor logits = model.forward(in, state);
+    const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
+    Tensor logits = model.forward(shard.take(in), state);
     state.detach();
-    return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(tg, {-1}))};
+    return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(shard.take(tg), {-1}))};
   };
-  hooks.save_state = [&] { return state.named_tensors(); };
+  // The checkpoint holds the whole batch's state (every rank's streams), as
+  // one process's does: a run may resume on another number of ranks.
+  hooks.save_state = [&] {
+    std::map<std::string, Tensor> named = state.named_tensors();
+    for (auto& [name, t] : named) t = shard.gather(t);
+    return named;
+  };
   hooks.load_state = [&](const std::map<std::string, Tensor>& named) {
-    state = BackboneState::from_named_tensors(named, device);
+    std::map<std::string, Tensor> mine;
+    for (const auto& [name, t] : named) mine[name] = shard.take(t);
+    state = BackboneState::from_named_tensors(mine, device);
   };
   hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
     return json{{"memory", memory_internals(*model.backbone, probe)}};

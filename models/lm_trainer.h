@@ -77,6 +77,11 @@ struct LMTrainResult {
 /// no kernel on that device. The steps run in train_loop: checkpoints in
 /// cfg.run_dir (with the carried state), bit-exact --resume and gradient
 /// dumps as cfg's CheckpointOptions ask, with train_loop's errors.
+/// In a tmem::dist job of R > 1 ranks it trains data-parallel: rank r trains
+/// streams r, r + R, ... of the batch (dist::BatchShard) and carries their
+/// state; the checkpoint holds every stream's state (gathered), so it is a
+/// one-process checkpoint. Throws ValueError when batch % R != 0. Each rank
+/// evaluates the whole valid and test streams.
 LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& train,
                        const std::vector<int64_t>& valid, const std::vector<int64_t>& test,
                        const std::function<void(const LMTrainProgress&)>& progress = {});

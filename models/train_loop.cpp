@@ -224,12 +224,15 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   }
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds_since_start = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(); };
+  // Called on every rank: the trainer's state may be gathered over the
+  // ranks (a collective); rank 0 writes.
   auto save_checkpoint = [&](int64_t step) {
     std::map<std::string, Tensor> all;
-    for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
-    for (auto& [k, t] : opt.state_dict()) all["optim." + k] = t;
     if (hooks.save_state)
       for (auto& [k, t] : hooks.save_state()) all["extra." + k] = t;
+    if (!writer) return;
+    for (auto& [k, t] : model.state_dict()) all["model." + k] = t;
+    for (auto& [k, t] : opt.state_dict()) all["optim." + k] = t;
     json window = json::array(), metrics = json::array();
     for (const auto& [h, n] : recent.steps)
       window.push_back(cfg.counts ? json{static_cast<int64_t>(h), static_cast<int64_t>(n)} : json{h, n});
@@ -286,7 +289,7 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
       const auto [h, n] = recent.sums();
       if (n > 0 && h >= cfg.stop_metric * n) res.stopped_at = step + 1;
     }
-    if (!ckpt.empty() && writer && files.checkpoint_every > 0 && (step + 1) % files.checkpoint_every == 0)
+    if (!ckpt.empty() && files.checkpoint_every > 0 && (step + 1) % files.checkpoint_every == 0)
       save_checkpoint(step + 1);
     if (hooks.progress && writer) {
       const double secs = seconds_since_start();
@@ -295,7 +298,8 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
     }
   }
   res.seconds = seconds_before + seconds_since_start();
-  if (!ckpt.empty() && writer) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
+  if (data_parallel) dist::check_replicas_match(model, "train");
+  if (!ckpt.empty()) save_checkpoint(res.stopped_at >= 0 ? res.stopped_at : cfg.steps);
   res.recent_metric = recent.mean();
   res.skipped_steps = opt.skipped_steps();
   return res;

@@ -61,7 +61,10 @@ struct LoopConfig {
   double stop_metric = 0;        // > 0: stop once the recent metric over a full window reaches it
   /// Data parallel over the ranks of tmem::dist (DistributedDataParallel):
   /// the loss is averaged and hits and total summed over the ranks; rank 0
-  /// alone writes and reports progress.
+  /// alone writes and reports progress; at the end the ranks' parameters are
+  /// checked to be bit-identical (dist::check_replicas_match). The trainer
+  /// gives each rank its share of the batch (dist::BatchShard) with equal
+  /// rows, so the mean of the ranks' losses is the batch's.
   bool data_parallel = false;
 };
 
@@ -77,7 +80,11 @@ struct LoopProgress {
 /// load_state carry any other state a resume needs (tensors "extra.<key>":
 /// an LM's carried BackboneState, a DataLoader's order); `probe` gives the
 /// extra keys of each dumped step (the memory internals) from what the
-/// TensorMemoryProbe alive during that step's forward recorded.
+/// TensorMemoryProbe alive during that step's forward recorded. Data parallel,
+/// save_state is called on every rank (it may gather over the ranks) and
+/// load_state gets rank 0's checkpoint on every rank; the generators must be
+/// in the same state on every rank (each rank draws the whole batch; dropout
+/// draws under dist::RankStream).
 struct LoopHooks {
   std::function<StepOutput(int64_t step)> step;
   std::vector<std::pair<std::string, Generator*>> generators;

@@ -166,12 +166,12 @@ Tensor loss_of(const Tensor& logits, const Tensor& targets, double divisor = 0) 
   return cross_entropy(flat_logits, flat_targets, -100, 0.0, "sum") / divisor;
 }
 
-// The rows `rows` (int64 [b]) of every tensor of a batch.
-TaskBatch rows_of(const TaskBatch& b, const Tensor& rows) {
+// This rank's rows of every tensor of a batch.
+TaskBatch rows_of(const TaskBatch& b, const dist::BatchShard& shard) {
   TaskBatch out;
   for (auto [dst, src] : {std::pair{&out.features, &b.features}, std::pair{&out.ids, &b.ids},
                           std::pair{&out.targets, &b.targets}, std::pair{&out.observed, &b.observed}})
-    if (src->defined()) *dst = index_select(*src, 0, rows);
+    if (src->defined()) *dst = shard.take(*src);
   return out;
 }
 
@@ -186,21 +186,16 @@ TrainResult train_diagnostic(const TrainConfig& config,
   check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
   // Data parallel when launched as several ranks (tmem::dist): every rank
   // draws the whole batch from the same generator and trains on its rows
-  // (DistributedSampler's share), and DDP averages the gradients, so the run
-  // follows the one-process run with the same batch.
+  // (BatchShard), and DDP averages the gradients, so the run follows the
+  // one-process run with the same batch.
+  const dist::BatchShard shard(cfg.batch, "train: --batch");
+  const bool data_parallel = shard.sharded();
   const int world = dist::world_size();
-  const bool data_parallel = dist::is_initialized() && world > 1;
-  check<ValueError>(!data_parallel || cfg.batch % world == 0, "train: batch ", cfg.batch,
-                    " does not split evenly over ", world, " ranks");
   Generator init_gen(cfg.seed), data_gen(cfg.seed + 1);
   const Device device = parse_device(cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a clear error before any work
   DiagnosticModel model(*task, cfg.model, init_gen);
   model.to(device);
-  const Tensor my_rows =
-      data_parallel ? tensor_int(dist::DistributedSampler(cfg.batch, world, dist::rank(), false).indices(),
-                                 {cfg.batch / world})
-                    : Tensor();
 
   // AdamW (0.9, 0.999) at a constant rate; a non-finite gradient norm is an error.
   LoopConfig loop{cfg.steps, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
@@ -210,9 +205,10 @@ TrainResult train_diagnostic(const TrainConfig& config,
   loop.data_parallel = data_parallel;
   LoopHooks hooks;
   hooks.generators = {{"data_rng", &data_gen}, {"model_rng", &init_gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     TaskBatch whole = task->sample(cfg.batch, data_gen);
-    TaskBatch batch = to_device(data_parallel ? rows_of(whole, my_rows) : whole, device);
+    TaskBatch batch = to_device(data_parallel ? rows_of(whole, shard) : whole, device);
+    const dist::RankStream own_dropout(init_gen, step);  // data parallel: this rank's dropout masks
     Tensor logits = model.forward(batch);
     // Across ranks: each rank's summed loss over the whole batch's target
     // count / world, so that DDP's mean gradient is the whole batch's.

@@ -5,6 +5,7 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/train_stats.h"
 #include "tmem/nn/data_loader.h"
 #include "tmem/ops/shape.h"
@@ -128,13 +129,19 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   LoopConfig loop{cfg.steps, {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   video_config_to_json(cfg), "tmem::models::VideoModel"};
   loop.window = 50;
+  // Data parallel over the ranks of a tmem::dist job: every rank draws the
+  // whole batch of clips from clip_gen and trains its rows.
+  const dist::BatchShard shard(cfg.batch, "train_video: batch");
+  loop.data_parallel = shard.sharded();
   LoopHooks hooks;
   hooks.generators = {{"model_rng", &gen}, {"data_rng", &clip_gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     const MovingFashionMNISTBatch b = train_clips.clips_of(items.next()[0].to_int_vector(), clip_gen);
-    Tensor logits = model.forward(b.frames.to(device));
-    return StepOutput{set_cross_entropy(logits, b.labels), static_cast<double>(set_correct(logits, b.labels)),
-                      static_cast<double>(cfg.batch)};
+    const Tensor labels = shard.take(b.labels);
+    const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
+    Tensor logits = model.forward(shard.take(b.frames).to(device));
+    return StepOutput{set_cross_entropy(logits, labels), static_cast<double>(set_correct(logits, labels)),
+                      static_cast<double>(shard.rows())};
   };
   hooks.save_state = [&] { return items.state_dict(); };
   hooks.load_state = [&](const std::map<std::string, Tensor>& state) { items.load_state_dict(state); };

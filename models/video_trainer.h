@@ -110,7 +110,9 @@ struct VideoTrainResult {
 /// available, and DeviceError when an op the model needs has no kernel on
 /// that device. The steps run in train_loop: checkpoints in cfg.run_dir,
 /// bit-exact --resume and gradient dumps as cfg's CheckpointOptions ask,
-/// with train_loop's errors.
+/// with train_loop's errors. In a tmem::dist job of R > 1 ranks it trains
+/// data-parallel: every rank draws the whole batch of clips and trains clips
+/// r, r + R, ... (dist::BatchShard). Throws ValueError when batch % R != 0.
 VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                              const std::function<void(const VideoTrainProgress&)>& progress = {});
 

@@ -8,6 +8,7 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/image_metrics.h"
 #include "tmem/models/train_stats.h"
 #include "tmem/nn/data_loader.h"
@@ -171,25 +172,33 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   if (!mae) data.push_back(train.labels);
   nn::DataLoader loader(data, {cfg.batch, true, N >= cfg.batch}, gen);
   const int64_t B = std::min(cfg.batch, N);
+  // Data parallel over the ranks of a tmem::dist job: every rank draws the
+  // whole batch (and mask) in the one seeded order and trains its rows.
+  const dist::BatchShard shard(B, "train_vit: batch");
   LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   vit_config_to_json(cfg, N), mae ? "tmem::models::MaskedAutoencoder" : "tmem::models::ViTClassifier"};
   loop.window = 50;
   loop.counts = !mae;  // the training PSNR of mae is a mean, not a count
+  loop.data_parallel = shard.sharded();
   LoopHooks hooks;
   hooks.generators = {{"rng", &gen}};
-  hooks.step = [&](int64_t) {
+  hooks.step = [&](int64_t step) {
     const std::vector<Tensor> batch = loader.next();
-    Tensor x = batch[0].to(device);
+    Tensor x = shard.take(batch[0]).to(device);
     if (mae) {
-      PatchMask mask = random_patch_mask(B, patches, cfg.mask_ratio, gen);
+      PatchMask whole = random_patch_mask(B, patches, cfg.mask_ratio, gen);
+      const PatchMask mask{shard.take(whole.visible), shard.take(whole.masked)};
+      const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
       Tensor pred = autoencoder->forward(x, mask);
       const Tensor x_host = x.cpu();  // the training PSNR is measured on the host
       return StepOutput{masked_patch_loss(pred, x, mask, e.patch),
                         psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host), 1.0};
     }
+    const dist::RankStream own_dropout(gen, step);
     Tensor logits = classifier->forward(x);
-    Tensor y = batch[1].to(device);
-    return StepOutput{cross_entropy(logits, y), static_cast<double>(correct(logits, y)), static_cast<double>(B)};
+    Tensor y = shard.take(batch[1]).to(device);
+    return StepOutput{cross_entropy(logits, y), static_cast<double>(correct(logits, y)),
+                      static_cast<double>(shard.rows())};
   };
   hooks.save_state = [&] { return loader.state_dict(); };
   hooks.load_state = [&](const std::map<std::string, Tensor>& state) { loader.load_state_dict(state); };

@@ -122,6 +122,10 @@ ReconstructionScore evaluate_reconstruction(MaskedAutoencoder& model, const Tens
 /// no kernel on that device. The steps run in train_loop: checkpoints in
 /// cfg.run_dir (with the loader's order), bit-exact --resume and gradient
 /// dumps as cfg's CheckpointOptions ask, with train_loop's errors.
+/// In a tmem::dist job of R > 1 ranks it trains data-parallel: every rank
+/// draws the whole batch and mask and trains rows r, r + R, ...
+/// (dist::BatchShard); the mae training PSNR is then the mean of the ranks'.
+/// Throws ValueError when min(batch, N) % R != 0.
 ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, const ImageDataset& test,
                          const std::function<void(const ViTTrainProgress&)>& progress = {});
 

@@ -158,6 +158,43 @@ TEST_CASE("dist collectives give exact values on 2 ranks") {
   dist::barrier();
 }
 
+TEST_CASE("dist collectives: BatchShard takes rows r, r + R, ... and gathers them back") {
+  REQUIRE(dist::world_size() == 2);
+  const int r = dist::rank();
+  const dist::BatchShard shard(6, "test: batch");
+  CHECK(shard.sharded());
+  CHECK(shard.rows() == 3);
+  Tensor batch = reshape(arange(12), {6, 2});  // row k: [2k, 2k + 1]
+  Tensor mine = shard.take(batch);
+  CHECK(mine.shape() == Shape{3, 2});
+  const std::vector<double> want = r == 0 ? std::vector<double>{0, 1, 4, 5, 8, 9}
+                                          : std::vector<double>{2, 3, 6, 7, 10, 11};
+  CHECK(mine.to_vector() == want);
+  CHECK(shard.gather(mine).to_vector() == batch.to_vector());
+  CHECK_THROWS_WITH_AS(dist::BatchShard(5, "test: --batch"),
+                       doctest::Contains("test: --batch: the batch of 5 does not split evenly over 2 ranks"), ValueError);
+  CHECK_THROWS_WITH_AS(shard.take(zeros({4, 2})), doctest::Contains("test: batch: expected a batch [6, ...]"),
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(shard.gather(zeros({4})), doctest::Contains("expected this rank's rows [3, ...]"), ShapeError);
+}
+
+TEST_CASE("dist collectives: RankStream gives each rank its own draws and keeps the generators equal") {
+  REQUIRE(dist::world_size() == 2);
+  Generator gen(5), shared(5);
+  auto draws = [&gen](int64_t step) {
+    const dist::RankStream own(gen, step);
+    std::vector<int64_t> d;
+    for (int k = 0; k < 4; ++k) d.push_back(gen.randint(1000000));
+    return dist::all_gather(tensor_int(d, {4})).to_int_vector();
+  };
+  const std::vector<int64_t> step0 = draws(0), step1 = draws(1), again = draws(0);
+  // Rank 0's draws differ from rank 1's, and from the next step's.
+  CHECK(std::vector<int64_t>(step0.begin(), step0.begin() + 4) != std::vector<int64_t>(step0.begin() + 4, step0.end()));
+  CHECK(step0 != step1);
+  CHECK(step0 == again);  // the same state and step: the same draws
+  CHECK(gen.state() == shared.state());  // the generator is back where it was
+}
+
 TEST_CASE("DistributedDataParallel keeps every rank's parameters bit-identical") {
   REQUIRE(dist::world_size() == 2);
   const int r = dist::rank();
@@ -193,6 +230,13 @@ TEST_CASE("DistributedDataParallel keeps every rank's parameters bit-identical")
   }
   // The model moved: its parameters are no longer rank 0's initial ones.
   CHECK(p[0].to_vector() != p0[0].to_vector());
+  dist::check_replicas_match(model, "test");
+  // One bit of one rank's parameter differs: named, on every rank.
+  if (r == 1) model.l2->bias.data<float>()[3] = std::nextafter(model.l2->bias.data<float>()[3], 1e9f);
+  CHECK_THROWS_WITH_AS(dist::check_replicas_match(model, "test"),
+                       doctest::Contains("test: the ranks' models have diverged: parameter \"l2.bias\" differs "
+                                         "between rank 0 and rank 1"),
+                       ValueError);
 }
 
 TEST_CASE("DistributedDataParallel reduces a bucket while backward goes on") {
@@ -218,6 +262,64 @@ TEST_CASE("DistributedDataParallel reduces a bucket while backward goes on") {
   const std::vector<double> reduced = p[0].grad().to_vector();
   ddp.synchronize();  // nothing left to do: the gradients stay as they are
   CHECK(p[0].grad().to_vector() == reduced);
+}
+
+TEST_CASE("DistributedDataParallel no_sync accumulates locally, and the next backward reduces the sum") {
+  REQUIRE(dist::world_size() == 2);
+  const int r = dist::rank();
+  Data data;
+  Mlp model(13);
+  // l2 fills the first bucket, l1 the second: the hooks' path with two buckets.
+  dist::DistributedDataParallel ddp(model, 50 * 4 / (1024.0 * 1024.0));
+  Mlp local(0), big(0);
+  local.load_state_dict(model.state_dict());
+  big.load_state_dict(model.state_dict());
+  // 3 micro-batches of 4 rows per rank (rows 12 r ... 12 r + 11), each loss
+  // scaled by 1/3 so that their sum is the mean over the rank's 12 rows.
+  auto rows = [r](int k) {
+    std::vector<int64_t> v;
+    for (int64_t j = 0; j < 4; ++j) v.push_back(12 * r + 4 * k + j);
+    return v;
+  };
+  const auto p = model.parameters(), lp = local.parameters(), bp = big.parameters();
+  {
+    const auto guard = ddp.no_sync();
+    for (int k = 0; k < 2; ++k) {
+      (data.loss(model, rows(k)) / 3.0).backward();
+      ddp.synchronize();  // a no-op under no_sync
+      CHECK(ddp.buckets_started_during_backward() == 0);
+    }
+    // Still this rank's own sum: nothing was reduced.
+    for (int k = 0; k < 2; ++k) (data.loss(local, rows(k)) / 3.0).backward();
+    for (size_t i = 0; i < p.size(); ++i) CHECK(p[i].grad().to_vector() == lp[i].grad().to_vector());
+  }
+  (data.loss(model, rows(2)) / 3.0).backward();
+  ddp.synchronize();
+  CHECK(ddp.buckets_started_during_backward() == 1);
+  (data.loss(local, rows(2)) / 3.0).backward();
+  std::vector<int64_t> all12;
+  for (int k = 0; k < 3; ++k)
+    for (int64_t row : rows(k)) all12.push_back(row);
+  data.loss(big, all12).backward();
+  for (size_t i = 0; i < p.size(); ++i) {
+    // Bit-exact: the mean over the ranks of the same local sums.
+    Tensor expected = lp[i].grad();
+    dist::all_reduce(expected, dist::ReduceOp::Mean);
+    CHECK(p[i].grad().to_vector() == expected.to_vector());
+    // The one big batch of 12 rows per rank: equal to rounding (the micro-batch
+    // sums add in another order), 1e-6 relative to the gradient's largest entry.
+    Tensor whole = bp[i].grad();
+    dist::all_reduce(whole, dist::ReduceOp::Mean);
+    const std::vector<double> a = p[i].grad().to_vector(), b = whole.to_vector();
+    double scale = 0, diff = 0;
+    for (size_t j = 0; j < a.size(); ++j) scale = std::max(scale, std::abs(b[j])), diff = std::max(diff, std::abs(a[j] - b[j]));
+    CHECK(diff <= 1e-6 * scale);
+  }
+  // The next step reduces again, and no_sync restored the synchronization.
+  model.zero_grad();
+  data.loss(model, rows(0)).backward();
+  CHECK(ddp.buckets_started_during_backward() == 1);
+  CHECK(same_on_every_rank(p[0].grad()));
 }
 
 TEST_CASE("DistributedDataParallel synchronize covers parameters a backward did not reach") {
@@ -384,6 +486,27 @@ TEST_CASE("NCCL: collectives and DistributedDataParallel on CUDA tensors, one GP
     for (size_t k = 0; k < g.size(); ++k) CHECK(g[k] == doctest::Approx(gl[k]).epsilon(1e-6));
   }
 #endif
+}
+
+TEST_CASE("dist without a launcher: BatchShard is the whole batch") {
+  if (dist::launched_distributed()) return;  // the mpirun cases cover that
+  const dist::BatchShard shard(5, "test: batch");
+  CHECK_FALSE(shard.sharded());
+  CHECK(shard.rows() == 5);
+  Tensor batch = arange(5);
+  CHECK(shard.take(batch).impl_ptr() == batch.impl_ptr());
+  CHECK(shard.gather(batch).impl_ptr() == batch.impl_ptr());
+  CHECK_THROWS_WITH_AS(dist::BatchShard(0, "test: batch"), doctest::Contains("the batch of 0"), ValueError);
+}
+
+TEST_CASE("dist without a launcher: RankStream leaves the generator alone") {
+  if (dist::launched_distributed()) return;
+  Generator gen(5), same(5);
+  {
+    const dist::RankStream own(gen, 3);
+    CHECK(gen.next_u64() == same.next_u64());
+  }
+  CHECK(gen.state() == same.state());
 }
 
 TEST_CASE("dist without a launcher: one rank, or a clear reason") {

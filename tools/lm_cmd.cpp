@@ -11,6 +11,7 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
 #include "tmem/data/brown.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/lm_trainer.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
@@ -27,6 +28,7 @@ struct BrownArgs {
   std::string name, data_dir = "data/cache/brown";
   int threads = 0;
   models::LMTrainConfig cfg;  DebugArgs debug;
+  bool distributed = false;  // --distributed (also detected from mpirun or srun)
 };
 
 void print_progress(const std::string& method, const models::LMTrainProgress& p, bool tty) {
@@ -50,6 +52,7 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
 int run(BrownArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   for (const auto& m : a.methods) models::check_lm_method(m);
+  dist::BatchShard(a.cfg.batch, "train brown: --batch");  // the batch splits over the ranks: checked before loading
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the corpus loads
@@ -73,11 +76,11 @@ int run(BrownArgs& a) {
   RunRecorder rec(a.name, "train brown", models::lm_config_to_json(a.cfg));
   const auto& m = a.cfg.model;
   std::printf("tmem train brown: methods %zu, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
-              "(%.2fM tokens), lr %g, on %s, %d threads -> %s\n",
+              "(%.2fM tokens), lr %g, on %s, %s -> %s\n",
               a.methods.size(), static_cast<long long>(m.dim), static_cast<long long>(m.layers),
               static_cast<long long>(m.heads), static_cast<long long>(m.seq), static_cast<long long>(a.cfg.batch),
               static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
-              device.str().c_str(), get_num_threads(), root.c_str());
+              device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-6s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -190,7 +193,9 @@ int run_train_brown(int argc, char** argv) {
                          "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
                          "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
-  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
+  add_distributed_option(app, a.distributed);
+  return parse_and_run(app, argc, argv,
+                       [&] { return run_training("train brown", a.distributed, a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools

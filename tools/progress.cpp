@@ -13,7 +13,9 @@
 #include "tmem/core/autograd.h"
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
+#include "tmem/core/parallel.h"
 #include "tmem/core/profiler.h"
+#include "tmem/dist/dist.h"
 
 namespace tmem::tools {
 
@@ -165,7 +167,12 @@ void check_every_option(CLI::App& app) {
 
 std::string timestamped_name(const std::string& prefix) {
   char buf[64];
-  const std::time_t now = std::time(nullptr);
+  std::time_t now = std::time(nullptr);
+  if (dist::is_initialized()) {
+    Tensor t = tensor_int({static_cast<int64_t>(now)}, {1});
+    dist::broadcast(t, 0);
+    now = static_cast<std::time_t>(t.to_int_vector()[0]);
+  }
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
   return prefix + "-" + buf;
 }
@@ -219,6 +226,31 @@ int run_with_debug(const DebugArgs& d, const std::function<int()>& run) {
     std::printf("trace written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", d.profile.c_str());
   }
   return status;
+}
+
+std::string threads_and_ranks() {
+  std::string s = std::to_string(get_num_threads()) + " threads";
+  if (dist::world_size() > 1) s += " x " + std::to_string(dist::world_size()) + " ranks";
+  return s;
+}
+
+void add_distributed_option(CLI::App& app, bool& distributed) {
+  app.add_flag("--distributed", distributed, "Train data-parallel over the ranks of an MPI job (launch with mpirun "
+               "-np N or srun; detected without the flag too): the batch is split over the ranks, rank 0 prints "
+               "and writes");
+}
+
+int run_training(const std::string& command, bool distributed, const DebugArgs& d, const std::function<int()>& run) {
+  if (!distributed && !dist::launched_distributed()) return run_with_debug(d, run);
+  const std::string why = dist::unavailable_reason();
+  check<ValueError>(why.empty(), distributed ? "--distributed" : command + " (started by an MPI launcher)",
+                    ": distributed training is unavailable: ", why);
+  const dist::Session session;
+  if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
+    dist::abort(command + ": cannot silence the output of rank " + std::to_string(dist::rank()));
+  DebugArgs debug = d;
+  if (!debug.profile.empty() && dist::rank() != 0) debug.profile += ".rank" + std::to_string(dist::rank());
+  return dist::run([&debug, &run] { return run_with_debug(debug, run); });
 }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {

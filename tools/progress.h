@@ -33,7 +33,9 @@ std::vector<double> moving_average(const std::vector<double>& v, size_t window);
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
                          const std::string& fields, double seconds, bool tty, int64_t lines);
 
-/// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name.
+/// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name. In a
+/// tmem::dist job it is rank 0's time on every rank (a collective), so the
+/// ranks agree on the run directory.
 std::string timestamped_name(const std::string& prefix);
 
 /// "runs/<name>", the directory of a run. Throws ValueError naming --name
@@ -101,6 +103,24 @@ void add_debug_options(CLI::App& app, DebugArgs& d, bool anomaly = true);
 /// `run` starts; throws IOError naming the file when it cannot be written
 /// there or is a directory. Returns run's status.
 int run_with_debug(const DebugArgs& d, const std::function<int()>& run);
+
+/// "<n> threads", and " x <R> ranks" in a job of several ranks: the workers
+/// a training command's first line names.
+std::string threads_and_ranks();
+
+/// Adds --distributed (help: data-parallel over the ranks of an MPI job) to
+/// a training command's app.
+void add_distributed_option(CLI::App& app, bool& distributed);
+
+/// Runs a training command's `run` under d (run_with_debug): in one process,
+/// or, with `distributed` (--distributed) or when a launcher (mpirun, srun)
+/// started the process, as one rank of a tmem::dist job (the trainers then
+/// train data-parallel): it joins the job (dist::Session), silences stdout
+/// on ranks > 0 (RunRecorder writes on rank 0 only), gives rank r > 0 the
+/// profile FILE.rank<r>, and ends every rank with the failing rank's message
+/// when one throws (dist::run). Throws ValueError naming `command` and
+/// dist::unavailable_reason() when the build has no MPI.
+int run_training(const std::string& command, bool distributed, const DebugArgs& d, const std::function<int()>& run);
 
 /// The --data-dir help of the Fashion-MNIST commands.
 inline constexpr const char* kFashionMnistDirHelp =

@@ -6,17 +6,19 @@
 
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
+#include "tmem/dist/dist.h"
 #include "tmem/tools/progress.h"
 
 namespace tmem::tools {
 
 RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
-    : dir_(run_dir(name)) {
-  ensure_writable_dir(dir_);
+    : dir_(run_dir(name)), writer_(dist::rank() == 0) {
+  if (writer_) ensure_writable_dir(dir_);
   write_json("config.json", {{"command", command}, {"config", config}});
 }
 
 void RunRecorder::write_json(const std::string& file, const nlohmann::json& j, int indent) const {
+  if (!writer_) return;
   const std::string p = path(file), text = j.dump(indent) + "\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(p).parent_path(), ec);
@@ -42,13 +44,14 @@ void RunRecorder::add_curve(const std::string& plot, const PlotOptions& opt, Plo
 }
 
 void RunRecorder::draw() const {
+  if (!writer_) return;
   for (const auto& [plot, p] : plots_) write_svg_line_plot(path(plot + ".svg"), p.second, p.first);
 }
 
 void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) const {
   if (o.checkpoint_every > 0 || o.resume) o.run_dir = path(sub);
   if (!o.dump_grads.empty()) o.dump_grads = path(sub + "/" + o.dump_grads);
-  if (!o.run_dir.empty() || !o.dump_grads.empty()) ensure_writable_dir(path(sub));
+  if (writer_ && (!o.run_dir.empty() || !o.dump_grads.empty())) ensure_writable_dir(path(sub));
 }
 
 PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,

@@ -1,7 +1,8 @@
 // The files of one run of any command under runs/<name>/: the directory
 // (checked writable before any work), config.json, every JSON the run
 // leaves (written atomically and read back), and the training curves (loss
-// and training metric per method or cell) drawn as SVG.
+// and training metric per method or cell) drawn as SVG. In a tmem::dist job
+// only rank 0 writes: on the other ranks every writing call returns at once.
 #pragma once
 #include <functional>
 #include <map>
@@ -45,6 +46,7 @@ class RunRecorder {
 
  private:
   std::string dir_;
+  bool writer_;  // rank 0
   std::map<std::string, std::pair<PlotOptions, std::vector<PlotSeries>>> plots_;
 };
 

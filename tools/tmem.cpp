@@ -124,14 +124,15 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // Under mpirun or srun only the diagnostic `tmem train` is data-parallel;
-  // any other command would run whole on every rank, writing the same files.
+  // Under mpirun or srun only `tmem train` (the diagnostic tasks, brown,
+  // fashion-mnist, moving-fmnist) is data-parallel; any other command would
+  // run whole on every rank, writing the same files.
   if (tmem::dist::launched_distributed()) {
-    const std::string cmd = argc > 1 ? argv[1] : "", what = argc > 2 ? argv[2] : "";
-    if (cmd != "train" || what == "brown" || what == "fashion-mnist" || what == "moving-fmnist") {
-      std::fprintf(stderr, "tmem: error: tmem %s%s%s runs on one process, but it was started as one of several "
-                   "ranks (mpirun or srun); data-parallel training is `tmem train <diagnostic task>` only\n",
-                   tmem::printable(cmd).c_str(), what.empty() ? "" : " ", tmem::printable(what).c_str());
+    const std::string cmd = argc > 1 ? argv[1] : "";
+    if (cmd != "train") {
+      std::fprintf(stderr, "tmem: error: tmem %s runs on one process, but it was started as one of several ranks "
+                   "(mpirun or srun); data-parallel training is `tmem train ...` only\n",
+                   tmem::printable(cmd).c_str());
       return 2;
     }
   }

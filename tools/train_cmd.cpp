@@ -14,7 +14,6 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/dist/dist.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
@@ -130,12 +129,11 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
                   const json& id, bool tty) {
   const std::string name = id.begin().value().get<std::string>();
   c.run_dir = rec.path(cell_dir);
-  const bool writer = dist::rank() == 0;
   if (c.resume) {
     if (auto done = finished_cell(c)) {
       std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", name.c_str(),
                   100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
-      if (writer) draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
+      draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
       return *done;
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
@@ -160,11 +158,9 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
             {"stopped_at", r.stopped_at}});
   if (r.eval_accuracy_observed >= 0) j["eval_accuracy_observed"] = r.eval_accuracy_observed;
   if (r.eval_accuracy_memory_off >= 0) j["eval_accuracy_memory_off"] = r.eval_accuracy_memory_off;
-  if (writer) {
-    rec.write_json(cell_dir + "/" + models::kLossesFile, r.losses, -1);
-    rec.write_json(cell_dir + "/" + models::kResultFile, j);
-    draw_cell(rec, c, name, r.losses, j["train_accuracy_curve"]);
-  }
+  rec.write_json(cell_dir + "/" + models::kLossesFile, r.losses, -1);
+  rec.write_json(cell_dir + "/" + models::kResultFile, j);
+  draw_cell(rec, c, name, r.losses, j["train_accuracy_curve"]);
   return j;
 }
 
@@ -200,10 +196,9 @@ int run_cells(TrainArgs& a) {
                    {"seeds", a.seeds}, {"cell", models::config_to_json(base)}});
   const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
-  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %d threads%s -> %s\n",
+  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %s -> %s\n",
               a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
-              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), get_num_threads(),
-              dist::world_size() > 1 ? (" x " + std::to_string(dist::world_size()) + " ranks").c_str() : "",
+              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), threads_and_ranks().c_str(),
               root.c_str());
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
@@ -276,26 +271,15 @@ int run_cells(TrainArgs& a) {
     }
   if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
-  if (dist::rank() == 0) rec.write_json("results.json", results);
+  rec.write_json("results.json", results);
   std::printf("results written to %s/results.json\n", root.c_str());
   return 0;
 }
 
-// With --distributed or under a launcher (mpirun, srun): joins the job, keeps
-// the output of rank 0 only, and ends every rank with the failing rank's
-// message when one throws. --profile FILE: rank r > 0 writes FILE.rank<r>.
+// With --distributed or under a launcher (mpirun, srun): data-parallel over
+// the ranks of the job (run_training).
 int run(TrainArgs& a) {
-  if (!a.distributed && !dist::launched_distributed())
-    return run_with_debug(a.debug, [&a] { return run_cells(a); });
-  const std::string why = dist::unavailable_reason();
-  check<ValueError>(why.empty(), a.distributed ? "--distributed" : "train (started by an MPI launcher)",
-                    ": distributed training is unavailable: ", why);
-  const dist::Session session;
-  if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
-    dist::abort("train: cannot silence the output of rank " + std::to_string(dist::rank()));
-  DebugArgs debug = a.debug;
-  if (!debug.profile.empty() && dist::rank() != 0) debug.profile += ".rank" + std::to_string(dist::rank());
-  return dist::run([&a, &debug] { return run_with_debug(debug, [&a] { return run_cells(a); }); });
+  return run_training("train", a.distributed, a.debug, [&a] { return run_cells(a); });
 }
 
 }  // namespace
@@ -400,8 +384,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str()
       ->check(int_range(1, 1000000));
   t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
-  t->add_flag("--distributed", a->distributed, "Train each cell data-parallel over the ranks of an MPI job (launch "
-             "with mpirun -np N or srun; detected without the flag too): rank 0 prints and writes");
+  add_distributed_option(*t, a->distributed);
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
   add_checkpoint_options(*t, c, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose "

@@ -8,6 +8,7 @@
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/video_trainer.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
@@ -24,6 +25,7 @@ struct VideoArgs {
   std::string name, data_dir = kFashionMnistDir;
   int threads = 0;
   models::VideoTrainConfig cfg;  DebugArgs debug;
+  bool distributed = false;  // --distributed (also detected from mpirun or srun)
 };
 
 // The defaults (see the help text).
@@ -112,6 +114,7 @@ int run(VideoArgs& a) {
     occlusion.push_back(o == "on");
   }
   a.cfg.model.frames = a.cfg.data.frames;
+  dist::BatchShard(a.cfg.batch, "train moving-fmnist: --batch");  // the batch splits over the ranks: checked before loading
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train moving-fmnist: --resume needs --name (the run to continue)");
@@ -134,14 +137,14 @@ int run(VideoArgs& a) {
   const auto& c = a.cfg;
   std::printf("tmem train moving-fmnist: methods %zu x occlusion settings %zu, %lld frames of %lldx%lld, patch %lld "
               "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
-              "clips), lr %g, %lld test clips, on %s, %d threads -> %s\n",
+              "clips), lr %g, %lld test clips, on %s, %s -> %s\n",
               a.methods.size(), occlusion.size(), static_cast<long long>(c.data.frames),
               static_cast<long long>(c.data.size), static_cast<long long>(c.data.size),
               static_cast<long long>(c.model.patch), static_cast<long long>(models::video_patches(c.model)),
               static_cast<long long>(c.model.dim), static_cast<long long>(c.model.layers),
               static_cast<long long>(c.model.heads), static_cast<long long>(c.batch), static_cast<long long>(c.steps),
               static_cast<long long>(c.steps * c.batch), c.lr, static_cast<long long>(c.eval_clips),
-              device.str().c_str(), get_num_threads(), root.c_str());
+              device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -273,7 +276,9 @@ int run_train_moving_fmnist(int argc, char** argv) {
                          "Continue each run from its checkpoint under runs/<name>/<method>[_occlusion]/ (written "
                          "with --checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
-  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
+  add_distributed_option(app, a.distributed);
+  return parse_and_run(app, argc, argv,
+                       [&] { return run_training("train moving-fmnist", a.distributed, a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools

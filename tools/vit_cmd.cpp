@@ -26,6 +26,7 @@ struct FashionArgs {
   int threads = 0;
   int64_t train_images = 0, test_images = 0;  // 0: all
   models::ViTTrainConfig cfg;  DebugArgs debug;
+  bool distributed = false;  // --distributed (also detected from mpirun or srun)
 };
 
 // The defaults of a task (see the help text): classify trains a d=96 ViT
@@ -149,10 +150,10 @@ int run(FashionArgs& a) {
     std::printf(", decoder d=%lld / %lld layers / %lld heads, mask %.2f", static_cast<long long>(a.cfg.model.decoder_dim),
                 static_cast<long long>(a.cfg.model.decoder_layers), static_cast<long long>(a.cfg.model.decoder_heads),
                 a.cfg.mask_ratio);
-  std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, on %s, %d threads -> %s\n",
+  std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, on %s, %s -> %s\n",
               static_cast<long long>(a.cfg.batch), static_cast<long long>(steps),
               static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str().c_str(),
-              get_num_threads(), root.c_str());
+              threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
     std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
 
@@ -308,7 +309,9 @@ int run_train_fashion_mnist(int argc, char** argv) {
                          "Continue each method from its checkpoint under runs/<name>/<method>/ (written with "
                          "--checkpoint-every or --resume)");
   add_debug_options(app, a.debug);
-  return parse_and_run(app, argc, argv, [&] { return run_with_debug(a.debug, [&] { return run(a); }); });
+  add_distributed_option(app, a.distributed);
+  return parse_and_run(app, argc, argv,
+                       [&] { return run_training("train fashion-mnist", a.distributed, a.debug, [&] { return run(a); }); });
 }
 
 }  // namespace tmem::tools
