@@ -214,8 +214,8 @@ TEST_CASE("trainers on 2 ranks: a batch that does not split over the ranks is a 
                        doctest::Contains("train_lm: batch: the batch of 3 does not split evenly over 2 ranks"),
                        ValueError);
   VideoTrainConfig v = video_run();
-  v.batch = 5;
-  CHECK_THROWS_WITH_AS(train_video(v, items(), items()), doctest::Contains("train_video: batch: the batch of 5"),
+  v.batch = 3;  // 3 clips x 2 items fit the 8 images but not 2 ranks
+  CHECK_THROWS_WITH_AS(train_video(v, items(), items()), doctest::Contains("train_video: batch: the batch of 3"),
                        ValueError);
   dist::barrier();
 }
