@@ -6,6 +6,7 @@
 #include <string>
 
 #include "tmem/core/grad_hooks.h"
+#include "tmem/core/profiler.h"
 #include "tmem/dist/nccl.h"
 #include "tmem/ops/shape.h"
 
@@ -90,6 +91,7 @@ void DistributedDataParallel::on_grad_ready(size_t i) {
 }
 
 void DistributedDataParallel::start_ready_buckets() {
+  const RecordFunction range("ddp: all_reduce start");  // the profiler's row for launching the reductions
   while (next_bucket_ < bucket_params_.size() &&
          bucket_ready_[next_bucket_] == bucket_params_[next_bucket_].size()) {
     works_[next_bucket_] = all_reduce_async(buffers_[next_bucket_], ReduceOp::Mean);
@@ -100,7 +102,10 @@ void DistributedDataParallel::start_ready_buckets() {
 
 void DistributedDataParallel::finish_round() {
   for (size_t b = 0; b < bucket_params_.size(); ++b) {
-    works_[b].wait();
+    {
+      const RecordFunction range("ddp: all_reduce wait");  // communication not hidden behind backward
+      works_[b].wait();
+    }
     for (size_t i : bucket_params_[b]) {
       const Tensor& p = params_[i];
       Tensor mean = make_view(buffers_[b], p.shape(), contiguous_strides(p.shape()), slots_[i].offset);
