@@ -233,11 +233,18 @@
      (null without momentum; nn/optim.h SGD::step). */                                         \
   X(sgd_step, void, (int device, T* p, const T* g, T* buf, int64_t n, const SgdScalars& s))
 
-// ---- clip_grad_norm_ (nn/optim.cpp) on a device; the CPU scales by the largest magnitude ----
+// ---- clip_grad_norm_ (nn/optim.cpp), one gradient at a time ----
 #define TMEM_CLIP_KERNELS(X)                                                                     \
-  /* Sum of x[i]^2 over n contiguous values, accumulated in float64 (no float32 square        \
-     overflows it; a NaN or Inf makes it non-finite). Returns when the sum is on the host. */  \
-  X(sum_squares, double, (int device, const T* x, int64_t n))
+  /* The largest |x[i]| over n contiguous values (0 for n = 0), NaN when some x[i] is NaN.    \
+     Returns when the value is on the host. */                                                 \
+  X(abs_max, double, (int device, const T* x, int64_t n))                                      \
+  /* acc + the sum of (x[i] / scale)^2 over n contiguous values, in float64 (scale > 0: the   \
+     largest magnitude of all the gradients, so no square overflows). The CPU adds in index   \
+     order to acc, so gradients summed one after another give one sum. Returns when the sum \
+     is on the host. */                                                                        \
+  X(sum_squares, double, (int device, const T* x, int64_t n, double scale, double acc))        \
+  /* x[i] *= T(coef) for n contiguous values. */                                               \
+  X(scale_inplace, void, (int device, T* x, int64_t n, double coef))
 
 /// Every op kernel, in table order.
 #define TMEM_OP_KERNELS(X)                                                                       \
@@ -252,6 +259,6 @@
 /// body so far.
 #define TMEM_CPU_OP_KERNELS(X)                                                                   \
   TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X) TMEM_EMBEDDING_KERNELS(X)                   \
-  TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X) TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X)             \
-  TMEM_CONV3D_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \
-  TMEM_OPTIM_KERNELS(X)
+  TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X) TMEM_GRID_SAMPLE_KERNELS(X)                       \
+  TMEM_GAUSSIAN_SPLAT_KERNELS(X) TMEM_CONV3D_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X)           \
+  TMEM_ATTENTION_KERNELS(X) TMEM_OPTIM_KERNELS(X) TMEM_CLIP_KERNELS(X)
