@@ -39,6 +39,8 @@ struct Registrar {
 
 }  // namespace
 
+const DeviceBackend& backend() { return kBackend; }
+
 }  // namespace tmem::cuda
 
 /// The symbol the link option `-u tmem_cuda_backend_anchor` names, so that the

@@ -4,7 +4,7 @@
 // element (b, ch, v) of [B, C, S] (S = D H W voxels) reads its four gate rows
 // i, f, o, g of [B, 4C, S]. Formulas: ops/convlstm.h (Shi et al. 2015); the
 // rest of the cell (the depthwise stages and the 1x1x1 conv) runs on the
-// conv3d_depthwise and GEMM kernels (ops/convlstm.cpp).
+// conv3d_depthwise and GEMM kernels (cuda/convlstm_cell.h).
 #pragma once
 #include <cmath>
 #include <cstdint>

@@ -13,6 +13,11 @@
 
 namespace tmem::cuda {
 
+// ---- cuda/backend.cu ----
+/// This backend: its DeviceBackend, whose `ops` are the kernels below (the
+/// entries that compose other kernels, cuda/convlstm_cell.h, go through it).
+const DeviceBackend& backend();
+
 // ---- cuda/allocator.cu: the caching device allocator ----
 /// A block of at least n bytes on `device`: a cached block of n's size class
 /// (core/allocator.h allocator_size_class) when one is free, else cudaMalloc;

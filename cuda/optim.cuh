@@ -1,7 +1,8 @@
-// The per-element arithmetic of the optimizer kernels (cuda/optim.cu), shared
-// with the host build of the kernels (tests/host_kernels_optim.cpp; cuda/hd.h).
-// float32 parameters, scalars as ops/device_kernels.h AdamWScalars and
-// SgdScalars describe them; the formulas are nn/optim.cpp's (PyTorch's).
+// The per-element arithmetic of the optimizer and clip_grad_norm_ kernels
+// (cuda/optim.cu), shared with the host build of the kernels
+// (tests/host_kernels_optim.cpp; cuda/hd.h). float32 parameters, scalars as
+// ops/device_kernels.h AdamWScalars and SgdScalars describe them; the
+// formulas are nn/optim.cpp's (PyTorch's).
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -29,6 +30,16 @@ TMEM_HD void sgd_update(float* p, float* buf, float gk, int64_t k, float lr, flo
     d = buf[k];
   }
   p[k] -= lr * d;
+}
+
+/// The larger of two magnitudes m and a (both >= 0 or NaN), NaN when either
+/// is NaN: abs_max's step and its combination of partial results.
+TMEM_HD float max_magnitude(float m, float a) { return (a > m || a != a) ? a : m; }
+
+/// One term of sum_squares: (x / scale)^2 in float64.
+TMEM_HD double scaled_square(float x, double scale) {
+  const double v = static_cast<double>(x) / scale;
+  return v * v;
 }
 
 }  // namespace tmem::cuda

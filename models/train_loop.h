@@ -4,6 +4,7 @@
 // non-finite steps), the recent training metric and its curve, progress,
 // checkpoints and bit-exact resume (docs/DESIGN.md §11).
 #pragma once
+#include <algorithm>
 #include <functional>
 #include <map>
 #include <string>
@@ -118,5 +119,28 @@ struct LoopResult {
 /// entry for a malformed or unfitting checkpoint, or when a file cannot be
 /// written.
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks);
+
+/// train_loop for a trainer whose progress reports are {"train", step,
+/// steps, loss, metric, lr, samples per second, seconds} (ViTTrainProgress,
+/// VideoTrainProgress), with `samples` training samples per step: reports
+/// every step when `progress` is set, then copies the run into res's
+/// training fields (parameters, losses, metrics, seconds, skipped_steps).
+/// Returns the training samples per second. Throws what train_loop throws.
+template <class Progress, class Result>
+double train_and_report(nn::Module& model, const LoopConfig& cfg, LoopHooks hooks, int64_t samples,
+                        const std::function<void(const Progress&)>& progress, Result& res) {
+  const auto per_step = static_cast<double>(samples);
+  if (progress)
+    hooks.progress = [&](const LoopProgress& p) {
+      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * per_step, p.seconds});
+    };
+  const LoopResult run = train_loop(model, cfg, hooks);
+  res.parameters = model.num_parameters();
+  res.losses = run.losses;
+  res.metrics = run.metrics;
+  res.seconds = run.seconds;
+  res.skipped_steps = run.skipped_steps;
+  return static_cast<double>(cfg.steps * samples) / std::max(res.seconds, 1e-9);
+}
 
 }  // namespace tmem::models

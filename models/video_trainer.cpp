@@ -148,20 +148,8 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
     return json{{"memory", memory_internals(*model.backbone, probe)}};
   };
-  if (progress)
-    hooks.progress = [&](const LoopProgress& p) {
-      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(cfg.batch),
-                p.seconds});
-    };
-  const LoopResult run = train_loop(model, loop, hooks);
-
   VideoTrainResult res;
-  res.parameters = model.num_parameters();
-  res.losses = run.losses;
-  res.metrics = run.metrics;
-  res.seconds = run.seconds;
-  res.clips_per_second = static_cast<double>(cfg.steps * cfg.batch) / std::max(res.seconds, 1e-9);
-  res.skipped_steps = run.skipped_steps;
+  res.clips_per_second = train_and_report(model, loop, hooks, cfg.batch, progress, res);
 
   const int64_t batches = (cfg.eval_clips + cfg.eval_batch - 1) / cfg.eval_batch;
   const auto e0 = std::chrono::steady_clock::now();

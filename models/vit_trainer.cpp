@@ -206,20 +206,8 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   hooks.probe = [&](const nn::TensorMemoryProbe& probe) {
     return json{{"memory", memory_internals(*enc.backbone, probe)}};
   };
-  if (progress)
-    hooks.progress = [&](const LoopProgress& p) {
-      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * static_cast<double>(B),
-                p.seconds});
-    };
-  const LoopResult run = train_loop(model, loop, hooks);
-
   ViTTrainResult res;
-  res.parameters = model.num_parameters();
-  res.losses = run.losses;
-  res.metrics = run.metrics;
-  res.seconds = run.seconds;
-  res.images_per_second = static_cast<double>(steps * B) / std::max(res.seconds, 1e-9);
-  res.skipped_steps = run.skipped_steps;
+  res.images_per_second = train_and_report(model, loop, hooks, B, progress, res);
 
   const int64_t Nt = test.images.shape()[0];
   const int64_t per_pass = (Nt + cfg.eval_batch - 1) / cfg.eval_batch;

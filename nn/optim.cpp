@@ -24,20 +24,10 @@ void check_param(const Tensor& p, const char* op) {
 }
 
 // Whether a device's kernel table holds the optimizer kernels.
-bool has_optim_kernels(const OpKernels& k) {
-  return k.adamw_step && k.sgd_step && k.sum_squares && k.unary_forward;
-}
+bool has_optim_kernels(const OpKernels& k) { return k.adamw_step && k.sgd_step; }
 
-// The kernels of t's device for clip_grad_norm_ (not the CPU; it scales
-// with the mul_scalar kernel): DeviceError "<what>: the <kind> backend has
-// no kernel ..." when its backend lacks them, DtypeError unless t is float32.
-const OpKernels& device_optim_kernels(const Tensor& t, const char* what) {
-  const DeviceBackend& b = device_backend(t.device(), what);
-  if (!b.ops || !has_optim_kernels(*b.ops)) throw_not_implemented(what, t.device());
-  check<DtypeError>(t.dtype() == DType::Float32, what, ": ", b.name, " kernels take float32, but got ",
-                    dtype_name(t.dtype()));
-  return *b.ops;
-}
+// Whether a device's kernel table holds clip_grad_norm_'s kernels.
+bool has_clip_kernels(const OpKernels& k) { return k.abs_max && k.sum_squares && k.scale_inplace; }
 
 // `state` (an optimizer buffer of parameter p) on p's device, moved there if
 // the parameter moved since (Module::to after the optimizer was made).
@@ -228,51 +218,45 @@ void AdamW::zero_grad() {
 double clip_grad_norm_(const std::vector<Tensor>& params, double max_norm) {
   const RecordFunction region("clip_grad_norm_");
   check<ValueError>(max_norm > 0, "clip_grad_norm_: expected max_norm > 0, but got ", max_norm);
-  // CPU gradients (any floating dtype) are divided by their largest magnitude
-  // before squaring, so float64 squares cannot overflow; device gradients
-  // (float32) are squared and summed in float64 by their kernel, where no
-  // float32 square overflows. The two parts are joined by hypot.
-  double scale = 0, ss = 0, device_ss = 0;
+  // f(k, data, n) with k the kernel table of gradient g's device.
+  auto with_kernels = [](const Tensor& g, auto&& f) {
+    return dispatch_kernels("clip_grad_norm_", g, has_clip_kernels, [&]<class T>(const KernelTable<T>& k) {
+      return f(k, g.template data<T>(), g.numel());
+    });
+  };
+  std::vector<Tensor> grads;
+  for (const Tensor& p : params)
+    if (p.grad().defined()) grads.push_back(contiguous_data(p.grad()));
+  // The gradients are divided by their largest magnitude before squaring,
+  // so no square overflows (float64 included), and summed one after another.
+  double scale = 0;
   bool finite = true;
-  std::vector<std::vector<double>> grads;
-  for (const Tensor& p : params) {
-    Tensor g = p.grad();
-    if (!g.defined()) continue;
-    if (!g.device().is_cpu()) {
-      Tensor gc = contiguous_data(g);
-      device_ss += device_optim_kernels(g, "clip_grad_norm_")
-                       .sum_squares(g.device().index, static_cast<const float*>(gc.raw_data()), g.numel());
-      continue;
-    }
-    grads.push_back(g.to_vector());
-    for (double x : grads.back()) {
-      if (!std::isfinite(x)) finite = false;
-      scale = std::max(scale, std::abs(x));
-    }
+  for (const Tensor& g : grads) {
+    const double m = with_kernels(g, [&](const auto& k, const auto* x, int64_t n) {
+      return k.abs_max(g.device().index, x, n);
+    });
+    finite = finite && std::isfinite(m);
+    scale = std::max(scale, m);
   }
-  check<ValueError>(finite && std::isfinite(device_ss),
+  check<ValueError>(finite,
                     "clip_grad_norm_: the total gradient norm is non-finite (NaN or Inf "
                     "in a gradient); gradients left unchanged, skip this step");
+  double ss = 0;
   if (scale > 0)
-    for (const auto& v : grads)
-      for (double x : v) ss += (x / scale) * (x / scale);
-  const double norm = std::hypot(scale * std::sqrt(ss), std::sqrt(device_ss));
+    for (const Tensor& g : grads)
+      ss = with_kernels(g, [&](const auto& k, const auto* x, int64_t n) {
+        return k.sum_squares(g.device().index, x, n, scale, ss);
+      });
+  const double norm = scale * std::sqrt(ss);
   const double coef = max_norm / (norm + 1e-6);
   if (coef < 1.0) {
-    NoGradGuard no_grad;
+    size_t i = 0;
     for (const Tensor& p : params) {
       Tensor g = p.grad();
       if (!g.defined()) continue;
-      if (g.device().is_cpu()) {
-        dispatch_floating(g.dtype(), "clip_grad_norm_", [&]<class T>() {
-          T* d = g.data<T>();
-          for (int64_t k = 0; k < g.numel(); ++k) d[k] *= static_cast<T>(coef);
-        });
-      } else {
-        device_optim_kernels(g, "clip_grad_norm_")
-            .unary_forward(g.device().index, OpId::MulScalar, {coef},
-                           elementwise_args<2>(g, {g}, "clip_grad_norm_"));
-      }
+      const Tensor& gc = grads[i++];
+      with_kernels(gc, [&](const auto& k, auto* x, int64_t n) { k.scale_inplace(g.device().index, x, n, coef); });
+      if (!g.is_contiguous()) copy_data(g, gc);
       g.bump_version();
     }
   }

@@ -1,11 +1,11 @@
 // Optimizers, learning-rate schedules and gradient clipping, with PyTorch's
 // update rules (torch.optim SGD and AdamW, torch.nn.utils.clip_grad_norm_). Updates run in place on the
 // parameters' storage without recording on the tape, on the parameters'
-// device: parameters on a GPU are updated by its kernels (ops/device_kernels.h
-// adamw_step, sgd_step, sum_squares) without leaving it, and the optimizer
+// device, through its kernel table (ops/kernel_list.h TMEM_OPTIM_KERNELS and
+// TMEM_CLIP_KERNELS): parameters on a GPU never leave it, and the optimizer
 // state follows a parameter that Module::to moved after the optimizer was
 // made. On a device, step() and clip_grad_norm_ throw DeviceError when its
-// backend has no optimizer kernels and DtypeError unless the gradients are
+// backend lacks those kernels and DtypeError unless the gradients are
 // float32.
 #pragma once
 #include <map>

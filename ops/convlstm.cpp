@@ -1,8 +1,8 @@
-// ConvLSTM3D cell: shape checks, the CPU body over the fused kernels of
-// ops/cpu/convlstm_kernel.cpp, the device body composed from the device's
-// kernels ("device path" below), op-table entry. Shapes: x[B,Cx,D,H,W], h
-// and c [B,C,D,H,W], Cz = Cx + C, S = D*H*W voxels; weights and formula as
-// in ops/convlstm.h.
+// ConvLSTM3D cell: shape checks, the one body over the kernel tables (the
+// CPU's fused kernels in ops/cpu/convlstm_kernel.cpp, a device's entry
+// composing its kernels in cuda/convlstm.cu), op-table entry. Shapes:
+// x[B,Cx,D,H,W], h and c [B,C,D,H,W], Cz = Cx + C, S = D*H*W voxels;
+// weights and formula as in ops/convlstm.h.
 #include "tmem/ops/convlstm.h"
 
 #include <algorithm>
@@ -11,7 +11,6 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/ops/cpu/convlstm_kernel.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 
@@ -25,7 +24,7 @@ constexpr const char* kOp = "convlstm3d_cell";
 // Inputs of the tape node, in this order.
 enum Input { kX, kH, kC, kDwD, kDwH, kDwW, kDbD, kDbH, kDbW, kPw, kPb, kNumInputs };
 
-using Dims = cpu::ConvLstmDims;
+using Dims = ConvLstmArgs;
 
 std::string shape_or_none(const Tensor& t) {
   return t.defined() ? shape_str(t.shape()) : std::string("(undefined)");
@@ -42,7 +41,13 @@ Dims check_inputs(const Tensor& x, const Tensor& h, const Tensor& c, const ConvL
                     shape_str(x.shape()), " h", shape_str(h.shape()));
   check<ShapeError>(h.shape() == c.shape(), kOp, ": expected h and c of one shape, but got h",
                     shape_str(h.shape()), " c", shape_str(c.shape()));
-  Dims dm{x.size(0), x.size(1), h.size(1), x.size(2), x.size(3), x.size(4)};
+  Dims dm;
+  dm.B = x.size(0);
+  dm.Cx = x.size(1);
+  dm.C = h.size(1);
+  dm.D = x.size(2);
+  dm.H = x.size(3);
+  dm.W = x.size(4);
   const int64_t Cz = dm.Cz();
   auto check_w = [&](const Tensor& t, const char* name, const Shape& want) {
     check<ShapeError>(t.defined() && t.shape() == want, kOp, ": expected ", name, " of shape ",
@@ -70,95 +75,6 @@ Dims check_inputs(const Tensor& x, const Tensor& h, const Tensor& c, const ConvL
   return dm;
 }
 
-// ---- device path ----
-//
-// The cell on a device, composed from the backend's kernels: z = cat(x, h)
-// by two copies, the depthwise stages a1, a2, a3 by the conv3d_depthwise
-// kernels, the 1x1x1 conv as a batched GEMM P[b] = pw a3[b], then the gate
-// kernel (bias, activations, c', h'). The backward runs the pieces
-// transposed: the gate kernel's dP and dL/dc; dpb and dpw = sum_b dP[b]
-// a3[b]^T by row sums and GEMMs; da3[b] = pw^T dP[b]; then down the stack
-// (W, H, D) with the depthwise kernels' input and parameter gradients. Like
-// the CPU backward it recomputes a1, a2, a3 instead of saving them.
-
-// One GEMM operand as GemmArgs takes it.
-struct Operand {
-  const float* p;
-  bool col_major;
-  int64_t ld, stride;
-};
-
-// c[i] = a[i] b[i] for i < batch, a[i] [m, kk], b[i] [kk, n], c[i] [m, n]
-// (m, n, kk > 0).
-void gemm_device(const OpKernels& k, int device, int64_t batch, int64_t m, int64_t n, int64_t kk, Operand a,
-                 Operand b, float* c) {
-  GemmArgs g;
-  g.device = device;
-  g.batch = batch;
-  g.m = m;
-  g.n = n;
-  g.k = kk;
-  g.a = a.p;
-  g.a_col_major = a.col_major;
-  g.lda = a.ld;
-  g.stride_a = a.stride;
-  g.b = b.p;
-  g.b_col_major = b.col_major;
-  g.ldb = b.ld;
-  g.stride_b = b.stride;
-  g.c = c;
-  k.gemm(g);
-}
-
-// out[j] = sum over i < rows of m[i, j] for m [rows, cols] contiguous on
-// `dev` (rows, cols > 0): ones[1, rows] @ m.
-void column_sums(const OpKernels& k, Device dev, const Tensor& m, float* out, int64_t rows, int64_t cols) {
-  Tensor ones = full({1, rows}, 1.0, DType::Float32, dev);
-  gemm_device(k, dev.index, 1, 1, cols, rows, {ones.data<float>(), false, rows, 0},
-              {m.data<float>(), false, cols, 0}, out);
-}
-
-// The depthwise stage along axis ax (0: D, 1: H, 2: W) as the
-// conv3d_depthwise kernels take it: Cz channels, kernel 3 and zero padding
-// 1 along ax, an output the size of the input. dw_* [Cz, 3] is the kernels'
-// weight layout [Cz, taps].
-Conv3dArgs stage_args(const Dims& dm, int ax) {
-  Conv3dArgs a;
-  a.B = dm.B;
-  a.C = dm.Cz();
-  const int64_t n[3] = {dm.D, dm.H, dm.W};
-  for (int k = 0; k < 3; ++k) {
-    a.size[k] = a.out[k] = n[k];
-    a.kernel[k] = k == ax ? 3 : 1;
-    a.padding[k] = k == ax ? 1 : 0;
-  }
-  return a;
-}
-
-// z = cat(x, h) and the depthwise stages a1, a2, a3, each [B, Cz, D, H, W].
-struct DeviceStages {
-  Tensor z, a1, a2, a3;
-};
-
-// The stages from the contiguous device tensors t[kX .. kPw] (inputs order).
-DeviceStages device_stages(const OpKernels& k, const Dims& dm, const std::vector<Tensor>& t) {
-  const Device dev = t[kX].device();
-  const Shape zs{dm.B, dm.Cz(), dm.D, dm.H, dm.W};
-  DeviceStages st;
-  st.z = empty(zs, DType::Float32, dev);
-  copy_data(make_view(st.z, t[kX].shape(), st.z.strides(), st.z.offset()), t[kX]);
-  copy_data(make_view(st.z, t[kH].shape(), st.z.strides(), st.z.offset() + dm.Cx * dm.S()), t[kH]);
-  Tensor* out[3] = {&st.a1, &st.a2, &st.a3};
-  const Tensor* in = &st.z;
-  for (int ax = 0; ax < 3; ++ax) {
-    *out[ax] = empty(zs, DType::Float32, dev);
-    k.conv3d_depthwise_forward(dev.index, stage_args(dm, ax), in->data<float>(), t[kDwD + ax].data<float>(),
-                               t[kDbD + ax].data<float>(), out[ax]->data<float>());
-    in = out[ax];
-  }
-  return st;
-}
-
 // Throws ShapeError unless the output gradients g (of h' and c') have the
 // state's shape [B, C, D, H, W].
 void check_output_grads(const Dims& dm, const Grads& g) {
@@ -168,109 +84,12 @@ void check_output_grads(const Dims& dm, const Grads& g) {
                       " of shape ", shape_str(state), ", but got ", shape_str(g[k].shape()));
 }
 
-// The backward of the device cell (saved: the contiguous x, h, c, depthwise
-// weights and biases and pw, then c' and the gates [B, 4C, S]).
-Grads cell_device_backward(const Dims& dm, const Node& n, const Grads& g) {
-  const OpKernels& k = device_kernels(OpId::Convlstm3dCell, g[0]);
-  const Device dev = g[0].device();
-  const int64_t B = dm.B, C = dm.C, C4 = 4 * dm.C, Cz = dm.Cz(), S = dm.S();
-  Tensor gh = contiguous_data(g[0]), gc = contiguous_data(g[1]);
-  Grads out(kNumInputs);
-  for (int i = 0; i < kNumInputs; ++i)
-    if (n.needs_input_grad(i)) out[i] = empty(n.input_shapes[i], n.input_dtypes[i], dev);
-  auto gp = [&](int i) { return out[i].defined() ? out[i].data<float>() : nullptr; };
-  if (B * C * S == 0) {
-    for (const Tensor& t : out)
-      if (t.defined()) fill_data(t, 0.0);
-    return out;
-  }
-  std::vector<Tensor> sv;
-  for (int i = 0; i < kPb; ++i) sv.push_back(n.saved_tensor(i));
-  const Tensor& s_cn = n.saved_tensor(kPb);
-  const Tensor& s_gates = n.saved_tensor(kPb + 1);
-  const bool need_dz = gp(kX) || gp(kH);
-  const bool need_a1 = need_dz || gp(kDwD) || gp(kDbD);
-  const bool need_a2 = need_a1 || gp(kDwH) || gp(kDbH);
-  const bool need_a3 = need_a2 || gp(kDwW) || gp(kDbW);
-  const bool need_p = need_a3 || gp(kPw) || gp(kPb);
-  const bool recompute = gp(kPw) || gp(kDwD) || gp(kDwH) || gp(kDwW);
-  Tensor dP = need_p ? empty({B, C4, S}, DType::Float32, dev) : Tensor();
-  k.convlstm3d_gates_backward(dev.index, B, C, S, s_gates.data<float>(), sv[kC].data<float>(),
-                              s_cn.data<float>(), gh.data<float>(), gc.data<float>(),
-                              need_p ? dP.data<float>() : nullptr, gp(kC));
-  if (!need_p) return out;
-  if (gp(kPb)) {
-    Tensor rows = empty({B, C4}, DType::Float32, dev);
-    k.sum_rows(dev.index, dP.data<float>(), rows.data<float>(), B * C4, S, 1.0);
-    column_sums(k, dev, rows, gp(kPb), B, C4);
-  }
-  const DeviceStages st = recompute ? device_stages(k, dm, sv) : DeviceStages{};
-  if (gp(kPw)) {
-    // dpw = sum_b dP[b] [4C, S] @ a3[b]^T [S, Cz] (a column-major view of a3[b]).
-    Tensor per_item = empty({B, C4 * Cz}, DType::Float32, dev);
-    gemm_device(k, dev.index, B, C4, Cz, S, {dP.data<float>(), false, S, C4 * S},
-                {st.a3.data<float>(), true, S, Cz * S}, per_item.data<float>());
-    column_sums(k, dev, per_item, gp(kPw), B, C4 * Cz);
-  }
-  if (!need_a3) return out;
-  // da3[b] = pw^T [Cz, 4C] (a column-major view of pw) @ dP[b] [4C, S].
-  const Shape zs{B, Cz, dm.D, dm.H, dm.W};
-  Tensor grad = empty(zs, DType::Float32, dev);
-  gemm_device(k, dev.index, B, Cz, S, C4, {sv[kPw].data<float>(), true, Cz, 0},
-              {dP.data<float>(), false, S, C4 * S}, grad.data<float>());
-  const bool need_below[3] = {need_dz, need_a1, need_a2};
-  const Tensor* stage_in[3] = {&st.z, &st.a1, &st.a2};
-  for (int ax = 2; ax >= 0; --ax) {
-    float* gw = gp(kDwD + ax);
-    float* gb = gp(kDbD + ax);
-    const Conv3dArgs a = stage_args(dm, ax);
-    if (gw || gb)
-      k.conv3d_depthwise_backward_params(dev.index, a, grad.data<float>(),
-                                         gw ? stage_in[ax]->data<float>() : nullptr, gw, gb);
-    if (!need_below[ax]) break;
-    Tensor below = empty(zs, DType::Float32, dev);
-    k.conv3d_depthwise_backward_input(dev.index, a, grad.data<float>(), sv[kDwD + ax].data<float>(),
-                                      below.data<float>());
-    grad = below;
-  }
-  // grad is now dL/dz: its first Cx channels are dL/dx, the rest dL/dh.
-  if (out[kX].defined())
-    copy_data(out[kX], make_view(grad, out[kX].shape(), grad.strides(), grad.offset()));
-  if (out[kH].defined())
-    copy_data(out[kH], make_view(grad, out[kH].shape(), grad.strides(), grad.offset() + dm.Cx * S));
-  return out;
-}
-
-// convlstm3d_cell on the device of its inputs (checked by check_inputs).
-ConvLSTM3DState cell_device(const Dims& dm, const std::vector<Tensor>& inputs) {
-  const OpKernels& k = device_kernels(OpId::Convlstm3dCell, inputs[kX]);
-  const Device dev = inputs[kX].device();
-  const int64_t C4 = 4 * dm.C, S = dm.S();
-  std::vector<Tensor> cont;
-  for (const Tensor& t : inputs) cont.push_back(contiguous_data(t));
-  const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
-  Tensor hn = empty(state, DType::Float32, dev), cn = empty(state, DType::Float32, dev);
-  // The activated gates [B, 4C, S], kept only when a backward will need them.
-  const bool keep_gates = needs_grad(inputs);
-  Tensor gates = keep_gates ? empty({dm.B, C4, S}, DType::Float32, dev) : Tensor();
-  if (hn.numel() > 0) {
-    const DeviceStages st = device_stages(k, dm, cont);
-    // P[b] = pw [4C, Cz] @ a3[b] [Cz, S].
-    Tensor P = empty({dm.B, C4, S}, DType::Float32, dev);
-    gemm_device(k, dev.index, dm.B, C4, S, dm.Cz(), {cont[kPw].data<float>(), false, dm.Cz(), 0},
-                {st.a3.data<float>(), false, S, dm.Cz() * S}, P.data<float>());
-    k.convlstm3d_gates_forward(dev.index, dm.B, dm.C, S, P.data<float>(), cont[kPb].data<float>(),
-                               cont[kC].data<float>(), keep_gates ? gates.data<float>() : nullptr,
-                               cn.data<float>(), hn.data<float>());
-  }
-  std::vector<Tensor> saved(cont.begin(), cont.begin() + kPb);
-  saved.push_back(cn);
-  saved.push_back(gates);
-  record(OpId::Convlstm3dCell, inputs, {hn, cn}, saved, [dm](const Node& n, const Grads& g) {
-    check_output_grads(dm, g);
-    return cell_device_backward(dm, n, g);
-  });
-  return {hn, cn};
+// The weights as the kernels take them, from the contiguous inputs t (pb:
+// null when t ends before it, as the saved tensors do).
+template <class T>
+ConvLstmWeights<T> weights_of(const std::vector<Tensor>& t) {
+  auto p = [&](int i) { return static_cast<int>(t.size()) > i ? t[i].template data<T>() : nullptr; };
+  return {{p(kDwD), p(kDwH), p(kDwW)}, {p(kDbD), p(kDbH), p(kDbW)}, p(kPw), p(kPb)};
 }
 
 }  // namespace
@@ -281,22 +100,22 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
   const Dims dm = check_inputs(x, h, c, w);
   const std::vector<Tensor> inputs{x, h, c, w.dw_d, w.dw_h, w.dw_w, w.db_d, w.db_h, w.db_w,
                                    w.pw, w.pb};
-  if (!x.device().is_cpu()) return cell_device(dm, inputs);
   std::vector<Tensor> cont;
   for (const Tensor& t : inputs) cont.push_back(contiguous_data(t));
   const Shape state{dm.B, dm.C, dm.D, dm.H, dm.W};
-  Tensor hn = empty(state, x.dtype()), cn = empty(state, x.dtype());
-  // The activated gates, kept only when a backward will need them: [B, 4C,
-  // Sp], each channel's voxels padded to whole batches (see Plan).
+  Tensor hn = empty(state, x.dtype(), x.device()), cn = empty(state, x.dtype(), x.device());
+  // The activated gates [B, 4C, gates_row], kept only when a backward will
+  // need them.
   const bool keep_gates = needs_grad(inputs);
   Tensor gates;
-  dispatch_floating(x.dtype(), kOp, [&]<class T>() {
-    if (keep_gates) gates = empty({dm.B, 4 * dm.C, cpu::convlstm_gates_row<T>(dm)}, x.dtype());
-    const cpu::ConvLstmWeights<T> wp{{cont[kDwD].data<T>(), cont[kDwH].data<T>(), cont[kDwW].data<T>()},
-                                     {cont[kDbD].data<T>(), cont[kDbH].data<T>(), cont[kDbW].data<T>()},
-                                     cont[kPw].data<T>(), cont[kPb].data<T>()};
-    cpu::convlstm_forward<T>(dm, wp, cont[kX].data<T>(), cont[kH].data<T>(), cont[kC].data<T>(),
-                             keep_gates ? gates.data<T>() : nullptr, cn.data<T>(), hn.data<T>());
+  dispatch_kernels(OpId::Convlstm3dCell, x, [&]<class T>(const KernelTable<T>& k) {
+    const int dev = x.device().index;
+    if (keep_gates)
+      gates = empty({dm.B, 4 * dm.C, k.convlstm3d_cell_gates_row(dev, dm)}, x.dtype(), x.device());
+    k.convlstm3d_cell_forward(dev, dm, weights_of<T>(cont), cont[kX].template data<T>(),
+                              cont[kH].template data<T>(), cont[kC].template data<T>(),
+                              keep_gates ? gates.template data<T>() : nullptr, cn.template data<T>(),
+                              hn.template data<T>());
   });
   // Saved: x, h, c, the depthwise weights and biases, pw, then c' and the gates.
   std::vector<Tensor> saved(cont.begin(), cont.begin() + kPb);
@@ -307,19 +126,17 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
     Tensor gh = contiguous_data(g[0]), gc = contiguous_data(g[1]);
     Grads out(kNumInputs);
     for (int i = 0; i < kNumInputs; ++i)
-      if (n.needs_input_grad(i)) out[i] = empty(n.input_shapes[i], n.input_dtypes[i]);
-    const Tensor& s_cn = n.saved_tensor(kPb);
-    const Tensor& s_gates = n.saved_tensor(kPb + 1);
-    dispatch_floating(gh.dtype(), kOp, [&]<class T>() {
-      auto sp = [&](int i) { return n.saved_tensor(i).template data<T>(); };
+      if (n.needs_input_grad(i)) out[i] = empty(n.input_shapes[i], n.input_dtypes[i], gh.device());
+    std::vector<Tensor> sv;
+    for (int i = 0; i < kPb; ++i) sv.push_back(n.saved_tensor(i));
+    dispatch_kernels(OpId::Convlstm3dCell, gh, [&]<class T>(const KernelTable<T>& k) {
       auto gp = [&](int i) { return out[i].defined() ? out[i].template data<T>() : nullptr; };
-      const cpu::ConvLstmWeights<T> wp{{sp(kDwD), sp(kDwH), sp(kDwW)}, {sp(kDbD), sp(kDbH), sp(kDbW)},
-                                       sp(kPw), nullptr};
-      const cpu::ConvLstmGrads<T> gr{gp(kX), gp(kH), gp(kC), {gp(kDwD), gp(kDwH), gp(kDwW)},
-                                     {gp(kDbD), gp(kDbH), gp(kDbW)}, gp(kPw), gp(kPb)};
-      cpu::convlstm_backward<T>(dm, wp, sp(kX), sp(kH), sp(kC), s_cn.template data<T>(),
-                                s_gates.template data<T>(), gh.template data<T>(),
-                                gc.template data<T>(), gr);
+      const ConvLstmGrads<T> gr{gp(kX), gp(kH), gp(kC), {gp(kDwD), gp(kDwH), gp(kDwW)},
+                                {gp(kDbD), gp(kDbH), gp(kDbW)}, gp(kPw), gp(kPb)};
+      k.convlstm3d_cell_backward(gh.device().index, dm, weights_of<T>(sv), sv[kX].template data<T>(),
+                                 sv[kH].template data<T>(), sv[kC].template data<T>(),
+                                 n.saved_tensor(kPb).template data<T>(), n.saved_tensor(kPb + 1).template data<T>(),
+                                 gh.template data<T>(), gc.template data<T>(), gr);
     });
     return out;
   });

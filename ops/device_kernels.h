@@ -87,6 +87,28 @@ struct Conv3dArgs {
           out[3] = {1, 1, 1};
 };
 
+/// The sizes of one convlstm3d_cell call (ops/convlstm.h): x
+/// [B, Cx, D, H, W], h and c [B, C, D, H, W]; z = cat(x, h) has Cz = Cx + C
+/// channels, the grid S = D H W voxels.
+struct ConvLstmArgs {
+  int64_t B = 0, Cx = 0, C = 0, D = 1, H = 1, W = 1;
+  int64_t Cz() const { return Cx + C; }
+  int64_t S() const { return D * H * W; }
+};
+
+/// The cell's weights: per axis (D, H, W) the depthwise taps dw[a] [Cz, 3]
+/// and biases db[a] [Cz]; the pointwise pw [4C, Cz] and pb [4C].
+template <class T>
+struct ConvLstmWeights {
+  const T *dw[3], *db[3], *pw, *pb;
+};
+
+/// The cell's input gradients, in the inputs' order (null: not needed).
+template <class T>
+struct ConvLstmGrads {
+  T *x, *h, *c, *dw[3], *db[3], *pw, *pb;
+};
+
 /// The sizes of one selective_scan call (ops/selective_scan.h): u, delta
 /// and y [B, T, E], A [E, N], Bm and Cm [B, T, N], D [E], h0 and h
 /// [B, E, N].

@@ -178,20 +178,23 @@
   X(conv3d_depthwise_backward_params, void,                                                    \
     (int device, const Conv3dArgs& a, const T* gout, const T* input, T* gweight, T* gbias))
 
-// ---- convlstm3d_cell (ops/convlstm.cpp) ----
+// ---- convlstm3d_cell (ops/convlstm.cpp); sizes in ConvLstmArgs, S = D H W ----
 #define TMEM_CONVLSTM_KERNELS(X)                                                                 \
-  /* The gates from the 1x1x1 conv's products P [B, 4C, S] (S = D H W voxels; rows i, f, o,   \
-     g) plus its bias pb [4C], and the state c [B, C, S]: gates [B, 4C, S] = (sigmoid(i),     \
-     sigmoid(f), sigmoid(o), tanh(g)) (null: not kept), c' = f c + i g and h' = o tanh(c'),   \
-     each [B, C, S]. */                                                                        \
-  X(convlstm3d_gates_forward, void,                                                            \
-    (int device, int64_t B, int64_t C, int64_t S, const T* P, const T* pb, const T* c,         \
-     T* gates, T* cn, T* hn))                                                                  \
-  /* Their backward from the saved gates, c and c' and the gradients ghn, gcn of h' and c'    \
-     [B, C, S]: dP [B, 4C, S] (the pre-activation gradients) and dc [B, C, S]. */              \
-  X(convlstm3d_gates_backward, void,                                                           \
-    (int device, int64_t B, int64_t C, int64_t S, const T* gates, const T* c, const T* cn,     \
-     const T* ghn, const T* gcn, T* dP, T* dc))
+  /* The row length of the gates buffer [B, 4C, row] the forward keeps for the backward      \
+     (row >= S: the CPU pads S to whole SIMD batches). */                                      \
+  X(convlstm3d_cell_gates_row, int64_t, (int device, const ConvLstmArgs& a))                   \
+  /* The cell of ops/convlstm.h: h', c' [B, C, D, H, W] and, where gates is not null, the     \
+     activated gates (i, f, o, g) [B, 4C, gates_row] that the backward reads. */               \
+  X(convlstm3d_cell_forward, void,                                                             \
+    (int device, const ConvLstmArgs& a, const ConvLstmWeights<T>& w, const T* x, const T* h,   \
+     const T* c, T* gates, T* cn, T* hn))                                                      \
+  /* The gradients g (each where not null, written) from ghn and gcn, the gradients of h' and \
+     c', with the inputs, c' and the forward's gates (w.pb unused); the depthwise stages are   \
+     recomputed, not saved. */                                                                 \
+  X(convlstm3d_cell_backward, void,                                                            \
+    (int device, const ConvLstmArgs& a, const ConvLstmWeights<T>& w, const T* x, const T* h,   \
+     const T* c, const T* cn, const T* gates, const T* ghn, const T* gcn,                      \
+     const ConvLstmGrads<T>& g))
 
 // ---- selective_scan (ops/selective_scan.cpp) ----
 #define TMEM_SELECTIVE_SCAN_KERNELS(X)                                                           \
@@ -233,11 +236,18 @@
      (null without momentum; nn/optim.h SGD::step). */                                         \
   X(sgd_step, void, (int device, T* p, const T* g, T* buf, int64_t n, const SgdScalars& s))
 
-// ---- clip_grad_norm_ (nn/optim.cpp) on a device; the CPU scales by the largest magnitude ----
+// ---- clip_grad_norm_ (nn/optim.cpp), one gradient at a time ----
 #define TMEM_CLIP_KERNELS(X)                                                                     \
-  /* Sum of x[i]^2 over n contiguous values, accumulated in float64 (no float32 square        \
-     overflows it; a NaN or Inf makes it non-finite). Returns when the sum is on the host. */  \
-  X(sum_squares, double, (int device, const T* x, int64_t n))
+  /* The largest |x[i]| over n contiguous values (0 for n = 0), NaN when some x[i] is NaN.    \
+     Returns when the value is on the host. */                                                 \
+  X(abs_max, double, (int device, const T* x, int64_t n))                                      \
+  /* acc + the sum of (x[i] / scale)^2 over n contiguous values, in float64 (scale > 0: the   \
+     largest magnitude of all the gradients, so no square overflows). The CPU adds in index   \
+     order to acc, so gradients summed one after another give one sum. Returns when the sum \
+     is on the host. */                                                                        \
+  X(sum_squares, double, (int device, const T* x, int64_t n, double scale, double acc))        \
+  /* x[i] *= T(coef) for n contiguous values. */                                               \
+  X(scale_inplace, void, (int device, T* x, int64_t n, double coef))
 
 /// Every op kernel, in table order.
 #define TMEM_OP_KERNELS(X)                                                                       \
@@ -251,7 +261,8 @@
 /// The kernels the CPU backend (ops/cpu/) has: the groups whose ops have one
 /// body so far.
 #define TMEM_CPU_OP_KERNELS(X)                                                                   \
-  TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X) TMEM_EMBEDDING_KERNELS(X)                   \
-  TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X) TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X)             \
-  TMEM_CONV3D_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \
-  TMEM_OPTIM_KERNELS(X)
+  TMEM_REDUCTION_KERNELS(X) TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X)                   \
+  TMEM_EMBEDDING_KERNELS(X) TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X)                         \
+  TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X) TMEM_CONV3D_KERNELS(X)              \
+  TMEM_CONVLSTM_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \
+  TMEM_OPTIM_KERNELS(X) TMEM_CLIP_KERNELS(X)

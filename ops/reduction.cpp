@@ -2,9 +2,11 @@
 // contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced);
 // the CPU sum of a contiguous input over its leading dims reads it in place
 // as columns instead (column_sums).
-// All also run on devices (ops/dispatch.h): sum and mean through sum_rows,
-// max and min through extreme_rows (and extreme_rows_backward), var through
-// var_rows and var_backward.
+// max, min and var have one body over the kernel tables (ops/dispatch.h;
+// CPU kernels in ops/cpu/reduction_kernel.cpp): extreme_rows (and
+// extreme_rows_backward), var_rows and var_backward. sum and mean keep a CPU
+// body (column_sums reads leading-dim reductions in place) beside the
+// device's sum_rows.
 #include "tmem/ops/reduction.h"
 
 #include <algorithm>
@@ -156,47 +158,25 @@ ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
   OpId id = is_max ? OpId::Max : OpId::Min;
   const OpRange range(id);
   const char* name = op_name(id).data();
-  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(id, a);
   Plan p = make_plan(a, {dim}, keepdim, name);
   check<ShapeError>(p.R > 0, name, ": cannot reduce an empty dim of shape ", shape_str(a.shape()));
   Tensor rows = rows_of(a, p);
   Tensor values = empty(p.out, a.dtype(), a.device());
   Tensor indices = empty(p.out, DType::Int64, a.device());
-  if (dev) {
-    dev->extreme_rows(a.device().index, rows.data<float>(), values.data<float>(), indices.data<int64_t>(),
-                      p.O, p.R, is_max);
-  } else {
-    dispatch_floating(a.dtype(), name, [&]<class T>() {
-      const T* x = rows.data<T>();
-      T* v = values.data<T>();
-      int64_t* ix = indices.data<int64_t>();
-      for (int64_t i = 0; i < p.O; ++i) {
-        const T* row = x + i * p.R;
-        int64_t best = 0;
-        for (int64_t k = 1; k < p.R && !std::isnan(row[best]); ++k)
-          if (std::isnan(row[k]) || (is_max ? row[k] > row[best] : row[k] < row[best])) best = k;
-        v[i] = row[best];
-        ix[i] = best;
-      }
-    });
-  }
+  dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
+    k.extreme_rows(a.device().index, rows.template data<T>(), values.template data<T>(),
+                   indices.data<int64_t>(), p.O, p.R, is_max);
+  });
   record(id, {a}, {values}, {indices}, [id, p](const Node& n, const Grads& g) {
     const Tensor& ix = n.saved_tensor(0);
     Shape perm_shape;
     for (int64_t d : p.perm) perm_shape.push_back(p.in[d]);
     Tensor rows = zeros(perm_shape, g[0].dtype(), g[0].device());
     Tensor gc = contiguous_data(g[0]);
-    if (!gc.device().is_cpu()) {
-      device_kernels(id, gc).extreme_rows_backward(gc.device().index, gc.data<float>(), ix.data<int64_t>(),
-                                                   rows.data<float>(), p.O, p.R);
-    } else {
-      dispatch_floating(g[0].dtype(), "max", [&]<class T>() {
-        const T* gp = gc.data<T>();
-        const int64_t* ip = ix.data<int64_t>();
-        T* r = rows.data<T>();
-        for (int64_t i = 0; i < p.O; ++i) r[i * p.R + ip[i]] = gp[i];
-      });
-    }
+    dispatch_kernels(id, gc, [&]<class T>(const KernelTable<T>& k) {
+      k.extreme_rows_backward(gc.device().index, gc.template data<T>(), ix.data<int64_t>(),
+                              rows.template data<T>(), p.O, p.R);
+    });
     std::vector<int64_t> inv(p.perm.size());
     for (size_t k = 0; k < p.perm.size(); ++k) inv[p.perm[k]] = static_cast<int64_t>(k);
     return Grads{contiguous_data(permute(rows, inv))};
@@ -229,7 +209,6 @@ Tensor mean(const Tensor& a, const std::vector<int64_t>& dims, bool keepdim) {
 
 Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction, bool keepdim) {
   const OpRange range(OpId::Var);
-  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Var, a);
   Plan p = make_plan(a, dims, keepdim, "var");
   // As PyTorch: the divisor is max(N - correction, 0), so correction >= N
   // gives inf (NaN for a constant row), never a negative variance.
@@ -237,34 +216,18 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction
   Tensor rows = rows_of(a, p);
   Tensor out = empty(p.out, a.dtype(), a.device());
   Tensor mu = empty(p.keep, a.dtype(), a.device());
-  if (dev) {
-    dev->var_rows(a.device().index, rows.data<float>(), out.data<float>(), mu.data<float>(), p.O, p.R, denom);
-  } else {
-    dispatch_floating(a.dtype(), "var", [&]<class T>() {
-      const T* x = rows.data<T>();
-      T* o = out.data<T>();
-      T* m = mu.data<T>();
-      for (int64_t i = 0; i < p.O; ++i) {
-        const T* row = x + i * p.R;
-        T mean_v = cpu::row_sum(row, p.R) / static_cast<T>(p.R);
-        T ss = 0;
-        for (int64_t k = 0; k < p.R; ++k) ss += (row[k] - mean_v) * (row[k] - mean_v);
-        m[i] = mean_v;
-        o[i] = ss / static_cast<T>(denom);
-      }
-    });
-  }
+  dispatch_kernels(OpId::Var, a, [&]<class T>(const KernelTable<T>& k) {
+    k.var_rows(a.device().index, rows.template data<T>(), out.template data<T>(), mu.template data<T>(), p.O,
+               p.R, denom);
+  });
   record(OpId::Var, {a}, {out}, {a, mu}, [p, denom](const Node& n, const Grads& g) {
     Tensor gk = reshape_data(g[0], p.keep);
-    if (!gk.device().is_cpu()) {
-      Tensor gx = empty(p.in, gk.dtype(), gk.device());
-      device_kernels(OpId::Var, gk)
-          .var_backward(gk.device().index,
-                        elementwise_args<4>(gx, {n.saved_tensor(0), n.saved_tensor(1), gk}, "var"), 2.0 / denom);
-      return Grads{gx};
-    }
-    Tensor centred = sub(n.saved_tensor(0), n.saved_tensor(1));
-    return Grads{mul(mul(centred, gk), 2.0 / denom)};
+    Tensor gx = empty(p.in, gk.dtype(), gk.device());
+    dispatch_kernels(OpId::Var, gk, [&]<class T>(const KernelTable<T>& k) {
+      k.var_backward(gk.device().index,
+                     elementwise_args<4>(gx, {n.saved_tensor(0), n.saved_tensor(1), gk}, "var"), 2.0 / denom);
+    });
+    return Grads{gx};
   });
   return out;
 }

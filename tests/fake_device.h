@@ -117,17 +117,21 @@ inline OpKernels make_fake_ops() {
 }
 inline const OpKernels kFakeOps = make_fake_ops();
 
-// Installs a stand-in "cuda" backend whose op kernels are `ops` (null: none)
-// for its lifetime, then restores the real backend.
+// The stand-in "cuda" backend with op kernels `ops` (null: none).
+inline DeviceBackend fake_backend(const OpKernels* ops) {
+  return {"cuda",         &fake_count,      &fake_allocate,   &fake_release,
+          &fake_memcpy,   &fake_memcpy,     &fake_copy_between, &fake_copy,
+          &fake_fill,     &fake_accumulate, &fake_sync,       &fake_stats,
+          &fake_reset_peak, &fake_empty_cache, ops};
+}
+
+// Installs fake_backend(ops) for its lifetime, then restores the real
+// backend.
 struct FakeCuda {
   DeviceBackend backend;
   const DeviceBackend* prev;
   explicit FakeCuda(const OpKernels* ops = nullptr)
-      : backend{"cuda",         &fake_count,      &fake_allocate,   &fake_release,
-                &fake_memcpy,   &fake_memcpy,     &fake_copy_between, &fake_copy,
-                &fake_fill,     &fake_accumulate, &fake_sync,       &fake_stats,
-                &fake_reset_peak, &fake_empty_cache, ops},
-        prev(register_device_backend(Device::Kind::CUDA, &backend)) {}
+      : backend(fake_backend(ops)), prev(register_device_backend(Device::Kind::CUDA, &backend)) {}
   ~FakeCuda() { register_device_backend(Device::Kind::CUDA, prev); }
   FakeCuda(const FakeCuda&) = delete;
   FakeCuda& operator=(const FakeCuda&) = delete;

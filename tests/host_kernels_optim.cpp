@@ -22,10 +22,20 @@ void host::sgd_step(int, float* p, const float* g, float* buf, int64_t n, const 
     cuda::sgd_update(p, buf, g[k], k, float(s.lr), float(s.momentum), float(s.weight_decay), s.first);
 }
 
-double host::sum_squares(int, const float* x, int64_t n) {
+double host::abs_max(int, const float* x, int64_t n) {
+  float m = 0.0f;
+  for (int64_t k = 0; k < n; ++k) m = cuda::max_magnitude(m, std::fabs(x[k]));
+  return m;
+}
+
+double host::sum_squares(int, const float* x, int64_t n, double scale, double acc) {
   double s = 0;
-  for (int64_t k = 0; k < n; ++k) s += static_cast<double>(x[k]) * x[k];
-  return s;
+  for (int64_t k = 0; k < n; ++k) s += cuda::scaled_square(x[k], scale);
+  return acc + s;
+}
+
+void host::scale_inplace(int, float* x, int64_t n, double coef) {
+  for (int64_t k = 0; k < n; ++k) x[k] *= float(coef);
 }
 
 }  // namespace tmem::test
@@ -107,4 +117,48 @@ TEST_CASE("device kernels: clip_grad_norm_ on the device rejects a non-finite gr
   CHECK_THROWS_WITH_AS(nn::clip_grad_norm_({p}, 1.0),
                        doctest::Contains("clip_grad_norm_: the total gradient norm is non-finite"), ValueError);
   CHECK(p.grad().to_vector()[2] == 2.0);
+}
+
+TEST_CASE("device kernels: clip_grad_norm_'s kernels give exact values on the CPU and on the host build") {
+  const float x[] = {3.0f, -4.0f, 0.0f};
+  const float nan_at_end[] = {1.0f, 7.0f, std::nanf("")}, nan_first[] = {std::nanf(""), 7.0f};
+  for (const KernelTable<float>* table : {&cpu::kernels<float>(), static_cast<const KernelTable<float>*>(&test::host_op_kernels())}) {
+    const KernelTable<float>& k = *table;
+    CHECK(k.abs_max(0, x, 3) == 4.0);
+    CHECK(k.abs_max(0, x, 0) == 0.0);
+    CHECK(std::isnan(k.abs_max(0, nan_at_end, 3)));
+    CHECK(std::isnan(k.abs_max(0, nan_first, 2)));
+    CHECK(k.sum_squares(0, x, 3, 4.0, 1.0) == 2.5625);  // 1 + 9/16 + 16/16
+    float y[] = {3.0f, -4.0f};
+    k.scale_inplace(0, y, 2, 0.5);
+    CHECK(y[0] == 1.5f);
+    CHECK(y[1] == -2.0f);
+  }
+}
+
+TEST_CASE("device kernels: clip_grad_norm_ over CPU and device gradients together equals it over CPU ones") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  Run cpu(Device::cpu()), mixed(Device::cpu());
+  mixed.params[1].set_data(mixed.params[1].detach().to(Device::cuda()));
+  cpu.set_grads(0, 3.0);
+  mixed.set_grads(0, 3.0);
+  const double nc = nn::clip_grad_norm_(cpu.params, 0.5), nm = nn::clip_grad_norm_(mixed.params, 0.5);
+  CHECK(nm == doctest::Approx(nc).epsilon(1e-12));
+  for (size_t i = 0; i < cpu.params.size(); ++i)
+    test::check_close(mixed.params[i].grad().to_vector(), cpu.params[i].grad().to_vector(), 1e-7, 1e-7);
+}
+
+TEST_CASE("device kernels: clip_grad_norm_ rejects a NaN behind a larger finite gradient, on each device") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  for (Device d : {Device::cpu(), Device::cuda()}) {
+    INFO(d.str());
+    Tensor a = zeros({2}).to(d), b = zeros({2}).to(d);
+    a.requires_grad_();
+    b.requires_grad_();
+    a.backward(tensor({100.0, -200.0}, {2}).to(d));
+    b.backward(tensor({std::nan(""), 1.0}, {2}).to(d));
+    CHECK_THROWS_WITH_AS(nn::clip_grad_norm_({a, b}, 1.0),
+                         doctest::Contains("clip_grad_norm_: the total gradient norm is non-finite"), ValueError);
+    CHECK(a.grad().to_vector() == std::vector<double>{100.0, -200.0});
+  }
 }

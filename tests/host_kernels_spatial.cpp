@@ -1,6 +1,7 @@
 // The spatial kernels (cuda/grid_sample.cuh, gaussian_splat.cuh, conv3d.cuh,
-// convlstm.cuh) on the host, looping over each CUDA launch's index space,
-// and grid_sample, gaussian_splat, conv3d_depthwise and convlstm3d_cell on
+// convlstm.cuh) on the host, looping over each CUDA launch's index space
+// (the cell's entries composed by cuda/convlstm_cell.h as on CUDA), and
+// grid_sample, gaussian_splat, conv3d_depthwise and convlstm3d_cell on
 // the stand-in device against the CPU: larger shapes than the op table's
 // gradcheck cases, the Tensor Memory shapes, edge cases (empty tensors,
 // non-contiguous inputs, non-finite grid points, tiny and huge sigma, partial
@@ -13,6 +14,7 @@
 
 #include "tmem/cuda/conv3d.cuh"
 #include "tmem/cuda/convlstm.cuh"
+#include "tmem/cuda/convlstm_cell.h"
 #include "tmem/cuda/gaussian_splat.cuh"
 #include "tmem/cuda/grid_sample.cuh"
 #include "fake_device.h"
@@ -106,15 +108,44 @@ void host::conv3d_depthwise_backward_params(int device, const Conv3dArgs& a, con
   }
 }
 
-void host::convlstm3d_gates_forward(int, int64_t B, int64_t C, int64_t S, const float* P, const float* pb, const float* c,
-                                    float* gates, float* cn, float* hn) {
+namespace {
+
+void gates_forward(int, int64_t B, int64_t C, int64_t S, const float* P, const float* pb, const float* c,
+                   float* gates, float* cn, float* hn) {
   for (int64_t i = 0; i < B * C * S; ++i) cuda::convlstm3d_gates_forward_one(C, S, P, pb, c, gates, cn, hn, i);
 }
 
-void host::convlstm3d_gates_backward(int, int64_t B, int64_t C, int64_t S, const float* gates, const float* c,
-                                     const float* cn, const float* ghn, const float* gcn, float* dP, float* dc) {
+void gates_backward(int, int64_t B, int64_t C, int64_t S, const float* gates, const float* c, const float* cn,
+                    const float* ghn, const float* gcn, float* dP, float* dc) {
+  if (!dP && !dc) return;
   for (int64_t i = 0; i < B * C * S; ++i)
     cuda::convlstm3d_gates_backward_one(C, S, gates, c, cn, ghn, gcn, dP, dc, i);
+}
+
+constexpr cuda::ConvLstmGateKernels kGates{&gates_forward, &gates_backward};
+
+// The stand-in backend over the host-built kernels, as cuda/convlstm.cu's
+// entries use the CUDA backend.
+const DeviceBackend& host_backend() {
+  static const DeviceBackend b = fake_backend(&host_op_kernels());
+  return b;
+}
+
+}  // namespace
+
+int64_t host::convlstm3d_cell_gates_row(int, const ConvLstmArgs& a) { return a.S(); }
+
+void host::convlstm3d_cell_forward(int device, const ConvLstmArgs& a, const ConvLstmWeights<float>& w,
+                                   const float* x, const float* h, const float* c, float* gates, float* cn,
+                                   float* hn) {
+  cuda::convlstm_cell_forward(host_backend(), kGates, device, a, w, x, h, c, gates, cn, hn);
+}
+
+void host::convlstm3d_cell_backward(int device, const ConvLstmArgs& a, const ConvLstmWeights<float>& w,
+                                    const float* x, const float* h, const float* c, const float* cn,
+                                    const float* gates, const float* ghn, const float* gcn,
+                                    const ConvLstmGrads<float>& g) {
+  cuda::convlstm_cell_backward(host_backend(), kGates, device, a, w, x, h, c, cn, gates, ghn, gcn, g);
 }
 
 }  // namespace tmem::test

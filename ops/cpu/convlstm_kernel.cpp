@@ -1,4 +1,4 @@
-// convlstm3d_cell's fused CPU kernels (ops/cpu/convlstm_kernel.h).
+// convlstm3d_cell's fused CPU kernels (ops/kernel_list.h TMEM_CONVLSTM_KERNELS).
 // Each batch item is one independent task (OpenMP over B). Per item the
 // volume is channels-first [Cz, S]: a depthwise stage along an axis is one
 // contiguous pass over each channel's S voxels, reading the neighbours at
@@ -9,8 +9,6 @@
 // channels, whose gates, c' and h' then follow from an L1-resident row
 // block. Weight gradients are summed lane-wise per thread and reduced once at
 // the end, in thread order, so results do not depend on timing.
-#include "tmem/ops/cpu/convlstm_kernel.h"
-
 #include <omp.h>
 
 #include <algorithm>
@@ -20,6 +18,7 @@
 #include <xsimd/xsimd.hpp>
 
 #include "tmem/ops/cpu/gemm.h"
+#include "tmem/ops/cpu/kernels.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/cpu/simd.h"
 
@@ -27,7 +26,7 @@ namespace tmem::cpu {
 
 namespace {
 
-using Dims = ConvLstmDims;
+using Dims = ConvLstmArgs;
 template <class T>
 using Weights = ConvLstmWeights<T>;
 template <class T>
@@ -505,37 +504,28 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
 
 }  // namespace
 
-template <class T>
-int64_t convlstm_gates_row(const ConvLstmDims& dm) {
-  return Plan<T>(dm).Sp;
+template <class Scalar>
+int64_t Kernels<Scalar>::convlstm3d_cell_gates_row(int, const ConvLstmArgs& a) {
+  return Plan<T>(a).Sp;
 }
 
-template <class T>
-void convlstm_forward(const ConvLstmDims& dm, const ConvLstmWeights<T>& w, const T* x, const T* h,
-                      const T* c, T* gates, T* cn, T* hn) {
-  const Plan<T> pl(dm);
-  const Packed<T> pk(dm, w.pw, w.pb, false);
-  cell_forward<T>(dm, pl, pk, w, x, h, c, gates, cn, hn);
+template <class Scalar>
+void Kernels<Scalar>::convlstm3d_cell_forward(int, const ConvLstmArgs& a, const ConvLstmWeights<T>& w, const T* x,
+                                              const T* h, const T* c, T* gates, T* cn, T* hn) {
+  const Plan<T> pl(a);
+  const Packed<T> pk(a, w.pw, w.pb, false);
+  cell_forward<T>(a, pl, pk, w, x, h, c, gates, cn, hn);
 }
 
-template <class T>
-void convlstm_backward(const ConvLstmDims& dm, const ConvLstmWeights<T>& w, const T* x, const T* h,
-                       const T* c, const T* cn, const T* gates, const T* ghn, const T* gcn,
-                       const ConvLstmGrads<T>& gr) {
-  const Plan<T> pl(dm);
-  const Packed<T> pk(dm, w.pw, nullptr, true);
-  cell_backward<T>(dm, pl, pk, w, x, h, c, cn, gates, ghn, gcn, gr);
+template <class Scalar>
+void Kernels<Scalar>::convlstm3d_cell_backward(int, const ConvLstmArgs& a, const ConvLstmWeights<T>& w, const T* x,
+                                               const T* h, const T* c, const T* cn, const T* gates, const T* ghn,
+                                               const T* gcn, const ConvLstmGrads<T>& g) {
+  const Plan<T> pl(a);
+  const Packed<T> pk(a, w.pw, nullptr, true);
+  cell_backward<T>(a, pl, pk, w, x, h, c, cn, gates, ghn, gcn, g);
 }
 
-#define TMEM_CONVLSTM_INSTANTIATE(T)                                                               \
-  template int64_t convlstm_gates_row<T>(const ConvLstmDims&);                                     \
-  template void convlstm_forward<T>(const ConvLstmDims&, const ConvLstmWeights<T>&, const T*,      \
-                                    const T*, const T*, T*, T*, T*);                               \
-  template void convlstm_backward<T>(const ConvLstmDims&, const ConvLstmWeights<T>&, const T*,     \
-                                     const T*, const T*, const T*, const T*, const T*, const T*,   \
-                                     const ConvLstmGrads<T>&);
-TMEM_CONVLSTM_INSTANTIATE(float)
-TMEM_CONVLSTM_INSTANTIATE(double)
-#undef TMEM_CONVLSTM_INSTANTIATE
+TMEM_CONVLSTM_KERNELS(TMEM_CPU_INSTANTIATE)
 
 }  // namespace tmem::cpu

@@ -1,5 +1,8 @@
 // The optimizers' CPU kernels (ops/kernel_list.h TMEM_OPTIM_KERNELS): AdamW
-// (split over threads for large tensors) and SGD, in the parameters' dtype.
+// (split over threads for large tensors) and SGD, in the parameters' dtype;
+// and clip_grad_norm_'s (TMEM_CLIP_KERNELS), sequential, so a norm does not
+// depend on the thread count.
+#include <algorithm>
 #include <cmath>
 
 #include "tmem/ops/cpu/kernels.h"
@@ -32,6 +35,33 @@ void Kernels<Scalar>::sgd_step(int, T* p, const T* g, T* buf, int64_t n, const S
   }
 }
 
+template <class Scalar>
+double Kernels<Scalar>::abs_max(int, const T* x, int64_t n) {
+  double m = 0;
+  for (int64_t k = 0; k < n; ++k) {
+    const double a = std::abs(static_cast<double>(x[k]));
+    if (std::isnan(a)) return a;
+    m = std::max(m, a);
+  }
+  return m;
+}
+
+template <class Scalar>
+double Kernels<Scalar>::sum_squares(int, const T* x, int64_t n, double scale, double acc) {
+  for (int64_t k = 0; k < n; ++k) {
+    const double v = static_cast<double>(x[k]) / scale;
+    acc += v * v;
+  }
+  return acc;
+}
+
+template <class Scalar>
+void Kernels<Scalar>::scale_inplace(int, T* x, int64_t n, double coef) {
+  const T c = static_cast<T>(coef);
+  for (int64_t k = 0; k < n; ++k) x[k] *= c;
+}
+
 TMEM_OPTIM_KERNELS(TMEM_CPU_INSTANTIATE)
+TMEM_CLIP_KERNELS(TMEM_CPU_INSTANTIATE)
 
 }  // namespace tmem::cpu
