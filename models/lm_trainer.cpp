@@ -54,7 +54,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   // r, r + R, ... of the batch and carries their state.
   const dist::BatchShard shard(cfg.batch, "train_lm: batch");
 
-  LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+  LoopConfig loop{steps, cfg.batch, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   lm_config_to_json(cfg), "tmem::models::TransformerLM"};
   loop.data_parallel = shard.sharded();
   LoopHooks hooks;
@@ -65,9 +65,10 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
     if (i == 0) state = BackboneState();
     auto [in, tg] = segs.segment(i, device);
     const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
-    Tensor logits = model.forward(shard.take(in), state);
+    const Tensor x = shard.take(in);
+    Tensor logits = model.forward(x, state);
     state.detach();
-    return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(shard.take(tg), {-1}))};
+    return StepOutput{cross_entropy(reshape(logits, {-1, cfg.model.vocab}), reshape(shard.take(tg), {-1})), x.size(0)};
   };
   // The checkpoint holds the whole batch's state (every rank's streams), as
   // one process's does: a run may resume on another number of ranks.

@@ -90,6 +90,7 @@ void check_options(const LoopConfig& cfg, const std::string& ckpt) {
   check<ValueError>(cfg.stop_metric >= 0 && cfg.stop_metric <= 1, "train: expected stop_accuracy in [0, 1], but got ",
                     cfg.stop_metric);
   check<ValueError>(cfg.window >= 1, "train: expected a metric window >= 1, but got ", cfg.window);
+  check<ValueError>(cfg.batch >= 1, "train: expected a batch >= 1, but got ", cfg.batch);
   if (ckpt.empty() || f.dump_grads.empty()) return;
   // The same file however it is spelled ("dir/./checkpoint.safetensors", a symlink).
   std::error_code ec1, ec2;
@@ -266,15 +267,21 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
     out.loss.backward();
     if (ddp) ddp->synchronize();
     double loss_v = out.loss.item();
+    double rows = static_cast<double>(out.rows);
     if (data_parallel) {
       Tensor l = tensor({loss_v}, {1}, DType::Float64);
       dist::all_reduce(l, dist::ReduceOp::Mean);
       loss_v = l.item();
-      Tensor h = tensor({out.hits, out.total}, {2}, DType::Float64);
+      Tensor h = tensor({out.hits, out.total, rows}, {3}, DType::Float64);
       dist::all_reduce(h);
-      out.hits = h.to_vector()[0];
-      out.total = h.to_vector()[1];
+      const std::vector<double> sums = h.to_vector();
+      out.hits = sums[0];
+      out.total = sums[1];
+      rows = sums[2];
     }
+    check<ValueError>(rows == static_cast<double>(cfg.batch), "train: step ", step, " trained ", rows,
+                      " rows of a batch of ", cfg.batch, data_parallel ? " over " + std::to_string(world) + " ranks" : "",
+                      "; each process must train its share of the batch (dist::BatchShard)");
     if (dump_step) {
       std::vector<std::pair<std::string, Tensor>> grads;  // parameters without a gradient are named in "no_grad"
       for (auto& [n, p] : named) grads.emplace_back(n, p.grad());

@@ -41,16 +41,23 @@ struct CheckpointOptions {
 };
 
 /// What a trainer's forward step gives the loop: the loss (a scalar with its
-/// graph; the loop backpropagates it) and the step's training metric as
-/// hits of total (accuracy: correct predictions of predictions; a mean such
-/// as PSNR: the value of 1). total 0: no metric.
+/// graph; the loop backpropagates it), the rows of the batch this process
+/// trained (the first axis of what its model's forward took), and the
+/// step's training metric as hits of total (accuracy: correct predictions
+/// of predictions; a mean such as PSNR: the value of 1). total 0: no metric.
 struct StepOutput {
   Tensor loss;
+  int64_t rows = 0;
   double hits = 0, total = 0;
 };
 
 struct LoopConfig {
   int64_t steps = 0;
+  /// The rows of a step's whole batch (>= 1): every step, the rows the
+  /// processes trained (StepOutput::rows, summed over the ranks when data
+  /// parallel) must add up to it, else the step throws ValueError (a
+  /// trainer that gives a rank more or less than its share).
+  int64_t batch = 0;
   ScheduleConfig optim;          // optim.steps is set from steps (at least 1)
   CheckpointOptions files;
   /// The run's config (checkpoint metadata "config"): a resume refuses a

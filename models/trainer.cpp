@@ -198,7 +198,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   model.to(device);
 
   // AdamW (0.9, 0.999) at a constant rate; a non-finite gradient norm is an error.
-  LoopConfig loop{cfg.steps, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
+  LoopConfig loop{cfg.steps, cfg.batch, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
                   config_to_json(cfg), "tmem::models::DiagnosticModel"};
   loop.window = 100;
   loop.stop_metric = cfg.stop_accuracy;
@@ -218,7 +218,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
       divisor /= world;
     }
     const Hits hits = query_hits(logits, batch);
-    return StepOutput{loss_of(logits, batch.targets, divisor), static_cast<double>(hits.hit),
+    return StepOutput{loss_of(logits, batch.targets, divisor), logits.size(0), static_cast<double>(hits.hit),
                       static_cast<double>(hits.total)};
   };
   hooks.probe = [&](const nn::TensorMemoryProbe& probe) {

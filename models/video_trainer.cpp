@@ -126,7 +126,7 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
   nn::DataLoader items(std::vector<Tensor>{arange(static_cast<double>(M), DType::Int64)}, {per_step, true, true}, clip_gen);
   VideoModel model(cfg.model, gen);
   model.to(device);
-  LoopConfig loop{cfg.steps, {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+  LoopConfig loop{cfg.steps, cfg.batch, {cfg.steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   video_config_to_json(cfg), "tmem::models::VideoModel"};
   loop.window = 50;
   // Data parallel over the ranks of a tmem::dist job: every rank draws the
@@ -139,9 +139,10 @@ VideoTrainResult train_video(const VideoTrainConfig& cfg, const ImageDataset& tr
     const MovingFashionMNISTBatch b = train_clips.clips_of(items.next()[0].to_int_vector(), clip_gen);
     const Tensor labels = shard.take(b.labels);
     const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
-    Tensor logits = model.forward(shard.take(b.frames).to(device));
-    return StepOutput{set_cross_entropy(logits, labels), static_cast<double>(set_correct(logits, labels)),
-                      static_cast<double>(shard.rows())};
+    const Tensor frames = shard.take(b.frames).to(device);
+    Tensor logits = model.forward(frames);
+    return StepOutput{set_cross_entropy(logits, labels), frames.size(0),
+                      static_cast<double>(set_correct(logits, labels)), static_cast<double>(frames.size(0))};
   };
   hooks.save_state = [&] { return items.state_dict(); };
   hooks.load_state = [&](const std::map<std::string, Tensor>& state) { items.load_state_dict(state); };

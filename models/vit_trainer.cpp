@@ -175,7 +175,7 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
   // Data parallel over the ranks of a tmem::dist job: every rank draws the
   // whole batch (and mask) in the one seeded order and trains its rows.
   const dist::BatchShard shard(B, "train_vit: batch");
-  LoopConfig loop{steps, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
+  LoopConfig loop{steps, B, {steps, cfg.lr, cfg.min_lr, cfg.warmup, cfg.weight_decay, cfg.clip}, cfg,
                   vit_config_to_json(cfg, N), mae ? "tmem::models::MaskedAutoencoder" : "tmem::models::ViTClassifier"};
   loop.window = 50;
   loop.counts = !mae;  // the training PSNR of mae is a mean, not a count
@@ -191,14 +191,14 @@ ViTTrainResult train_vit(const ViTTrainConfig& cfg, const ImageDataset& train, c
       const dist::RankStream own_dropout(gen, step);  // data parallel: this rank's dropout masks
       Tensor pred = autoencoder->forward(x, mask);
       const Tensor x_host = x.cpu();  // the training PSNR is measured on the host
-      return StepOutput{masked_patch_loss(pred, x, mask, e.patch),
+      return StepOutput{masked_patch_loss(pred, x, mask, e.patch), x.size(0),
                         psnr(mae_composite(x_host, pred.detach().cpu(), mask, e.patch), x_host), 1.0};
     }
     const dist::RankStream own_dropout(gen, step);
     Tensor logits = classifier->forward(x);
     Tensor y = shard.take(batch[1]).to(device);
-    return StepOutput{cross_entropy(logits, y), static_cast<double>(correct(logits, y)),
-                      static_cast<double>(shard.rows())};
+    return StepOutput{cross_entropy(logits, y), x.size(0), static_cast<double>(correct(logits, y)),
+                      static_cast<double>(x.size(0))};
   };
   hooks.save_state = [&] { return loader.state_dict(); };
   hooks.load_state = [&](const std::map<std::string, Tensor>& state) { loader.load_state_dict(state); };

@@ -24,6 +24,9 @@
 #include "model_fixtures.h"
 #include "tmem/core/file_io.h"
 #include "tmem/dist/dist.h"
+#include "tmem/models/train_loop.h"
+#include "tmem/nn/linear.h"
+#include "tmem/ops/reduction.h"
 
 using namespace tmem;
 using namespace tmem::models;
@@ -208,6 +211,26 @@ TEST_CASE("trainers on 2 ranks: a batch that does not split over the ranks is a 
   VideoTrainConfig v = video_run();
   v.batch = 3;  // 3 clips x 2 items fit the 8 images but not 2 ranks
   CHECK_THROWS_WITH_AS(train_video(v, items(), items()), doctest::Contains("train_video: batch: the batch of 3"),
+                       ValueError);
+  dist::barrier();
+}
+
+TEST_CASE("trainers on 2 ranks: a step that trains the whole batch on every rank is a clear error") {
+  REQUIRE(dist::world_size() == 2);
+  Generator gen(1);
+  nn::Linear model(3, 1, true, gen);
+  LoopConfig cfg;
+  cfg.steps = 2;
+  cfg.batch = 4;
+  cfg.data_parallel = true;
+  LoopHooks hooks;
+  hooks.step = [&](int64_t) {  // forgets dist::BatchShard: each rank trains all 4 rows
+    const Tensor x = randn({4, 3}, 0.0, 1.0, DType::Float32, gen);
+    return StepOutput{mean(model.forward(x)), x.size(0)};
+  };
+  CHECK_THROWS_WITH_AS(train_loop(model, cfg, hooks),
+                       "train: step 0 trained 8 rows of a batch of 4 over 2 ranks; each process must train its share "
+                       "of the batch (dist::BatchShard)",
                        ValueError);
   dist::barrier();
 }

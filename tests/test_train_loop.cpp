@@ -9,7 +9,9 @@
 #include "test_util.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/models/trainer.h"
+#include "tmem/nn/linear.h"
 
 using namespace tmem;
 namespace fs = std::filesystem;
@@ -184,4 +186,26 @@ TEST_CASE("train_loop: a checkpoint of another config or past the steps asked fo
   CHECK_THROWS_WITH_AS(models::train_video(c, test::pattern_items(8), test::pattern_items(8)),
                        doctest::Contains("it is at step 3, past the 2 steps asked for"), ValueError);
   fs::remove_all(c.run_dir);
+}
+
+TEST_CASE("train_loop: a step that trains more or fewer rows than the batch is a clear error") {
+  Generator gen(1);
+  nn::Linear model(3, 1, true, gen);
+  models::LoopConfig cfg;
+  cfg.steps = 2;
+  cfg.batch = 4;
+  models::LoopHooks hooks;
+  int64_t rows = 4;
+  hooks.step = [&](int64_t) {
+    const Tensor x = randn({rows, 3}, 0.0, 1.0, DType::Float32, gen);
+    return models::StepOutput{mean(model.forward(x)), x.size(0)};
+  };
+  CHECK(models::train_loop(model, cfg, hooks).losses.size() == 2);
+  rows = 2;
+  CHECK_THROWS_WITH_AS(models::train_loop(model, cfg, hooks),
+                       "train: step 0 trained 2 rows of a batch of 4; each process must train its share of the batch "
+                       "(dist::BatchShard)",
+                       ValueError);
+  cfg.batch = 0;
+  CHECK_THROWS_WITH_AS(models::train_loop(model, cfg, hooks), "train: expected a batch >= 1, but got 0", ValueError);
 }
