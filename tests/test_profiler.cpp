@@ -98,17 +98,24 @@ TEST_CASE("profiler: the ops a backward calls count in that backward, not as for
 
 TEST_CASE("profiler: the rows add up to the guarded wall time") {
   Generator gen(3);
-  Tensor x = randn({128, 128}, 0, 1, DType::Float32, gen);
-  Tensor w = randn({128, 128}, 0, 0.1, DType::Float32, gen).requires_grad_();
-  profiler prof;
-  tiny_steps(40, x, w);
-  prof.stop();
-  double sum_ms = 0;
-  for (const ProfileRow& r : prof.key_averages()) sum_ms += r.total_ms();
-  INFO("rows " << sum_ms << " ms of " << prof.wall_ms() << " ms");
-  CHECK(sum_ms <= prof.wall_ms());
-  CHECK(sum_ms >= 0.8 * prof.wall_ms());
-  CHECK(rows_by_name(prof)["matmul"].forward.calls == 40);
+  Tensor x = randn({256, 256}, 0, 1, DType::Float32, gen);
+  Tensor w = randn({256, 256}, 0, 0.1, DType::Float32, gen).requires_grad_();
+  // Time outside the ops (the loop, the tensors' handles) is not in any row;
+  // on loaded cores a preemption there lowers a run's share, never raises
+  // it, so the best of three runs is held to 80%.
+  double best = 0;
+  for (int run = 0; run < 3 && best < 0.8; ++run) {
+    profiler prof;
+    tiny_steps(40, x, w);
+    prof.stop();
+    double sum_ms = 0;
+    for (const ProfileRow& r : prof.key_averages()) sum_ms += r.total_ms();
+    INFO("rows " << sum_ms << " ms of " << prof.wall_ms() << " ms");
+    CHECK(sum_ms <= prof.wall_ms());
+    CHECK(rows_by_name(prof)["matmul"].forward.calls == 40);
+    best = std::max(best, sum_ms / prof.wall_ms());
+  }
+  CHECK(best >= 0.8);
 }
 
 TEST_CASE("profiler: the Chrome trace is JSON with complete events of every range") {
