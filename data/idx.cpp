@@ -216,4 +216,18 @@ ImageDataset load_fashion_mnist(const std::string& dir, bool train) {
   return ds;
 }
 
+ImageDataset take_first(const ImageDataset& d, int64_t n) {
+  check<ShapeError>(d.images.dim() >= 1 && d.labels.dim() == 1 && d.images.shape()[0] == d.labels.shape()[0],
+                    "take_first: expected images [N, ...] and labels [N], but got ", shape_str(d.images.shape()),
+                    " and ", shape_str(d.labels.shape()));
+  const int64_t N = d.labels.shape()[0];
+  check<ValueError>(n >= 1 && n <= N, "take_first: expected 1 <= n <= ", N, " (the data set's images), but got ", n);
+  auto first = [n](const Tensor& t) {
+    Shape shape = t.shape();
+    shape[0] = n;
+    return make_view(t, shape, t.strides(), t.offset());
+  };
+  return {first(d.images), first(d.labels)};
+}
+
 }  // namespace tmem

@@ -52,4 +52,10 @@ struct ImageDataset {
 /// not 28 x 28, or when a label is outside 0 ... 9.
 ImageDataset load_fashion_mnist(const std::string& dir, bool train);
 
+/// The first n images of `d` and their labels: images [n, rows, cols],
+/// labels [n], views of d's storage (no copy). Throws ValueError naming n
+/// and the data set's size unless 1 <= n <= N, and ShapeError unless images
+/// [N, ...] and labels [N] agree on N.
+ImageDataset take_first(const ImageDataset& d, int64_t n);
+
 }  // namespace tmem

@@ -295,6 +295,23 @@ TEST_CASE("fashion-mnist: loader on generated files checks counts, size and labe
   }
 }
 
+TEST_CASE("take_first: the first n images and labels, and an error for n out of range") {
+  TempDir dir("take_first");
+  write_fashion_split(dir, "t10k", 5, 5);
+  const ImageDataset all = load_fashion_mnist(dir.path.string(), false);
+  const ImageDataset first = take_first(all, 3);
+  CHECK(first.images.shape() == Shape{3, 28, 28});
+  CHECK(first.labels.to_int_vector() == std::vector<int64_t>{0, 1, 2});
+  const std::vector<double> pixels = all.images.to_vector();
+  CHECK(first.images.to_vector() == std::vector<double>(pixels.begin(), pixels.begin() + 3 * 28 * 28));
+  CHECK(take_first(all, 5).labels.to_int_vector() == all.labels.to_int_vector());
+  CHECK_THROWS_WITH_AS(take_first(all, 6), "take_first: expected 1 <= n <= 5 (the data set's images), but got 6",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(take_first(all, 0), "take_first: expected 1 <= n <= 5 (the data set's images), but got 0",
+                       ValueError);
+  CHECK_THROWS_AS(take_first({all.images, take_first(all, 4).labels}, 2), ShapeError);
+}
+
 TEST_CASE("fashion-mnist: the real t10k split from dataset-fashion-mnist") {
   const std::string dir = kFashionMnistDir;
   if (!fs::exists(fs::path(dir) / "t10k-images-idx3-ubyte.gz") ||

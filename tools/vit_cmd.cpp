@@ -10,7 +10,6 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
 #include "tmem/models/vit_trainer.h"
-#include "tmem/ops/shape.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
 
@@ -81,12 +80,6 @@ void print_progress(const std::string& method, const std::string& task, const mo
   print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4);
 }
 
-// The first n images of a split (all when n is 0 or more than there are).
-ImageDataset first_images(const ImageDataset& d, int64_t n) {
-  if (n <= 0 || n >= d.images.shape()[0]) return d;
-  return {slice(d.images, 0, 0, n), slice(d.labels, 0, 0, n)};
-}
-
 void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>& results, int64_t steps) {
   const bool mae = a.cfg.task == "mae";
   std::printf("\nFashion-MNIST %s, %lld steps x batch %lld\n", mae ? "masked patch reconstruction" : "classification",
@@ -135,8 +128,9 @@ int run(FashionArgs& a) {
   }
   std::printf("loading Fashion-MNIST from %s\n", a.data_dir.c_str());
   std::fflush(stdout);
-  const ImageDataset train = first_images(load_fashion_mnist(a.data_dir, true), a.train_images);
-  const ImageDataset test = first_images(load_fashion_mnist(a.data_dir, false), a.test_images);
+  ImageDataset train = load_fashion_mnist(a.data_dir, true), test = load_fashion_mnist(a.data_dir, false);
+  if (a.train_images > 0) train = take_first(train, a.train_images);
+  if (a.test_images > 0) test = take_first(test, a.test_images);
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
   RunRecorder rec(a.name, "train fashion-mnist", models::vit_config_to_json(a.cfg, n_train));
