@@ -116,7 +116,7 @@ void kernels(double peak_gbs) {
 // Median ms per coord-binding training step on `device` (after 3 warm-up steps).
 double step_ms(const std::string& method, const std::string& device, int64_t steps) {
   models::TrainConfig cfg;
-  cfg.model.method = method;
+  cfg.model.method = models::parse_backbone_method(method);
   cfg.steps = 3 + steps;
   cfg.eval_batches = 1;
   cfg.device = device;

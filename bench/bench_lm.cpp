@@ -25,7 +25,7 @@ using namespace tmem;
 void BM_lm_step(benchmark::State& st) {
   const int64_t B = 16, T = st.range(0), V = 16384;
   models::LMConfig cfg;
-  cfg.method = "base";
+  cfg.method = models::LMMethod::base;
   cfg.vocab = V;
   cfg.dim = 256;
   cfg.layers = 4;

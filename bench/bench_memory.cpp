@@ -136,7 +136,7 @@ void BM_coord_binding_step(benchmark::State& st, const std::string& method) {
   const int64_t timed = st.max_iterations;
   models::TrainConfig cfg;
   cfg.task = "coord-binding";
-  cfg.model.method = method;
+  cfg.model.method = models::parse_backbone_method(method);
   cfg.steps = kWarmup + timed;
   cfg.batch = 128;
   cfg.eval_batches = 1;

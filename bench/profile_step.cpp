@@ -60,7 +60,7 @@ int main(int argc, char** argv) {
   }
   models::TrainConfig cfg;
   cfg.task = "coord-binding";
-  cfg.model.method = method;
+  cfg.model.method = models::parse_backbone_method(method);
   cfg.batch = 128;
   cfg.eval_batches = 1;
   cfg.steps = warmup + plain + profiled;

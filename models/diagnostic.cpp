@@ -7,37 +7,39 @@
 
 namespace tmem::models {
 
-const std::vector<std::string>& segmented_methods() {
-  static const std::vector<std::string> m = {"none", "full", "xl", "linear", "ssm", "rmt", "tensor"};
+const std::vector<BackboneMethod>& segmented_methods() {
+  using enum BackboneMethod;
+  static const std::vector<BackboneMethod> m = {none, full, xl, linear, ssm, rmt, tensor};
   return m;
 }
 
 BackboneConfig backbone_config_for(const Task& task, const BackboneConfig& cfg) {
+  using enum BackboneMethod;
   BackboneConfig b = cfg;
   b.max_len = std::max(b.max_len, task.seq_len());
   if (task.segment() == 0) return b;
   const auto& valid = segmented_methods();
   if (std::find(valid.begin(), valid.end(), cfg.method) == valid.end()) {
     std::string names;
-    for (const auto& m : valid) names += (names.empty() ? "" : ", ") + m;
-    throw ValueError("segmented tasks take the methods " + names + ", but got \"" + cfg.method + "\"");
+    for (const auto m : valid) names += (names.empty() ? "" : ", ") + to_string(m);
+    throw ValueError("segmented tasks take the methods " + names + ", but got \"" + to_string(cfg.method) + "\"");
   }
-  if (cfg.method == "none" || cfg.method == "full") b.method = "base";
-  if (cfg.method == "xl") {
+  if (cfg.method == none || cfg.method == full) b.method = base;
+  if (cfg.method == xl) {
     check<ValueError>(cfg.cache_len >= 0, "xl: expected a cache of >= 0 tokens (0: one segment), but got ",
                       cfg.cache_len);
     if (cfg.cache_len == 0) b.cache_len = task.segment();
-    b.method = "base";
-    b.attention = "xl";
+    b.method = base;
+    b.attention = Attention::xl;
     b.cache_grad = true;
   }
-  if (cfg.method != "full")
-    b.max_len = std::max(cfg.max_len, task.segment() + (cfg.method == "rmt" ? 2 * cfg.memory_tokens : 0));
+  if (cfg.method != full)
+    b.max_len = std::max(cfg.max_len, task.segment() + (cfg.method == rmt ? 2 * cfg.memory_tokens : 0));
   return b;
 }
 
 DiagnosticModel::DiagnosticModel(const Task& task, const BackboneConfig& cfg, Generator& gen)
-    : segment(cfg.method == "full" ? 0 : task.segment()) {
+    : segment(cfg.method == BackboneMethod::full ? 0 : task.segment()) {
   const BackboneConfig b = backbone_config_for(task, cfg);
   if (task.feature_dim() > 0)
     input_proj = register_module("input_proj", std::make_shared<nn::Linear>(task.feature_dim(), b.dim, true, gen));

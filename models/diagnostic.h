@@ -16,7 +16,7 @@ namespace tmem::models {
 
 /// The methods of the segment-recurrent comparison: none, full, xl, linear,
 /// ssm, rmt, tensor.
-const std::vector<std::string>& segmented_methods();
+const std::vector<BackboneMethod>& segmented_methods();
 
 /// The Backbone configuration that `cfg.method` stands for on `task`. On a
 /// segmented task: none -> base (nothing crosses segments); full -> base over

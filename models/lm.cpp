@@ -1,11 +1,13 @@
 #include "tmem/models/lm.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
+#include "tmem/core/enum_names.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/linalg.h"
 #include "tmem/ops/loss.h"
@@ -19,24 +21,35 @@ LMConfig::LMConfig() {
   memory.chunk = 16;
 }
 
-const std::vector<std::string>& lm_methods() {
-  static const std::vector<std::string> m = {"base", "local", "linear", "xl", "tensor", "leaky"};
+namespace {
+
+constexpr std::array<std::string_view, 6> kLMMethods = {"base", "local", "linear", "xl", "tensor", "leaky"};
+
+}  // namespace
+
+std::string to_string(LMMethod method) { return enum_name(kLMMethods, method); }
+
+LMMethod parse_lm_method(const std::string& name) { return parse_enum<LMMethod>(kLMMethods, name, "unknown LM method"); }
+
+void to_json(nlohmann::json& j, LMMethod method) { j = to_string(method); }
+
+void from_json(const nlohmann::json& j, LMMethod& method) { method = parse_lm_method(j.get<std::string>()); }
+
+const std::vector<LMMethod>& lm_methods() {
+  using enum LMMethod;
+  static const std::vector<LMMethod> m = {base, local, linear, xl, tensor, leaky};
   return m;
 }
 
-void check_lm_method(const std::string& method) {
-  const auto& m = lm_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown LM method \"", printable(method),
-                    "\" (expected base, local, linear, xl, tensor or leaky)");
-}
-
 BackboneConfig lm_backbone_config(const LMConfig& cfg) {
-  check_lm_method(cfg.method);
   BackboneConfig b;
-  const bool memory = cfg.method == "tensor" || cfg.method == "leaky";
-  b.method = memory ? "tensor" : "base";
-  b.leaky_memory = cfg.method == "leaky";
-  b.attention = cfg.method == "local" || cfg.method == "linear" || cfg.method == "xl" ? cfg.method : "full";
+  const bool memory = cfg.method == LMMethod::tensor || cfg.method == LMMethod::leaky;
+  b.method = memory ? BackboneMethod::tensor : BackboneMethod::base;
+  b.leaky_memory = cfg.method == LMMethod::leaky;
+  b.attention = cfg.method == LMMethod::local    ? Attention::local
+                : cfg.method == LMMethod::linear ? Attention::linear
+                : cfg.method == LMMethod::xl     ? Attention::xl
+                                                 : Attention::full;
   b.window = cfg.window;
   b.dim = cfg.dim;
   b.layers = cfg.layers;

@@ -28,9 +28,24 @@
 
 namespace tmem::models {
 
+/// The LM variants (see the file comment).
+enum class LMMethod { base, local, linear, xl, tensor, leaky };
+
+/// The name of an LM method as the CLI, JSON configs and checkpoints spell it.
+std::string to_string(LMMethod method);
+
+/// The LM method named `name`. Throws ValueError `unknown LM method "<name>"
+/// (expected base, local, linear, xl, tensor or leaky)`.
+LMMethod parse_lm_method(const std::string& name);
+
+/// JSON form: the name (to_string); reading an unknown name throws
+/// ValueError as parse_lm_method.
+void to_json(nlohmann::json& j, LMMethod method);
+void from_json(const nlohmann::json& j, LMMethod& method);
+
 struct LMConfig {
   LMConfig();  // memory: the text configuration of docs/DESIGN.md §7 (C = 32, 8^3, chunk 16)
-  std::string method = "base";  // base | local | linear | xl | tensor | leaky
+  LMMethod method = LMMethod::base;
   int64_t vocab = 0;            // V, set from the corpus
   int64_t dim = 256, layers = 4, heads = 4;
   int64_t seq = 256;            // segment length T (the longest forward)
@@ -43,11 +58,8 @@ struct LMConfig {
   nn::TensorMemoryOptions memory;
 };
 
-/// The method names, in table order: base, local, linear, xl, tensor, leaky.
-const std::vector<std::string>& lm_methods();
-
-/// Throws ValueError naming `method` unless it is one of lm_methods().
-void check_lm_method(const std::string& method);
+/// Every LM method, in table order: base, local, linear, xl, tensor, leaky.
+const std::vector<LMMethod>& lm_methods();
 
 /// The Backbone of an LM method. Parameter matching: methods without memory
 /// (base, local, linear, xl) get an MLP widened by the parameters of one
@@ -55,12 +67,12 @@ void check_lm_method(const std::string& method);
 /// (2C + 1), the base_wide idea), so every method has the same width, depth
 /// and (within 1%) parameter count; tensor and leaky keep hidden 4C.
 /// cfg.mlp_hidden > 0 overrides both (the plain transformer of bench_lm).
-/// Throws ValueError for an unknown method or mlp_hidden < 0.
+/// Throws ValueError for mlp_hidden < 0.
 BackboneConfig lm_backbone_config(const LMConfig& cfg);
 
 /// Token embedding E[V, C] ~ N(0, 0.02) -> dropout -> Backbone -> logits
-/// h @ E^T (tied output projection, no bias). Throws ValueError for vocab < 1,
-/// an unknown method or a bad backbone config.
+/// h @ E^T (tied output projection, no bias). Throws ValueError for vocab < 1
+/// or a bad backbone config.
 class TransformerLM : public nn::Module {
  public:
   TransformerLM(const LMConfig& cfg, Generator& gen);

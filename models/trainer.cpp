@@ -96,7 +96,7 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "weight_decay") c.weight_decay = real_value(key, v);
       else if (key == "clip") c.clip = real_value(key, v);
       else if (key == "eval_batches") c.eval_batches = int_value(key, v);
-      else if (key == "method") m.method = v.get<std::string>();
+      else if (key == "method") m.method = v.get<BackboneMethod>();
       else if (key == "dim") m.dim = int_value(key, v);
       else if (key == "layers") m.layers = int_value(key, v);
       else if (key == "heads") m.heads = int_value(key, v);

@@ -1,24 +1,46 @@
 #include "tmem/models/transformer.h"
 
+#include <array>
 #include <cmath>
+#include <string_view>
 
+#include "tmem/core/enum_names.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/shape.h"
 
 namespace tmem::models {
 
-double mlp_ratio_of(const std::string& method) {
-  if (method == "base" || method == "tensor" || method == "slots" || method == "linear" || method == "ssm" ||
-      method == "rmt")
-    return 4.0;
-  if (method == "base_wide") return 4.5;
-  throw ValueError("unknown method \"" + printable(method) + "\" (expected base, base_wide, slots, tensor, linear, ssm or rmt)");
+namespace {
+
+constexpr std::array<std::string_view, 10> kBackboneMethods = {"base", "base_wide", "slots", "tensor", "linear",
+                                                               "ssm",  "rmt",       "none",  "full",   "xl"};
+constexpr std::array<std::string_view, 4> kAttentions = {"full", "local", "linear", "xl"};
+
+}  // namespace
+
+std::string to_string(BackboneMethod method) { return enum_name(kBackboneMethods, method); }
+
+BackboneMethod parse_backbone_method(const std::string& name) {
+  return parse_enum<BackboneMethod>(kBackboneMethods, name, "unknown method");
 }
 
-void check_attention_kind(const std::string& attention) {
-  check<ValueError>(attention == "full" || attention == "local" || attention == "linear" || attention == "xl",
-                    "unknown attention \"", printable(attention), "\" (expected full, local, linear or xl)");
+void to_json(nlohmann::json& j, BackboneMethod method) { j = to_string(method); }
+
+void from_json(const nlohmann::json& j, BackboneMethod& method) {
+  method = parse_backbone_method(j.get<std::string>());
+}
+
+std::string to_string(Attention attention) { return enum_name(kAttentions, attention); }
+
+Attention parse_attention(const std::string& name) { return parse_enum<Attention>(kAttentions, name, "unknown attention"); }
+
+double mlp_ratio_of(BackboneMethod method) {
+  using enum BackboneMethod;
+  check<ValueError>(method != none && method != full && method != xl, "Backbone: method ", to_string(method),
+                    " is a name of the segment-recurrent comparison (backbone_config_for turns it into base); "
+                    "expected base, base_wide, slots, tensor, linear, ssm or rmt");
+  return method == base_wide ? 4.5 : 4.0;
 }
 
 int64_t memory_layer_parameters(int64_t dim, const nn::TensorMemoryOptions& memory) {
@@ -110,30 +132,29 @@ int64_t BackboneState::floats_per_sequence() const {
 int64_t state_floats(const BackboneConfig& cfg) {
   const int64_t layers = cfg.leaky_memory ? 1 : cfg.layers / cfg.memory_every;
   const auto& m = cfg.memory;
-  if (cfg.attention == "xl") {
+  if (cfg.attention == Attention::xl) {
     check<ValueError>(cfg.cache_len > 0, "state_floats: xl's state is fixed only for cache_len > 0, but got ",
                       cfg.cache_len);
     return cfg.layers * cfg.dim * cfg.cache_len;
   }
-  if (cfg.method == "tensor") return layers * 2 * m.channels * m.D * m.H * m.W;
-  if (cfg.method == "slots") return layers * 8 * cfg.dim;
-  if (cfg.method == "linear") return cfg.layers * cfg.heads * cfg.linear_features * (cfg.dim / cfg.heads + 1);
-  if (cfg.method == "ssm") return cfg.layers * cfg.dim * cfg.ssm_state;
-  if (cfg.method == "rmt") return cfg.memory_tokens * cfg.dim;
+  if (cfg.method == BackboneMethod::tensor) return layers * 2 * m.channels * m.D * m.H * m.W;
+  if (cfg.method == BackboneMethod::slots) return layers * 8 * cfg.dim;
+  if (cfg.method == BackboneMethod::linear) return cfg.layers * cfg.heads * cfg.linear_features * (cfg.dim / cfg.heads + 1);
+  if (cfg.method == BackboneMethod::ssm) return cfg.layers * cfg.dim * cfg.ssm_state;
+  if (cfg.method == BackboneMethod::rmt) return cfg.memory_tokens * cfg.dim;
   return 0;
 }
 
 namespace {
 
 nn::AttentionOptions attention_options(const BackboneConfig& cfg) {
-  check_attention_kind(cfg.attention);
   nn::AttentionOptions o;
-  if (cfg.attention == "local") {
+  if (cfg.attention == Attention::local) {
     check<ValueError>(cfg.window > 0, "Backbone: local attention needs window > 0, but got ", cfg.window);
     o.window = cfg.window;
   }
-  o.linear = cfg.attention == "linear";
-  if (cfg.attention == "xl") o.rel_distances = 2 * cfg.max_len;
+  o.linear = cfg.attention == Attention::linear;
+  if (cfg.attention == Attention::xl) o.rel_distances = 2 * cfg.max_len;
   return o;
 }
 
@@ -145,16 +166,16 @@ Block::Block(const BackboneConfig& cfg, Generator& gen, bool with_memory) : caus
   ln1 = register_module("ln1", std::make_shared<nn::LayerNorm>(cfg.dim));
   attn = register_module("attn", std::make_shared<nn::MultiheadAttention>(cfg.dim, cfg.heads, cfg.dropout, gen,
                                                                           attention_options(cfg)));
-  if (with_memory && cfg.method == "tensor") {
+  if (with_memory && cfg.method == BackboneMethod::tensor) {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     memory = register_module("memory", std::make_shared<nn::TensorMemory>(cfg.dim, cfg.memory, gen));
   }
-  if (cfg.method == "linear")
+  if (cfg.method == BackboneMethod::linear)
     linear = register_module("linear", std::make_shared<nn::LinearAttentionMemory>(cfg.dim, cfg.heads,
                                                                                   cfg.linear_features, gen));
-  if (cfg.method == "ssm") ssm = register_module("ssm", std::make_shared<nn::SelectiveSSM>(cfg.dim, cfg.ssm_state, gen));
+  if (cfg.method == BackboneMethod::ssm) ssm = register_module("ssm", std::make_shared<nn::SelectiveSSM>(cfg.dim, cfg.ssm_state, gen));
   if (linear || ssm) ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
-  if (with_memory && cfg.method == "slots") {
+  if (with_memory && cfg.method == BackboneMethod::slots) {
     ln_mem = register_module("ln_mem", std::make_shared<nn::LayerNorm>(cfg.dim));
     slots = register_module("slots", std::make_shared<nn::SlotMemory>(cfg.dim, 8, cfg.memory.chunk,
                                                                       cfg.memory.gamma_init, gen));
@@ -181,19 +202,18 @@ Tensor Block::forward(const Tensor& x, ConvLSTM3DState* state, Tensor* slot_stat
 
 Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   mlp_ratio_of(cfg.method);
-  check_attention_kind(cfg.attention);
   check<ValueError>(cfg.layers > 0 && cfg.dim > 0 && cfg.max_len > 0 && cfg.mlp_hidden >= 0 && cfg.memory_every > 0,
                     "Backbone: expected positive layers, dim, max_len and memory_every and mlp_hidden >= 0");
   check<ValueError>(cfg.cache_len >= -1, "Backbone: expected cache_len >= -1 (-1: keep every token), but got ",
                     cfg.cache_len);
-  check<ValueError>(cfg.causal || cfg.attention == "full",
+  check<ValueError>(cfg.causal || cfg.attention == Attention::full,
                     "Backbone: bidirectional (non-causal) attention must be full, but got attention \"",
-                    cfg.attention, "\"");
-  check<ValueError>(cfg.method != "rmt" || cfg.memory_tokens > 0,
+                    to_string(cfg.attention), "\"");
+  check<ValueError>(cfg.method != BackboneMethod::rmt || cfg.memory_tokens > 0,
                     "Backbone: rmt needs memory_tokens >= 1, but got ", cfg.memory_tokens);
-  if (cfg.attention != "xl" && cfg.positions)
+  if (cfg.attention != Attention::xl && cfg.positions)
     pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
-  if (cfg.method == "rmt")
+  if (cfg.method == BackboneMethod::rmt)
     memory_init_ = register_parameter("memory_tokens", randn({cfg.memory_tokens, cfg.dim}, 0.0, 0.02,
                                                              DType::Float32, gen));
   for (int64_t l = 0; l < cfg.layers; ++l)
@@ -216,7 +236,7 @@ Tensor Backbone::forward(const Tensor& x) const {
 }
 
 Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& attn_mask) const {
-  const bool rmt = cfg.method == "rmt";
+  const bool rmt = cfg.method == BackboneMethod::rmt;
   const int64_t R = rmt ? cfg.memory_tokens : 0;
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == cfg.dim && x.shape()[1] + 2 * R <= cfg.max_len,
                     "Backbone: expected x [B, T <= ", cfg.max_len - 2 * R, ", ", cfg.dim, "], but got ",
@@ -243,14 +263,14 @@ Tensor Backbone::forward(const Tensor& x, BackboneState& state, const Tensor& at
   size_t mem_i = 0, slot_i = 0, lin_i = 0, ssm_i = 0;  // the state of the next block with that mechanism
   for (size_t l = 0; l < L; ++l) {
     const auto& blk = blocks_[l];
-    if (cfg.attention == "xl") next_cache.push_back(extend_cache(state.cache.empty() ? Tensor() : state.cache[l], h));
+    if (cfg.attention == Attention::xl) next_cache.push_back(extend_cache(state.cache.empty() ? Tensor() : state.cache[l], h));
     ConvLSTM3DState* mem = blk->memory ? &state.memory[cfg.leaky_memory ? 0 : mem_i++] : nullptr;
     Tensor* slot = blk->slots ? &state.slots[slot_i++] : nullptr;
     nn::LinearAttentionState* lin = blk->linear ? &state.linear[lin_i++] : nullptr;
     Tensor* ssm = blk->ssm ? &state.ssm[ssm_i++] : nullptr;
     h = blk->forward(h, mem, slot, state.cache.empty() ? Tensor() : state.cache[l], attn_mask, lin, ssm);
   }
-  if (cfg.attention == "xl") state.cache = std::move(next_cache);
+  if (cfg.attention == Attention::xl) state.cache = std::move(next_cache);
   Tensor out = ln_f_->forward(h);
   if (!rmt) return out;
   state.tokens = contiguous(slice(out, 1, R + T, 2 * R + T));
@@ -288,7 +308,7 @@ BackboneConfig bidirectional_backbone_config(bool with_memory, int64_t dim, int6
   check<ValueError>(memory_every >= 1 && mlp_hidden >= 0, "Backbone: expected memory_every >= 1 and mlp_hidden >= 0, ",
                     "but got ", memory_every, " and ", mlp_hidden);
   BackboneConfig b;
-  b.method = with_memory ? "tensor" : "base";
+  b.method = with_memory ? BackboneMethod::tensor : BackboneMethod::base;
   b.dim = dim;
   b.layers = layers;
   b.heads = heads;

@@ -22,17 +22,44 @@
 
 namespace tmem::models {
 
+/// The mechanism a Backbone's blocks carry: base (none), base_wide (MLP
+/// ratio 4.5, parameter-matched), slots, tensor, and the state mechanisms of
+/// the segment-recurrent comparison (docs/DESIGN.md §9): linear
+/// (LinearAttentionMemory in every block), ssm (SelectiveSSM in every
+/// block), rmt (recurrent memory tokens around each segment). none, full and
+/// xl are names of that comparison only: backbone_config_for
+/// (models/diagnostic.h) turns them into base; a Backbone refuses them.
+enum class BackboneMethod { base, base_wide, slots, tensor, linear, ssm, rmt, none, full, xl };
+
+/// The name of a method as the CLI, JSON configs and checkpoints spell it.
+std::string to_string(BackboneMethod method);
+
+/// The method named `name`. Throws ValueError `unknown method "<name>"
+/// (expected base, base_wide, ... or xl)`.
+BackboneMethod parse_backbone_method(const std::string& name);
+
+/// JSON form: the name (to_string); reading an unknown name throws
+/// ValueError as parse_backbone_method, a non-string nlohmann's type_error.
+void to_json(nlohmann::json& j, BackboneMethod method);
+void from_json(const nlohmann::json& j, BackboneMethod& method);
+
+/// Attention kinds: full: causal softmax attention; local: causal sliding
+/// window of `window` tokens; linear: causal linear attention, ELU + 1
+/// features; xl: causal attention over a cache of the previous segment plus
+/// the current one, with learned relative position biases instead of
+/// absolute positions.
+enum class Attention { full, local, linear, xl };
+
+/// The name of an attention kind ("full", "local", "linear", "xl").
+std::string to_string(Attention attention);
+
+/// The attention kind named `name`. Throws ValueError `unknown attention
+/// "<name>" (expected full, local, linear or xl)`.
+Attention parse_attention(const std::string& name);
+
 struct BackboneConfig {
-  /// base | base_wide | slots | tensor, and the state mechanisms of the
-  /// segment-recurrent comparison (docs/DESIGN.md §9): linear (LinearAttentionMemory
-  /// in every block), ssm (SelectiveSSM in every block), rmt (recurrent memory
-  /// tokens around each segment).
-  std::string method = "tensor";
-  /// full: causal softmax attention; local: causal sliding window of `window`
-  /// tokens; linear: causal linear attention, ELU + 1 features; xl: causal
-  /// attention over a cache of the previous segment plus the current one,
-  /// with learned relative position biases instead of absolute positions.
-  std::string attention = "full";
+  BackboneMethod method = BackboneMethod::tensor;
+  Attention attention = Attention::full;
   int64_t window = 64;            // local attention window
   int64_t dim = 64, layers = 2, heads = 4;
   int64_t max_len = 256;          // learned positions (xl: relative distances up to 2 * max_len)
@@ -68,12 +95,10 @@ struct BackboneConfig {
   bool leaky_memory = false;
 };
 
-/// MLP ratio of a method: 4.5 for base_wide, 4 for the others.
-/// Throws ValueError for an unknown method.
-double mlp_ratio_of(const std::string& method);
-
-/// Throws ValueError naming `attention` unless it is full, local, linear or xl.
-void check_attention_kind(const std::string& attention);
+/// MLP ratio of a method: 4.5 for base_wide, 4 for the others. Throws
+/// ValueError for none, full and xl (names of the segment-recurrent
+/// comparison that backbone_config_for turns into base).
+double mlp_ratio_of(BackboneMethod method);
 
 /// The parameters one Tensor Memory layer adds to a block of width `dim`:
 /// the TensorMemory module and its LayerNorm (2 dim).

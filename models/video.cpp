@@ -1,12 +1,14 @@
 #include "tmem/models/video.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <set>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/enum_names.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/reduction.h"
 #include "tmem/ops/shape.h"
@@ -21,15 +23,26 @@ VideoConfig::VideoConfig() {
   memory.gamma_init = -2.0;
 }
 
-const std::vector<std::string>& video_methods() {
-  static const std::vector<std::string> m = {"joint", "registers", "tensor"};
-  return m;
+namespace {
+
+constexpr std::array<std::string_view, 3> kVideoMethods = {"joint", "registers", "tensor"};
+
+}  // namespace
+
+std::string to_string(VideoMethod method) { return enum_name(kVideoMethods, method); }
+
+VideoMethod parse_video_method(const std::string& name) {
+  return parse_enum<VideoMethod>(kVideoMethods, name, "VideoModel: unknown method");
 }
 
-void check_video_method(const std::string& method) {
-  const auto& m = video_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "VideoModel: unknown method \"", printable(method),
-                    "\" (expected joint, registers or tensor)");
+void to_json(nlohmann::json& j, VideoMethod method) { j = to_string(method); }
+
+void from_json(const nlohmann::json& j, VideoMethod& method) { method = parse_video_method(j.get<std::string>()); }
+
+const std::vector<VideoMethod>& video_methods() {
+  using enum VideoMethod;
+  static const std::vector<VideoMethod> m = {joint, registers, tensor};
+  return m;
 }
 
 int64_t video_patches(const VideoConfig& cfg) {
@@ -40,15 +53,14 @@ int64_t video_patches(const VideoConfig& cfg) {
 }
 
 BackboneConfig video_backbone_config(const VideoConfig& cfg) {
-  check_video_method(cfg.method);
   const int64_t N = video_patches(cfg);
   check<ValueError>(cfg.frames >= 1 && cfg.classes >= 1 && cfg.mlp_hidden >= 0 && cfg.memory_every >= 1,
                     "VideoModel: expected frames >= 1, classes >= 1, mlp_hidden >= 0 and memory_every >= 1, but got ",
                     cfg.frames, ", ", cfg.classes, ", ", cfg.mlp_hidden, " and ", cfg.memory_every);
-  check<ValueError>(cfg.method != "registers" || cfg.registers >= 1, "VideoModel: expected registers >= 1, but got ",
+  check<ValueError>(cfg.method != VideoMethod::registers || cfg.registers >= 1, "VideoModel: expected registers >= 1, but got ",
                     cfg.registers);
-  const int64_t tokens = cfg.method == "joint" ? cfg.frames * N : N + (cfg.method == "registers" ? cfg.registers : 0);
-  return bidirectional_backbone_config(cfg.method == "tensor", cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
+  const int64_t tokens = cfg.method == VideoMethod::joint ? cfg.frames * N : N + (cfg.method == VideoMethod::registers ? cfg.registers : 0);
+  return bidirectional_backbone_config(cfg.method == VideoMethod::tensor, cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
                                        cfg.memory, cfg.memory_every, cfg.mlp_hidden);
 }
 
@@ -57,9 +69,9 @@ VideoModel::VideoModel(const VideoConfig& c, Generator& gen) : cfg(c) {
   const int64_t N = video_patches(cfg);
   embed = register_module("embed", std::make_shared<nn::PatchEmbed>(cfg.patch, cfg.dim, gen));
   space_pos = register_parameter("space_pos", randn({N, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
-  if (cfg.method == "joint")
+  if (cfg.method == VideoMethod::joint)
     time_pos = register_parameter("time_pos", randn({cfg.frames, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
-  if (cfg.method == "registers")
+  if (cfg.method == VideoMethod::registers)
     registers = register_parameter("registers", randn({cfg.registers, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
   backbone = register_module("backbone", std::make_shared<Backbone>(bc, gen));
   head = register_module("head", std::make_shared<nn::Linear>(cfg.dim, cfg.classes, true, gen));
@@ -67,7 +79,7 @@ VideoModel::VideoModel(const VideoConfig& c, Generator& gen) : cfg(c) {
 
 Tensor VideoModel::forward_tokens(const Tensor& frames) const {
   const int64_t S = cfg.size, N = video_patches(cfg), C = cfg.dim;
-  const bool joint = cfg.method == "joint";
+  const bool joint = cfg.method == VideoMethod::joint;
   check<ShapeError>(frames.dim() == 4 && frames.shape()[1] >= 1 && (!joint || frames.shape()[1] <= cfg.frames) &&
                         frames.shape()[2] == S && frames.shape()[3] == S,
                     "VideoModel: expected frames [B, 1 <= T", joint ? " <= " + std::to_string(cfg.frames) : "",
@@ -98,7 +110,7 @@ Tensor VideoModel::forward_tokens(const Tensor& frames) const {
 Tensor VideoModel::forward(const Tensor& frames) const {
   Tensor y = forward_tokens(frames);
   const int64_t T = y.shape()[1];
-  Tensor pooled = cfg.method == "joint" ? mean(y, {1, 2}) : mean(squeeze(slice(y, 1, T - 1, T), 1), {1});
+  Tensor pooled = cfg.method == VideoMethod::joint ? mean(y, {1, 2}) : mean(squeeze(slice(y, 1, T - 1, T), 1), {1});
   return head->forward(pooled);
 }
 

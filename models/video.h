@@ -48,9 +48,24 @@
 
 namespace tmem::models {
 
+/// The Video variants (see the file comment).
+enum class VideoMethod { joint, registers, tensor };
+
+/// The name of a Video method as the CLI, JSON configs and checkpoints spell it.
+std::string to_string(VideoMethod method);
+
+/// The Video method named `name`. Throws ValueError `VideoModel: unknown method "<name>"
+/// (expected joint, registers or tensor)`.
+VideoMethod parse_video_method(const std::string& name);
+
+/// JSON form: the name (to_string); reading an unknown name throws
+/// ValueError as parse_video_method.
+void to_json(nlohmann::json& j, VideoMethod method);
+void from_json(const nlohmann::json& j, VideoMethod& method);
+
 struct VideoConfig {
   VideoConfig();  // memory: C = 16, 4^3, chunk 4, gamma_init -2.0 (see the file comment)
-  std::string method = "tensor";  // joint | registers | tensor
+  VideoMethod method = VideoMethod::tensor;
   int64_t frames = 16;            // T: joint's time positions (the frame-recurrent methods take any T)
   int64_t size = 64;              // S: frames are S x S
   int64_t patch = 16;             // P (16 on 64 x 64: N = 16)
@@ -65,12 +80,8 @@ struct VideoConfig {
   nn::TensorMemoryOptions memory;
 };
 
-/// The method names, in table order: joint, registers, tensor.
-const std::vector<std::string>& video_methods();
-
-/// Throws ValueError naming "VideoModel" and `method` unless it is one of
-/// video_methods().
-void check_video_method(const std::string& method);
+/// Every Video method, in table order: joint, registers, tensor.
+const std::vector<VideoMethod>& video_methods();
 
 /// N, the patches of one frame: (size / patch)^2. Throws ValueError naming
 /// "VideoModel" when patch < 1 or the frame size is not a positive multiple

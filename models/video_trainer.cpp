@@ -39,12 +39,12 @@ json video_config_to_json(const VideoTrainConfig& c) {
             {"steps", c.steps}, {"batch", c.batch}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
             {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_clips", c.eval_clips},
             {"eval_seed", c.eval_seed}, {"eval_batch", c.eval_batch}, {"device", c.device}};
-  if (m.method == "joint") j["pooling"] = "mean of all T x N output tokens";
-  if (m.method == "registers") {
+  if (m.method == VideoMethod::joint) j["pooling"] = "mean of all T x N output tokens";
+  if (m.method == VideoMethod::registers) {
     j["registers"] = m.registers;
     j["pooling"] = "mean of the last frame's N patch and R register output tokens";
   }
-  if (m.method == "tensor") {
+  if (m.method == VideoMethod::tensor) {
     j["memory"] = {{"channels", m.memory.channels}, {"grid", {m.memory.D, m.memory.H, m.memory.W}},
                    {"chunk", m.memory.chunk}, {"every", m.memory_every}, {"gamma_init", m.memory.gamma_init},
                    {"sigma_scale", m.memory.sigma_scale}};

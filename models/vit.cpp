@@ -1,11 +1,13 @@
 #include "tmem/models/vit.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <numeric>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/enum_names.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/reduction.h"
 #include "tmem/ops/shape.h"
@@ -19,15 +21,26 @@ ViTConfig::ViTConfig() {
   memory.gamma_init = -2.0;
 }
 
-const std::vector<std::string>& vit_methods() {
-  static const std::vector<std::string> m = {"vit", "local", "registers", "spatial"};
-  return m;
+namespace {
+
+constexpr std::array<std::string_view, 4> kViTMethods = {"vit", "local", "registers", "spatial"};
+
+}  // namespace
+
+std::string to_string(ViTMethod method) { return enum_name(kViTMethods, method); }
+
+ViTMethod parse_vit_method(const std::string& name) {
+  return parse_enum<ViTMethod>(kViTMethods, name, "unknown ViT method");
 }
 
-void check_vit_method(const std::string& method) {
-  const auto& m = vit_methods();
-  check<ValueError>(std::find(m.begin(), m.end(), method) != m.end(), "unknown ViT method \"", printable(method),
-                    "\" (expected vit, local, registers or spatial)");
+void to_json(nlohmann::json& j, ViTMethod method) { j = to_string(method); }
+
+void from_json(const nlohmann::json& j, ViTMethod& method) { method = parse_vit_method(j.get<std::string>()); }
+
+const std::vector<ViTMethod>& vit_methods() {
+  using enum ViTMethod;
+  static const std::vector<ViTMethod> m = {vit, local, registers, spatial};
+  return m;
 }
 
 int64_t vit_patches(const ViTConfig& cfg) {
@@ -38,16 +51,15 @@ int64_t vit_patches(const ViTConfig& cfg) {
 }
 
 BackboneConfig vit_backbone_config(const ViTConfig& cfg) {
-  check_vit_method(cfg.method);
   const int64_t N = vit_patches(cfg);
   check<ValueError>(cfg.mlp_hidden >= 0, "ViT: expected mlp_hidden >= 0, but got ", cfg.mlp_hidden);
-  check<ValueError>(cfg.method != "local" || (cfg.window >= 1 && cfg.window % 2 == 1),
+  check<ValueError>(cfg.method != ViTMethod::local || (cfg.window >= 1 && cfg.window % 2 == 1),
                     "ViT: local attention needs an odd window >= 1, but got ", cfg.window);
-  check<ValueError>(cfg.method != "registers" || cfg.registers >= 1, "ViT: expected registers >= 1, but got ",
+  check<ValueError>(cfg.method != ViTMethod::registers || cfg.registers >= 1, "ViT: expected registers >= 1, but got ",
                     cfg.registers);
   check<ValueError>(cfg.memory_every >= 1, "ViT: expected memory_every >= 1, but got ", cfg.memory_every);
-  const int64_t tokens = N + (cfg.method == "registers" ? cfg.registers : 0);
-  return bidirectional_backbone_config(cfg.method == "spatial", cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
+  const int64_t tokens = N + (cfg.method == ViTMethod::registers ? cfg.registers : 0);
+  return bidirectional_backbone_config(cfg.method == ViTMethod::spatial, cfg.dim, cfg.layers, cfg.heads, tokens, cfg.dropout,
                                        cfg.memory, cfg.memory_every, cfg.mlp_hidden);
 }
 
@@ -98,7 +110,7 @@ ViTEncoder::ViTEncoder(const ViTConfig& c, Generator& gen) : cfg(c) {
   const int64_t N = vit_patches(cfg);
   embed = register_module("embed", std::make_shared<nn::PatchEmbed>(cfg.patch, cfg.dim, gen));
   pos = register_parameter("pos", randn({N, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
-  if (cfg.method == "registers")
+  if (cfg.method == ViTMethod::registers)
     registers = register_parameter("registers", randn({cfg.registers, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
   backbone = register_module("backbone", std::make_shared<Backbone>(bc, gen));
 }
@@ -116,7 +128,7 @@ Tensor ViTEncoder::forward(const Tensor& images) const {
                     "ViT: expected images [B, ", cfg.image, ", ", cfg.image, "], but got ", shape_str(images.shape()));
   const int64_t N = vit_patches(cfg);
   Tensor mask;
-  if (cfg.method == "local") {
+  if (cfg.method == ViTMethod::local) {
     std::vector<int64_t> all(static_cast<size_t>(N));
     std::iota(all.begin(), all.end(), int64_t{0});
     mask = local_attention_mask(tensor_int(all, {N}), cfg.image / cfg.patch, cfg.window).to(images.device());
@@ -134,7 +146,7 @@ Tensor ViTEncoder::forward_patches(const Tensor& patches, const Tensor& index) c
   check<DtypeError>(index.dtype() == DType::Int64, "ViT: expected an int64 patch index, but got ",
                     dtype_name(index.dtype()));
   Tensor p = reshape(index_select(pos, 0, reshape(index, {B * T}).to(pos.device())), {B, T, cfg.dim});
-  Tensor mask = cfg.method == "local"
+  Tensor mask = cfg.method == ViTMethod::local
                     ? local_attention_mask(index, cfg.image / cfg.patch, cfg.window).to(patches.device())
                     : Tensor();
   return encode(embed->embed(patches) + p, mask);
@@ -183,7 +195,7 @@ MaskedAutoencoder::MaskedAutoencoder(const MAEConfig& c, Generator& gen) : cfg(c
   dec_embed = register_module("dec_embed", std::make_shared<nn::Linear>(e.dim, cfg.decoder_dim, true, gen));
   mask_token = register_parameter("mask_token", randn({cfg.decoder_dim}, 0.0, 0.02, DType::Float32, gen));
   BackboneConfig d;
-  d.method = "base";
+  d.method = BackboneMethod::base;
   d.dim = cfg.decoder_dim;
   d.layers = cfg.decoder_layers;
   d.heads = cfg.decoder_heads;

@@ -37,9 +37,24 @@
 
 namespace tmem::models {
 
+/// The ViT variants (see the file comment).
+enum class ViTMethod { vit, local, registers, spatial };
+
+/// The name of a ViT method as the CLI, JSON configs and checkpoints spell it.
+std::string to_string(ViTMethod method);
+
+/// The ViT method named `name`. Throws ValueError `unknown ViT method "<name>"
+/// (expected vit, local, registers or spatial)`.
+ViTMethod parse_vit_method(const std::string& name);
+
+/// JSON form: the name (to_string); reading an unknown name throws
+/// ValueError as parse_vit_method.
+void to_json(nlohmann::json& j, ViTMethod method);
+void from_json(const nlohmann::json& j, ViTMethod& method);
+
 struct ViTConfig {
   ViTConfig();  // memory: the image preset of docs/DESIGN.md §7 (C = 16, 4^3, chunk 16, gamma_init -2.0)
-  std::string method = "vit";  // vit | local | registers | spatial
+  ViTMethod method = ViTMethod::vit;
   int64_t image = 28;          // H = W
   int64_t patch = 4;           // P (4: N = 49, 7: N = 16 on 28 x 28)
   int64_t dim = 192, layers = 4, heads = 3;
@@ -54,11 +69,8 @@ struct ViTConfig {
   nn::TensorMemoryOptions memory;
 };
 
-/// The method names, in table order: vit, local, registers, spatial.
-const std::vector<std::string>& vit_methods();
-
-/// Throws ValueError naming `method` unless it is one of vit_methods().
-void check_vit_method(const std::string& method);
+/// Every ViT method, in table order: vit, local, registers, spatial.
+const std::vector<ViTMethod>& vit_methods();
 
 /// N, the patches of one image: (image / patch)^2. Throws ValueError when
 /// patch < 1 or the image size is not a positive multiple of the patch size.

@@ -44,9 +44,9 @@ json vit_config_to_json(const ViTTrainConfig& c, int64_t train_images) {
             {"steps", vit_train_steps(c, train_images)}, {"lr", c.lr}, {"min_lr", c.min_lr}, {"warmup", c.warmup},
             {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"seed", c.seed}, {"eval_batch", c.eval_batch},
             {"device", c.device}};
-  if (e.method == "local") j["window"] = e.window;
-  if (e.method == "registers") j["registers"] = e.registers;
-  if (e.method == "spatial")
+  if (e.method == ViTMethod::local) j["window"] = e.window;
+  if (e.method == ViTMethod::registers) j["registers"] = e.registers;
+  if (e.method == ViTMethod::spatial)
     j["memory"] = {{"channels", e.memory.channels}, {"grid", {e.memory.D, e.memory.H, e.memory.W}},
                    {"chunk", e.memory.chunk}, {"every", e.memory_every}, {"gamma_init", e.memory.gamma_init},
                    {"sigma_scale", e.memory.sigma_scale}};

@@ -40,7 +40,7 @@ const std::string kOneProcessLM = "dist_trainers/lm_one_process", kTwoRanksLM = 
 
 // 6 steps of tiny_lm "tensor" (carried memory state) on 4 streams.
 LMTrainConfig lm_run(double dropout = 0) {
-  LMTrainConfig c = test::tiny_lm_run("tensor", "cpu");
+  LMTrainConfig c = test::tiny_lm_run(LMMethod::tensor, "cpu");
   c.steps = 6;
   c.model.dropout = dropout;
   return c;
@@ -54,7 +54,7 @@ const std::vector<int64_t> kValid(kStream.begin(), kStream.begin() + 100);
 // 6 steps of the spatial ViT (Tensor Memory) on 8 of 32 images per step:
 // a reshuffle after 4 steps.
 ViTTrainConfig vit_run(const std::string& task) {
-  ViTTrainConfig c = test::tiny_vit_run(task, "spatial", "cpu");
+  ViTTrainConfig c = test::tiny_vit_run(task, ViTMethod::spatial, "cpu");
   c.steps = 6;
   return c;
 }
@@ -67,7 +67,7 @@ const ImageDataset& images(bool train) {
 
 // tiny_video_run's tensor model, 4 steps on frames of 32 x 32 (patch 8).
 VideoTrainConfig video_run() {
-  VideoTrainConfig c = test::tiny_video_run("tensor", "cpu");
+  VideoTrainConfig c = test::tiny_video_run(VideoMethod::tensor, "cpu");
   c.model.size = c.data.size = 32;
   c.model.patch = 8;
   c.steps = 4;

@@ -14,7 +14,7 @@ namespace tmem::test {
 
 /// A language model of V = 11 tokens, d = 16, 2 layers of 2 heads,
 /// segments of 12, window 3, no dropout, memory C = 4 at 3^3, chunk 1.
-inline models::LMConfig tiny_lm(const std::string& method) {
+inline models::LMConfig tiny_lm(models::LMMethod method) {
   models::LMConfig c;
   c.method = method;
   c.vocab = 11;
@@ -38,7 +38,7 @@ inline std::vector<int64_t> periodic_stream(int64_t n) {
 }
 
 /// A small ViT on 28 x 28 images, patch 4 (a 7 x 7 grid of 49 patches).
-inline models::ViTConfig tiny_vit(const std::string& method, int64_t layers = 2) {
+inline models::ViTConfig tiny_vit(models::ViTMethod method, int64_t layers = 2) {
   models::ViTConfig c;
   c.method = method;
   c.dim = 16;
@@ -67,7 +67,7 @@ inline ImageDataset halves(int64_t n, int64_t size, uint64_t seed) {
 
 /// A small video model on 16 x 16 frames, patch 4 (a 4 x 4 grid of 16
 /// patches, chunk 4: 4 memory steps per frame).
-inline models::VideoConfig tiny_video(const std::string& method, int64_t frames = 4) {
+inline models::VideoConfig tiny_video(models::VideoMethod method, int64_t frames = 4) {
   models::VideoConfig c;
   c.method = method;
   c.frames = frames;
@@ -103,7 +103,7 @@ inline ImageDataset pattern_items(int64_t M) {
 /// The language models of tiny_lm (V = 11, d = 16, 2
 /// layers, segments of 8, memory C = 4 at 3^3, chunk 1), 3 steps of 4 streams
 /// on `device`.
-inline models::LMTrainConfig tiny_lm_run(const std::string& method, const std::string& device) {
+inline models::LMTrainConfig tiny_lm_run(models::LMMethod method, const std::string& device) {
   models::LMTrainConfig c;
   c.model = tiny_lm(method);
   c.model.seq = 8;
@@ -119,7 +119,7 @@ inline models::LMTrainConfig tiny_lm_run(const std::string& method, const std::s
 /// tiny_vit on 12 x 12 images (patch 4, d = 16, 2
 /// layers, memory C = 4 at 3^3, chunk 2; MAE decoder d = 8, 1 layer), 3 steps
 /// of 8 images on `device`.
-inline models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::string& method, const std::string& device) {
+inline models::ViTTrainConfig tiny_vit_run(const std::string& task, models::ViTMethod method, const std::string& device) {
   models::ViTTrainConfig c;
   c.task = task;
   models::ViTConfig& e = c.model.encoder;
@@ -142,7 +142,7 @@ inline models::ViTTrainConfig tiny_vit_run(const std::string& task, const std::s
 /// tiny_video on 2 frames of 64 x 64 (patch 16, d = 32,
 /// 2 layers, memory C = 4 at 3^3), 3 steps of 4 clips and 6 evaluation
 /// clips, occlusion on, on `device`.
-inline models::VideoTrainConfig tiny_video_run(const std::string& method, const std::string& device) {
+inline models::VideoTrainConfig tiny_video_run(models::VideoMethod method, const std::string& device) {
   models::VideoTrainConfig c;
   c.model = tiny_video(method, 2);
   c.data.frames = 2;

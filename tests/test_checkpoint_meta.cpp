@@ -17,7 +17,7 @@ namespace {
 
 models::TrainConfig tiny_checkpointed_run(const std::string& dir_name) {
   models::TrainConfig c;
-  c.model.method = "base";
+  c.model.method = models::BackboneMethod::base;
   c.model.dim = 16;
   c.model.layers = 1;
   c.model.heads = 2;

@@ -17,7 +17,7 @@ using namespace tmem;
 
 namespace {
 
-models::TrainConfig tiny(const std::string& method, const std::string& device) {
+models::TrainConfig tiny(models::BackboneMethod method, const std::string& device) {
   models::TrainConfig c;
   c.model.method = method;
   c.steps = 3;
@@ -32,8 +32,8 @@ models::TrainConfig tiny(const std::string& method, const std::string& device) {
 
 TEST_CASE("device kernels: coord-binding trains on the device with the CPU's losses, every method") {
   test::FakeCuda fake(&test::host_op_kernels());
-  for (const char* method : {"base", "slots", "tensor"}) {
-    INFO(method);
+  for (const auto method : {models::BackboneMethod::base, models::BackboneMethod::slots, models::BackboneMethod::tensor}) {
+    INFO(to_string(method));
     const models::TrainResult cpu = models::train_diagnostic(tiny(method, "cpu"));
     const models::TrainResult dev = models::train_diagnostic(tiny(method, "cuda"));
     test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
@@ -46,7 +46,7 @@ TEST_CASE("device kernels: the other diagnostic tasks train on the device with t
   test::FakeCuda fake(&test::host_op_kernels());
   for (const char* task : {"map-building", "occlusion"}) {
     INFO(task);
-    models::TrainConfig c = tiny("tensor", "cpu");
+    models::TrainConfig c = tiny(models::BackboneMethod::tensor, "cpu");
     c.task = task;
     c.task_cfg.T = 8;
     c.task_cfg.L = 2;
@@ -67,29 +67,29 @@ TEST_CASE("device: parse_device takes PyTorch's device strings and rejects other
 
 TEST_CASE("device: training on a device that is not there fails before any work, naming it") {
   test::FakeCuda fake(&test::host_op_kernels());  // one stand-in device: cuda:0
-  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny("base", "cuda:1")),
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny(models::BackboneMethod::base, "cuda:1")),
                        doctest::Contains("train: cuda:1 is not available"), DeviceError);
 }
 
 TEST_CASE("device: training on a device whose backend has no kernels names the first op it needs") {
   test::FakeCuda fake;  // a stand-in device without op kernels: the model must not fall back to the CPU
-  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny("base", "cuda")), doctest::Contains("the cuda backend has no kernel for this op"),
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(tiny(models::BackboneMethod::base, "cuda")), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
 }
 
 namespace {
 
-models::LMTrainResult train_tiny_lm(const std::string& method, const std::string& device) {
+models::LMTrainResult train_tiny_lm(models::LMMethod method, const std::string& device) {
   const std::vector<int64_t> stream = test::periodic_stream(200);
   return models::train_lm(test::tiny_lm_run(method, device), stream, std::vector<int64_t>(stream.begin(), stream.begin() + 60),
                           std::vector<int64_t>(stream.begin() + 60, stream.begin() + 100));
 }
 
-models::ViTTrainResult train_tiny_vit(const std::string& task, const std::string& method, const std::string& device) {
+models::ViTTrainResult train_tiny_vit(const std::string& task, models::ViTMethod method, const std::string& device) {
   return models::train_vit(test::tiny_vit_run(task, method, device), test::halves(24, 12, 20), test::halves(12, 12, 21));
 }
 
-models::VideoTrainResult train_tiny_video(const std::string& method, const std::string& device) {
+models::VideoTrainResult train_tiny_video(models::VideoMethod method, const std::string& device) {
   const ImageDataset items = test::pattern_items(8);
   return models::train_video(test::tiny_video_run(method, device), items, items);
 }
@@ -98,8 +98,8 @@ models::VideoTrainResult train_tiny_video(const std::string& method, const std::
 
 TEST_CASE("device kernels: the language models train and evaluate on the device with the CPU's figures") {
   test::FakeCuda fake(&test::host_op_kernels());
-  for (const std::string& method : models::lm_methods()) {
-    INFO(method);
+  for (const auto method : models::lm_methods()) {
+    INFO(to_string(method));
     const models::LMTrainResult cpu = train_tiny_lm(method, "cpu"), dev = train_tiny_lm(method, "cuda");
     REQUIRE(cpu.losses.size() == 3);
     test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
@@ -109,14 +109,14 @@ TEST_CASE("device kernels: the language models train and evaluate on the device 
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
     CHECK(dev.skipped_steps == 0);
   }
-  CHECK(models::lm_config_to_json(test::tiny_lm_run("base", "cuda"))["device"] == "cuda");
+  CHECK(models::lm_config_to_json(test::tiny_lm_run(models::LMMethod::base, "cuda"))["device"] == "cuda");
 }
 
 TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with the CPU's result") {
   test::FakeCuda fake(&test::host_op_kernels());
   const std::vector<int64_t> stream = test::periodic_stream(100);
-  for (const char* method : {"xl", "tensor"}) {
-    INFO(method);
+  for (const auto method : {models::LMMethod::xl, models::LMMethod::tensor}) {
+    INFO(to_string(method));
     Generator gen(3);
     models::TransformerLM model(test::tiny_lm_run(method, "cpu").model, gen);
     const models::PerplexityResult cpu = models::evaluate_perplexity(model, stream, 3);
@@ -129,8 +129,8 @@ TEST_CASE("device kernels: evaluate_perplexity runs on the model's device with t
 
 TEST_CASE("device kernels: the ViTs train on the device with the CPU's losses and test accuracy") {
   test::FakeCuda fake(&test::host_op_kernels());
-  for (const std::string& method : models::vit_methods()) {
-    INFO(method);
+  for (const auto method : models::vit_methods()) {
+    INFO(to_string(method));
     const models::ViTTrainResult cpu = train_tiny_vit("classify", method, "cpu");
     const models::ViTTrainResult dev = train_tiny_vit("classify", method, "cuda");
     REQUIRE(cpu.losses.size() == 3);
@@ -139,13 +139,13 @@ TEST_CASE("device kernels: the ViTs train on the device with the CPU's losses an
     CHECK(dev.test_accuracy == cpu.test_accuracy);
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
   }
-  CHECK(models::vit_config_to_json(test::tiny_vit_run("classify", "vit", "cuda"), 24)["device"] == "cuda");
+  CHECK(models::vit_config_to_json(test::tiny_vit_run("classify", models::ViTMethod::vit, "cuda"), 24)["device"] == "cuda");
 }
 
 TEST_CASE("device kernels: the MAE trains on the device with the CPU's losses, PSNR and SSIM") {
   test::FakeCuda fake(&test::host_op_kernels());
-  for (const char* method : {"local", "spatial"}) {
-    INFO(method);
+  for (const auto method : {models::ViTMethod::local, models::ViTMethod::spatial}) {
+    INFO(to_string(method));
     const models::ViTTrainResult cpu = train_tiny_vit("mae", method, "cpu");
     const models::ViTTrainResult dev = train_tiny_vit("mae", method, "cuda");
     REQUIRE(cpu.losses.size() == 3);
@@ -169,8 +169,8 @@ TEST_CASE("device kernels: the MAE trains on the device with the CPU's losses, P
 
 TEST_CASE("device kernels: the video models train on the device with the CPU's losses and scores") {
   test::FakeCuda fake(&test::host_op_kernels());
-  for (const std::string& method : models::video_methods()) {
-    INFO(method);
+  for (const auto method : models::video_methods()) {
+    INFO(to_string(method));
     const models::VideoTrainResult cpu = train_tiny_video(method, "cpu"), dev = train_tiny_video(method, "cuda");
     REQUIRE(cpu.losses.size() == 3);
     test::check_close(dev.losses, cpu.losses, 1e-4, 1e-4);
@@ -181,30 +181,30 @@ TEST_CASE("device kernels: the video models train on the device with the CPU's l
     CHECK(dev.test.occluded_item == cpu.test.occluded_item);
     test::check_close(dev.gates, cpu.gates, 1e-5, 1e-5);
   }
-  CHECK(models::video_config_to_json(test::tiny_video_run("joint", "cuda"))["device"] == "cuda");
+  CHECK(models::video_config_to_json(test::tiny_video_run(models::VideoMethod::joint, "cuda"))["device"] == "cuda");
 }
 
 TEST_CASE("device: the LM, ViT and video trainers fail on a device that is not there before any work") {
   test::FakeCuda fake(&test::host_op_kernels());  // one stand-in device: cuda:0
-  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+  CHECK_THROWS_WITH_AS(train_tiny_lm(models::LMMethod::tensor, "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda:1"),
+  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", models::ViTMethod::spatial, "cuda:1"),
                        doctest::Contains("train: cuda:1 is not available"), DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", models::ViTMethod::vit, "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_video("tensor", "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
+  CHECK_THROWS_WITH_AS(train_tiny_video(models::VideoMethod::tensor, "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_lm("base", "gpu"), doctest::Contains("device: expected cpu, cuda or cuda:<index>"),
+  CHECK_THROWS_WITH_AS(train_tiny_lm(models::LMMethod::base, "gpu"), doctest::Contains("device: expected cpu, cuda or cuda:<index>"),
                        ValueError);
 }
 
 TEST_CASE("device: the LM, ViT and video trainers on a backend without kernels name the op, never fall back") {
   test::FakeCuda fake;  // a stand-in device without op kernels: the models must not fall back to the CPU
-  CHECK_THROWS_WITH_AS(train_tiny_lm("tensor", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"), DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", "spatial", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
+  CHECK_THROWS_WITH_AS(train_tiny_lm(models::LMMethod::tensor, "cuda"), doctest::Contains("the cuda backend has no kernel for this op"), DeviceError);
+  CHECK_THROWS_WITH_AS(train_tiny_vit("classify", models::ViTMethod::spatial, "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", "vit", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
+  CHECK_THROWS_WITH_AS(train_tiny_vit("mae", models::ViTMethod::vit, "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_video("joint", "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
+  CHECK_THROWS_WITH_AS(train_tiny_video(models::VideoMethod::joint, "cuda"), doctest::Contains("the cuda backend has no kernel for this op"),
                        DeviceError);
 }

@@ -86,9 +86,9 @@ TEST_CASE("warmup_cosine_lr: linear warmup, cosine decay, then the floor") {
 
 TEST_CASE("LM causality: changing token t changes no logit before t (base, local, linear, xl, tensor)") {
   Tensor tokens = random_tokens(2, 12, 11, 3);
-  for (const char* m : {"base", "local", "linear", "xl", "tensor"})
+  for (const auto m : {LMMethod::base, LMMethod::local, LMMethod::linear, LMMethod::xl, LMMethod::tensor})
     for (int64_t chunk : {1, 2}) {
-      if (chunk == 2 && std::string(m) != "tensor") continue;
+      if (chunk == 2 && m != LMMethod::tensor) continue;
       LMConfig c = tiny_lm(m);
       c.memory.chunk = chunk;
       Generator gen(7);
@@ -103,25 +103,25 @@ TEST_CASE("LM causality: changing token t changes no logit before t (base, local
 
 TEST_CASE("local attention: a token reaches at most layers * (window - 1) positions ahead") {
   Generator gen(8);
-  TransformerLM model(tiny_lm("local"), gen);  // window 3, 2 layers: reach 4
+  TransformerLM model(tiny_lm(LMMethod::local), gen);  // window 3, 2 layers: reach 4
   Tensor tokens = random_tokens(2, 12, 11, 5);
   CHECK(logit_change(model, tokens, 2, 2, 7) > 0.0);
   CHECK(logit_change(model, tokens, 2, 7, 12) == 0.0);
   Generator gen2(8);
-  TransformerLM full(tiny_lm("base"), gen2);
+  TransformerLM full(tiny_lm(LMMethod::base), gen2);
   CHECK(logit_change(full, tokens, 2, 7, 12) > 0.0);
 }
 
 TEST_CASE("leaky is NOT causal: a token changes logits before it (the causality test has teeth)") {
   Generator gen(7);
-  TransformerLM model(tiny_lm("leaky"), gen);
+  TransformerLM model(tiny_lm(LMMethod::leaky), gen);
   CHECK(logit_change(model, random_tokens(2, 12, 11, 3), 6, 0, 6) > 1e-6);
 }
 
 TEST_CASE("streaming: xl, tensor and leaky carry state into the next segment - base, local, linear do not") {
   Tensor seg1 = random_tokens(2, 6, 11, 1), seg2 = random_tokens(2, 6, 11, 2);
   for (const auto& m : lm_methods()) {
-    INFO(m);
+    INFO(to_string(m));
     Generator gen(9);
     TransformerLM model(tiny_lm(m), gen);
     NoGradGuard no_grad;
@@ -129,7 +129,7 @@ TEST_CASE("streaming: xl, tensor and leaky carry state into the next segment - b
     model.forward(seg1, s1);
     model.forward(change_token(seg1, 0, 11), s2);
     const double d = max(abs(model.forward(seg2, s1) - model.forward(seg2, s2))).item();
-    const bool carries = m == "xl" || m == "tensor" || m == "leaky";
+    const bool carries = m == LMMethod::xl || m == LMMethod::tensor || m == LMMethod::leaky;
     CHECK(s1.empty() == !carries);
     if (carries) CHECK(d > 1e-6);
     else CHECK(d == 0.0);
@@ -141,8 +141,8 @@ TEST_CASE("xl: two streamed segments equal one causal forward over their concate
   // start the second segment sees exactly what full causal attention over
   // the 2T tokens sees, at the same relative distances.
   BackboneConfig c;
-  c.method = "base";
-  c.attention = "xl";
+  c.method = BackboneMethod::base;
+  c.attention = Attention::xl;
   c.dim = 16;
   c.layers = 2;
   c.heads = 2;
@@ -164,8 +164,8 @@ TEST_CASE("xl: two streamed segments equal one causal forward over their concate
 
 TEST_CASE("xl: the cache is detached - no gradient reaches the previous segment") {
   BackboneConfig c;
-  c.method = "base";
-  c.attention = "xl";
+  c.method = BackboneMethod::base;
+  c.attention = Attention::xl;
   c.dim = 8;
   c.layers = 2;
   c.heads = 2;
@@ -233,8 +233,8 @@ TEST_CASE("StreamSegments: every token but the first is a target exactly once, a
 }
 
 TEST_CASE("perplexity: uniform logits give exactly V, over every token but the first") {
-  for (const char* m : {"base", "xl", "tensor"}) {
-    INFO(m);
+  for (const auto m : {LMMethod::base, LMMethod::xl, LMMethod::tensor}) {
+    INFO(to_string(m));
     Generator gen(15);
     TransformerLM model(tiny_lm(m), gen);
     fill_data(model.tok->weight, 0.0);  // tied: every logit is 0
@@ -251,7 +251,7 @@ TEST_CASE("perplexity: uniform logits give exactly V, over every token but the f
 
 TEST_CASE("perplexity: the stream evaluation carries the state like a manual segment loop") {
   Generator gen(16);
-  TransformerLM model(tiny_lm("tensor"), gen);
+  TransformerLM model(tiny_lm(LMMethod::tensor), gen);
   std::vector<int64_t> stream(30);
   for (int64_t i = 0; i < 30; ++i) stream[i] = (i * i) % 11;
   PerplexityResult r = evaluate_perplexity(model, stream, 1);
@@ -280,11 +280,11 @@ TEST_CASE("parameter matching: all six methods within 1% at the default width an
   }
   const auto [lo, hi] = std::minmax_element(counts.begin(), counts.end());
   CHECK(static_cast<double>(*hi - *lo) / static_cast<double>(*hi) < 0.01);
-  c.method = "base";
+  c.method = LMMethod::base;
   CHECK(lm_backbone_config(c).mlp_hidden > 4 * c.dim);
-  c.method = "tensor";
+  c.method = LMMethod::tensor;
   CHECK(lm_backbone_config(c).mlp_hidden == 0);  // the default ratio 4
-  c.method = "base";
+  c.method = LMMethod::base;
   c.mlp_hidden = 4 * c.dim;  // the plain transformer of bench_lm
   CHECK(lm_backbone_config(c).mlp_hidden == 4 * c.dim);
   c.mlp_hidden = -1;
@@ -293,11 +293,20 @@ TEST_CASE("parameter matching: all six methods within 1% at the default width an
 
 TEST_CASE("LM errors name the problem") {
   Generator gen(1);
-  CHECK_THROWS_WITH_AS(TransformerLM(tiny_lm("lineer"), gen), doctest::Contains("lineer"), ValueError);
-  LMConfig c = tiny_lm("base");
+  CHECK_THROWS_WITH_AS(parse_lm_method("lineer"), doctest::Contains("lineer"), ValueError);
+  CHECK_THROWS_WITH_AS(parse_lm_method("lineer"),
+                       "unknown LM method \"lineer\" (expected base, local, linear, xl, tensor or leaky)", ValueError);
+  CHECK_THROWS_WITH_AS(nlohmann::json("lineer").get<LMMethod>(), doctest::Contains("unknown LM method"), ValueError);
+  for (const auto m : lm_methods()) {  // the names of the CLI, JSON configs and checkpoints
+    CHECK(parse_lm_method(to_string(m)) == m);
+    CHECK(nlohmann::json(m) == to_string(m));
+    CHECK(nlohmann::json(to_string(m)).get<LMMethod>() == m);
+  }
+  CHECK(to_string(LMMethod::leaky) == "leaky");
+  LMConfig c = tiny_lm(LMMethod::base);
   c.vocab = 0;
   CHECK_THROWS_AS(TransformerLM(c, gen), ValueError);
-  TransformerLM model(tiny_lm("xl"), gen);
+  TransformerLM model(tiny_lm(LMMethod::xl), gen);
   CHECK_THROWS_WITH_AS(model.forward(zeros({2, 3})), doctest::Contains("int64"), DtypeError);
   CHECK_THROWS_WITH_AS(model.forward(tensor_int({1, 2, 3}, {3})), doctest::Contains("[3]"), ShapeError);
   CHECK_THROWS_AS(model.forward(tensor_int({1, 2, 11}, {1, 3})), IndexError);
@@ -319,7 +328,7 @@ TEST_CASE("LM errors name the problem") {
 TEST_CASE("training smoke test: the loss falls on a tiny periodic stream, for every method") {
   const std::vector<int64_t> stream = test::periodic_stream(600);
   for (const auto& m : lm_methods()) {
-    INFO(m);
+    INFO(to_string(m));
     LMTrainConfig c;
     c.model = tiny_lm(m);
     c.model.seq = 8;
@@ -339,13 +348,13 @@ TEST_CASE("training smoke test: the loss falls on a tiny periodic stream, for ev
     CHECK(r.valid.tokens == 99);
     CHECK(r.valid.perplexity() < 3.0);  // uniform would be 11
     CHECK(r.test.tokens == 0);
-    CHECK(r.gates.size() == (m == "tensor" || m == "leaky" ? 2u : 0u));
+    CHECK(r.gates.size() == (m == LMMethod::tensor || m == LMMethod::leaky ? 2u : 0u));
   }
 }
 
 TEST_CASE("stream_lm: Tensor Memory's state stays one size over the stream, a KV cache grows by every token") {
   Generator gen(1);
-  LMConfig tc = tiny_lm("tensor");
+  LMConfig tc = tiny_lm(LMMethod::tensor);
   TransformerLM tensor_lm(tc, gen);
   std::vector<int64_t> state;
   const StreamReport last = stream_lm(tensor_lm, 5 * tc.seq + 3, 7, [&](const StreamReport& r) {
@@ -357,7 +366,7 @@ TEST_CASE("stream_lm: Tensor Memory's state stays one size over the stream, a KV
   const int64_t one_layer = 2 * tc.memory.channels * tc.memory.D * tc.memory.H * tc.memory.W * 4;  // h and c
   for (int64_t b : state) CHECK(b == tc.layers * one_layer);
 
-  LMConfig kc = tiny_lm("xl");
+  LMConfig kc = tiny_lm(LMMethod::xl);
   kc.cache_len = -1;
   TransformerLM kv(kc, gen);
   std::vector<std::pair<int64_t, int64_t>> seen;  // (tokens, state bytes)
@@ -381,7 +390,7 @@ TEST_CASE("xl with a growing cache equals xl with a cache of exactly the tokens 
   // The growing cache concatenates the previous caches: after two segments
   // its logits equal a cache_len = 2 T model's (which keeps the same tokens).
   Generator g1(3), g2(3);
-  LMConfig c = tiny_lm("xl");
+  LMConfig c = tiny_lm(LMMethod::xl);
   c.cache_len = -1;
   TransformerLM grow(c, g1);
   c.cache_len = 2 * c.seq;

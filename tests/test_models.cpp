@@ -13,7 +13,7 @@ using namespace tmem::models;
 
 namespace {
 
-BackboneConfig tiny(const std::string& method, bool leaky = false) {
+BackboneConfig tiny(BackboneMethod method, bool leaky = false) {
   BackboneConfig c;
   c.method = method;
   c.dim = 16;
@@ -27,7 +27,7 @@ BackboneConfig tiny(const std::string& method, bool leaky = false) {
 }
 
 // A short coord-binding run (W=5, 2 queries, 1 eval batch) of the tiny backbone.
-TrainConfig tiny_run(const std::string& method, int64_t steps, int64_t batch) {
+TrainConfig tiny_run(BackboneMethod method, int64_t steps, int64_t batch) {
   TrainConfig c;
   c.model = tiny(method);
   c.task_cfg.W = 5;
@@ -61,17 +61,17 @@ double change_before(const BackboneConfig& cfg, int64_t t, int64_t chunk = 1) {
 }  // namespace
 
 TEST_CASE("causality: changing token t changes no output before t (base, base_wide, slots, tensor)") {
-  for (const char* m : {"base", "base_wide", "slots", "tensor"})
+  for (const auto m : {BackboneMethod::base, BackboneMethod::base_wide, BackboneMethod::slots, BackboneMethod::tensor})
     for (int64_t t : {1, 4, 9}) {
-      INFO(m << " t=" << t);
+      INFO(to_string(m) << " t=" << t);
       CHECK(change_before(tiny(m), t) == 0.0);
     }
   INFO("tensor with chunk 2: tokens see only earlier chunks through memory");
-  CHECK(change_before(tiny("tensor"), 4, 2) == 0.0);
+  CHECK(change_before(tiny(BackboneMethod::tensor), 4, 2) == 0.0);
 }
 
 TEST_CASE("causality holds for the ablation variants (hard write, pointwise only, separate coords)") {
-  BackboneConfig c = tiny("tensor");
+  BackboneConfig c = tiny(BackboneMethod::tensor);
   c.memory.hard_write = true;
   c.memory.factorized = false;
   c.memory.shared_coords = false;
@@ -95,7 +95,7 @@ TEST_CASE("ablation variants: pointwise-only has no depthwise parameters - hard 
 }
 
 TEST_CASE("causality check has teeth: --leaky-memory lets tokens read later writes") {
-  CHECK(change_before(tiny("tensor", /*leaky=*/true), 6) > 1e-6);
+  CHECK(change_before(tiny(BackboneMethod::tensor, /*leaky=*/true), 6) > 1e-6);
 }
 
 TEST_CASE("coord-binding batches: targets are the value of the nearest written key") {
@@ -190,7 +190,7 @@ TEST_CASE("no-harm: next token is (s + 1) mod 16") {
 
 TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted steps") {
   namespace fs = std::filesystem;
-  TrainConfig c = tiny_run("tensor", 12, 4);
+  TrainConfig c = tiny_run(BackboneMethod::tensor, 12, 4);
   c.run_dir = (fs::temp_directory_path() / "tmem_resume_full").string();
   fs::remove_all(c.run_dir);
   TrainResult full = train_diagnostic(c);
@@ -230,7 +230,7 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
 }
 
 TEST_CASE("the training curve holds the 100-step accuracy at every 100th step") {
-  TrainConfig c = tiny_run("base", 250, 2);
+  TrainConfig c = tiny_run(BackboneMethod::base, 250, 2);
   std::vector<double> at_progress;
   TrainResult r = train_diagnostic(c, [&](const TrainProgress& p) {
     if (p.step % 100 == 0) at_progress.push_back(p.accuracy);
@@ -252,7 +252,24 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
   TrainConfig d;
   apply_config_json(d, config_to_json(c));  // the written config reads back
   CHECK(config_to_json(d) == config_to_json(c));
-  CHECK_THROWS_AS(mlp_ratio_of("slotz"), ValueError);
+  CHECK(c.model.method == BackboneMethod::base);
+  CHECK(config_to_json(c)["method"] == "base");
+  CHECK_THROWS_AS(parse_backbone_method("slotz"), ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"method", "slotz"}}),
+                       "unknown method \"slotz\" (expected base, base_wide, slots, tensor, linear, ssm, rmt, none, "
+                       "full or xl)",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"method", 3}}), doctest::Contains("key \"method\" has a value of the wrong type"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(mlp_ratio_of(BackboneMethod::none), doctest::Contains("segment-recurrent"), ValueError);
+  for (const auto m : {BackboneMethod::base, BackboneMethod::base_wide, BackboneMethod::slots, BackboneMethod::tensor,
+                       BackboneMethod::linear, BackboneMethod::ssm, BackboneMethod::rmt, BackboneMethod::none,
+                       BackboneMethod::full, BackboneMethod::xl})
+    CHECK(parse_backbone_method(to_string(m)) == m);
+  for (const auto a : {Attention::full, Attention::local, Attention::linear, Attention::xl})
+    CHECK(parse_attention(to_string(a)) == a);
+  CHECK_THROWS_WITH_AS(parse_attention("sparse"), "unknown attention \"sparse\" (expected full, local, linear or xl)",
+                       ValueError);
 }
 
 TEST_CASE("resolve_task_defaults: each task's default d and chunk, explicit values kept") {
@@ -290,8 +307,8 @@ TEST_CASE("memory gate at 0 is the model without memory: a tensor model's output
   tc.queries = 2;
   auto task = make_task("coord-binding", tc);
   Generator gen(3);
-  DiagnosticModel tensor_model(*task, tiny("tensor"), gen);
-  DiagnosticModel base_model(*task, tiny("base"), gen);
+  DiagnosticModel tensor_model(*task, tiny(BackboneMethod::tensor), gen);
+  DiagnosticModel base_model(*task, tiny(BackboneMethod::base), gen);
   std::map<std::string, Tensor> shared;
   for (auto& [k, t] : tensor_model.state_dict())
     if (k.find(".memory.") == std::string::npos && k.find(".ln_mem.") == std::string::npos) shared[k] = t;
@@ -305,15 +322,15 @@ TEST_CASE("memory gate at 0 is the model without memory: a tensor model's output
 }
 
 TEST_CASE("eval_accuracy_memory_off: reported for Tensor Memory models only, gates restored after it") {
-  TrainConfig c = tiny_run("tensor", 30, 8);
+  TrainConfig c = tiny_run(BackboneMethod::tensor, 30, 8);
   c.lr = 1e-2;
   TrainResult r = train_diagnostic(c);
   CHECK(r.eval_accuracy_memory_off >= 0.0);
   CHECK(r.eval_accuracy_memory_off <= 1.0);
   REQUIRE(r.gates.size() == 2);
   for (double g : r.gates) CHECK(g > 0.1);  // the trained gates, not the 0 of the memory-off pass
-  c.model = tiny("base");
+  c.model = tiny(BackboneMethod::base);
   CHECK(train_diagnostic(c).eval_accuracy_memory_off == -1.0);
-  c.model = tiny("slots");
+  c.model = tiny(BackboneMethod::slots);
   CHECK(train_diagnostic(c).eval_accuracy_memory_off == -1.0);
 }

@@ -42,7 +42,7 @@ TEST_CASE("rng: the older hexfloat form still restores, malformed text is a Valu
 TEST_CASE("rng: resume is bit-exact when a step draws an odd number of normals") {
   namespace fs = std::filesystem;
   models::TrainConfig c;  // coord-binding: 3 normals per query, 3 x 1 query = 9 per step
-  c.model.method = "base";
+  c.model.method = models::BackboneMethod::base;
   c.model.dim = 16;
   c.model.layers = 1;
   c.model.heads = 2;

@@ -15,7 +15,7 @@ namespace {
 
 // A small model config of `method` on a segmented task: d = 16, 2 layers, 2
 // heads, small state sizes.
-BackboneConfig small_config(const std::string& method) {
+BackboneConfig small_config(BackboneMethod method) {
   BackboneConfig b;
   b.method = method;
   b.dim = 16;
@@ -156,7 +156,7 @@ TEST_CASE("segmented methods: the state carried equals state_floats, and none ca
   Generator data(1);
   TaskBatch batch = task->sample(2, data);
   for (const auto& method : segmented_methods()) {
-    INFO(method);
+    INFO(to_string(method));
     BackboneConfig b = small_config(method);
     Generator gen(0);
     DiagnosticModel model(*task, b, gen);
@@ -164,26 +164,26 @@ TEST_CASE("segmented methods: the state carried equals state_floats, and none ca
     Tensor logits = model.forward(batch, state);
     CHECK(logits.shape() == Shape{2, 48, 64});
     const int64_t carried = state.floats_per_sequence();
-    if (method == "none" || method == "full") {
+    if (method == BackboneMethod::none || method == BackboneMethod::full) {
       CHECK(carried == 0);
       continue;
     }
     CHECK(carried == state_floats(backbone_config_for(*task, b)));
   }
   // The formulas at the frontier's middle sizes (d = 64, 2 layers, 4 heads).
-  BackboneConfig m = small_config("tensor");
+  BackboneConfig m = small_config(BackboneMethod::tensor);
   m.dim = 64;
   m.heads = 4;
   m.memory.channels = 16;
   m.memory.D = m.memory.H = m.memory.W = 4;
   CHECK(state_floats(m) == 2 * 2 * 16 * 64);
-  m.method = "ssm";
+  m.method = BackboneMethod::ssm;
   m.ssm_state = 32;
   CHECK(state_floats(m) == 2 * 64 * 32);
-  m.method = "linear";
+  m.method = BackboneMethod::linear;
   m.linear_features = 32;
   CHECK(state_floats(m) == 2 * 4 * 32 * 17);
-  m.method = "rmt";
+  m.method = BackboneMethod::rmt;
   m.memory_tokens = 32;
   CHECK(state_floats(m) == 32 * 64);
 }
@@ -193,7 +193,7 @@ TEST_CASE("segmented methods are causal: changing a token changes no earlier out
   Generator data(2);
   TaskBatch batch = task->sample(2, data);
   for (const auto& method : segmented_methods()) {
-    INFO(method);
+    INFO(to_string(method));
     Generator gen(0);
     DiagnosticModel model(*task, small_config(method), gen);
     const std::vector<double> before = model.forward(batch).to_vector();
@@ -222,7 +222,7 @@ TEST_CASE("segmented methods: gradients reach the first segment through the stat
   Generator data(4);
   TaskBatch batch = task->sample(2, data);
   for (const auto& method : segmented_methods()) {
-    INFO(method);
+    INFO(to_string(method));
     Generator gen(0);
     DiagnosticModel model(*task, small_config(method), gen);
     TaskBatch b = batch;
@@ -235,7 +235,7 @@ TEST_CASE("segmented methods: gradients reach the first segment through the stat
     double first = 0;  // |grad| over the first segment's features
     for (int64_t s = 0; s < 2; ++s)
       for (int64_t i = 0; i < 16 * F; ++i) first += std::abs(g[s * 48 * F + i]);
-    if (method == "none") CHECK(first == 0.0);
+    if (method == BackboneMethod::none) CHECK(first == 0.0);
     else CHECK(first > 0.0);
   }
 }
@@ -252,7 +252,7 @@ TEST_CASE("none trained briefly on each segmented task stays at chance (no leak 
     c.task_cfg = small_mqar();
     c.task_cfg.W = 16;
     c.task_cfg.T = 32;
-    c.model = small_config("none");
+    c.model = small_config(BackboneMethod::none);
     c.steps = 60;
     c.batch = 16;
     c.lr = 3e-3;
@@ -268,7 +268,7 @@ TEST_CASE("none trained briefly on each segmented task stays at chance (no leak 
 TEST_CASE("stop_accuracy ends training once the 100-step accuracy reaches it, and resume keeps the stop") {
   TrainConfig c;
   c.task = "no-harm";
-  c.model.method = "base";
+  c.model.method = BackboneMethod::base;
   c.model.dim = 16;
   c.model.layers = 1;
   c.model.heads = 2;
@@ -296,9 +296,9 @@ TEST_CASE("stop_accuracy ends training once the 100-step accuracy reaches it, an
 TEST_CASE("segmented tasks take only the segmented methods, and the diagnostics not them") {
   auto task = make_mqar(small_mqar());
   Generator gen(0);
-  CHECK_THROWS_WITH_AS(DiagnosticModel(*task, small_config("base"), gen),
+  CHECK_THROWS_WITH_AS(DiagnosticModel(*task, small_config(BackboneMethod::base), gen),
                        doctest::Contains("none, full, xl, linear, ssm, rmt, tensor"), ValueError);
   TaskConfig t;
   auto binding = make_coord_binding(t);
-  CHECK_THROWS_AS(DiagnosticModel(*binding, small_config("none"), gen), ValueError);
+  CHECK_THROWS_AS(DiagnosticModel(*binding, small_config(BackboneMethod::none), gen), ValueError);
 }

@@ -77,8 +77,8 @@ void check_same_curves(const Result& a, const Result& b, size_t steps) {
 }  // namespace
 
 TEST_CASE("train_loop: a diagnostic run resumed from its checkpoint matches the straight run bit for bit") {
-  for (const char* method : {"base", "tensor"}) {
-    INFO(method);
+  for (const auto method : {models::BackboneMethod::base, models::BackboneMethod::tensor}) {
+    INFO(to_string(method));
     models::TrainConfig c;
     c.model.method = method;
     c.model.dim = 16;
@@ -106,10 +106,10 @@ TEST_CASE("train_loop: a language model resumed mid-pass carries its segment sta
   // 200 tokens in 4 streams of segments of 8: 6 segments a pass, so the
   // checkpoint at step 5 holds the state carried into step 5.
   const std::vector<int64_t> stream = test::periodic_stream(200);
-  for (const char* method : {"tensor", "xl", "linear"}) {
-    INFO(method);
+  for (const auto method : {models::LMMethod::tensor, models::LMMethod::xl, models::LMMethod::linear}) {
+    INFO(to_string(method));
     auto [full, resumed] =
-        straight_and_resumed(test::tiny_lm_run(method, "cpu"), std::string("tmem_loop_lm_") + method, 10,
+        straight_and_resumed(test::tiny_lm_run(method, "cpu"), "tmem_loop_lm_" + to_string(method), 10,
                              [&](const models::LMTrainConfig& t, int64_t stop) {
                                return models::train_lm(t, stream, {}, {}, [stop](const models::LMTrainProgress& p) {
                                  if (p.phase == "train" && p.step == stop) throw Stop{};
@@ -125,7 +125,7 @@ TEST_CASE("train_loop: a ViT resumed mid-epoch continues the data order and mask
   for (const char* task : {"classify", "mae"}) {
     INFO(task);
     auto [full, resumed] =
-        straight_and_resumed(test::tiny_vit_run(task, "spatial", "cpu"), std::string("tmem_loop_vit_") + task, 8,
+        straight_and_resumed(test::tiny_vit_run(task, models::ViTMethod::spatial, "cpu"), std::string("tmem_loop_vit_") + task, 8,
                              [&](const models::ViTTrainConfig& t, int64_t stop) {
                                return models::train_vit(t, train, test_set, [stop](const models::ViTTrainProgress& p) {
                                  if (p.phase == "train" && p.step == stop) throw Stop{};
@@ -139,7 +139,7 @@ TEST_CASE("train_loop: a ViT resumed mid-epoch continues the data order and mask
 
 TEST_CASE("train_loop: a video model resumed from its checkpoint matches the straight run bit for bit") {
   const ImageDataset items = test::pattern_items(8);
-  models::VideoTrainConfig cfg = test::tiny_video_run("tensor", "cpu");
+  models::VideoTrainConfig cfg = test::tiny_video_run(models::VideoMethod::tensor, "cpu");
   cfg.batch = 2;  // 2 clips x 2 items: an epoch of the 8 images is 2 steps, so the resume lands mid-epoch
   auto [full, resumed] = straight_and_resumed(cfg, "tmem_loop_video", 6,
                                               [&](const models::VideoTrainConfig& t, int64_t stop) {
@@ -158,7 +158,7 @@ TEST_CASE("train_loop: a video model resumed from its checkpoint matches the str
 }
 
 TEST_CASE("train_loop: every family dumps gradients with its memory internals") {
-  models::LMTrainConfig c = test::tiny_lm_run("tensor", "cpu");
+  models::LMTrainConfig c = test::tiny_lm_run(models::LMMethod::tensor, "cpu");
   c.steps = 4;
   c.dump_grads = test::tmp_path("tmem_loop_lm_grads.jsonl");
   c.dump_every = 2;
@@ -172,7 +172,7 @@ TEST_CASE("train_loop: every family dumps gradients with its memory internals") 
 }
 
 TEST_CASE("train_loop: a checkpoint of another config or past the steps asked for is refused") {
-  models::VideoTrainConfig c = test::tiny_video_run("joint", "cpu");
+  models::VideoTrainConfig c = test::tiny_video_run(models::VideoMethod::joint, "cpu");
   c.run_dir = test::tmp_path("tmem_loop_refuse");
   fs::remove_all(c.run_dir);
   models::train_video(c, test::pattern_items(8), test::pattern_items(8));

@@ -94,7 +94,7 @@ TEST_CASE("soak: 10,000 steps of a Tensor Memory model keep resident memory flat
   c.steps = 10000;
   c.batch = 2;
   c.eval_batches = 1;
-  c.model.method = "tensor";
+  c.model.method = models::BackboneMethod::tensor;
   c.model.dim = 16;
   c.model.layers = 1;
   c.model.heads = 2;

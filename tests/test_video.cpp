@@ -45,20 +45,20 @@ double frame_change(const Tensor& a, const Tensor& b, int64_t t) {
 TEST_CASE("video models: every method maps clips [B, T, S, S] to tokens [B, T, M, C] and logits [B, K]") {
   Tensor x = random_clips(2, 4, 16, 1);
   for (const auto& m : video_methods()) {
-    INFO(m);
+    INFO(to_string(m));
     Generator gen(2);
     VideoModel model(tiny_video(m), gen);
     NoGradGuard no_grad;
     CHECK(video_patches(model.cfg) == 16);
-    CHECK(model.forward_tokens(x).shape() == Shape{2, 4, m == "registers" ? 18 : 16, 16});
+    CHECK(model.forward_tokens(x).shape() == Shape{2, 4, m == VideoMethod::registers ? 18 : 16, 16});
     CHECK(model.forward(x).shape() == Shape{2, 10});
     CHECK(model.forward(slice(x, 1, 0, 3)).shape() == Shape{2, 10});  // fewer frames
-    CHECK(model.time_pos.defined() == (m == "joint"));
-    CHECK(model.registers.defined() == (m == "registers"));
-    CHECK((model.backbone->blocks()[0]->memory != nullptr) == (m == "tensor"));
+    CHECK(model.time_pos.defined() == (m == VideoMethod::joint));
+    CHECK(model.registers.defined() == (m == VideoMethod::registers));
+    CHECK((model.backbone->blocks()[0]->memory != nullptr) == (m == VideoMethod::tensor));
   }
   Generator gen(3);
-  VideoModel tensor_model(tiny_video("tensor"), gen);
+  VideoModel tensor_model(tiny_video(VideoMethod::tensor), gen);
   CHECK(tensor_model.backbone->blocks()[1]->memory->gamma.item() == doctest::Approx(-2.0));
   CHECK(tensor_model.backbone->blocks()[1]->memory->opt.chunk == 4);
 }
@@ -67,14 +67,14 @@ TEST_CASE("video models: registers and tensor are causal over frames (joint is n
   Tensor x = random_clips(2, 4, 16, 4);
   Tensor x2 = change_frame(x, 2, 5);
   for (const auto& m : video_methods()) {
-    INFO(m);
+    INFO(to_string(m));
     Generator gen(6);
     VideoModel model(tiny_video(m), gen);
     NoGradGuard no_grad;
     Tensor a = model.forward_tokens(x), b = model.forward_tokens(x2);
     CHECK(frame_change(a, b, 2) > 1e-6);
     CHECK(frame_change(a, b, 3) > 1e-6);
-    if (m == "joint") {
+    if (m == VideoMethod::joint) {
       CHECK(frame_change(a, b, 0) > 1e-6);  // bidirectional over the whole clip
     } else {
       CHECK(frame_change(a, b, 0) == 0.0);
@@ -86,8 +86,8 @@ TEST_CASE("video models: registers and tensor are causal over frames (joint is n
 TEST_CASE("video models: the carried registers and memory bring frame 0 to the last frame's output") {
   Tensor x = random_clips(2, 4, 16, 7);
   Tensor x0 = change_frame(x, 0, 8);
-  for (const char* m : {"registers", "tensor"}) {
-    INFO(m);
+  for (const auto m : {VideoMethod::registers, VideoMethod::tensor}) {
+    INFO(to_string(m));
     Generator gen(9);
     VideoModel model(tiny_video(m), gen);
     {
@@ -96,7 +96,7 @@ TEST_CASE("video models: the carried registers and memory bring frame 0 to the l
     }
     // Backpropagation through every frame: the loss reaches what only frame 0 uses.
     set_cross_entropy(model.forward(x), tensor_int({1, 2, 3, 3}, {2, 2})).backward();
-    if (std::string(m) == "registers") {
+    if (m == VideoMethod::registers) {
       REQUIRE(model.registers.grad().defined());
       CHECK(max(abs(model.registers.grad())).item() > 0);
     } else {
@@ -184,12 +184,12 @@ TEST_CASE("video parameter matching: the three methods within 5% (joint and regi
       CHECK(static_cast<double>(*hi - *lo) / static_cast<double>(*hi) < 0.05);
     }
   VideoConfig c;
-  c.method = "joint";
+  c.method = VideoMethod::joint;
   CHECK(video_backbone_config(c).mlp_hidden > 4 * c.dim);
   CHECK(video_backbone_config(c).max_len == c.frames * 16);
-  c.method = "registers";
+  c.method = VideoMethod::registers;
   CHECK(video_backbone_config(c).max_len == 20);
-  c.method = "tensor";
+  c.method = VideoMethod::tensor;
   CHECK(video_backbone_config(c).mlp_hidden == 0);
   CHECK(!video_backbone_config(c).causal);
 }
@@ -222,7 +222,7 @@ namespace {
 // A short training run of `method` on synthetic clips of pattern_items
 // (2 frames of 64 x 64, patch 16, d = 32): the set loss falls below the
 // uniform guess, and the result is complete.
-void smoke_train(const std::string& method) {
+void smoke_train(VideoMethod method) {
   VideoTrainConfig c;
   c.model = tiny_video(method, 2);
   c.model.size = 64;
@@ -253,16 +253,16 @@ void smoke_train(const std::string& method) {
   CHECK(last < std::log(4.0) - 0.05);  // below the uniform guess
   CHECK(r.test.clips == 24);
   CHECK(r.test.occluded_clips == 0);
-  CHECK(r.gates.size() == (method == "tensor" ? 2u : 0u));
+  CHECK(r.gates.size() == (method == VideoMethod::tensor ? 2u : 0u));
   CHECK(r.parameters == video_parameters(c));
-  CHECK(video_config_to_json(c)["method"] == method);
+  CHECK(video_config_to_json(c)["method"] == to_string(method));
 }
 
 }  // namespace
 
-TEST_CASE("video training smoke test: the set loss falls on synthetic clips (joint)") { smoke_train("joint"); }
-TEST_CASE("video training smoke test: the set loss falls on synthetic clips (registers)") { smoke_train("registers"); }
-TEST_CASE("video training smoke test: the set loss falls on synthetic clips (tensor)") { smoke_train("tensor"); }
+TEST_CASE("video training smoke test: the set loss falls on synthetic clips (joint)") { smoke_train(VideoMethod::joint); }
+TEST_CASE("video training smoke test: the set loss falls on synthetic clips (registers)") { smoke_train(VideoMethod::registers); }
+TEST_CASE("video training smoke test: the set loss falls on synthetic clips (tensor)") { smoke_train(VideoMethod::tensor); }
 
 TEST_CASE("evaluate_video: the same fixed clips whatever the batch, and the occluded item scored") {
   MovingFashionMNISTOptions opt;
@@ -270,7 +270,7 @@ TEST_CASE("evaluate_video: the same fixed clips whatever the batch, and the occl
   opt.occluded_frames = 1;
   opt.occlusion = true;
   MovingFashionMNIST clips(pattern_items(8), opt);
-  VideoConfig c = tiny_video("registers", 2);
+  VideoConfig c = tiny_video(VideoMethod::registers, 2);
   c.size = 64;
   c.patch = 16;
   c.classes = 4;
@@ -291,14 +291,20 @@ TEST_CASE("evaluate_video: the same fixed clips whatever the batch, and the occl
 
 TEST_CASE("video errors name the op") {
   Generator gen(11);
-  VideoConfig bad = tiny_video("joint");
+  VideoConfig bad = tiny_video(VideoMethod::joint);
   bad.patch = 5;
   CHECK_THROWS_WITH_AS(VideoModel(bad, gen), doctest::Contains("VideoModel: frame size 16"), ValueError);
-  CHECK_THROWS_WITH_AS(VideoModel(tiny_video("slowfast"), gen), doctest::Contains("VideoModel: unknown method \"slowfast\""),
+  CHECK_THROWS_WITH_AS(parse_video_method("slowfast"), doctest::Contains("VideoModel: unknown method \"slowfast\""),
                        ValueError);
-  VideoModel joint(tiny_video("joint", 2), gen);
+  CHECK_THROWS_WITH_AS(parse_video_method("slowfast"),
+                       "VideoModel: unknown method \"slowfast\" (expected joint, registers or tensor)", ValueError);
+  for (const auto m : video_methods()) {
+    CHECK(parse_video_method(to_string(m)) == m);
+    CHECK(nlohmann::json(to_string(m)).get<VideoMethod>() == m);
+  }
+  VideoModel joint(tiny_video(VideoMethod::joint, 2), gen);
   CHECK_THROWS_WITH_AS(joint.forward(random_clips(1, 3, 16, 1)), doctest::Contains("VideoModel"), ShapeError);
-  VideoModel rec(tiny_video("tensor"), gen);
+  VideoModel rec(tiny_video(VideoMethod::tensor), gen);
   CHECK_THROWS_WITH_AS(rec.forward(random_clips(1, 2, 20, 1)), doctest::Contains("[1,2,20,20]"), ShapeError);
   CHECK_THROWS_WITH_AS(rec.forward(zeros({2, 16, 16})), doctest::Contains("VideoModel"), ShapeError);
   VideoTrainConfig t;

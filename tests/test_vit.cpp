@@ -117,14 +117,14 @@ TEST_CASE("local_attention_mask: exactly the window x window neighbourhood on th
 TEST_CASE("local ViT: after one layer a patch is not influenced by a far patch (plain vit is)") {
   Tensor x = random_images(2, 28, 6);
   Tensor far = change_patch(x, 48, 4, 7);  // patch (6, 6)
-  for (const char* m : {"local", "vit"}) {
-    INFO(m);
+  for (const auto m : {ViTMethod::local, ViTMethod::vit}) {
+    INFO(to_string(m));
     Generator gen(8);
     ViTEncoder enc(tiny_vit(m, 1), gen);
     NoGradGuard no_grad;
     Tensor a = enc.forward(x), b = enc.forward(far);
     CHECK(token_change(a, b, 40) > 0);  // patch (5, 5) is a neighbour
-    if (std::string(m) == "local") {
+    if (m == ViTMethod::local) {
       CHECK(token_change(a, b, 0) == 0.0);   // patch (0, 0)
       CHECK(token_change(a, b, 46) == 0.0);  // patch (6, 4): two columns away
     } else {
@@ -133,7 +133,7 @@ TEST_CASE("local ViT: after one layer a patch is not influenced by a far patch (
   }
   // Two layers reach two windows: (6, 4) now hears (6, 6) through (6, 5).
   Generator gen(8);
-  ViTEncoder enc(tiny_vit("local", 2), gen);
+  ViTEncoder enc(tiny_vit(ViTMethod::local, 2), gen);
   NoGradGuard no_grad;
   CHECK(token_change(enc.forward(x), enc.forward(far), 46) > 0);
   CHECK(token_change(enc.forward(x), enc.forward(far), 0) == 0.0);
@@ -141,7 +141,7 @@ TEST_CASE("local ViT: after one layer a patch is not influenced by a far patch (
 
 TEST_CASE("registers: R learned tokens are attended to, trained, and discarded at the output") {
   Generator gen(9);
-  ViTClassifier model(tiny_vit("registers"), gen);
+  ViTClassifier model(tiny_vit(ViTMethod::registers), gen);
   REQUIRE(model.encoder->registers.shape() == Shape{2, 16});
   Tensor x = random_images(2, 28, 10);
   Tensor y = model.encoder->forward(x);
@@ -155,7 +155,7 @@ TEST_CASE("registers: R learned tokens are attended to, trained, and discarded a
 }
 
 TEST_CASE("spatial ViT: a memory in every 2nd block, and its parameters get gradients") {
-  ViTConfig c = tiny_vit("spatial", 4);  // chunk 16 over 49 patches: 4 chunks
+  ViTConfig c = tiny_vit(ViTMethod::spatial, 4);  // chunk 16 over 49 patches: 4 chunks
   Generator gen(11);
   ViTClassifier model(c, gen);
   const auto& blocks = model.encoder->backbone->blocks();
@@ -195,7 +195,7 @@ TEST_CASE("parameter matching: the four methods within 1% at the classify and MA
     }
   ViTConfig c;
   CHECK(vit_backbone_config(c).mlp_hidden > 4 * c.dim);  // vit: widened
-  c.method = "spatial";
+  c.method = ViTMethod::spatial;
   CHECK(vit_backbone_config(c).mlp_hidden == 0);  // the default ratio 4
   CHECK(!vit_backbone_config(c).causal);
   CHECK(vit_backbone_config(c).memory_every == 2);
@@ -270,7 +270,7 @@ TEST_CASE("mae_composite: visible patches equal the input exactly, masked ones t
 
 TEST_CASE("MAE: predictions [B, N, P*P], masked pixels never reach the model, the loss covers masked patches only") {
   for (const auto& m : vit_methods()) {
-    INFO(m);
+    INFO(to_string(m));
     MAEConfig c;
     c.encoder = tiny_vit(m);
     c.encoder.memory.chunk = 4;
@@ -294,7 +294,7 @@ TEST_CASE("MAE: predictions [B, N, P*P], masked pixels never reach the model, th
     loss.backward();
     REQUIRE(model.mask_token.grad().defined());
     CHECK(max(abs(model.mask_token.grad())).item() > 0);
-    if (m == "spatial") {  // 12 visible patches, chunk 4: the memory reads what earlier chunks wrote
+    if (m == ViTMethod::spatial) {  // 12 visible patches, chunk 4: the memory reads what earlier chunks wrote
       const auto& mem = model.encoder->backbone->blocks()[1]->memory;
       for (const Tensor& t : {mem->gamma, mem->write_proj->weight, mem->coord->weight, mem->cell->w.pw})
         CHECK(max(abs(t.grad())).item() > 0);
@@ -304,20 +304,26 @@ TEST_CASE("MAE: predictions [B, N, P*P], masked pixels never reach the model, th
 
 TEST_CASE("MAE and ViT errors name the problem") {
   Generator gen(18);
-  ViTConfig bad = tiny_vit("vit");
+  ViTConfig bad = tiny_vit(ViTMethod::vit);
   bad.patch = 5;
   CHECK_THROWS_WITH_AS(ViTClassifier(bad, gen), doctest::Contains("patch size 5"), ValueError);
-  CHECK_THROWS_WITH_AS(ViTClassifier(tiny_vit("swin"), gen), doctest::Contains("swin"), ValueError);
-  ViTConfig even = tiny_vit("local");
+  CHECK_THROWS_WITH_AS(parse_vit_method("swin"), doctest::Contains("swin"), ValueError);
+  CHECK_THROWS_WITH_AS(parse_vit_method("swin"), "unknown ViT method \"swin\" (expected vit, local, registers or spatial)",
+                       ValueError);
+  for (const auto m : vit_methods()) {
+    CHECK(parse_vit_method(to_string(m)) == m);
+    CHECK(nlohmann::json(to_string(m)).get<ViTMethod>() == m);
+  }
+  ViTConfig even = tiny_vit(ViTMethod::local);
   even.window = 2;
   CHECK_THROWS_WITH_AS(ViTClassifier(even, gen), doctest::Contains("window"), ValueError);
   CHECK_THROWS_WITH_AS(nn::patchify(zeros({2, 30, 28}), 4), doctest::Contains("patchify"), ShapeError);
   CHECK_THROWS_WITH_AS(nn::patchify(zeros({2, 28, 28}), 0), doctest::Contains("patchify"), ValueError);
   CHECK_THROWS_WITH_AS(nn::unpatchify(zeros({2, 48, 16}), 4, 28, 28), doctest::Contains("unpatchify"), ShapeError);
-  ViTClassifier model(tiny_vit("vit"), gen);
+  ViTClassifier model(tiny_vit(ViTMethod::vit), gen);
   CHECK_THROWS_WITH_AS(model.forward(zeros({2, 32, 32})), doctest::Contains("[2,32,32]"), ShapeError);
   MAEConfig c;
-  c.encoder = tiny_vit("vit");
+  c.encoder = tiny_vit(ViTMethod::vit);
   c.decoder_dim = 8;
   c.decoder_layers = 1;
   c.decoder_heads = 2;
@@ -330,7 +336,7 @@ TEST_CASE("MAE and ViT errors name the problem") {
                        doctest::Contains("partition"), ValueError);
   CHECK_THROWS_AS(mae.forward(random_images(3, 28, 1), mask), ShapeError);  // a mask for 2 images
   BackboneConfig bc;
-  bc.attention = "local";
+  bc.attention = Attention::local;
   bc.causal = false;
   CHECK_THROWS_WITH_AS(Backbone(bc, gen), doctest::Contains("bidirectional"), ValueError);
   nn::AttentionOptions lin;
@@ -377,8 +383,8 @@ TEST_CASE("ScheduledAdamW: the warmup-cosine rate, weight decay on matrices only
 
 TEST_CASE("ViT training smoke test: classification and MAE losses fall on synthetic images") {
   const ImageDataset train = halves(96, 12, 20), test = halves(32, 12, 21);
-  for (const char* m : {"vit", "spatial"}) {
-    INFO(m);
+  for (const auto m : {ViTMethod::vit, ViTMethod::spatial}) {
+    INFO(to_string(m));
     ViTTrainConfig c;
     c.model.encoder = tiny_vit(m);
     c.model.encoder.image = 12;  // 3 x 3 patches of 4
@@ -395,7 +401,7 @@ TEST_CASE("ViT training smoke test: classification and MAE losses fall on synthe
     CHECK(train_reports == 40);
     CHECK((r.losses[38] + r.losses[39]) / 2 < 0.5 * (r.losses[0] + r.losses[1]) / 2);
     CHECK(r.test_accuracy > 0.9);
-    CHECK(r.gates.size() == (std::string(m) == "spatial" ? 1u : 0u));
+    CHECK(r.gates.size() == (m == ViTMethod::spatial ? 1u : 0u));
 
     c.task = "mae";
     c.model.decoder_dim = 8;
@@ -415,7 +421,7 @@ TEST_CASE("ViT training smoke test: classification and MAE losses fall on synthe
 
 TEST_CASE("evaluate_reconstruction: the same masks for the same seed, so scores repeat exactly") {
   MAEConfig c;
-  c.encoder = tiny_vit("vit");
+  c.encoder = tiny_vit(ViTMethod::vit);
   c.encoder.image = 12;
   c.decoder_dim = 8;
   c.decoder_layers = 1;

@@ -33,17 +33,18 @@ struct StateSize {
 // learning rate. Each bounded method spans about 500 to 30,000 floats at
 // d = 64 and 2 layers (rmt stops at 8,192: 128 memory tokens already make a
 // segment 17 times longer).
-std::vector<StateSize> sizes_of(const std::string& method) {
+std::vector<StateSize> sizes_of(models::BackboneMethod method) {
+  using enum models::BackboneMethod;
   auto knob = [](const std::string& prefix, std::vector<int64_t> values, int64_t models::BackboneConfig::*field) {
     std::vector<StateSize> v;
     for (int64_t x : values) v.push_back({prefix + std::to_string(x), [=](models::BackboneConfig& b) { b.*field = x; }});
     return v;
   };
-  if (method == "xl") return knob("M", {4, 32, 200}, &models::BackboneConfig::cache_len);
-  if (method == "linear") return knob("f", {4, 32, 200}, &models::BackboneConfig::linear_features);
-  if (method == "ssm") return knob("N", {4, 32, 200}, &models::BackboneConfig::ssm_state);
-  if (method == "rmt") return knob("R", {8, 32, 128}, &models::BackboneConfig::memory_tokens);
-  if (method == "tensor") {
+  if (method == xl) return knob("M", {4, 32, 200}, &models::BackboneConfig::cache_len);
+  if (method == linear) return knob("f", {4, 32, 200}, &models::BackboneConfig::linear_features);
+  if (method == ssm) return knob("N", {4, 32, 200}, &models::BackboneConfig::ssm_state);
+  if (method == rmt) return knob("R", {8, 32, 128}, &models::BackboneConfig::memory_tokens);
+  if (method == tensor) {
     std::vector<StateSize> v;
     for (const auto& cg : {std::pair<int64_t, int64_t>{2, 4}, {16, 4}, {16, 8}}) {
       const int64_t c = cg.first, g = cg.second;  // named: the lambda captures them
@@ -59,7 +60,7 @@ std::vector<StateSize> sizes_of(const std::string& method) {
 
 struct FrontierArgs {
   std::string task;
-  std::vector<std::string> methods = models::segmented_methods();
+  std::vector<models::BackboneMethod> methods = models::segmented_methods();
   std::vector<double> lrs{3e-4, 1e-3, 3e-3};
   std::vector<uint64_t> seeds{42, 43, 44};
   bool all_seeds = false, report_only = false;
@@ -81,11 +82,11 @@ std::string lr_str(double lr) {
 // the whole input, 2 d T per layer).
 int64_t floats_of(const models::TrainConfig& c) {
   auto task = models::make_task(c.task, c.task_cfg);
-  if (c.model.method == "full") return 2 * c.model.dim * task->seq_len() * c.model.layers;
+  if (c.model.method == models::BackboneMethod::full) return 2 * c.model.dim * task->seq_len() * c.model.layers;
   return models::state_floats(models::backbone_config_for(*task, c.model));
 }
 
-models::TrainConfig cell_config(const FrontierArgs& a, const std::string& method, size_t size, double lr,
+models::TrainConfig cell_config(const FrontierArgs& a, models::BackboneMethod method, size_t size, double lr,
                                 uint64_t seed) {
   models::TrainConfig c = a.cfg;
   c.task = a.task;
@@ -96,10 +97,10 @@ models::TrainConfig cell_config(const FrontierArgs& a, const std::string& method
   return c;
 }
 
-std::string cell_name(const std::string& method, const std::string& size, double lr, uint64_t seed) {
+std::string cell_name(models::BackboneMethod method, const std::string& size, double lr, uint64_t seed) {
   std::string s = size;
   std::replace(s.begin(), s.end(), '^', 'p');
-  return method + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
+  return to_string(method) + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
 }
 
 // Every finished frontier cell under root (its result.json with a "method"
@@ -125,12 +126,12 @@ std::vector<json> finished_cells(const std::string& root) {
 // The learning rate of `method`: the best eval accuracy (ties: the lower
 // final loss) among its cells at the middle size and the first seed; 0 when
 // none has finished.
-double chosen_lr(const std::vector<json>& cells, const std::string& method, uint64_t seed) {
+double chosen_lr(const std::vector<json>& cells, models::BackboneMethod method, uint64_t seed) {
   const auto sizes = sizes_of(method);
   const std::string middle = sizes[sizes.size() / 2].label;
   const json* best = nullptr;
   for (const json& c : cells) {
-    if (c["method"] != method || c["size"] != middle || c["seed"].get<uint64_t>() != seed) continue;
+    if (c["method"] != to_string(method) || c["size"] != middle || c["seed"].get<uint64_t>() != seed) continue;
     if (!best || c["eval_accuracy"].get<double>() > (*best)["eval_accuracy"].get<double>() ||
         (c["eval_accuracy"] == (*best)["eval_accuracy"] &&
          c["final_loss"].get<double>() < (*best)["final_loss"].get<double>()))
@@ -140,7 +141,8 @@ double chosen_lr(const std::vector<json>& cells, const std::string& method, uint
 }
 
 struct Row {
-  std::string method, size;
+  models::BackboneMethod method{};
+  std::string size;
   int64_t floats = 0;
   double lr = 0;
   std::vector<double> acc, observed, stopped, seconds;
@@ -169,17 +171,17 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
   const uint64_t first_seed = a.seeds.front();
   std::vector<Row> rows;
   json lr_choice = json::object();
-  for (const auto& method : models::segmented_methods()) {
+  for (const auto method : models::segmented_methods()) {
     const double lr = chosen_lr(cells, method, first_seed);
     if (lr == 0) continue;
-    lr_choice[method] = lr;
+    lr_choice[to_string(method)] = lr;
     for (const auto& size : sizes_of(method)) {
       Row r;
       r.method = method;
       r.size = size.label;
       r.lr = lr;
       for (const json& c : cells) {
-        if (c["method"] != method || c["size"] != size.label || c["lr"].get<double>() != lr) continue;
+        if (c["method"] != to_string(method) || c["size"] != size.label || c["lr"].get<double>() != lr) continue;
         // What the cell measured on its carried tensors (xl's cache holds at
         // most the input, so M 200 carries less than its nominal 2 d M);
         // the formula for cells without it (full's KV cache, none's 0).
@@ -207,7 +209,7 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
     char steps[32] = "never";
     if (!r.stopped.empty())
       std::snprintf(steps, sizeof steps, "%.0f (%zu/%zu)", mean_of(r.stopped), r.stopped.size(), r.acc.size());
-    std::printf("%-7s %-9s %8lld %7s %8.1f +- %4.1f %5zu", r.method.c_str(), r.size.c_str(),
+    std::printf("%-7s %-9s %8lld %7s %8.1f +- %4.1f %5zu", to_string(r.method).c_str(), r.size.c_str(),
                 static_cast<long long>(r.floats), lr_str(r.lr).c_str(), 100 * mean_of(r.acc), 100 * sd_of(r.acc),
                 r.acc.size());
     if (observed) std::printf(" %10.1f", r.observed.empty() ? 0.0 : 100 * mean_of(r.observed));
@@ -223,15 +225,15 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
   std::vector<PlotSeries> series;
   double lo = 1e300, hi = -1e300;
   for (const Row& r : rows)
-    if (r.method != "none" && r.method != "full" && r.floats > 0)
+    if (r.method != models::BackboneMethod::none && r.method != models::BackboneMethod::full && r.floats > 0)
       lo = std::min(lo, std::log10(static_cast<double>(r.floats))), hi = std::max(hi, std::log10(static_cast<double>(r.floats)));
-  for (const auto& method : models::segmented_methods()) {
-    PlotSeries s{method, {}, {}};
+  for (const auto method : models::segmented_methods()) {
+    PlotSeries s{to_string(method), {}, {}};
     for (const Row& r : rows) {
       if (r.method != method) continue;
-      if (method == "none" || method == "full") {
+      if (method == models::BackboneMethod::none || method == models::BackboneMethod::full) {
         if (lo > hi) continue;
-        s.label = method + (method == "none" ? " (floor)" : " (ceiling)");
+        s.label += method == models::BackboneMethod::none ? " (floor)" : " (ceiling)";
         s.x = {lo, hi};
         s.y = {100 * mean_of(r.acc), 100 * mean_of(r.acc)};
       } else {
@@ -267,13 +269,13 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
               static_cast<unsigned long long>(seed), "method", "size");
   for (int64_t v : a.values) std::printf(" %7s", (a.vs + "=" + std::to_string(v)).c_str());
   std::printf("\n");
-  for (const auto& method : a.methods) {
+  for (const auto method : a.methods) {
     const double lr = chosen_lr(cells, method, seed);
-    check<ValueError>(lr > 0, "frontier: --vs needs the learning rate of ", method, ": run `tmem frontier ", a.task,
-                      " --name ", a.name, " --methods ", method, "` first");
+    check<ValueError>(lr > 0, "frontier: --vs needs the learning rate of ", to_string(method), ": run `tmem frontier ",
+                      a.task, " --name ", a.name, " --methods ", to_string(method), "` first");
     const size_t middle = sizes_of(method).size() / 2;
     const std::string size = sizes_of(method)[middle].label;
-    PlotSeries s{method, {}, {}};
+    PlotSeries s{to_string(method), {}, {}};
     std::vector<double> accs;
     for (int64_t v : a.values) {
       models::TrainConfig c = cell_config(a, method, middle, lr, seed);
@@ -282,7 +284,7 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
       std::string name = cell_name(method, size, lr, seed);
       if (v != own) name += "_" + a.vs + std::to_string(v);
       c.resume = true;
-      const json j = run_or_reuse(rec, name, c, method + " " + size + " " + a.vs + "=" + std::to_string(v),
+      const json j = run_or_reuse(rec, name, c, to_string(method) + " " + size + " " + a.vs + "=" + std::to_string(v),
                                   {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
                                    {"vs", a.vs}, {"value", v}},
                                   tty);
@@ -290,7 +292,7 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
       s.x.push_back(static_cast<double>(v));
       s.y.push_back(100 * accs.back());
     }
-    std::printf("%-7s %-9s", method.c_str(), size.c_str());
+    std::printf("%-7s %-9s", to_string(method).c_str(), size.c_str());
     for (double x : accs) std::printf(" %7.1f", 100 * x);
     std::printf("\n");
     rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", accs}});
@@ -315,7 +317,7 @@ int run(FrontierArgs& a) {
   // W unset: coord-recall's 32, else TaskConfig's (unused there, but part of every cell's config).
   if (a.cfg.task_cfg.W == 0) a.cfg.task_cfg.W = a.task == "coord-recall" ? 32 : models::TaskConfig().W;
   // Build every (method, size) model once, so a bad option fails before any training.
-  for (const auto& method : a.methods)
+  for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
       models::TrainConfig c = cell_config(a, method, i, a.lrs[0], a.seeds[0]);
       auto task = models::make_task(c.task, c.task_cfg);
@@ -338,19 +340,19 @@ int run(FrontierArgs& a) {
                 a.task.c_str(), a.methods.size(), a.lrs.size(), a.seeds.size(),
                 a.all_seeds ? "every size" : "later seeds at the middle size", static_cast<long long>(a.cfg.steps),
                 static_cast<long long>(a.cfg.batch), get_num_threads(), root.c_str());
-    auto train = [&](const std::string& method, size_t size, double lr, uint64_t seed) {
+    auto train = [&](models::BackboneMethod method, size_t size, double lr, uint64_t seed) {
       models::TrainConfig c = cell_config(a, method, size, lr, seed);
       const std::string label = sizes_of(method)[size].label;
       const std::string name = cell_name(method, label, lr, seed);
-      return run_or_reuse(rec, name, c, method + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
+      return run_or_reuse(rec, name, c, to_string(method) + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
                           {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed}}, tty);
     };
-    for (const auto& method : a.methods) {
+    for (const auto method : a.methods) {
       const size_t sizes = sizes_of(method).size(), middle = sizes / 2;
       std::vector<json> tried;
       for (double lr : a.lrs) tried.push_back(train(method, middle, lr, a.seeds[0]));
       const double lr = chosen_lr(tried, method, a.seeds[0]);
-      std::printf("%s: learning rate %s (best eval accuracy at %s, seed %llu)\n", method.c_str(),
+      std::printf("%s: learning rate %s (best eval accuracy at %s, seed %llu)\n", to_string(method).c_str(),
                   lr_str(lr).c_str(), sizes_of(method)[middle].label.c_str(),
                   static_cast<unsigned long long>(a.seeds[0]));
       for (size_t i = 0; i < sizes; ++i)
@@ -390,7 +392,7 @@ std::function<int()> add_frontier_command(CLI::App& app) {
             "in 20-step probes xl, linear, ssm and rmt at their middle sizes take 1.4x, 2x, 4.7x and 6x none's "
             "time per step. Figures: docs/RESULTS.md.");
   f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
-  f->add_option("--methods", a->methods, "Methods, comma-separated")->delimiter(',')->capture_default_str();
+  add_method_option(*f, "--methods", a->methods, models::parse_backbone_method, "Methods, comma-separated");
   f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str()
       ->check(real_range(0, 10));
   f->add_option("--seed", a->seeds, "Seeds, comma-separated (the first picks the learning rate)")

@@ -24,7 +24,7 @@ using nlohmann::json;
 
 // The defaults are LMTrainConfig's and LMConfig's (see the help text).
 struct BrownArgs {
-  std::vector<std::string> methods = models::lm_methods();
+  std::vector<models::LMMethod> methods = models::lm_methods();
   std::string name, data_dir = "data/cache/brown";
   int threads = 0;
   models::LMTrainConfig cfg;  DebugArgs debug;
@@ -51,7 +51,6 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
 
 int run(BrownArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  for (const auto& m : a.methods) models::check_lm_method(m);
   dist::BatchShard(a.cfg.batch, "train brown: --batch");  // the batch splits over the ranks: checked before loading
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
@@ -67,7 +66,7 @@ int run(BrownArgs& a) {
               corpus.train.size(), corpus.valid.size(), corpus.test.size(), static_cast<long long>(a.cfg.model.vocab));
   // Build every method's model before training, so a bad option fails now.
   std::vector<int64_t> params;
-  for (const auto& m : a.methods) {
+  for (const auto m : a.methods) {
     models::LMConfig mc = a.cfg.model;
     mc.method = m;
     Generator gen(0);
@@ -82,15 +81,16 @@ int run(BrownArgs& a) {
               static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
               device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-6s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
+    std::printf("  %-6s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
 
   const bool tty = isatty(fileno(stdout));
   json methods = json::array();
   std::vector<models::LMTrainResult> results;
   const double tokens_per_step = static_cast<double>(a.cfg.batch * m.seq);
-  for (const auto& method : a.methods) {
+  for (const auto lm_method : a.methods) {
+    const std::string method = to_string(lm_method);
     models::LMTrainConfig c = a.cfg;
-    c.model.method = method;
+    c.model.method = lm_method;
     rec.place(c, method);
     models::LMTrainResult r = models::train_lm(c, corpus.train, corpus.valid, corpus.test,
                                                [&](const models::LMTrainProgress& p) { print_progress(method, p, tty); });
@@ -128,7 +128,7 @@ int run(BrownArgs& a) {
               static_cast<long long>(tokens_per_step));
   std::printf("%-8s %11s %10s %10s %9s %9s\n", "method", "parameters", "valid ppl", "test ppl", "tok/s", "time");
   for (size_t i = 0; i < results.size(); ++i)
-    std::printf("%-8s %11lld %10.2f %10.2f %9.0f %9s\n", a.methods[i].c_str(),
+    std::printf("%-8s %11lld %10.2f %10.2f %9.0f %9s\n", to_string(a.methods[i]).c_str(),
                 static_cast<long long>(results[i].parameters), results[i].valid.perplexity(),
                 results[i].test.perplexity(), results[i].tokens_per_second, fmt_time(results[i].seconds).c_str());
   std::printf("(Bengio et al. 2003, |V| = 16,383: trigram 336, Kneser-Ney 5-gram 321, neural LM 268, "
@@ -154,8 +154,8 @@ int run_train_brown(int argc, char** argv) {
       "training (tensor 30, local 33, base 36, linear 37, xl 48; 1,400-2,300 tokens/s) plus about 3 minutes of "
       "evaluation.",
       "tmem train brown"};
-  app.add_option("--method", a.methods, "Methods, comma-separated: base, local, linear, xl, tensor, leaky")
-      ->delimiter(',')->capture_default_str();
+  add_method_option(app, "--method", a.methods, models::parse_lm_method,
+                    "Methods, comma-separated: base, local, linear, xl, tensor, leaky");
   app.add_option("--dim", c.model.dim, "Model width d")->capture_default_str()->check(int_range(1, 65536));
   app.add_option("--layers", c.model.layers, "Transformer layers")->capture_default_str()->check(int_range(1, 1024));
   app.add_option("--heads", c.model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));

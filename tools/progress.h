@@ -72,6 +72,34 @@ extern const CLI::Validator kNonNegative;
 /// int_range / real_range where the option is declared.
 void check_every_option(CLI::App& app);
 
+/// Adds the list option `name` (e.g. --method) to app: comma-separated
+/// method names, each parsed once by `parse` (e.g. models::parse_lm_method)
+/// into `methods` when the option is given; a bad name is a parse error,
+/// parse's message prefixed with the option. The initial `methods` are the
+/// default the help shows.
+template <class E>
+CLI::Option* add_method_option(CLI::App& app, const std::string& name, std::vector<E>& methods,
+                               E (*parse)(const std::string&), const std::string& help) {
+  std::string defaults;
+  for (const E m : methods) defaults += (defaults.empty() ? "" : ",") + to_string(m);
+  return app
+      .add_option_function<std::vector<std::string>>(
+          name,
+          [&methods, parse, name](const std::vector<std::string>& names) {
+            methods.clear();
+            for (const std::string& n : names) {
+              try {
+                methods.push_back(parse(n));
+              } catch (const ValueError& e) {
+                throw CLI::ValidationError(name, e.what());
+              }
+            }
+          },
+          help)
+      ->delimiter(',')
+      ->default_str("[" + defaults + "]");
+}
+
 /// Adds the options every training command shares: --threads, --name (the
 /// help names the default `name_default`, e.g. "brown-date-time") and
 /// --data-dir with the help `data_help`.

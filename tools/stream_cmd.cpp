@@ -45,14 +45,16 @@ models::LMConfig stream_model(const StreamArgs& a, const std::string& method) {
   c.vocab = a.vocab;
   c.dropout = 0.0;
   if (method == "kv-cache") {
-    c.method = "xl";
+    c.method = models::LMMethod::xl;
     c.cache_len = -1;
     return c;
   }
-  const auto& lm = models::lm_methods();
-  check<ValueError>(std::find(lm.begin(), lm.end(), method) != lm.end(), "stream: unknown method \"", printable(method),
-                    "\" (expected kv-cache or a language-model method: base, local, linear, xl, tensor, leaky)");
-  c.method = method;
+  try {
+    c.method = models::parse_lm_method(method);
+  } catch (const ValueError&) {
+    throw ValueError("stream: unknown method \"" + printable(method) +
+                     "\" (expected kv-cache or a language-model method: base, local, linear, xl, tensor, leaky)");
+  }
   return c;
 }
 

@@ -27,7 +27,7 @@ using nlohmann::json;
 
 struct TrainArgs {
   std::string task;
-  std::vector<std::string> methods{"base", "tensor"};
+  std::vector<models::BackboneMethod> methods{models::BackboneMethod::base, models::BackboneMethod::tensor};
   std::vector<int64_t> Ws, Ts, Ls{2}, Ps{64};  // Ws, Ts empty: the task's default
   std::vector<double> noises{0.05};
   std::vector<uint64_t> seeds{42};
@@ -202,9 +202,9 @@ int run_cells(TrainArgs& a) {
               root.c_str());
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
-  std::map<std::tuple<std::string, double, int64_t>, std::vector<std::pair<double, double>>> table;
+  std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<std::pair<double, double>>> table;
   // eval accuracy with the memory gates at 0 of every seed of a (method, noise, value) with Tensor Memory
-  std::map<std::tuple<std::string, double, int64_t>, std::vector<double>> memory_off;
+  std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<double>> memory_off;
   for (const auto& method : a.methods)
     for (double noise : a.noises)
       for (int64_t v : values)
@@ -217,9 +217,9 @@ int run_cells(TrainArgs& a) {
           c.seed = seed;
           models::resolve_task_defaults(c);
           std::string tag = sweep + std::to_string(v) + (coord ? "_s" + noise_str(noise) : "");
-          std::string cell = method + "_" + tag + "_seed" + std::to_string(seed);
+          std::string cell = to_string(method) + "_" + tag + "_seed" + std::to_string(seed);
           if (!a.cfg.dump_grads.empty()) c.dump_grads = rec.path(cell + "/" + a.cfg.dump_grads);
-          const std::string label = method + " " + sweep + "=" + std::to_string(v) +
+          const std::string label = to_string(method) + " " + sweep + "=" + std::to_string(v) +
                                     (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
           const json j = run_or_reuse(rec, cell, c, label, {{"cell", cell}}, tty);
           table[{method, noise, v}].push_back(
@@ -242,7 +242,7 @@ int run_cells(TrainArgs& a) {
   };
   for (const auto& method : a.methods)
     for (double noise : a.noises) {
-      std::printf("%-12s %-7s", method.c_str(), coord ? noise_str(noise).c_str() : "");
+      std::printf("%-12s %-7s", to_string(method).c_str(), coord ? noise_str(noise).c_str() : "");
       for (int64_t v : values) {
         std::vector<double> acc, obs;
         for (const auto& [x, o] : table[{method, noise, v}]) acc.push_back(x), obs.push_back(o);
@@ -260,7 +260,7 @@ int run_cells(TrainArgs& a) {
       for (int64_t v : values) has = has || memory_off.count({method, noise, v});
       if (!has) continue;
       any_off = true;
-      std::printf("%-12s %-7s", (method + " -mem").c_str(), coord ? noise_str(noise).c_str() : "");
+      std::printf("%-12s %-7s", (to_string(method) + " -mem").c_str(), coord ? noise_str(noise).c_str() : "");
       for (int64_t v : values) {
         auto it = memory_off.find({method, noise, v});
         char buf[16] = "-";
@@ -329,8 +329,9 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
                                  "(tmem train moving-fmnist --help)")
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
-  t->add_option("--method", a->methods, "Methods, comma-separated: base, base_wide, slots, tensor (segmented tasks: "
-                                        "none, full, xl, linear, ssm, rmt, tensor)")->delimiter(',')->capture_default_str();
+  add_method_option(*t, "--method", a->methods, models::parse_backbone_method,
+                    "Methods, comma-separated: base, base_wide, slots, tensor (segmented tasks: none, full, xl, "
+                    "linear, ssm, rmt, tensor)");
   t->add_option("--W", a->Ws, "Write-token counts, comma-separated (default 20; coord-recall 32)")->delimiter(',')
       ->check(int_range(1, 65536));
   t->add_option("--T", a->Ts, "map-building / map-recall: observation counts, comma-separated (default 32; "
@@ -424,7 +425,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   auto debug = std::make_shared<DebugArgs>();
   cfg->task_cfg.W = 20;
   cfg->task_cfg.noise = 0.05;
-  cfg->model.method = "tensor";
+  cfg->model.method = models::BackboneMethod::tensor;
   cfg->model.memory.chunk = 1;
   auto* t = app.add_subcommand("ablate", "Tensor Memory ablations on coord-binding (W=20, s=0.05)");
   t->footer("Measured on one thread beside another job: 3-18 min per variant (chunk 4 the fastest, grid 8^3 "

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 struct VideoArgs {
-  std::vector<std::string> methods = models::video_methods();
+  std::vector<models::VideoMethod> methods = models::video_methods();
   std::vector<std::string> occlusion = {"off", "on"};
   std::string name, data_dir = kFashionMnistDir;
   int threads = 0;
@@ -45,7 +45,7 @@ models::VideoTrainConfig defaults() {
 
 // One training cell: a method with the occluder off or on.
 struct Cell {
-  std::string method;
+  models::VideoMethod method;
   bool occlusion;
   models::VideoTrainResult result;
 };
@@ -84,7 +84,7 @@ void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
               static_cast<long long>(c.steps), static_cast<long long>(c.batch));
   std::printf("%-10s %11s %13s %10s %14s %8s\n", "method", "parameters", "no occlusion", "occlusion", "occluded item",
               "clips/s");
-  for (const auto& m : a.methods) {
+  for (const auto m : a.methods) {
     const Cell *off = nullptr, *on = nullptr;
     double rate = 0;
     int runs = 0;
@@ -95,7 +95,7 @@ void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
         ++runs;
       }
     if (!runs) continue;
-    std::printf("%-10s %11lld %13s %10s %14s %8.1f\n", m.c_str(),
+    std::printf("%-10s %11lld %13s %10s %14s %8.1f\n", to_string(m).c_str(),
                 static_cast<long long>((off ? off : on)->result.parameters), percent_or_dash(off, false).c_str(),
                 percent_or_dash(on, false).c_str(), percent_or_dash(on, true).c_str(), rate / runs);
   }
@@ -106,7 +106,6 @@ void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
 
 int run(VideoArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  for (const auto& m : a.methods) models::check_video_method(m);
   std::vector<bool> occlusion;
   for (const auto& o : a.occlusion) {
     check<ValueError>(o == "off" || o == "on", "tmem train moving-fmnist: --occlusion takes off and on, but got \"", o,
@@ -122,7 +121,7 @@ int run(VideoArgs& a) {
   const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
-  for (const auto& m : a.methods) {
+  for (const auto m : a.methods) {
     models::VideoTrainConfig c = a.cfg;
     c.model.method = m;
     models::check_video_train_config(c);
@@ -146,15 +145,16 @@ int run(VideoArgs& a) {
               static_cast<long long>(c.steps * c.batch), c.lr, static_cast<long long>(c.eval_clips),
               device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
+    std::printf("  %-9s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
 
   const bool tty = isatty(fileno(stdout));
   json runs = json::array();
   std::vector<Cell> cells;
   for (bool occ : occlusion)
-    for (const auto& method : a.methods) {
+    for (const auto video_method : a.methods) {
+      const std::string method = to_string(video_method);
       models::VideoTrainConfig cc = a.cfg;
-      cc.model.method = method;
+      cc.model.method = video_method;
       cc.data.occlusion = occ;
       const std::string label = cell_label(method, occ);
       const std::string cell = method + (occ ? "_occlusion" : "");
@@ -186,7 +186,7 @@ int run(VideoArgs& a) {
                       {"test_clips", r.test.clips}, {"occluded_clips", r.test.occluded_clips},
                       {"train_seconds", r.seconds}, {"clips_per_second", r.clips_per_second}, {"gates", r.gates},
                       {"skipped_steps", r.skipped_steps}, {"losses", r.losses}, {"train_metrics", r.metrics}});
-      cells.push_back({method, occ, r});
+      cells.push_back({video_method, occ, r});
       // Written after every cell, so a stopped run keeps what finished.
       json all = {{"task", "moving-fmnist-classify"},
                   {"data", {{"dir", a.data_dir}, {"train", "clips drawn afresh every step from the 60,000 training "
@@ -230,8 +230,8 @@ int run_train_moving_fmnist(int argc, char** argv) {
       "clips/s, so about 3.5, 7 and 9 minutes per cell (32,000 training clips) plus a few seconds of testing; the "
       "six cells take about 40 minutes.",
       "tmem train moving-fmnist"};
-  app.add_option("--method", a.methods, "Methods, comma-separated: joint, registers, tensor")
-      ->delimiter(',')->capture_default_str();
+  add_method_option(app, "--method", a.methods, models::parse_video_method,
+                    "Methods, comma-separated: joint, registers, tensor");
   app.add_option("--occlusion", a.occlusion, "Occluder settings, comma-separated: off, on")
       ->delimiter(',')->capture_default_str();
   app.add_option("--frames", c.data.frames, "Frames per clip T")->capture_default_str()->check(int_range(1, 1024));

@@ -20,7 +20,7 @@ namespace {
 using nlohmann::json;
 
 struct FashionArgs {
-  std::vector<std::string> methods = models::vit_methods();
+  std::vector<models::ViTMethod> methods = models::vit_methods();
   std::string name, data_dir = kFashionMnistDir;
   int threads = 0;
   int64_t train_images = 0, test_images = 0;  // 0: all
@@ -97,7 +97,7 @@ void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>
   std::printf(" %8s %9s\n", "img/s", "time");
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    std::printf("%-10s %11lld", a.methods[i].c_str(), static_cast<long long>(r.parameters));
+    std::printf("%-10s %11lld", to_string(a.methods[i]).c_str(), static_cast<long long>(r.parameters));
     if (mae)
       for (const auto& s : r.reconstruction) std::printf("  %10.2f %9.4f", s.psnr, s.ssim);
     else
@@ -113,7 +113,6 @@ void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>
 int run(FashionArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   models::check_vit_task(a.cfg.task);
-  for (const auto& m : a.methods) models::check_vit_method(m);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train fashion-mnist: --resume needs --name (the run to continue)");
@@ -121,7 +120,7 @@ int run(FashionArgs& a) {
   const std::string root = run_dir(a.name);  // so does a bad --name
   // Build every method's model before loading and training, so a bad option fails now.
   std::vector<int64_t> params;
-  for (const auto& m : a.methods) {
+  for (const auto m : a.methods) {
     models::ViTTrainConfig c = a.cfg;
     c.model.encoder.method = m;
     params.push_back(models::vit_parameters(c));
@@ -149,15 +148,16 @@ int run(FashionArgs& a) {
               static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str().c_str(),
               threads_and_ranks().c_str(), root.c_str());
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-9s %lld parameters\n", a.methods[i].c_str(), static_cast<long long>(params[i]));
+    std::printf("  %-9s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
 
   const bool tty = isatty(fileno(stdout));
   const bool mae = a.cfg.task == "mae";
   json methods = json::array();
   std::vector<models::ViTTrainResult> results;
-  for (const auto& method : a.methods) {
+  for (const auto vit_method : a.methods) {
+    const std::string method = to_string(vit_method);
     models::ViTTrainConfig c = a.cfg;
-    c.model.encoder.method = method;
+    c.model.encoder.method = vit_method;
     rec.place(c, method);
     models::ViTTrainResult r = models::train_vit(
         c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, tty); });
@@ -244,8 +244,8 @@ int run_train_fashion_mnist(int argc, char** argv) {
       "images/s, so 9-12 minutes per method plus ~1 minute of testing (3 mask ratios x 10,000 images).",
       "tmem train fashion-mnist"};
   app.add_option("--task", c.task, "classify or mae")->capture_default_str();
-  app.add_option("--method", a.methods, "Methods, comma-separated: vit, local, registers, spatial")
-      ->delimiter(',')->capture_default_str();
+  add_method_option(app, "--method", a.methods, models::parse_vit_method,
+                    "Methods, comma-separated: vit, local, registers, spatial");
   app.add_option("--patch", e.patch, "Patch size (4: 49 patches, 7: 16)")->capture_default_str()
       ->check(int_range(1, 28));
   app.add_option("--dim", e.dim, "Encoder width d")->capture_default_str()->check(int_range(1, 65536));

@@ -109,8 +109,15 @@ void bind_models(py::module_& m) {
   py::class_<BackboneConfig>(mm, "BackboneConfig",
                              "The configuration of a transformer backbone (models/transformer.h).")
       .def(py::init(&config_from_kwargs<BackboneConfig>), "Defaults with the given keys set.")
-      .def_readwrite("method", &BackboneConfig::method, "base, base_wide, slots, tensor, linear, ssm or rmt.")
-      .def_readwrite("attention", &BackboneConfig::attention, "full, local, linear or xl.")
+      .def_property(
+          "method", [](const BackboneConfig& c) { return to_string(c.method); },
+          [](BackboneConfig& c, const std::string& name) { c.method = parse_backbone_method(name); },
+          "base, base_wide, slots, tensor, linear, ssm or rmt (and none, full, xl for the segmented tasks); "
+          "tmem.ValueError for another name.")
+      .def_property(
+          "attention", [](const BackboneConfig& c) { return to_string(c.attention); },
+          [](BackboneConfig& c, const std::string& name) { c.attention = parse_attention(name); },
+          "full, local, linear or xl; tmem.ValueError for another name.")
       .def_readwrite("window", &BackboneConfig::window, "Local attention window.")
       .def_readwrite("dim", &BackboneConfig::dim, "C, the model width.")
       .def_readwrite("layers", &BackboneConfig::layers, "Blocks.")
@@ -142,7 +149,7 @@ void bind_models(py::module_& m) {
       .def(py::init([](const BackboneConfig& cfg, Generator* g) {
              return std::make_shared<Backbone>(cfg, g ? *g : default_generator());
            }), py::arg("config"), py::kw_only(), py::arg("generator") = nullptr, py::keep_alive<1, 3>(),
-           "Raises tmem.ValueError for an unknown method or attention kind. The generator also drives dropout, "
+           "Raises tmem.ValueError for a bad config. The generator also drives dropout, "
            "so it lives as long as the backbone.")
       .def("forward", py::overload_cast<const Tensor&>(&Backbone::forward, py::const_), py::arg("x"), release_gil(),
            "One sequence x [B,T,C] from a fresh state -> [B,T,C]; tmem.ShapeError when T > max_len or C != dim.")

@@ -74,6 +74,19 @@ class TestTrainConfig(unittest.TestCase):
         with self.assertRaises(tmem.ValueError):
             models.TrainConfig({"steps": 1.5})
 
+    def test_method_names(self):
+        cfg = models.BackboneConfig(method="base", attention="xl")
+        self.assertEqual((cfg.method, cfg.attention), ("base", "xl"))
+        with self.assertRaises(tmem.ValueError) as cm:
+            cfg.method = "slotz"
+        self.assertIn('unknown method "slotz"', str(cm.exception))
+        self.assertEqual(cfg.method, "base")
+        with self.assertRaises(tmem.ValueError):
+            cfg.attention = "sparse"
+        with self.assertRaises(tmem.ValueError) as cm:
+            models.TrainConfig({"method": "slotz"})
+        self.assertIn('unknown method "slotz"', str(cm.exception))
+
 
 class TestTraining(unittest.TestCase):
     def test_python_loop_matches_the_cpp_trainer(self):
