@@ -2,11 +2,12 @@
 // v1.13, default printoptions), so a tensor prints as it would in Python.
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <ostream>
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/tensor.h"
@@ -20,22 +21,12 @@ constexpr int64_t kThreshold = 1000;  // more elements than this are summarized
 constexpr int64_t kEdgeItems = 3;  // entries kept at each end of a summarized dim
 constexpr int64_t kLineWidth = 80;
 
-std::string printf_str(const char* fmt, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, fmt, kPrecision, v);
-  return buf;
-}
-
 // Python's spelling of non-finite floats ("nan" never signed).
 std::string nonfinite_str(double v) { return std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"; }
 
-std::string sci_str(double v) { return std::isfinite(v) ? printf_str("%.*e", v) : nonfinite_str(v); }
-std::string fixed_str(double v) { return std::isfinite(v) ? printf_str("%.*f", v) : nonfinite_str(v); }
-std::string whole_str(double v) {
-  char buf[400];  // %.0f of the largest double has 309 digits
-  std::snprintf(buf, sizeof buf, "%.0f", v);
-  return buf;
-}
+std::string sci_str(double v) { return std::isfinite(v) ? fmt::format("{:.{}e}", v, kPrecision) : nonfinite_str(v); }
+std::string fixed_str(double v) { return std::isfinite(v) ? fmt::format("{:.{}f}", v, kPrecision) : nonfinite_str(v); }
+std::string whole_str(double v) { return fmt::format("{:.0f}", v); }
 
 // torch's _Formatter: one notation and width for every element printed.
 // Floating values come as doubles, int64 ones as themselves (exact).

@@ -4,10 +4,12 @@
 
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <deque>
+#include <iterator>
 #include <map>
 #include <mutex>
+
+#include <fmt/format.h>
 
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
@@ -306,42 +308,30 @@ std::string profiler::table() {
   size_t width = 20;
   for (const ProfileRow& r : rows) width = std::max(width, r.name.size() + (r.region ? 3 : 1));
   std::string out;
-  char buf[512];
-  const int w = static_cast<int>(width);
-  std::snprintf(buf, sizeof buf, "%-*s %9s %9s %11s %11s %11s %6s %9s\n", w, "op", "calls", "bwd calls",
-                "forward ms", "backward ms", "total ms", "%", "MB");
-  out += buf;
-  auto ms_or_dash = [](const PhaseTotals& p) {
-    char b[32] = "-";
-    if (p.calls) std::snprintf(b, sizeof b, "%.3f", p.self_ns * 1e-6);
-    return std::string(b);
-  };
+  auto put = std::back_inserter(out);
+  fmt::format_to(put, "{:<{}} {:>9} {:>9} {:>11} {:>11} {:>11} {:>6} {:>9}\n", "op", width, "calls", "bwd calls",
+                 "forward ms", "backward ms", "total ms", "%", "MB");
+  auto ms_or_dash = [](const PhaseTotals& p) { return p.calls ? fmt::format("{:.3f}", p.self_ns * 1e-6) : "-"; };
   double sum = 0;
   for (const ProfileRow& r : rows) {
     sum += r.total_ms();
     const std::string name = r.region ? "[" + r.name + "]" : r.name;
     const std::string calls = r.calls() ? std::to_string(r.calls()) : "-";
     const std::string bwd = r.backward.calls ? std::to_string(r.backward.calls) : "-";
-    std::snprintf(buf, sizeof buf, "%-*s %9s %9s %11s %11s %11.3f %6.1f %9.2f\n", w, name.c_str(), calls.c_str(),
-                  bwd.c_str(), ms_or_dash(r.forward).c_str(), ms_or_dash(r.backward).c_str(), r.total_ms(),
-                  wall > 0 ? 100 * r.total_ms() / wall : 0.0, r.bytes() / 1e6);
-    out += buf;
+    fmt::format_to(put, "{:<{}} {:>9} {:>9} {:>11} {:>11} {:>11.3f} {:>6.1f} {:>9.2f}\n", name, width, calls, bwd,
+                   ms_or_dash(r.forward), ms_or_dash(r.backward), r.total_ms(),
+                   wall > 0 ? 100 * r.total_ms() / wall : 0.0, r.bytes() / 1e6);
   }
-  std::snprintf(buf, sizeof buf,
-                "rows sum to %.3f ms of %.3f ms profiled wall time (%.1f%%); outside every range: %.3f ms\n", sum,
-                wall, wall > 0 ? 100 * sum / wall : 0.0, wall - sum);
-  out += buf;
+  fmt::format_to(put,
+                 "rows sum to {:.3f} ms of {:.3f} ms profiled wall time ({:.1f}%); outside every range: {:.3f} ms\n", sum,
+                 wall, wall > 0 ? 100 * sum / wall : 0.0, wall - sum);
   out += "(self times: a nested op or region counts once, in its own row; the ops a backward calls count in that "
          "op's backward; [name]: a region)\n";
-  if (result_->outside_bytes) {
-    std::snprintf(buf, sizeof buf, "allocated outside every range: %.2f MB\n", result_->outside_bytes / 1e6);
-    out += buf;
-  }
-  if (result_->dropped) {
-    std::snprintf(buf, sizeof buf, "trace: %lld ranges past max_trace_events (%zu) not kept\n",
-                  static_cast<long long>(result_->dropped), options_.max_trace_events);
-    out += buf;
-  }
+  if (result_->outside_bytes)
+    fmt::format_to(put, "allocated outside every range: {:.2f} MB\n", result_->outside_bytes / 1e6);
+  if (result_->dropped)
+    fmt::format_to(put, "trace: {} ranges past max_trace_events ({}) not kept\n", result_->dropped,
+                   options_.max_trace_events);
   return out;
 }
 
@@ -358,22 +348,20 @@ void profiler::export_chrome_trace(const std::string& path) {
   const long pid = static_cast<long>(getpid());
   AtomicFileWriter out(path);
   std::string chunk;
-  char buf[256];
-  std::snprintf(buf, sizeof buf,
-                "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"tool\":\"tmem profiler\",\"wall_ms\":%.3f,"
-                "\"dropped_events\":%lld},\"traceEvents\":[\n"
-                "{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":%ld,\"tid\":0,\"args\":{\"name\":\"tmem\"}}",
-                wall_ms(), static_cast<long long>(result_->dropped), pid);
-  chunk += buf;
+  auto put = std::back_inserter(chunk);
+  fmt::format_to(put,
+                 "{{\"displayTimeUnit\":\"ms\",\"otherData\":{{\"tool\":\"tmem profiler\",\"wall_ms\":{:.3f},"
+                 "\"dropped_events\":{}}},\"traceEvents\":[\n"
+                 "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{},\"tid\":0,\"args\":{{\"name\":\"tmem\"}}}}",
+                 wall_ms(), result_->dropped, pid);
   for (const auto& [tid, e] : events) {
     chunk += ",\n{\"name\":";
     chunk += quoted[e.key];
-    std::snprintf(buf, sizeof buf,
-                  ",\"cat\":\"%s\",\"ph\":\"X\",\"ts\":%.3f,\"dur\":%.3f,\"pid\":%ld,\"tid\":%d,"
-                  "\"args\":{\"bytes\":%lld}}",
-                  kPhaseNames[static_cast<size_t>(e.phase)], (e.start_ns - start_ns_) * 1e-3, e.dur_ns * 1e-3, pid,
-                  tid, static_cast<long long>(e.bytes));
-    chunk += buf;
+    fmt::format_to(put,
+                   ",\"cat\":\"{}\",\"ph\":\"X\",\"ts\":{:.3f},\"dur\":{:.3f},\"pid\":{},\"tid\":{},"
+                   "\"args\":{{\"bytes\":{}}}}}",
+                   kPhaseNames[static_cast<size_t>(e.phase)], (e.start_ns - start_ns_) * 1e-3, e.dur_ns * 1e-3, pid,
+                   tid, e.bytes);
     if (chunk.size() > (1 << 20)) {
       out.write(chunk);
       chunk.clear();

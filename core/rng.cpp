@@ -2,10 +2,11 @@
 
 #include <bit>
 #include <cmath>
-#include <cstdio>
 #include <cstdlib>
 #include <numbers>
 #include <sstream>
+
+#include <fmt/format.h>
 
 namespace tmem {
 
@@ -33,9 +34,7 @@ int64_t Generator::randint(int64_t n) {
 
 std::string Generator::state() const {
   std::ostringstream os;
-  char spare[24];
-  std::snprintf(spare, sizeof spare, "%016llx", static_cast<unsigned long long>(std::bit_cast<uint64_t>(spare_)));
-  os << engine_ << ' ' << has_spare_ << ' ' << spare;
+  os << engine_ << ' ' << has_spare_ << ' ' << fmt::format("{:016x}", std::bit_cast<uint64_t>(spare_));
   return os.str();
 }
 

@@ -6,10 +6,11 @@
 #include <algorithm>
 #include <array>
 #include <climits>
-#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <vector>
+
+#include <fmt/format.h>
 
 namespace tmem {
 namespace {
@@ -120,11 +121,7 @@ uint32_t read_u32(GzReader& in, const char* what) {
   return (uint32_t{b[0]} << 24) | (uint32_t{b[1]} << 16) | (uint32_t{b[2]} << 8) | uint32_t{b[3]};
 }
 
-std::string hex32(uint32_t v) {
-  char buf[16];
-  std::snprintf(buf, sizeof buf, "0x%08X", v);
-  return buf;
-}
+std::string hex32(uint32_t v) { return fmt::format("0x{:08X}", v); }
 
 /// Reads the header (magic and the `ndims` sizes) and the data bytes of an
 /// unsigned-byte IDX file; returns the sizes and fills `bytes`.

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "tmem/core/autograd.h"
 #include "tmem/dist/backend.h"
 #include "tmem/dist/nccl.h"
@@ -232,7 +234,7 @@ Work all_reduce_async(const Tensor& t, ReduceOp op) {
 }
 
 void abort(const std::string& message) {
-  std::fprintf(stderr, "tmem: rank %d of %d failed: %s\n", g_rank, g_world, message.c_str());
+  fmt::print(stderr, "tmem: rank {} of {} failed: {}\n", g_rank, g_world, message);
   std::fflush(stderr);
   std::fflush(stdout);
   if (g_state == State::On) backend::abort(1);

@@ -12,6 +12,8 @@
 #include <memory>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
 #include "tmem/dist/ddp.h"
@@ -158,10 +160,9 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
     // Parallel sums add in an order that depends on the thread count: say so
     // when it changed, as the losses then differ in the last bits.
     if (meta.has("threads") && meta.text("threads") != std::to_string(omp_get_max_threads()))
-      std::fprintf(stderr,
-                   "warning: %s was written with %s threads and resumes with %d: the losses can differ from an "
-                   "uninterrupted run in the last bits\n",
-                   ckpt.c_str(), printable(meta.text("threads")).c_str(), omp_get_max_threads());
+      fmt::print(stderr,
+                 "warning: {} was written with {} threads and resumes with {}: the losses can differ from an "
+                 "uninterrupted run in the last bits\n", ckpt, printable(meta.text("threads")), omp_get_max_threads());
     res.start_step = meta.integer("step", 0, std::numeric_limits<int64_t>::max());
     const int64_t skipped = meta.has("skipped_steps") ? meta.integer("skipped_steps", 0, res.start_step) : 0;
     try {

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tmem/core/error.h"
@@ -84,16 +85,10 @@ struct Row {
   std::string note;    // counters worth printing (GFLOP/s, peak fraction ...)
 };
 
-std::string fmt(const char* f, double v) {
-  char buf[64];
-  std::snprintf(buf, sizeof buf, f, v);
-  return buf;
-}
-
 std::string time_str(double ms) {
-  if (ms < 1) return fmt("%.1f us", ms * 1e3);
-  if (ms < 100) return fmt("%.2f ms", ms);
-  return fmt("%.0f ms", ms);
+  if (ms < 1) return fmt::format("{:.1f} us", ms * 1e3);
+  if (ms < 100) return fmt::format("{:.2f} ms", ms);
+  return fmt::format("{:.0f} ms", ms);
 }
 
 // The same targets as the performance issue (ratio peer / tmem).
@@ -117,7 +112,7 @@ class Suite {
     const auto t0 = std::chrono::steady_clock::now();
     peers_ok_ = opt_.peers && torch_available();
     for (const std::string& area : opt_.areas) {
-      std::printf("\n== %s ==\n", area.c_str());
+      fmt::print("\n== {} ==\n", area);
       std::fflush(stdout);
       if (area == "gemm") gemm();
       else if (area == "ops") ops();
@@ -131,10 +126,10 @@ class Suite {
     const double minutes =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / 60;
     const std::string table = markdown(minutes);
-    std::printf("\n%s", table.c_str());
+    fmt::print("\n{}", table);
     if (!opt_.results.empty() && !opt_.no_append) {
       append_file_atomic(opt_.results, "\n" + table);
-      std::printf("appended to %s\n", opt_.results.c_str());
+      fmt::print("appended to {}\n", opt_.results);
     }
     return 0;
   }
@@ -160,7 +155,7 @@ class Suite {
   // Throws Error naming the command when it cannot start or fails.
   std::string run_command(const std::string& cmd) {
     commands_.push_back(cmd);
-    std::printf("$ %s\n", cmd.c_str());
+    fmt::print("$ {}\n", cmd);
     std::fflush(stdout);
     FILE* p = popen((cmd + " 2>&1").c_str(), "r");
     if (!p) throw Error("tmem bench: cannot run: " + cmd);
@@ -181,8 +176,8 @@ class Suite {
 
   bool torch_available() {
     if (std::system("/usr/bin/python3 -c 'import torch' >/dev/null 2>&1") == 0) return true;
-    std::printf("PyTorch peers skipped: /usr/bin/python3 cannot import torch "
-                "(TMEM_SETUP_TORCH=1 bash tools/setup.sh installs python3-torch)\n");
+    fmt::print("PyTorch peers skipped: /usr/bin/python3 cannot import torch "
+               "(TMEM_SETUP_TORCH=1 bash tools/setup.sh installs python3-torch)\n");
     return false;
   }
 
@@ -190,7 +185,7 @@ class Suite {
   std::optional<std::string> program(const std::string& name) {
     const fs::path p = fs::path(TMEM_BENCH_BIN_DIR) / name;
     if (fs::exists(p)) return p.string();
-    std::printf("skipped: %s was not built (bench/ needs libbenchmark-dev)\n", p.c_str());
+    fmt::print("skipped: {} was not built (bench/ needs libbenchmark-dev)\n", p.string());
     return std::nullopt;
   }
 
@@ -259,7 +254,8 @@ class Suite {
       if (const Measure* p = peers.find(name)) r.peer_ms = p->ms;
       for (const std::string& k : notes)
         if (auto c = t.counters.find(k); c != t.counters.end())
-          r.note += (r.note.empty() ? "" : ", ") + k + " " + fmt(c->second < 10 ? "%.3g" : "%.0f", c->second);
+          r.note += (r.note.empty() ? "" : ", ") + k + " " +
+                    (c->second < 10 ? fmt::format("{:.3g}", c->second) : fmt::format("{:.0f}", c->second));
       rows_.push_back(r);
     }
   }
@@ -356,15 +352,15 @@ class Suite {
       << "; OMP_WAIT_POLICY=" << env_or("OMP_WAIT_POLICY", "unset")
       << ", GOMP_SPINCOUNT=" << env_or("GOMP_SPINCOUNT", "unset") << "; "
       << (opt_.quick ? "one run of each benchmark" : "medians of 3 repetitions")
-      << "; the suite took " << fmt("%.1f", minutes) << " min. Commands:\n\n```\n";
+      << "; the suite took " << fmt::format("{:.1f}", minutes) << " min. Commands:\n\n```\n";
     for (const std::string& c : commands_) o << c << "\n";
     o << "```\n\n| area | benchmark | tmem | peer | peer time | peer / tmem | target | counters |\n"
       << "|---|---|---|---|---|---|---|---|\n";
     for (const Row& r : rows_) {
-      std::string ratio = "", target = r.target > 0 ? fmt("%.2gx", r.target) : "";
+      std::string ratio = "", target = r.target > 0 ? fmt::format("{:.2g}x", r.target) : "";
       if (r.tmem_ms && r.peer_ms) {
         const double x = *r.peer_ms / *r.tmem_ms;
-        ratio = fmt(x < 10 ? "%.2fx" : "%.1fx", x);
+        ratio = x < 10 ? fmt::format("{:.2f}x", x) : fmt::format("{:.1f}x", x);
         if (r.target > 0) target += x >= r.target ? " (met)" : " (missed)";
       }
       o << "| " << r.area << " | " << r.name << " | " << (r.tmem_ms ? time_str(*r.tmem_ms) : "")

@@ -10,6 +10,8 @@
 #include <iterator>
 #include <map>
 
+#include <fmt/format.h>
+
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
 #include "tmem/models/diagnostic.h"
@@ -72,11 +74,7 @@ struct FrontierArgs {
   DebugArgs debug;
 };
 
-std::string lr_str(double lr) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", lr);
-  return buf;
-}
+std::string lr_str(double lr) { return fmt::format("{:g}", lr); }
 
 // The floats a cell's method carries across segments (full: the KV cache of
 // the whole input, 2 d T per layer).
@@ -200,20 +198,18 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
     }
   }
   const bool observed = a.task == "map-recall";
-  std::printf("\n%s frontier (eval accuracy %%, mean +- sd over seeds; steps to %.0f%% train accuracy)\n",
-              a.task.c_str(), 100 * a.cfg.stop_accuracy);
-  std::printf("%-7s %-9s %8s %7s %15s %5s%s %14s %9s\n", "method", "size", "floats", "lr", "accuracy", "seeds",
-              observed ? "   observed" : "", "steps to stop", "seconds");
+  fmt::print("\n{} frontier (eval accuracy %, mean +- sd over seeds; steps to {:.0f}% train accuracy)\n",
+             a.task, 100 * a.cfg.stop_accuracy);
+  fmt::print("{:<7} {:<9} {:>8} {:>7} {:>15} {:>5}{} {:>14} {:>9}\n", "method", "size", "floats", "lr", "accuracy",
+             "seeds", observed ? "   observed" : "", "steps to stop", "seconds");
   json table = json::array();
   for (const Row& r : rows) {
-    char steps[32] = "never";
-    if (!r.stopped.empty())
-      std::snprintf(steps, sizeof steps, "%.0f (%zu/%zu)", mean_of(r.stopped), r.stopped.size(), r.acc.size());
-    std::printf("%-7s %-9s %8lld %7s %8.1f +- %4.1f %5zu", to_string(r.method).c_str(), r.size.c_str(),
-                static_cast<long long>(r.floats), lr_str(r.lr).c_str(), 100 * mean_of(r.acc), 100 * sd_of(r.acc),
-                r.acc.size());
-    if (observed) std::printf(" %10.1f", r.observed.empty() ? 0.0 : 100 * mean_of(r.observed));
-    std::printf(" %14s %9.0f\n", steps, mean_of(r.seconds));
+    const std::string steps = r.stopped.empty() ? "never"
+                              : fmt::format("{:.0f} ({}/{})", mean_of(r.stopped), r.stopped.size(), r.acc.size());
+    fmt::print("{:<7} {:<9} {:>8} {:>7} {:>8.1f} +- {:>4.1f} {:>5}", to_string(r.method), r.size,
+               r.floats, lr_str(r.lr), 100 * mean_of(r.acc), 100 * sd_of(r.acc), r.acc.size());
+    if (observed) fmt::print(" {:>10.1f}", r.observed.empty() ? 0.0 : 100 * mean_of(r.observed));
+    fmt::print(" {:>14} {:>9.0f}\n", steps, mean_of(r.seconds));
     json row = {{"method", r.method}, {"size", r.size}, {"state_floats", r.floats}, {"lr", r.lr},
                 {"accuracy_mean", mean_of(r.acc)}, {"accuracy_sd", sd_of(r.acc)}, {"accuracies", r.acc},
                 {"stopped_at", r.stopped}, {"never_stopped", r.never}, {"seconds_mean", mean_of(r.seconds)}};
@@ -249,8 +245,7 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
                                  "log10 floats of state carried across segments", "eval accuracy (%)"}, s);
   rec.draw();
   rec.write_json("results.json", {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}});
-  std::printf("results written to %s/results.json%s\n", root.c_str(),
-              series.empty() ? "" : (" and " + root + "/frontier.svg").c_str());
+  fmt::print("results written to {}/results.json{}\n", root, series.empty() ? "" : (" and " + root + "/frontier.svg"));
 }
 
 // Accuracy against the task parameter a.vs (P or G) for every method at its
@@ -265,10 +260,10 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
   const uint64_t seed = a.seeds.front();
   json rows = json::array();
   std::vector<PlotSeries> series;
-  std::printf("\n%s accuracy (%%) against %s, middle state size, seed %llu\n%-7s %-9s", a.task.c_str(), a.vs.c_str(),
-              static_cast<unsigned long long>(seed), "method", "size");
-  for (int64_t v : a.values) std::printf(" %7s", (a.vs + "=" + std::to_string(v)).c_str());
-  std::printf("\n");
+  fmt::print("\n{} accuracy (%) against {}, middle state size, seed {}\n{:<7} {:<9}", a.task, a.vs,
+             seed, "method", "size");
+  for (int64_t v : a.values) fmt::print(" {:>7}", a.vs + "=" + std::to_string(v));
+  fmt::print("\n");
   for (const auto method : a.methods) {
     const double lr = chosen_lr(cells, method, seed);
     check<ValueError>(lr > 0, "frontier: --vs needs the learning rate of ", to_string(method), ": run `tmem frontier ",
@@ -292,9 +287,9 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
       s.x.push_back(static_cast<double>(v));
       s.y.push_back(100 * accs.back());
     }
-    std::printf("%-7s %-9s", to_string(method).c_str(), size.c_str());
-    for (double x : accs) std::printf(" %7.1f", 100 * x);
-    std::printf("\n");
+    fmt::print("{:<7} {:<9}", to_string(method), size);
+    for (double x : accs) fmt::print(" {:>7.1f}", 100 * x);
+    fmt::print("\n");
     rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", accs}});
     series.push_back(s);
   }
@@ -304,7 +299,7 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
                                  "eval accuracy (%)"}, s);
   rec.draw();
   rec.write_json("vs-" + a.vs + ".json", {{"task", a.task}, {"vs", a.vs}, {"rows", rows}});
-  std::printf("results written to %s.json and %s.svg\n", base.c_str(), base.c_str());
+  fmt::print("results written to {}.json and {}.svg\n", base, base);
 }
 
 int run(FrontierArgs& a) {
@@ -335,11 +330,11 @@ int run(FrontierArgs& a) {
     return 0;
   }
   if (!a.report_only) {
-    std::printf("tmem frontier %s: methods %zu, learning rates %zu, seeds %zu (%s), up to %lld steps, batch %lld, "
-                "%d threads -> %s\n",
-                a.task.c_str(), a.methods.size(), a.lrs.size(), a.seeds.size(),
-                a.all_seeds ? "every size" : "later seeds at the middle size", static_cast<long long>(a.cfg.steps),
-                static_cast<long long>(a.cfg.batch), get_num_threads(), root.c_str());
+    fmt::print("tmem frontier {}: methods {}, learning rates {}, seeds {} ({}), up to {} steps, batch {}, "
+               "{} threads -> {}\n",
+               a.task, a.methods.size(), a.lrs.size(), a.seeds.size(),
+               a.all_seeds ? "every size" : "later seeds at the middle size", a.cfg.steps,
+               a.cfg.batch, get_num_threads(), root);
     auto train = [&](models::BackboneMethod method, size_t size, double lr, uint64_t seed) {
       models::TrainConfig c = cell_config(a, method, size, lr, seed);
       const std::string label = sizes_of(method)[size].label;
@@ -352,9 +347,8 @@ int run(FrontierArgs& a) {
       std::vector<json> tried;
       for (double lr : a.lrs) tried.push_back(train(method, middle, lr, a.seeds[0]));
       const double lr = chosen_lr(tried, method, a.seeds[0]);
-      std::printf("%s: learning rate %s (best eval accuracy at %s, seed %llu)\n", to_string(method).c_str(),
-                  lr_str(lr).c_str(), sizes_of(method)[middle].label.c_str(),
-                  static_cast<unsigned long long>(a.seeds[0]));
+      fmt::print("{}: learning rate {} (best eval accuracy at {}, seed {})\n", to_string(method),
+                 lr_str(lr), sizes_of(method)[middle].label, a.seeds[0]);
       for (size_t i = 0; i < sizes; ++i)
         if (i != middle) train(method, i, lr, a.seeds[0]);
       for (size_t s = 1; s < a.seeds.size(); ++s)

@@ -1,11 +1,12 @@
 #include "tmem/tools/grads_plot.h"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <map>
 #include <set>
+
+#include <fmt/format.h>
 
 #include "tmem/core/file_io.h"
 #include "tmem/core/json_dump.h"
@@ -101,7 +102,7 @@ int run_grads_plot(const std::string& dump, std::string out) {
     throw IOError(dump + ": a step or tensor has a missing or mistyped field (" + e.what() + ")");
   }
   write_file_atomic(out, svg);
-  std::printf("%s: %zu dumped steps drawn to %s\n", dump.c_str(), steps.size(), out.c_str());
+  fmt::print("{}: {} dumped steps drawn to {}\n", dump, steps.size(), out);
   return 0;
 }
 

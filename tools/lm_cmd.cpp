@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
@@ -38,14 +39,13 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
   const std::string bar = progress_bar(p.step, p.steps);
   const double eta = p.step > 0 ? p.seconds / p.step * (p.steps - p.step) : 0;
   if (p.phase == "train")
-    std::printf("%s%-6s [%s] step %lld/%lld  loss %.4f  lr %.2e  %.0f tok/s  ETA %s%s", tty ? "\r" : "",
-                method.c_str(), bar.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.steps),
-                p.loss, p.lr, p.tokens_per_second, fmt_time(eta).c_str(), tty && !last ? "" : "\n");
+    fmt::print("{}{:<6} [{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}{}", tty ? "\r" : "",
+               method, bar, p.step, p.steps,
+               p.loss, p.lr, p.tokens_per_second, fmt_time(eta), tty && !last ? "" : "\n");
   else
-    std::printf("%s%-6s %s [%s] segment %lld/%lld  ppl %.2f  %.0f tok/s  ETA %s%s", tty ? "\r" : "",
-                method.c_str(), p.phase.c_str(), bar.c_str(), static_cast<long long>(p.step),
-                static_cast<long long>(p.steps), std::exp(p.loss), p.tokens_per_second, fmt_time(eta).c_str(),
-                tty && !last ? "" : "\n");
+    fmt::print("{}{:<6} {} [{}] segment {}/{}  ppl {:.2f}  {:.0f} tok/s  ETA {}{}", tty ? "\r" : "",
+               method, p.phase, bar, p.step,
+               p.steps, std::exp(p.loss), p.tokens_per_second, fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);
 }
 
@@ -58,12 +58,12 @@ int run(BrownArgs& a) {
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train brown: --resume needs --name (the run to continue)");
   if (a.name.empty()) a.name = timestamped_name("brown");
   const std::string root = run_dir(a.name);  // so does a bad --name
-  std::printf("loading the Brown corpus from %s\n", a.data_dir.c_str());
+  fmt::print("loading the Brown corpus from {}\n", a.data_dir);
   std::fflush(stdout);
   BrownCorpus corpus = load_brown(a.data_dir);
   a.cfg.model.vocab = static_cast<int64_t>(corpus.vocab.size());
-  std::printf("Brown corpus: %zu train / %zu valid / %zu test tokens, |V| = %lld (words seen <= 3 times in train -> <unk>)\n",
-              corpus.train.size(), corpus.valid.size(), corpus.test.size(), static_cast<long long>(a.cfg.model.vocab));
+  fmt::print("Brown corpus: {} train / {} valid / {} test tokens, |V| = {} (words seen <= 3 times in train -> <unk>)\n",
+             corpus.train.size(), corpus.valid.size(), corpus.test.size(), a.cfg.model.vocab);
   // Build every method's model before training, so a bad option fails now.
   std::vector<int64_t> params;
   for (const auto m : a.methods) {
@@ -74,14 +74,14 @@ int run(BrownArgs& a) {
   }
   RunRecorder rec(a.name, "train brown", models::lm_config_to_json(a.cfg));
   const auto& m = a.cfg.model;
-  std::printf("tmem train brown: methods %zu, d=%lld, %lld layers, %lld heads, seq %lld, batch %lld, %lld steps "
-              "(%.2fM tokens), lr %g, on %s, %s -> %s\n",
-              a.methods.size(), static_cast<long long>(m.dim), static_cast<long long>(m.layers),
-              static_cast<long long>(m.heads), static_cast<long long>(m.seq), static_cast<long long>(a.cfg.batch),
-              static_cast<long long>(steps), static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
-              device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
+  fmt::print("tmem train brown: methods {}, d={}, {} layers, {} heads, seq {}, batch {}, {} steps "
+             "({:.2f}M tokens), lr {:g}, on {}, {} -> {}\n",
+             a.methods.size(), m.dim, m.layers,
+             m.heads, m.seq, a.cfg.batch,
+             steps, static_cast<double>(steps * a.cfg.batch * m.seq) / 1e6, a.cfg.lr,
+             device.str(), threads_and_ranks(), root);
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-6s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
+    fmt::print("  {:<6} {} parameters\n", to_string(a.methods[i]), params[i]);
 
   const bool tty = isatty(fileno(stdout));
   json methods = json::array();
@@ -94,12 +94,11 @@ int run(BrownArgs& a) {
     rec.place(c, method);
     models::LMTrainResult r = models::train_lm(c, corpus.train, corpus.valid, corpus.test,
                                                [&](const models::LMTrainProgress& p) { print_progress(method, p, tty); });
-    std::printf("%s: valid ppl %.2f, test ppl %.2f, %lld params, %.0f tok/s, %s", method.c_str(),
-                r.valid.perplexity(), r.test.perplexity(), static_cast<long long>(r.parameters),
-                r.tokens_per_second, fmt_time(r.seconds).c_str());
-    for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
-    if (r.skipped_steps) std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
-    std::printf("\n");
+    fmt::print("{}: valid ppl {:.2f}, test ppl {:.2f}, {} params, {:.0f} tok/s, {}", method,
+               r.valid.perplexity(), r.test.perplexity(), r.parameters, r.tokens_per_second, fmt_time(r.seconds));
+    for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
+    if (r.skipped_steps) fmt::print(", {} steps skipped (non-finite gradients)", r.skipped_steps);
+    fmt::print("\n");
     rec.add_curve("loss", {"Brown corpus: training loss (moving average)", "training tokens (millions)",
                            "cross-entropy (nats per token)"},
                   smoothed_curve(method, r.losses,
@@ -123,17 +122,17 @@ int run(BrownArgs& a) {
     rec.write_json("results.json", all);
     rec.draw();
   }
-  std::printf("\nBrown corpus perplexity per token (|V| = %lld), %lld steps x %lld tokens\n",
-              static_cast<long long>(a.cfg.model.vocab), static_cast<long long>(steps),
-              static_cast<long long>(tokens_per_step));
-  std::printf("%-8s %11s %10s %10s %9s %9s\n", "method", "parameters", "valid ppl", "test ppl", "tok/s", "time");
+  fmt::print("\nBrown corpus perplexity per token (|V| = {}), {} steps x {} tokens\n", a.cfg.model.vocab, steps,
+             a.cfg.batch * m.seq);
+  fmt::print("{:<8} {:>11} {:>10} {:>10} {:>9} {:>9}\n", "method", "parameters", "valid ppl", "test ppl", "tok/s",
+             "time");
   for (size_t i = 0; i < results.size(); ++i)
-    std::printf("%-8s %11lld %10.2f %10.2f %9.0f %9s\n", to_string(a.methods[i]).c_str(),
-                static_cast<long long>(results[i].parameters), results[i].valid.perplexity(),
-                results[i].test.perplexity(), results[i].tokens_per_second, fmt_time(results[i].seconds).c_str());
-  std::printf("(Bengio et al. 2003, |V| = 16,383: trigram 336, Kneser-Ney 5-gram 321, neural LM 268, "
-              "neural LM + trigram 252; leaky is not causal, so its perplexity is not a valid LM score)\n");
-  std::printf("results written to %s/results.json, training curves to %s/loss.svg\n", root.c_str(), root.c_str());
+    fmt::print("{:<8} {:>11} {:>10.2f} {:>10.2f} {:>9.0f} {:>9}\n", to_string(a.methods[i]),
+               results[i].parameters, results[i].valid.perplexity(),
+               results[i].test.perplexity(), results[i].tokens_per_second, fmt_time(results[i].seconds));
+  fmt::print("(Bengio et al. 2003, |V| = 16,383: trigram 336, Kneser-Ney 5-gram 321, neural LM 268, "
+             "neural LM + trigram 252; leaky is not causal, so its perplexity is not a valid LM score)\n");
+  fmt::print("results written to {}/results.json, training curves to {}/loss.svg\n", root, root);
   return 0;
 }
 

@@ -10,6 +10,8 @@
 #include <memory>
 #include <set>
 
+#include <fmt/format.h>
+
 #include "tmem/core/autograd.h"
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
@@ -20,11 +22,9 @@
 namespace tmem::tools {
 
 std::string fmt_time(double s) {
-  char buf[32];
   const int t = static_cast<int>(std::lround(std::max(s, 0.0)));
-  if (t >= 3600) std::snprintf(buf, sizeof buf, "%d:%02d:%02d", t / 3600, t / 60 % 60, t % 60);
-  else std::snprintf(buf, sizeof buf, "%d:%02d", t / 60, t % 60);
-  return buf;
+  if (t >= 3600) return fmt::format("{}:{:02}:{:02}", t / 3600, t / 60 % 60, t % 60);
+  return fmt::format("{}:{:02}", t / 60, t % 60);
 }
 
 std::string progress_bar(int64_t done, int64_t total, int width) {
@@ -53,9 +53,8 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
   if (!tty && !last && done % every != 0) return;
   const double eta = done > 0 ? seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0;
-  std::printf("%s%s [%s] %s %lld/%lld  %s  ETA %s%s", tty ? "\r" : "", label.c_str(), progress_bar(done, total).c_str(),
-              unit.c_str(), static_cast<long long>(done), static_cast<long long>(total), fields.c_str(),
-              fmt_time(eta).c_str(), tty && !last ? "" : "\n");
+  fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
+             unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);
 }
 
@@ -107,10 +106,9 @@ std::string int_error(const std::string& v, int64_t lo, int64_t hi) {
 }
 
 std::string real_error(const std::string& v, double lo, double hi) {
-  char buf[96];
-  if (std::isfinite(lo) || std::isfinite(hi)) std::snprintf(buf, sizeof buf, "a finite number in [%g, %g]", lo, hi);
-  else std::snprintf(buf, sizeof buf, "a finite number");
-  const std::string range = buf;
+  const std::string range = std::isfinite(lo) || std::isfinite(hi)
+                                ? fmt::format("a finite number in [{:g}, {:g}]", lo, hi)
+                                : "a finite number";
   if (v.empty()) return "expected " + range + ", but got an empty value";
   double x = 0;
   const char* end = v.data() + v.size();
@@ -129,9 +127,8 @@ CLI::Validator int_range(int64_t lo, int64_t hi) {
 }
 
 CLI::Validator real_range(double lo, double hi) {
-  char desc[64];
-  std::snprintf(desc, sizeof desc, "in [%g, %g]", lo, hi);
-  return CLI::Validator([lo, hi](const std::string& v) { return real_error(v, lo, hi); }, desc);
+  return CLI::Validator([lo, hi](const std::string& v) { return real_error(v, lo, hi); },
+                        fmt::format("in [{:g}, {:g}]", lo, hi));
 }
 
 const CLI::Validator kPositive = int_range(1, std::numeric_limits<int64_t>::max());
@@ -221,9 +218,9 @@ int run_with_debug(const DebugArgs& d, const std::function<int()>& run) {
   const int status = run();
   if (prof) {
     prof->stop();
-    std::printf("\nprofile (%s):\n%s", d.profile.c_str(), prof->table().c_str());
+    fmt::print("\nprofile ({}):\n{}", d.profile, prof->table());
     prof->export_chrome_trace(d.profile);
-    std::printf("trace written to %s (open it in https://ui.perfetto.dev or chrome://tracing)\n", d.profile.c_str());
+    fmt::print("trace written to {} (open it in https://ui.perfetto.dev or chrome://tracing)\n", d.profile);
   }
   return status;
 }
@@ -263,7 +260,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   try {
     return run();
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tmem: error: %s\n", e.what());
+    fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;
   }
 }

@@ -8,7 +8,7 @@ set -euo pipefail
 
 packages=(cmake ninja-build g++ pkg-config
           libxtensor-dev libxsimd-dev doctest-dev nlohmann-json3-dev zlib1g-dev
-          libcli11-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist
+          libcli11-dev libfmt-dev libbenchmark-dev libopenblas-dev dataset-fashion-mnist
           pybind11-dev python3-dev python3-numpy
           clang libfuzzer-15-dev libomp-15-dev
           openmpi-bin libopenmpi-dev)

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tmem/core/device_backend.h"
@@ -87,11 +88,10 @@ int run(const StreamArgs& a) {
                    {"layers", a.model.layers}, {"heads", a.model.heads}, {"seq", a.model.seq}, {"device", a.device},
                    {"seed", a.seed}});
   const std::string& root = rec.dir();
-  std::printf("streaming %lld tokens (one stream, segments of %lld, random ids over V = %lld, seed %llu) on %s, "
-              "%d threads -> %s\n",
-              static_cast<long long>(a.tokens), static_cast<long long>(a.model.seq),
-              static_cast<long long>(a.vocab), static_cast<unsigned long long>(a.seed), device.str().c_str(),
-              get_num_threads(), root.c_str());
+  fmt::print("streaming {} tokens (one stream, segments of {}, random ids over V = {}, seed {}) on {}, "
+             "{} threads -> {}\n",
+             a.tokens, a.model.seq,
+             a.vocab, a.seed, device.str(), get_num_threads(), root);
   json out = json::array();
   std::vector<std::string> table;
   for (const std::string& method : a.methods) {
@@ -111,11 +111,9 @@ int run(const StreamArgs& a) {
     auto record = [&](const models::StreamReport& r) {
       points.push_back({{"tokens", r.tokens}, {"seconds", r.seconds}, {"state_bytes", r.state_bytes},
                         {"bytes_in_use", r.bytes_in_use}, {"peak_bytes", r.peak_bytes}});
-      char line[256];
-      std::snprintf(line, sizeof line, "| %s | %lld | %.2f | %.1f | %.1f | %.0f |", method.c_str(),
-                    static_cast<long long>(r.tokens), mib(r.state_bytes), mib(r.bytes_in_use), mib(r.peak_bytes),
-                    r.tokens / std::max(r.seconds, 1e-9));
-      table.push_back(line);
+      table.push_back(fmt::format("| {} | {} | {:.2f} | {:.1f} | {:.1f} | {:.0f} |", method, r.tokens,
+                                  mib(r.state_bytes), mib(r.bytes_in_use), mib(r.peak_bytes),
+                                  r.tokens / std::max(r.seconds, 1e-9)));
     };
     models::stream_lm(model, a.tokens, a.seed, [&](const models::StreamReport& r) {
       print_progress_line(method, "tokens", r.tokens, a.tokens,
@@ -127,8 +125,7 @@ int run(const StreamArgs& a) {
       if (r.seconds > a.max_minutes * 60 && r.tokens < a.tokens) {
         stopped = true;
         if (!recorded) record(r);  // the last point reached
-        std::printf("\n%s: stopped after %lld tokens: over --max-minutes %g\n", method.c_str(),
-                    static_cast<long long>(r.tokens), a.max_minutes);
+        fmt::print("\n{}: stopped after {} tokens: over --max-minutes {:g}\n", method, r.tokens, a.max_minutes);
         return false;
       }
       return true;
@@ -144,13 +141,13 @@ int run(const StreamArgs& a) {
                                                     {"seq", cfg.seq}, {"vocab", cfg.vocab}}},
                    {"parameters", model.num_parameters()}, {"points", points}, {"stopped_early", stopped}});
   }
-  std::printf("\n| method | tokens | state MiB | tensors held MiB | peak MiB | tokens/s |\n"
-              "| --- | --- | --- | --- | --- | --- |\n");
-  for (const std::string& l : table) std::printf("%s\n", l.c_str());
+  fmt::print("\n| method | tokens | state MiB | tensors held MiB | peak MiB | tokens/s |\n"
+             "| --- | --- | --- | --- | --- | --- |\n");
+  for (const std::string& l : table) fmt::print("{}\n", l);
   rec.write_json("results.json", {{"command", "stream"}, {"device", device.str()}, {"tokens", a.tokens},
                                   {"seed", a.seed}, {"threads", get_num_threads()}, {"methods", out}});
   rec.draw();
-  std::printf("results written to %s/results.json, the state curves to %s/state.svg\n", root.c_str(), root.c_str());
+  fmt::print("results written to {}/results.json, the state curves to {}/state.svg\n", root, root);
   return 0;
 }
 

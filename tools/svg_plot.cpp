@@ -2,9 +2,10 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdio>
 #include <limits>
 #include <sstream>
+
+#include <fmt/format.h>
 
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
@@ -28,11 +29,7 @@ std::string escape(const std::string& s) {
   return out;
 }
 
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.6g", v);
-  return buf;
-}
+std::string num(double v) { return fmt::format("{:.6g}", v); }
 
 // Tick values at a 1/2/5 x 10^k step, about five across [lo, hi].
 std::vector<double> ticks(double lo, double hi) {

@@ -14,6 +14,7 @@
 #include <string>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "tmem/dist/dist.h"
 #include "tmem/ops/ops.h"
@@ -38,8 +39,8 @@ std::string join(const std::vector<std::string>& v) {
 // Prints the op table, running each op's gradcheck cases (float64, small).
 int run_ops(bool run_checks) {
   using namespace tmem;
-  std::printf("%-18s %-9s %-44s %-6s %s\n", "op", "devices", "differentiable inputs", "cases",
-              run_checks ? "gradcheck" : "gradcheck covered");
+  fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", "op", "devices", "differentiable inputs", "cases",
+             run_checks ? "gradcheck" : "gradcheck covered");
   int failures = 0, missing = 0;
   for (int i = 0; i < static_cast<int>(OpId::Count); ++i) {
     OpId id = static_cast<OpId>(i);
@@ -48,8 +49,8 @@ int run_ops(bool run_checks) {
     for (const OpInfo& e : op_table())
       if (e.id == id) info = &e;
     if (!info) {
-      std::printf("%-18s %-9s %-44s %-6s %s\n", std::string(op_name(id)).c_str(), "-", "-", "0",
-                  "no (not implemented)");
+      fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", op_name(id), "-", "-", "0",
+                 "no (not implemented)");
       ++missing;
       continue;
     }
@@ -63,12 +64,10 @@ int run_ops(bool run_checks) {
                    : "FAIL (" + std::to_string(passed) + "/" + std::to_string(info->cases.size()) + ")";
       failures += passed != static_cast<int>(info->cases.size());
     }
-    std::printf("%-18s %-9s %-44s %-6zu %s\n", std::string(info->name()).c_str(),
-                join(info->devices).c_str(), join(info->diff_inputs).c_str(), info->cases.size(),
-                status.c_str());
+    fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", info->name(),
+               join(info->devices), join(info->diff_inputs), info->cases.size(), status);
   }
-  std::printf("%zu ops registered, %d missing, %d failing gradcheck\n", op_table().size(), missing,
-              failures);
+  fmt::print("{} ops registered, {} missing, {} failing gradcheck\n", op_table().size(), missing, failures);
   return failures || missing ? 1 : 0;
 }
 
@@ -89,9 +88,9 @@ int run_grads_summarize(const std::string& path) {
   using namespace tmem;
   auto steps = read_grad_dump(path);
   auto series = with_dump_errors(path, [&] { return summarize_grad_dump(steps); });
-  std::printf("%s: %zu dumped steps, %zu tensors\n", path.c_str(), steps.size(), series.size());
-  std::printf("%-40s %12s %12s %12s %12s  %s\n", "tensor", "norm first", "norm last", "norm min",
-              "norm max", "flags");
+  fmt::print("{}: {} dumped steps, {} tensors\n", path, steps.size(), series.size());
+  fmt::print("{:<40} {:>12} {:>12} {:>12} {:>12}  {}\n", "tensor", "norm first", "norm last", "norm min",
+             "norm max", "flags");
   int flagged = 0;
   for (const GradSeries& g : series) {
     double lo = INFINITY, hi = -INFINITY;
@@ -101,10 +100,10 @@ int run_grads_summarize(const std::string& path) {
     if (g.inf) flags += "Inf x" + std::to_string(g.inf) + " ";
     if (g.vanishing) flags += "vanishing";
     flagged += !flags.empty();
-    std::printf("%-40s %12.4e %12.4e %12.4e %12.4e  %s\n", g.name.c_str(), g.norms.front(),
-                g.norms.back(), lo, hi, flags.empty() ? "ok" : flags.c_str());
+    fmt::print("{:<40} {:>12.4e} {:>12.4e} {:>12.4e} {:>12.4e}  {}\n", g.name, g.norms.front(),
+               g.norms.back(), lo, hi, flags.empty() ? "ok" : flags);
   }
-  std::printf("%d tensor%s flagged\n", flagged, flagged == 1 ? "" : "s");
+  fmt::print("{} tensor{} flagged\n", flagged, flagged == 1 ? "" : "s");
   return flagged ? 1 : 0;
 }
 
@@ -114,10 +113,9 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
   auto dump_a = read_grad_dump(a);
   auto dump_b = read_grad_dump(b);
   auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top); });
-  std::printf("%-8s %-40s %-12s %14s %14s %12s\n", "step", "tensor", "field", "A", "B", "rel diff");
+  fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12}\n", "step", "tensor", "field", "A", "B", "rel diff");
   for (const DumpDifference& d : diffs)
-    std::printf("%-8lld %-40s %-12s %14.6e %14.6e %12.3e\n", static_cast<long long>(d.step),
-                d.name.c_str(), d.field.c_str(), d.a, d.b, d.rel);
+    fmt::print("{:<8} {:<40} {:<12} {:>14.6e} {:>14.6e} {:>12.3e}\n", d.step, d.name, d.field, d.a, d.b, d.rel);
   return 0;
 }
 
@@ -130,9 +128,8 @@ int main(int argc, char** argv) {
   if (tmem::dist::launched_distributed()) {
     const std::string cmd = argc > 1 ? argv[1] : "";
     if (cmd != "train") {
-      std::fprintf(stderr, "tmem: error: tmem %s runs on one process, but it was started as one of several ranks "
-                   "(mpirun or srun); data-parallel training is `tmem train ...` only\n",
-                   tmem::printable(cmd).c_str());
+      fmt::print(stderr, "tmem: error: tmem {} runs on one process, but it was started as one of several ranks "
+                 "(mpirun or srun); data-parallel training is `tmem train ...` only\n", tmem::printable(cmd));
       return 2;
     }
   }
@@ -168,8 +165,8 @@ int main(int argc, char** argv) {
     const std::string cmd = argv[1];
     if (cmd != "ops" && cmd != "train" && cmd != "ablate" && cmd != "frontier" && cmd != "grads" && cmd != "bench" &&
         cmd != "stream") {
-      std::fprintf(stderr, "tmem: error: unknown command \"%s\" (commands: train, ablate, frontier, grads, ops, bench, stream; see tmem --help)\n",
-                   tmem::printable(cmd).c_str());
+      fmt::print(stderr, "tmem: error: unknown command \"{}\" (commands: train, ablate, frontier, grads, ops, bench, stream; see tmem --help)\n",
+                 tmem::printable(cmd));
       return 2;
     }
   }
@@ -181,7 +178,7 @@ int main(int argc, char** argv) {
     bench = tmem::tools::add_bench_command(app);
     stream = tmem::tools::add_stream_command(app);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tmem: error: %s\n", e.what());
+    fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;
   }
   tmem::tools::check_every_option(app);
@@ -197,7 +194,7 @@ int main(int argc, char** argv) {
     if (int rc = bench(); rc >= 0) return rc;
     if (int rc = stream(); rc >= 0) return rc;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "tmem: error: %s\n", e.what());
+    fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;
   }
   return 0;

@@ -11,6 +11,8 @@
 #include <map>
 #include <optional>
 
+#include <fmt/format.h>
+
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
@@ -43,18 +45,13 @@ void print_progress(const std::string& label, const models::TrainProgress& p, bo
   double eta = p.steps_per_second > 0 ? (p.steps - p.step) / p.steps_per_second : 0;
   bool milestone = p.step == p.steps || p.step % std::max<int64_t>(p.steps / 10, 1) == 0;
   if (!tty && !milestone) return;
-  std::printf("%s%s [%s] step %lld/%lld  loss %.4f  acc %5.1f%%  %.1f steps/s  ETA %s%s", tty ? "\r" : "",
-              label.c_str(), bar.c_str(), static_cast<long long>(p.step), static_cast<long long>(p.steps),
-              p.loss, 100 * p.accuracy, p.steps_per_second, fmt_time(eta).c_str(),
-              tty && p.step != p.steps ? "" : "\n");
+  fmt::print("{}{} [{}] step {}/{}  loss {:.4f}  acc {:>5.1f}%  {:.1f} steps/s  ETA {}{}", tty ? "\r" : "",
+             label, bar, p.step, p.steps,
+             p.loss, 100 * p.accuracy, p.steps_per_second, fmt_time(eta), tty && p.step != p.steps ? "" : "\n");
   std::fflush(stdout);
 }
 
-std::string noise_str(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g", s);
-  return buf;
-}
+std::string noise_str(double s) { return fmt::format("{:g}", s); }
 
 // The task parameter a sweep varies, and its values.
 std::pair<std::string, std::vector<int64_t>> sweep_of(const TrainArgs& a) {
@@ -131,25 +128,25 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   c.run_dir = rec.path(cell_dir);
   if (c.resume) {
     if (auto done = finished_cell(c)) {
-      std::printf("%s: done earlier, eval accuracy %.1f%% (from %s/result.json)\n", name.c_str(),
-                  100 * done->at("eval_accuracy").get<double>(), c.run_dir.c_str());
+      fmt::print("{}: done earlier, eval accuracy {:.1f}% (from {}/result.json)\n", name,
+                 100 * done->at("eval_accuracy").get<double>(), c.run_dir);
       draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
       return *done;
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
-      std::printf("note: no checkpoint in %s, %s starts from step 0\n", c.run_dir.c_str(), name.c_str());
+      fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);
   }
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
     print_progress(label, p, tty);
   });
-  std::printf("%s: eval accuracy %.1f%%", label.c_str(), 100 * r.eval_accuracy);
-  if (r.eval_accuracy_observed >= 0) std::printf(" (observed cells %.1f%%)", 100 * r.eval_accuracy_observed);
-  for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
-  if (r.eval_accuracy_memory_off >= 0) std::printf(", memory off %.1f%%", 100 * r.eval_accuracy_memory_off);
-  if (r.state_floats > 0) std::printf(", state %lld floats", static_cast<long long>(r.state_floats));
-  if (r.stopped_at >= 0) std::printf(", stopped at step %lld", static_cast<long long>(r.stopped_at));
-  std::printf(", %lld params, %.1f s\n", static_cast<long long>(r.parameters), r.seconds);
+  fmt::print("{}: eval accuracy {:.1f}%", label, 100 * r.eval_accuracy);
+  if (r.eval_accuracy_observed >= 0) fmt::print(" (observed cells {:.1f}%)", 100 * r.eval_accuracy_observed);
+  for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
+  if (r.eval_accuracy_memory_off >= 0) fmt::print(", memory off {:.1f}%", 100 * r.eval_accuracy_memory_off);
+  if (r.state_floats > 0) fmt::print(", state {} floats", r.state_floats);
+  if (r.stopped_at >= 0) fmt::print(", stopped at step {}", r.stopped_at);
+  fmt::print(", {} params, {:.1f} s\n", r.parameters, r.seconds);
   json j = id;
   j.update({{"config", models::config_to_json(c)}, {"eval_accuracy", r.eval_accuracy},
             {"train_accuracy", r.train_accuracy}, {"seconds", r.seconds}, {"parameters", r.parameters},
@@ -196,10 +193,9 @@ int run_cells(TrainArgs& a) {
                    {"seeds", a.seeds}, {"cell", models::config_to_json(base)}});
   const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
-  std::printf("tmem train %s: methods %zu x %s %zu x noise %zu x seeds %zu, %lld steps, batch %lld, %s -> %s\n",
-              a.task.c_str(), a.methods.size(), sweep.c_str(), values.size(), a.noises.size(), a.seeds.size(),
-              static_cast<long long>(a.cfg.steps), static_cast<long long>(a.cfg.batch), threads_and_ranks().c_str(),
-              root.c_str());
+  fmt::print("tmem train {}: methods {} x {} {} x noise {} x seeds {}, {} steps, batch {}, {} -> {}\n",
+             a.task, a.methods.size(), sweep, values.size(), a.noises.size(), a.seeds.size(),
+             a.cfg.steps, a.cfg.batch, threads_and_ranks(), root);
   json cells = json::array();
   // (eval accuracy, on observed cells) of every seed of a (method, noise, value)
   std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<std::pair<double, double>>> table;
@@ -229,12 +225,11 @@ int run_cells(TrainArgs& a) {
           cells.push_back(j);
         }
   const bool observed = a.task == "map-building" || a.task == "map-recall";
-  std::printf("\n%s accuracy (%%; eval, mean over %zu seed%s%s), %lld steps\n", a.task.c_str(), a.seeds.size(),
-              a.seeds.size() == 1 ? "" : "s", observed ? "; all / observed cells" : "",
-              static_cast<long long>(a.cfg.steps));
-  std::printf("%-12s %-7s", "method", coord ? "noise" : "");
-  for (int64_t v : values) std::printf(" %13s", (sweep + "=" + std::to_string(v)).c_str());
-  std::printf("\n");
+  fmt::print("\n{} accuracy (%; eval, mean over {} seed{}{}), {} steps\n", a.task, a.seeds.size(),
+             a.seeds.size() == 1 ? "" : "s", observed ? "; all / observed cells" : "", a.cfg.steps);
+  fmt::print("{:<12} {:<7}", "method", coord ? "noise" : "");
+  for (int64_t v : values) fmt::print(" {:>13}", sweep + "=" + std::to_string(v));
+  fmt::print("\n");
   auto mean = [](const std::vector<double>& xs) {
     double m = 0;
     for (double x : xs) m += x / xs.size();
@@ -242,16 +237,14 @@ int run_cells(TrainArgs& a) {
   };
   for (const auto& method : a.methods)
     for (double noise : a.noises) {
-      std::printf("%-12s %-7s", to_string(method).c_str(), coord ? noise_str(noise).c_str() : "");
+      fmt::print("{:<12} {:<7}", to_string(method), coord ? noise_str(noise).c_str() : "");
       for (int64_t v : values) {
         std::vector<double> acc, obs;
         for (const auto& [x, o] : table[{method, noise, v}]) acc.push_back(x), obs.push_back(o);
-        char buf[32];
-        if (observed) std::snprintf(buf, sizeof buf, "%.1f / %.1f", 100 * mean(acc), 100 * mean(obs));
-        else std::snprintf(buf, sizeof buf, "%.1f", 100 * mean(acc));
-        std::printf(" %13s", buf);
+        fmt::print(" {:>13}", observed ? fmt::format("{:.1f} / {:.1f}", 100 * mean(acc), 100 * mean(obs))
+                                       : fmt::format("{:.1f}", 100 * mean(acc)));
       }
-      std::printf("\n");
+      fmt::print("\n");
     }
   bool any_off = false;
   for (const auto& method : a.methods)
@@ -260,19 +253,17 @@ int run_cells(TrainArgs& a) {
       for (int64_t v : values) has = has || memory_off.count({method, noise, v});
       if (!has) continue;
       any_off = true;
-      std::printf("%-12s %-7s", (to_string(method) + " -mem").c_str(), coord ? noise_str(noise).c_str() : "");
+      fmt::print("{:<12} {:<7}", to_string(method) + " -mem", coord ? noise_str(noise).c_str() : "");
       for (int64_t v : values) {
         auto it = memory_off.find({method, noise, v});
-        char buf[16] = "-";
-        if (it != memory_off.end()) std::snprintf(buf, sizeof buf, "%.1f", 100 * mean(it->second));
-        std::printf(" %13s", buf);
+        fmt::print(" {:>13}", it == memory_off.end() ? "-" : fmt::format("{:.1f}", 100 * mean(it->second)));
       }
-      std::printf("\n");
+      fmt::print("\n");
     }
-  if (any_off) std::printf("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
+  if (any_off) fmt::print("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
   json results = {{"task", a.task}, {"cells", cells}};
   rec.write_json("results.json", results);
-  std::printf("results written to %s/results.json\n", root.c_str());
+  fmt::print("results written to {}/results.json\n", root);
   return 0;
 }
 
@@ -467,16 +458,15 @@ std::function<int()> add_ablate_command(CLI::App& app) {
         rows.push_back(run_or_reuse(rec, "variant" + std::to_string(i), c, variants[i].name,
                                     {{"variant", variants[i].name}}, tty));
       }
-      std::printf("\ncoord-binding W=20 s=0.05 ablations, %lld steps, seed %llu\n",
-                  static_cast<long long>(cfg->steps), static_cast<unsigned long long>(cfg->seed));
-      std::printf("%-52s %10s %10s %10s %9s\n", "variant", "accuracy", "memory off", "params", "seconds");
+      fmt::print("\ncoord-binding W=20 s=0.05 ablations, {} steps, seed {}\n", cfg->steps, cfg->seed);
+      fmt::print("{:<52} {:>10} {:>10} {:>10} {:>9}\n", "variant", "accuracy", "memory off", "params", "seconds");
       for (const auto& row : rows)
-        std::printf("%-52s %9.1f%% %9.1f%% %10lld %9.1f\n", row["variant"].get<std::string>().c_str(),
-                    100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
-                    static_cast<long long>(row["parameters"].get<int64_t>()), row["seconds"].get<double>());
-      std::printf("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
+        fmt::print("{:<52} {:>9.1f}% {:>9.1f}% {:>10} {:>9.1f}\n", row["variant"].get<std::string>(),
+                   100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
+                   row["parameters"].get<int64_t>(), row["seconds"].get<double>());
+      fmt::print("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
       rec.write_json("results.json", {{"ablations", rows}});
-      std::printf("results written to %s/results.json\n", rec.dir().c_str());
+      fmt::print("results written to {}/results.json\n", rec.dir());
       return 0;
     });
   };

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
@@ -56,34 +57,29 @@ std::string cell_label(const std::string& method, bool occlusion) {
 
 void print_progress(const std::string& label, const models::VideoTrainProgress& p, bool tty) {
   const bool train = p.phase == "train";
-  char fields[128];
-  if (train)
-    std::snprintf(fields, sizeof fields, "loss %.4f  acc %5.1f%%  lr %.2e  %.1f clips/s", p.loss, 100 * p.metric,
-                  p.lr, p.clips_per_second);
-  else
-    std::snprintf(fields, sizeof fields, "acc %5.1f%%  %.1f clips/s", 100 * p.metric, p.clips_per_second);
+  const std::string fields =
+      train ? fmt::format("loss {:.4f}  acc {:>5.1f}%  lr {:.2e}  {:.1f} clips/s", p.loss, 100 * p.metric, p.lr,
+                          p.clips_per_second)
+            : fmt::format("acc {:>5.1f}%  {:.1f} clips/s", 100 * p.metric, p.clips_per_second);
   print_progress_line(train ? label : label + " test", train ? "step" : "batch", p.step, p.steps, fields, p.seconds,
                       tty, train ? 50 : 4);
 }
 
 // "51.30%" (the set accuracy, or the occluded item's) for a finished cell, "-" for one not run.
 std::string percent_or_dash(const Cell* c, bool occluded_item) {
-  char buf[32];
   if (!c) return "-";
-  std::snprintf(buf, sizeof buf, "%.2f%%", 100 * (occluded_item ? c->result.test.occluded_item : c->result.test.accuracy));
-  return buf;
+  return fmt::format("{:.2f}%", 100 * (occluded_item ? c->result.test.occluded_item : c->result.test.accuracy));
 }
 
 void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
   const auto& c = a.cfg;
-  std::printf("\nMoving Fashion-MNIST: which %lld items are in the clip - set accuracy on %lld test clips; %lld frames "
-              "of %lldx%lld, patch %lld, %lld steps x batch %lld\n",
-              static_cast<long long>(c.data.items), static_cast<long long>(c.eval_clips),
-              static_cast<long long>(c.data.frames), static_cast<long long>(c.data.size),
-              static_cast<long long>(c.data.size), static_cast<long long>(c.model.patch),
-              static_cast<long long>(c.steps), static_cast<long long>(c.batch));
-  std::printf("%-10s %11s %13s %10s %14s %8s\n", "method", "parameters", "no occlusion", "occlusion", "occluded item",
-              "clips/s");
+  fmt::print("\nMoving Fashion-MNIST: which {} items are in the clip - set accuracy on {} test clips; {} frames "
+             "of {}x{}, patch {}, {} steps x batch {}\n",
+             c.data.items, c.eval_clips,
+             c.data.frames, c.data.size,
+             c.data.size, c.model.patch, c.steps, c.batch);
+  fmt::print("{:<10} {:>11} {:>13} {:>10} {:>14} {:>8}\n", "method", "parameters", "no occlusion", "occlusion",
+             "occluded item", "clips/s");
   for (const auto m : a.methods) {
     const Cell *off = nullptr, *on = nullptr;
     double rate = 0;
@@ -95,13 +91,13 @@ void print_table(const VideoArgs& a, const std::vector<Cell>& cells) {
         ++runs;
       }
     if (!runs) continue;
-    std::printf("%-10s %11lld %13s %10s %14s %8.1f\n", to_string(m).c_str(),
-                static_cast<long long>((off ? off : on)->result.parameters), percent_or_dash(off, false).c_str(),
-                percent_or_dash(on, false).c_str(), percent_or_dash(on, true).c_str(), rate / runs);
+    fmt::print("{:<10} {:>11} {:>13} {:>10} {:>14} {:>8.1f}\n", to_string(m),
+               (off ? off : on)->result.parameters, percent_or_dash(off, false),
+               percent_or_dash(on, false), percent_or_dash(on, true), rate / runs);
   }
-  std::printf("(set accuracy: the top-2 classes equal the two items' classes, or the top-1 class when they share "
-              "one; occluded item: how often the class of the item hidden by the occluder is among them; clips/s: "
-              "training)\n");
+  fmt::print("(set accuracy: the top-2 classes equal the two items' classes, or the top-1 class when they share "
+             "one; occluded item: how often the class of the item hidden by the occluder is among them; clips/s: "
+             "training)\n");
 }
 
 int run(VideoArgs& a) {
@@ -127,25 +123,25 @@ int run(VideoArgs& a) {
     models::check_video_train_config(c);
     params.push_back(models::video_parameters(c));
   }
-  std::printf("loading Fashion-MNIST from %s\n", a.data_dir.c_str());
+  fmt::print("loading Fashion-MNIST from {}\n", a.data_dir);
   std::fflush(stdout);
   const ImageDataset train = load_fashion_mnist(a.data_dir, true);
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
   RunRecorder rec(a.name, "train moving-fmnist", models::video_config_to_json(a.cfg));
   const auto& c = a.cfg;
-  std::printf("tmem train moving-fmnist: methods %zu x occlusion settings %zu, %lld frames of %lldx%lld, patch %lld "
-              "(%lld patches per frame), d=%lld, %lld layers, %lld heads, batch %lld, %lld steps (%lld training "
-              "clips), lr %g, %lld test clips, on %s, %s -> %s\n",
-              a.methods.size(), occlusion.size(), static_cast<long long>(c.data.frames),
-              static_cast<long long>(c.data.size), static_cast<long long>(c.data.size),
-              static_cast<long long>(c.model.patch), static_cast<long long>(models::video_patches(c.model)),
-              static_cast<long long>(c.model.dim), static_cast<long long>(c.model.layers),
-              static_cast<long long>(c.model.heads), static_cast<long long>(c.batch), static_cast<long long>(c.steps),
-              static_cast<long long>(c.steps * c.batch), c.lr, static_cast<long long>(c.eval_clips),
-              device.str().c_str(), threads_and_ranks().c_str(), root.c_str());
+  fmt::print("tmem train moving-fmnist: methods {} x occlusion settings {}, {} frames of {}x{}, patch {} "
+             "({} patches per frame), d={}, {} layers, {} heads, batch {}, {} steps ({} training "
+             "clips), lr {:g}, {} test clips, on {}, {} -> {}\n",
+             a.methods.size(), occlusion.size(), c.data.frames,
+             c.data.size, c.data.size,
+             c.model.patch, models::video_patches(c.model),
+             c.model.dim, c.model.layers,
+             c.model.heads, c.batch, c.steps,
+             c.steps * c.batch, c.lr, c.eval_clips,
+             device.str(), threads_and_ranks(), root);
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-9s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
+    fmt::print("  {:<9} {} parameters\n", to_string(a.methods[i]), params[i]);
 
   const bool tty = isatty(fileno(stdout));
   json runs = json::array();
@@ -159,22 +155,19 @@ int run(VideoArgs& a) {
       const std::string label = cell_label(method, occ);
       const std::string cell = method + (occ ? "_occlusion" : "");
       rec.place(cc, cell);
-      char padded[64];
-      std::snprintf(padded, sizeof padded, "%-23s", label.c_str());
+      const std::string padded = fmt::format("{:<23}", label);
       models::VideoTrainResult r = models::train_video(
           cc, train, test, [&](const models::VideoTrainProgress& p) { print_progress(padded, p, tty); });
-      std::printf("%s: set accuracy %.2f%%", label.c_str(), 100 * r.test.accuracy);
-      if (occ) std::printf(", occluded item %.2f%%", 100 * r.test.occluded_item);
-      std::printf("; %lld params, %.1f clips/s, %s", static_cast<long long>(r.parameters), r.clips_per_second,
-                  fmt_time(r.seconds).c_str());
-      for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
+      fmt::print("{}: set accuracy {:.2f}%", label, 100 * r.test.accuracy);
+      if (occ) fmt::print(", occluded item {:.2f}%", 100 * r.test.occluded_item);
+      fmt::print("; {} params, {:.1f} clips/s, {}", r.parameters, r.clips_per_second, fmt_time(r.seconds));
+      for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
       if (r.skipped_steps)
-        std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
-      std::printf("\n");
+        fmt::print(", {} steps skipped (non-finite gradients)", r.skipped_steps);
+      fmt::print("\n");
       auto clips = [&](size_t i) { return static_cast<double>((i + 1) * static_cast<size_t>(cc.batch)) / 1000.0; };
       rec.add_curve("loss", {"Moving Fashion-MNIST: training loss (moving average)", "training clips (thousands)",
-                             "set cross-entropy (nats)"},
-                    smoothed_curve(label, r.losses, clips));
+                             "set cross-entropy (nats)"}, smoothed_curve(label, r.losses, clips));
       std::vector<double> percent = r.metrics;
       for (double& m : percent) m *= 100;
       rec.add_curve("accuracy", {"Moving Fashion-MNIST: training set accuracy (moving average)",
@@ -202,8 +195,7 @@ int run(VideoArgs& a) {
       rec.draw();
     }
   print_table(a, cells);
-  std::printf("results written to %s/results.json, training curves to %s/loss.svg and accuracy.svg\n", root.c_str(),
-              root.c_str());
+  fmt::print("results written to {}/results.json, training curves to {}/loss.svg and accuracy.svg\n", root, root);
   return 0;
 }
 

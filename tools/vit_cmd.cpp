@@ -6,6 +6,7 @@
 #include <cstdio>
 
 #include <CLI/CLI.hpp>
+#include <fmt/format.h>
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
@@ -66,48 +67,43 @@ std::string task_of(int argc, char** argv) {
 
 void print_progress(const std::string& method, const std::string& task, const models::ViTTrainProgress& p,
                     bool tty) {
-  char label[64], fields[128], metric[48];
-  if (task == "classify") std::snprintf(metric, sizeof metric, "acc %5.1f%%", 100 * p.metric);
-  else if (std::isnan(p.metric)) std::snprintf(metric, sizeof metric, "PSNR -");  // no mask ratio finished yet
-  else std::snprintf(metric, sizeof metric, "PSNR %.2f dB", p.metric);
+  const std::string metric = task == "classify"     ? fmt::format("acc {:>5.1f}%", 100 * p.metric)
+                             : std::isnan(p.metric) ? "PSNR -"  // no mask ratio finished yet
+                                                    : fmt::format("PSNR {:.2f} dB", p.metric);
   const bool train = p.phase == "train";
-  std::snprintf(label, sizeof label, train ? "%-9s" : "%-9s test", method.c_str());
-  if (train)
-    std::snprintf(fields, sizeof fields, "loss %.4f  %s  lr %.2e  %.0f img/s", p.loss, metric, p.lr,
-                  p.images_per_second);
-  else
-    std::snprintf(fields, sizeof fields, "%s  %.0f img/s", metric, p.images_per_second);
+  const std::string label = fmt::format("{:<9}", method) + (train ? "" : " test");
+  const std::string fields =
+      train ? fmt::format("loss {:.4f}  {}  lr {:.2e}  {:.0f} img/s", p.loss, metric, p.lr, p.images_per_second)
+            : fmt::format("{}  {:.0f} img/s", metric, p.images_per_second);
   print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4);
 }
 
 void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>& results, int64_t steps) {
   const bool mae = a.cfg.task == "mae";
-  std::printf("\nFashion-MNIST %s, %lld steps x batch %lld\n", mae ? "masked patch reconstruction" : "classification",
-              static_cast<long long>(steps), static_cast<long long>(a.cfg.batch));
-  std::printf("%-10s %11s", "method", "parameters");
+  fmt::print("\nFashion-MNIST {}, {} steps x batch {}\n", mae ? "masked patch reconstruction" : "classification",
+             steps, a.cfg.batch);
+  fmt::print("{:<10} {:>11}", "method", "parameters");
   if (mae)
     for (double r : a.cfg.eval_ratios) {
-      char psnr_h[32], ssim_h[32];
-      std::snprintf(psnr_h, sizeof psnr_h, "PSNR@%.2f", r);
-      std::snprintf(ssim_h, sizeof ssim_h, "SSIM@%.2f", r);
-      std::printf("  %10s %9s", psnr_h, ssim_h);
+      const std::string psnr_h = fmt::format("PSNR@{:.2f}", r), ssim_h = fmt::format("SSIM@{:.2f}", r);
+      fmt::print("  {:>10} {:>9}", psnr_h, ssim_h);
     }
   else
-    std::printf(" %9s", "test acc");
-  std::printf(" %8s %9s\n", "img/s", "time");
+    fmt::print(" {:>9}", "test acc");
+  fmt::print(" {:>8} {:>9}\n", "img/s", "time");
   for (size_t i = 0; i < results.size(); ++i) {
     const auto& r = results[i];
-    std::printf("%-10s %11lld", to_string(a.methods[i]).c_str(), static_cast<long long>(r.parameters));
+    fmt::print("{:<10} {:>11}", to_string(a.methods[i]), r.parameters);
     if (mae)
-      for (const auto& s : r.reconstruction) std::printf("  %10.2f %9.4f", s.psnr, s.ssim);
+      for (const auto& s : r.reconstruction) fmt::print("  {:>10.2f} {:>9.4f}", s.psnr, s.ssim);
     else
-      std::printf(" %8.2f%%", 100 * r.test_accuracy);
-    std::printf(" %8.0f %9s\n", r.images_per_second, fmt_time(r.seconds).c_str());
+      fmt::print(" {:>8.2f}%", 100 * r.test_accuracy);
+    fmt::print(" {:>8.0f} {:>9}\n", r.images_per_second, fmt_time(r.seconds));
   }
   if (mae)
-    std::printf("(PSNR in dB over every pixel of the test composites - visible patches from the input, masked ones "
-                "predicted and clamped to [0, 1]; SSIM 7x7 Gaussian window, mean over images; the same masks for "
-                "every method)\n");
+    fmt::print("(PSNR in dB over every pixel of the test composites - visible patches from the input, masked ones "
+               "predicted and clamped to [0, 1]; SSIM 7x7 Gaussian window, mean over images; the same masks for "
+               "every method)\n");
 }
 
 int run(FashionArgs& a) {
@@ -125,7 +121,7 @@ int run(FashionArgs& a) {
     c.model.encoder.method = m;
     params.push_back(models::vit_parameters(c));
   }
-  std::printf("loading Fashion-MNIST from %s\n", a.data_dir.c_str());
+  fmt::print("loading Fashion-MNIST from {}\n", a.data_dir);
   std::fflush(stdout);
   ImageDataset train = load_fashion_mnist(a.data_dir, true), test = load_fashion_mnist(a.data_dir, false);
   if (a.train_images > 0) train = take_first(train, a.train_images);
@@ -134,21 +130,19 @@ int run(FashionArgs& a) {
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
   RunRecorder rec(a.name, "train fashion-mnist", models::vit_config_to_json(a.cfg, n_train));
   const auto& e = a.cfg.model.encoder;
-  std::printf("tmem train fashion-mnist --task %s: methods %zu, %lld train / %lld test images, patch %lld (%lld "
-              "patches), d=%lld, %lld layers, %lld heads",
-              a.cfg.task.c_str(), a.methods.size(), static_cast<long long>(n_train), static_cast<long long>(n_test),
-              static_cast<long long>(e.patch), static_cast<long long>(models::vit_patches(e)),
-              static_cast<long long>(e.dim), static_cast<long long>(e.layers), static_cast<long long>(e.heads));
+  fmt::print("tmem train fashion-mnist --task {}: methods {}, {} train / {} test images, patch {} ({} "
+             "patches), d={}, {} layers, {} heads",
+             a.cfg.task, a.methods.size(), n_train, n_test,
+             e.patch, models::vit_patches(e), e.dim, e.layers, e.heads);
   if (a.cfg.task == "mae")
-    std::printf(", decoder d=%lld / %lld layers / %lld heads, mask %.2f", static_cast<long long>(a.cfg.model.decoder_dim),
-                static_cast<long long>(a.cfg.model.decoder_layers), static_cast<long long>(a.cfg.model.decoder_heads),
-                a.cfg.mask_ratio);
-  std::printf(", batch %lld, %lld steps (%.2f epochs), lr %g, on %s, %s -> %s\n",
-              static_cast<long long>(a.cfg.batch), static_cast<long long>(steps),
-              static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str().c_str(),
-              threads_and_ranks().c_str(), root.c_str());
+    fmt::print(", decoder d={} / {} layers / {} heads, mask {:.2f}", a.cfg.model.decoder_dim,
+               a.cfg.model.decoder_layers, a.cfg.model.decoder_heads, a.cfg.mask_ratio);
+  fmt::print(", batch {}, {} steps ({:.2f} epochs), lr {:g}, on {}, {} -> {}\n",
+             a.cfg.batch, steps,
+             static_cast<double>(steps * a.cfg.batch) / static_cast<double>(n_train), a.cfg.lr, device.str(),
+             threads_and_ranks(), root);
   for (size_t i = 0; i < a.methods.size(); ++i)
-    std::printf("  %-9s %lld parameters\n", to_string(a.methods[i]).c_str(), static_cast<long long>(params[i]));
+    fmt::print("  {:<9} {} parameters\n", to_string(a.methods[i]), params[i]);
 
   const bool tty = isatty(fileno(stdout));
   const bool mae = a.cfg.task == "mae";
@@ -161,17 +155,17 @@ int run(FashionArgs& a) {
     rec.place(c, method);
     models::ViTTrainResult r = models::train_vit(
         c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, tty); });
-    std::printf("%s:", method.c_str());
+    fmt::print("{}:", method);
     if (mae)
-      for (const auto& s : r.reconstruction) std::printf(" mask %.2f PSNR %.2f dB SSIM %.4f;", s.ratio, s.psnr, s.ssim);
+      for (const auto& s : r.reconstruction)
+        fmt::print(" mask {:.2f} PSNR {:.2f} dB SSIM {:.4f};", s.ratio, s.psnr, s.ssim);
     else
-      std::printf(" test accuracy %.2f%%;", 100 * r.test_accuracy);
-    std::printf(" %lld params, %.0f img/s, %s", static_cast<long long>(r.parameters), r.images_per_second,
-                fmt_time(r.seconds).c_str());
-    for (size_t l = 0; l < r.gates.size(); ++l) std::printf("%s%.3f", l ? " " : ", gates ", r.gates[l]);
+      fmt::print(" test accuracy {:.2f}%;", 100 * r.test_accuracy);
+    fmt::print(" {} params, {:.0f} img/s, {}", r.parameters, r.images_per_second, fmt_time(r.seconds));
+    for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
     if (r.skipped_steps)
-      std::printf(", %lld steps skipped (non-finite gradients)", static_cast<long long>(r.skipped_steps));
-    std::printf("\n");
+      fmt::print(", {} steps skipped (non-finite gradients)", r.skipped_steps);
+    fmt::print("\n");
     auto epochs = [&](size_t i) {
       return static_cast<double>((i + 1) * static_cast<size_t>(c.batch)) / static_cast<double>(n_train);
     };
@@ -212,7 +206,7 @@ int run(FashionArgs& a) {
     rec.draw();
   }
   print_table(a, results, steps);
-  std::printf("results written to %s/results.json, training curves to %s/loss.svg\n", root.c_str(), root.c_str());
+  fmt::print("results written to {}/results.json, training curves to {}/loss.svg\n", root, root);
   return 0;
 }
 
