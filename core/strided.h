@@ -139,6 +139,26 @@ void for_each_element(const Shape& shape, const std::array<Shape, N>& strides, F
   }, false);
 }
 
+/// for_each_row over the operands of kernel launch arguments (their dims
+/// already merged): the CPU kernels' loop over a StridedArgs.
+template <size_t N, class F>
+void for_each_row(const StridedArgs<N>& args, F&& f, bool parallel = true) {
+  const Shape shape(args.shape, args.shape + args.ndim);
+  std::array<Shape, N> strides;
+  for (size_t j = 0; j < N; ++j) strides[j] = Shape(args.strides[j], args.strides[j] + args.ndim);
+  for_each_row<N>(shape, strides, f, parallel);
+}
+
+/// for_each_element over the operands of kernel launch arguments, in
+/// row-major order on the calling thread.
+template <size_t N, class F>
+void for_each_element(const StridedArgs<N>& args, F&& f) {
+  const Shape shape(args.shape, args.shape + args.ndim);
+  std::array<Shape, N> strides;
+  for (size_t j = 0; j < N; ++j) strides[j] = Shape(args.strides[j], args.strides[j] + args.ndim);
+  for_each_element<N>(shape, strides, f);
+}
+
 /// The launch arguments of a device kernel over N operands of `shape`:
 /// strides per operand (0 along broadcast dims) and pointers to each
 /// operand's element [0,...,0], with dims merged as for_each_row merges them.

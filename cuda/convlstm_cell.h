@@ -102,7 +102,7 @@ struct Operand {
 /// (m, n, kk > 0).
 inline void gemm(const OpKernels& k, int device, int64_t batch, int64_t m, int64_t n, int64_t kk, Operand a,
                  Operand b, float* c) {
-  GemmArgs g;
+  GemmArgs<float> g;
   g.device = device;
   g.batch = batch;
   g.m = m;

@@ -94,7 +94,7 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
-void gemm(const GemmArgs& g) {
+void gemm(const GemmArgs<float>& g) {
   DeviceGuard guard(g.device);
   cublasHandle_t h = handle(g.device);
   const float alpha = 1.0f, beta = 0.0f;

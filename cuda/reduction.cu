@@ -3,7 +3,8 @@
 // longer rows one block each.
 // - sum and mean: out[rows] = scale * row sum, accumulated in float32 (per-
 //   thread partial sums, then warp shuffles and one pass over the warps'
-//   sums).
+//   sums); a sum over leading dims (columns) is a transposing copy, then
+//   row sums.
 // - max and min (values + first indices) and var (two passes, in double):
 //   the per-thread arithmetic of cuda/reduction.cuh, the block's partials
 //   combined in a shared-memory tree; var's backward is elementwise
@@ -11,6 +12,7 @@
 #include "tmem/cuda/check.h"
 #include "tmem/cuda/kernels.h"
 #include "tmem/cuda/reduction.cuh"
+#include "tmem/cuda/scratch.h"
 #include "tmem/cuda/strided.cuh"
 
 namespace tmem::cuda {
@@ -140,6 +142,30 @@ void sum_rows(int device, const float* x, float* out, int64_t rows, int64_t len,
     sum_long_rows<<<row_blocks(rows), kThreads>>>(x, out, rows, len, s);
   }
   TMEM_CUDA_CHECK_LAUNCH();
+}
+
+// The columns copied into rows (a transposing copy), then sum_rows: the
+// layout the row kernels read.
+void sum_columns(int device, const float* x, float* out, int64_t rows, int64_t cols, double scale) {
+  if (cols == 0) return;
+  if (rows == 0) {
+    sum_rows(device, x, out, cols, 0, scale);
+    return;
+  }
+  Scratch t(device, static_cast<size_t>(rows * cols) * sizeof(float));
+  StridedArgs<2> a;
+  a.ndim = 2;
+  a.numel = rows * cols;
+  a.shape[0] = cols;
+  a.shape[1] = rows;
+  a.data[0] = t.data();
+  a.data[1] = const_cast<float*>(x);
+  a.strides[0][0] = rows;
+  a.strides[0][1] = 1;
+  a.strides[1][0] = 1;
+  a.strides[1][1] = cols;
+  copy(device, a, DType::Float32, DType::Float32);
+  sum_rows(device, t.data(), out, cols, rows, scale);
 }
 
 void extreme_rows(int device, const float* x, float* values, int64_t* indices, int64_t O, int64_t R,

@@ -22,21 +22,22 @@ struct UnaryParams {
   double b = 0.0;
 };
 
-/// One float32 matrix product per batch item, c[i] = a[i] @ b[i] with a[i]
-/// [m, k], b[i] [k, n] and c[i] [m, n] row-major contiguous (c[i] at
-/// c + i m n). An operand is row-major (element (r, q) at r * ld + q) or,
-/// with col_major, column-major (at r + q * ld); consecutive batch items are
-/// `stride` elements apart (0: one matrix for every item).
+/// One matrix product per batch item, c[i] = a[i] @ b[i] with a[i] [m, k],
+/// b[i] [k, n] and c[i] [m, n] row-major contiguous (c[i] at c + i m n), in
+/// element type T. An operand is row-major (element (r, q) at r * ld + q)
+/// or, with col_major, column-major (at r + q * ld); consecutive batch items
+/// are `stride` elements apart (0: one matrix for every item).
+template <class T>
 struct GemmArgs {
   int device = 0;
   int64_t batch = 1, m = 0, n = 0, k = 0;
-  const float* a = nullptr;
+  const T* a = nullptr;
   bool a_col_major = false;
   int64_t lda = 0, stride_a = 0;
-  const float* b = nullptr;
+  const T* b = nullptr;
   bool b_col_major = false;
   int64_t ldb = 0, stride_b = 0;
-  float* c = nullptr;
+  T* c = nullptr;
 };
 
 /// The scalars of one AdamW update (nn/optim.h, PyTorch's torch.optim.AdamW)

@@ -1,15 +1,11 @@
-// Elementwise ops: forward kernels, backward kernels and shape checks side by
-// side. Shapes: any; binary ops broadcast (NumPy rules). CPU tensors run the
-// functors below; device tensors run the backend's kernels (ops/dispatch.h),
-// the same formulas in cuda/elementwise.cu.
+// Elementwise ops. Shapes: any; binary ops broadcast (NumPy rules). One body
+// per op over the kernel tables (ops/dispatch.h): the CPU's kernels are
+// ops/cpu/elementwise_kernel.cpp (one inlined SIMD functor per op), the
+// CUDA's cuda/elementwise.cu, with the same formulas.
 #include "tmem/ops/elementwise.h"
-
-#include <cmath>
-#include <numbers>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 #include "tmem/ops/reduction.h"
@@ -18,14 +14,9 @@ namespace tmem {
 
 namespace {
 
-using cpu::sel;
 using Grads = std::vector<Tensor>;
 
 const char* nm(OpId id) { return op_name(id).data(); }
-
-// GELU tanh form: 0.5 x (1 + tanh(k (x + c x^3))), k = sqrt(2/pi).
-constexpr double k = 0.7978845608028654;
-constexpr double c = 0.044715;
 
 void check_pair(const Tensor& a, const Tensor& b, const char* op) {
   check<DtypeError>(a.dtype() == b.dtype(), op, ": expected operands of one dtype, but got ",
@@ -35,56 +26,40 @@ void check_pair(const Tensor& a, const Tensor& b, const char* op) {
                      a.device().str(), " and ", b.device().str());
 }
 
-// x ** p with 0 ** 0 = 1, as std::pow and PyTorch.
-template <class V>
-V pw(V x, V p) {
-  using xsimd::pow;
-  using std::pow;
-  return sel(p == V(0), V(1), V(pow(x, p)));
-}
-
 // What a unary op's backward reads besides the output gradient g.
 enum class Uses { Input, Output, Nothing };
 
-// y = f(x), dx = b(s, g) with s = x, y or g (per `uses`): every unary op is a
-// pair of generic functors, and saves only what its backward reads. `prm`
-// hands the functors' scalars to device kernels.
-template <class Fwd, class Bwd>
-Tensor unary(OpId id, const Tensor& a, Uses uses, UnaryParams prm, Fwd fwd, Bwd bwd) {
+// y = f(x) by the unary_forward kernel, dx by unary_backward from s = x, y
+// or g (per `uses`, as ops/kernel_list.h lists): every unary op saves only
+// what its backward reads. `prm` holds the op's scalars.
+Tensor unary(OpId id, const Tensor& a, Uses uses, UnaryParams prm = {}) {
   const OpRange range(id);
   const char* name = nm(id);
   Tensor y = empty(a.shape(), a.dtype(), a.device());
-  if (a.device().is_cpu())
-    dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(y, fwd, a); });
-  else
-    device_kernels(id, a).unary_forward(a.device().index, id, prm,
-                                        elementwise_args<2>(y, {a}, name));
+  dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
+    k.unary_forward(a.device().index, id, prm, elementwise_args<2>(y, {a}, name));
+  });
   std::vector<Tensor> saved;
   if (uses != Uses::Nothing) saved.push_back(uses == Uses::Input ? a : y);
-  record(id, {a}, {y}, saved, [bwd, name, id, prm](const Node& n, const Grads& g) {
+  record(id, {a}, {y}, saved, [name, id, prm](const Node& n, const Grads& g) {
     const Tensor& s = n.saved.empty() ? g[0] : n.saved_tensor(0);
     Tensor gx = empty(g[0].shape(), g[0].dtype(), g[0].device());
-    if (gx.device().is_cpu())
-      dispatch_floating(gx.dtype(), name, [&]<class T>() { cpu::apply<T>(gx, bwd, s, g[0]); });
-    else
-      device_kernels(id, gx).unary_backward(gx.device().index, id, prm,
-                                            elementwise_args<3>(gx, {s, g[0]}, name));
+    dispatch_kernels(id, gx, [&]<class T>(const KernelTable<T>& k) {
+      k.unary_backward(gx.device().index, id, prm, elementwise_args<3>(gx, {s, g[0]}, name));
+    });
     return Grads{gx};
   });
   return y;
 }
 
-// out = f(a, b) broadcast; the backward is written with ops (run without grad).
-template <class Fwd>
-Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b, Fwd fwd) {
+// out = a (op) b broadcast; the backward is written with ops (run without grad).
+Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b) {
   const char* name = nm(id);
   check_pair(a, b, name);
   Tensor out = empty(broadcast_shapes(a.shape(), b.shape(), name), a.dtype(), a.device());
-  if (a.device().is_cpu())
-    dispatch_floating(a.dtype(), name, [&]<class T>() { cpu::apply<T>(out, fwd, a, b); });
-  else
-    device_kernels(id, a).binary_forward(a.device().index, id,
-                                         elementwise_args<3>(out, {a, b}, name));
+  dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
+    k.binary_forward(a.device().index, id, elementwise_args<3>(out, {a, b}, name));
+  });
   return out;
 }
 
@@ -92,29 +67,19 @@ Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b, Fwd fwd) {
 // broadcast shape of y = x ** p, before summing back to the input's shape.
 Tensor pow_grad(int input, const Tensor& g, const Tensor& x, const Tensor& p, const Tensor& y) {
   Tensor d = empty(y.shape(), y.dtype(), y.device());
-  if (!d.device().is_cpu()) {
-    device_kernels(OpId::Pow, d).pow_backward(d.device().index, input,
-                                              elementwise_args<5>(d, {g, x, p, y}, "pow"));
-    return d;
-  }
-  dispatch_floating(d.dtype(), "pow", [&]<class T>() {
-    if (input == 0) {
-      // PyTorch pow_backward_self: 0 where p == 0, else g * p * x^(p-1).
-      cpu::apply<T>(d, [](auto gv, auto xv, auto pv) {
-        using V = decltype(xv);
-        return sel(pv == V(0), V(0), gv * pv * pw(xv, pv - V(1)));
-      }, g, x, p);
-    } else {
-      // PyTorch pow_backward_exponent: 0 where x == 0 and p >= 0, else g * y * log(x).
-      cpu::apply<T>(d, [](auto gv, auto xv, auto pv, auto yv) {
-        using V = decltype(xv);
-        using std::log;
-        using xsimd::log;
-        return sel((xv == V(0)) & (pv >= V(0)), V(0), gv * yv * V(log(xv)));
-      }, g, x, p, y);
-    }
+  dispatch_kernels(OpId::Pow, d, [&]<class T>(const KernelTable<T>& k) {
+    k.pow_backward(d.device().index, input, elementwise_args<5>(d, {g, x, p, y}, "pow"));
   });
   return d;
+}
+
+// out = c != 0 ? a : b broadcast to `shape` (c of a's dtype), by where_forward.
+Tensor where_data(OpId id, const Shape& shape, const Tensor& c, const Tensor& a, const Tensor& b) {
+  Tensor out = empty(shape, a.dtype(), a.device());
+  dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
+    k.where_forward(a.device().index, elementwise_args<4>(out, {c, a, b}, nm(id)));
+  });
+  return out;
 }
 
 Tensor scalar_like(const Tensor& t, double v) { return full({}, v, t.dtype(), t.device()); }
@@ -129,7 +94,7 @@ Tensor cast_data(const Tensor& t, DType dtype) {
 
 Tensor add(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Add);
-  Tensor out = binary_forward(OpId::Add, a, b, [](auto x, auto y) { return x + y; });
+  Tensor out = binary_forward(OpId::Add, a, b);
   record(OpId::Add, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
                  n.needs_input_grad(1) ? sum_to(g[0], sb) : Tensor()};
@@ -139,7 +104,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 
 Tensor sub(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Sub);
-  Tensor out = binary_forward(OpId::Sub, a, b, [](auto x, auto y) { return x - y; });
+  Tensor out = binary_forward(OpId::Sub, a, b);
   record(OpId::Sub, {a, b}, {out}, {}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     return Grads{n.needs_input_grad(0) ? sum_to(g[0], sa) : Tensor(),
                  n.needs_input_grad(1) ? sum_to(neg(g[0]), sb) : Tensor()};
@@ -149,7 +114,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 
 Tensor mul(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Mul);
-  Tensor out = binary_forward(OpId::Mul, a, b, [](auto x, auto y) { return x * y; });
+  Tensor out = binary_forward(OpId::Mul, a, b);
   record(OpId::Mul, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
     return Grads{n.needs_input_grad(0) ? sum_to(mul(g[0], y), x.shape()) : Tensor(),
@@ -160,7 +125,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 
 Tensor div(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Div);
-  Tensor out = binary_forward(OpId::Div, a, b, [](auto x, auto y) { return x / y; });
+  Tensor out = binary_forward(OpId::Div, a, b);
   record(OpId::Div, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
     return Grads{n.needs_input_grad(0) ? sum_to(div(g[0], y), x.shape()) : Tensor(),
@@ -172,7 +137,7 @@ Tensor div(const Tensor& a, const Tensor& b) {
 
 Tensor pow(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Pow);
-  Tensor out = binary_forward(OpId::Pow, a, b, [](auto x, auto y) { return pw(x, y); });
+  Tensor out = binary_forward(OpId::Pow, a, b);
   record(OpId::Pow, {a, b}, {out}, {a, b, out}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &p = n.saved_tensor(1), &y = n.saved_tensor(2);
     return Grads{n.needs_input_grad(0) ? sum_to(pow_grad(0, g[0], x, p, y), x.shape()) : Tensor(),
@@ -181,151 +146,28 @@ Tensor pow(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor add(const Tensor& a, double s) {
-  return unary(OpId::AddScalar, a, Uses::Nothing, {s}, [s](auto x) { return x + decltype(x)(s); },
-               [](auto g, auto) { return g; });
-}
-
-Tensor mul(const Tensor& a, double s) {
-  return unary(OpId::MulScalar, a, Uses::Nothing, {s}, [s](auto x) { return x * decltype(x)(s); },
-               [s](auto g, auto) { return g * decltype(g)(s); });
-}
-
-Tensor pow(const Tensor& a, double p) {
-  return unary(OpId::PowScalar, a, Uses::Input, {p}, [p](auto x) { return pw(x, decltype(x)(p)); },
-               [p](auto x, auto g) {
-                 using V = decltype(x);
-                 return p == 0.0 ? V(0) : g * V(p) * pw(x, V(p - 1.0));
-               });
-}
-
-Tensor neg(const Tensor& a) {
-  return unary(OpId::Neg, a, Uses::Nothing, {}, [](auto x) { return -x; }, [](auto g, auto) { return -g; });
-}
-
-Tensor exp(const Tensor& a) {
-  return unary(OpId::Exp, a, Uses::Output, {},
-               [](auto x) { return decltype(x)(cpu::vexp(x)); },
-               [](auto y, auto g) { return g * y; });
-}
-
-Tensor log(const Tensor& a) {
-  return unary(OpId::Log, a, Uses::Input, {},
-               [](auto x) { using std::log; using xsimd::log; return decltype(x)(log(x)); },
-               [](auto x, auto g) { return g / x; });
-}
-
-Tensor sqrt(const Tensor& a) {
-  return unary(OpId::Sqrt, a, Uses::Output, {},
-               [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(sqrt(x)); },
-               [](auto y, auto g) { return g / (decltype(y)(2) * y); });
-}
-
-Tensor rsqrt(const Tensor& a) {
-  return unary(OpId::Rsqrt, a, Uses::Output, {},
-               [](auto x) { using std::sqrt; using xsimd::sqrt; return decltype(x)(1) / decltype(x)(sqrt(x)); },
-               [](auto y, auto g) { return decltype(y)(-0.5) * g * y * y * y; });
-}
-
-Tensor reciprocal(const Tensor& a) {
-  return unary(OpId::Reciprocal, a, Uses::Output, {}, [](auto x) { return decltype(x)(1) / x; },
-               [](auto y, auto g) { return -g * y * y; });
-}
-
-Tensor abs(const Tensor& a) {
-  return unary(OpId::Abs, a, Uses::Input, {},
-               [](auto x) { using std::abs; using xsimd::abs; return decltype(x)(abs(x)); },
-               [](auto x, auto g) {
-                 using V = decltype(x);
-                 return sel(x > V(0), g, sel(x < V(0), -g, V(0)));
-               });
-}
-
-Tensor relu(const Tensor& a) {
-  return unary(OpId::Relu, a, Uses::Output, {},
-               [](auto x) { using V = decltype(x); return sel(x < V(0), V(0), x); },
-               [](auto y, auto g) { using V = decltype(y); return sel(y > V(0), g, V(0)); });
-}
-
+Tensor add(const Tensor& a, double s) { return unary(OpId::AddScalar, a, Uses::Nothing, {s}); }
+Tensor mul(const Tensor& a, double s) { return unary(OpId::MulScalar, a, Uses::Nothing, {s}); }
+Tensor pow(const Tensor& a, double p) { return unary(OpId::PowScalar, a, Uses::Input, {p}); }
+Tensor neg(const Tensor& a) { return unary(OpId::Neg, a, Uses::Nothing); }
+Tensor exp(const Tensor& a) { return unary(OpId::Exp, a, Uses::Output); }
+Tensor log(const Tensor& a) { return unary(OpId::Log, a, Uses::Input); }
+Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a, Uses::Output); }
+Tensor rsqrt(const Tensor& a) { return unary(OpId::Rsqrt, a, Uses::Output); }
+Tensor reciprocal(const Tensor& a) { return unary(OpId::Reciprocal, a, Uses::Output); }
+Tensor abs(const Tensor& a) { return unary(OpId::Abs, a, Uses::Input); }
+Tensor relu(const Tensor& a) { return unary(OpId::Relu, a, Uses::Output); }
 Tensor gelu(const Tensor& a, bool approximate) {
-  if (approximate) {
-    return unary(OpId::GeluTanh, a, Uses::Input, {},
-                 [](auto x) {
-                   using V = decltype(x);
-                   using std::tanh; using xsimd::tanh;
-                   V t = tanh(V(k) * (x + V(c) * x * x * x));
-                   return V(0.5) * x * (V(1) + t);
-                 },
-                 [](auto x, auto g) {
-                   using V = decltype(x);
-                   using std::tanh; using xsimd::tanh;
-                   V t = tanh(V(k) * (x + V(c) * x * x * x));
-                   return g * (V(0.5) * (V(1) + t) +
-                               V(0.5) * x * (V(1) - t * t) * V(k) * (V(1) + V(3 * c) * x * x));
-                 });
-  }
-  return unary(OpId::GeluErf, a, Uses::Input, {},
-               [](auto x) {
-                 using V = decltype(x);
-                 using std::erf; using xsimd::erf;
-                 return x * V(0.5) * (V(1) + V(erf(x * V(std::numbers::sqrt2 / 2))));
-               },
-               [](auto x, auto g) {
-                 using V = decltype(x);
-                 using std::erf; using xsimd::erf;
-                 V cdf = V(0.5) * (V(1) + V(erf(x * V(std::numbers::sqrt2 / 2))));
-                 V pdf = V(cpu::vexp(V(-0.5) * x * x)) * V(0.3989422804014327);  // 1/sqrt(2 pi)
-                 return g * (cdf + x * pdf);
-               });
+  return unary(approximate ? OpId::GeluTanh : OpId::GeluErf, a, Uses::Input);
 }
-
-Tensor silu(const Tensor& a) {
-  return unary(OpId::Silu, a, Uses::Input, {},
-               [](auto x) { using V = decltype(x); return x / (V(1) + V(cpu::vexp(-x))); },
-               [](auto x, auto g) {
-                 using V = decltype(x);
-                 V s = V(1) / (V(1) + V(cpu::vexp(-x)));
-                 return g * s * (V(1) + x * (V(1) - s));
-               });
-}
-
-Tensor sigmoid(const Tensor& a) {
-  return unary(OpId::Sigmoid, a, Uses::Output, {},
-               [](auto x) { using V = decltype(x); return V(1) / (V(1) + V(cpu::vexp(-x))); },
-               [](auto y, auto g) { using V = decltype(y); return g * y * (V(1) - y); });
-}
-
-Tensor tanh(const Tensor& a) {
-  return unary(OpId::Tanh, a, Uses::Output, {},
-               [](auto x) { using std::tanh; using xsimd::tanh; return decltype(x)(tanh(x)); },
-               [](auto y, auto g) { using V = decltype(y); return g * (V(1) - y * y); });
-}
-
-Tensor softplus(const Tensor& a) {
-  return unary(OpId::Softplus, a, Uses::Input, {},
-               [](auto x) {
-                 using V = decltype(x);
-                 using std::log1p; using xsimd::log1p;
-                 return sel(x > V(20), x, V(log1p(V(cpu::vexp(sel(x > V(20), V(0), x))))));
-               },
-               [](auto x, auto g) {
-                 using V = decltype(x);
-                 V z = cpu::vexp(sel(x > V(20), V(0), x));
-                 return sel(x > V(20), g, g * z / (z + V(1)));
-               });
-}
+Tensor silu(const Tensor& a) { return unary(OpId::Silu, a, Uses::Input); }
+Tensor sigmoid(const Tensor& a) { return unary(OpId::Sigmoid, a, Uses::Output); }
+Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, a, Uses::Output); }
+Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input); }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
-  return unary(OpId::Clamp, a, Uses::Input, {lo, hi},
-               [lo, hi](auto x) {
-                 using V = decltype(x);
-                 return sel(x < V(lo), V(lo), sel(x > V(hi), V(hi), x));
-               },
-               [lo, hi](auto x, auto g) {
-                 using V = decltype(x);
-                 return sel(x < V(lo), V(0), sel(x > V(hi), V(0), g));
-               });
+  return unary(OpId::Clamp, a, Uses::Input, {lo, hi});
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -336,15 +178,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
                      a.device().str(), ", but got ", cond.device().str());
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
   Tensor c = cond.dtype() == a.dtype() ? cond : cast_data(cond, a.dtype());
-  Tensor out = empty(shape, a.dtype(), a.device());
-  if (a.device().is_cpu())
-    dispatch_floating(a.dtype(), name, [&]<class T>() {
-      cpu::apply<T>(out, [](auto cv, auto x, auto y) { return sel(cv != decltype(x)(0), x, y); },
-                    c, a, b);
-    });
-  else
-    device_kernels(OpId::Where, a)
-        .where_forward(a.device().index, elementwise_args<4>(out, {c, a, b}, name));
+  Tensor out = where_data(OpId::Where, shape, c, a, b);
   record(OpId::Where, {a, b}, {out}, {c}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
     const Tensor& cv = n.saved_tensor(0);
     Tensor zero = scalar_like(g[0], 0.0);
@@ -363,18 +197,7 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
                     ": expected the mask to broadcast to the input's shape, but got input ",
                     shape_str(a.shape()), " mask ", shape_str(mask.shape()));
   Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
-  Tensor out = empty(a.shape(), a.dtype(), a.device());
-  if (a.device().is_cpu())
-    dispatch_floating(a.dtype(), name, [&]<class T>() {
-      cpu::apply<T>(out, [value](auto x, auto mv) {
-        using V = decltype(x);
-        return sel(mv != V(0), V(value), x);
-      }, a, m);
-    });
-  else
-    device_kernels(OpId::MaskedFill, a)
-        .where_forward(a.device().index,
-                       elementwise_args<4>(out, {m, scalar_like(a, value), a}, name));
+  Tensor out = where_data(OpId::MaskedFill, a.shape(), m, scalar_like(a, value), a);
   record(OpId::MaskedFill, {a}, {out}, {m}, [](const Node& n, const Grads& g) {
     return Grads{where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0])};
   });

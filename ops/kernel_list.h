@@ -32,14 +32,18 @@
 
 // ---- linalg (ops/linalg.cpp) ----
 #define TMEM_LINALG_KERNELS(X)                                                                   \
-  /* out[i] = scale * (x[i len] + ... + x[i len + len - 1]) for i < rows (x [rows, len] and   \
-     out [rows] contiguous; len 0 gives 0). */                                                 \
-  X(sum_rows, void, (int device, const T* x, T* out, int64_t rows, int64_t len, double scale)) \
   /* The products GemmArgs describes (m, n, k > 0). */                                         \
-  X(gemm, void, (const GemmArgs& args))
+  X(gemm, void, (const GemmArgs<T>& args))
 
 // ---- reductions (ops/reduction.cpp) ----
 #define TMEM_REDUCTION_KERNELS(X)                                                                \
+  /* out[i] = scale * (x[i len] + ... + x[i len + len - 1]) for i < rows (x [rows, len] and   \
+     out [rows] contiguous; len 0 gives 0). */                                                 \
+  X(sum_rows, void, (int device, const T* x, T* out, int64_t rows, int64_t len, double scale)) \
+  /* out[j] = scale * (x[j] + x[cols + j] + ... + x[(rows - 1) cols + j]) for j < cols (x   \
+     [rows, cols] and out [cols] contiguous; rows 0 gives 0): a reduction over leading dims, \
+     read in place. */                                                                         \
+  X(sum_columns, void, (int device, const T* x, T* out, int64_t rows, int64_t cols, double scale)) \
   /* max (is_max) or min of each row of x [O, R] (contiguous, R > 0): values[i] = the extreme \
      of row i, indices[i] its first index; a NaN counts as the extreme (the first NaN wins).  \
      values and indices [O]. */                                                                \
@@ -253,15 +257,6 @@
 #define TMEM_OP_KERNELS(X)                                                                       \
   TMEM_ELEMENTWISE_KERNELS(X) TMEM_LINALG_KERNELS(X) TMEM_REDUCTION_KERNELS(X)                   \
   TMEM_SHAPE_KERNELS(X) TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X)                       \
-  TMEM_EMBEDDING_KERNELS(X) TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X)                         \
-  TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X) TMEM_CONV3D_KERNELS(X)              \
-  TMEM_CONVLSTM_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \
-  TMEM_OPTIM_KERNELS(X) TMEM_CLIP_KERNELS(X)
-
-/// The kernels the CPU backend (ops/cpu/) has: the groups whose ops have one
-/// body so far.
-#define TMEM_CPU_OP_KERNELS(X)                                                                   \
-  TMEM_REDUCTION_KERNELS(X) TMEM_SOFTMAX_KERNELS(X) TMEM_LAYER_NORM_KERNELS(X)                   \
   TMEM_EMBEDDING_KERNELS(X) TMEM_LOSS_KERNELS(X) TMEM_DROPOUT_KERNELS(X)                         \
   TMEM_GRID_SAMPLE_KERNELS(X) TMEM_GAUSSIAN_SPLAT_KERNELS(X) TMEM_CONV3D_KERNELS(X)              \
   TMEM_CONVLSTM_KERNELS(X) TMEM_SELECTIVE_SCAN_KERNELS(X) TMEM_ATTENTION_KERNELS(X)              \

@@ -1,14 +1,12 @@
-// matmul / bmm: shapes a[..., M, K], b[..., K, N] -> c[..., M, N]; the CPU
-// kernel is ops/cpu/gemm (transposed operands are read through strides), the
-// device kernel the backend's batched GEMM (cuBLAS on CUDA).
+// matmul / bmm: shapes a[..., M, K], b[..., K, N] -> c[..., M, N]; one body
+// over the gemm kernel of the operands' device (ops/dispatch.h): the CPU's is
+// ops/cpu/gemm (transposed operands are read through strides), CUDA's
+// cuBLAS's batched GEMM.
 #include "tmem/ops/linalg.h"
-
-#include <omp.h>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
-#include "tmem/ops/cpu/gemm.h"
 #include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -80,71 +78,34 @@ ProductShape product_shape(const Tensor& a, const Tensor& b) {
   return p;
 }
 
-// c = a @ b on a device, for a, b of rank >= 2 with broadcast batch dims; no
-// autograd.
-Tensor mm_device(const Tensor& a, const Tensor& b) {
-  const OpKernels& kern = device_kernels(OpId::Matmul, a);
-  const auto [M, K, N, ba, bb, batch, out_shape] = product_shape(a, b);
-  Tensor out = empty(out_shape, a.dtype(), a.device());
-  if (out.numel() == 0) return out;
-  if (K == 0) {
-    fill_data(out, 0.0);
-    return out;
-  }
-  const GemmOperand ga = gemm_operand(a, batch, M, K), gb = gemm_operand(b, batch, K, N);
-  GemmArgs g;
-  g.device = a.device().index;
-  g.batch = numel_of(batch);
-  g.m = M;
-  g.n = N;
-  g.k = K;
-  g.a = ga.data.data<float>();
-  g.a_col_major = ga.col_major;
-  g.lda = ga.ld;
-  g.stride_a = ga.stride;
-  g.b = gb.data.data<float>();
-  g.b_col_major = gb.col_major;
-  g.ldb = gb.ld;
-  g.stride_b = gb.stride;
-  g.c = out.data<float>();
-  kern.gemm(g);
-  return out;
-}
-
-// c = a @ b for a, b of rank >= 2 with broadcast batch dims; no autograd.
+// c = a @ b for a, b of rank >= 2 with broadcast batch dims, by the gemm
+// kernel of their device; no autograd.
 Tensor mm_data(const Tensor& a, const Tensor& b) {
-  if (!a.device().is_cpu()) return mm_device(a, b);
-  const int64_t ra = a.dim(), rb = b.dim();
-  // Plain names, not a structured binding: the lambdas below capture them
-  // (clang before 16 cannot capture bindings).
   const ProductShape ps = product_shape(a, b);
-  const int64_t M = ps.M, K = ps.K, N = ps.N;
-  const Shape &ba = ps.a_batch, &bb = ps.b_batch, &batch = ps.batch;
-  Tensor out = empty(ps.out, a.dtype());
-  // Per-batch offsets of a and b (broadcast strides are 0).
-  Tensor a_b = make_view(a, ba, Shape(a.strides().begin(), a.strides().end() - 2), a.offset());
-  Tensor b_b = make_view(b, bb, Shape(b.strides().begin(), b.strides().end() - 2), b.offset());
-  std::vector<std::array<int64_t, 2>> offs;
-  for_each_element<2>(batch, {cpu::broadcast_strides(a_b, batch), cpu::broadcast_strides(b_b, batch)},
-                      [&](std::array<int64_t, 2> o) { offs.push_back(o); });
-  const int64_t a_rs = a.strides()[ra - 2], a_cs = a.strides()[ra - 1];
-  const int64_t b_rs = b.strides()[rb - 2], b_cs = b.strides()[rb - 1];
-  const int64_t nb = static_cast<int64_t>(offs.size());
-  dispatch_floating(a.dtype(), "matmul", [&]<class T>() {
-    const T* ap = a.data<T>();
-    const T* bp = b.data<T>();
-    T* cp = out.data<T>();
-    const bool outer = nb >= omp_get_max_threads() && nb > 1 && nb * M * N * K > 65536;
-    auto product = [&](int64_t i) {
-      cpu::gemm<T>(M, N, K, ap + offs[i][0], a_rs, a_cs, bp + offs[i][1], b_rs, b_cs, cp + i * M * N, N,
-                   false, !outer);
-    };
-    if (outer) {
-#pragma omp parallel for schedule(static)
-      for (int64_t i = 0; i < nb; ++i) product(i);
-    } else {
-      for (int64_t i = 0; i < nb; ++i) product(i);
+  Tensor out = empty(ps.out, a.dtype(), a.device());
+  dispatch_kernels(OpId::Matmul, a, [&]<class T>(const KernelTable<T>& k) {
+    if (out.numel() == 0) return;
+    if (ps.K == 0) {
+      fill_data(out, 0.0);
+      return;
     }
+    const GemmOperand ga = gemm_operand(a, ps.batch, ps.M, ps.K), gb = gemm_operand(b, ps.batch, ps.K, ps.N);
+    GemmArgs<T> g;
+    g.device = a.device().index;
+    g.batch = numel_of(ps.batch);
+    g.m = ps.M;
+    g.n = ps.N;
+    g.k = ps.K;
+    g.a = ga.data.template data<T>();
+    g.a_col_major = ga.col_major;
+    g.lda = ga.ld;
+    g.stride_a = ga.stride;
+    g.b = gb.data.template data<T>();
+    g.b_col_major = gb.col_major;
+    g.ldb = gb.ld;
+    g.stride_b = gb.stride;
+    g.c = out.template data<T>();
+    k.gemm(g);
   });
   return out;
 }

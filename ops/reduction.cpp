@@ -1,12 +1,8 @@
 // Reductions. Shapes: input any rank; the reduced dims are moved last and made
 // contiguous, so every kernel reduces rows [O, R] (O kept elements, R reduced);
-// the CPU sum of a contiguous input over its leading dims reads it in place
-// as columns instead (column_sums).
-// max, min and var have one body over the kernel tables (ops/dispatch.h;
-// CPU kernels in ops/cpu/reduction_kernel.cpp): extreme_rows (and
-// extreme_rows_backward), var_rows and var_backward. sum and mean keep a CPU
-// body (column_sums reads leading-dim reductions in place) beside the
-// device's sum_rows.
+// the sum of a contiguous input over its leading dims reads it in place as
+// columns [R, O] instead (sum_columns). One body per op over the kernel
+// tables (ops/dispatch.h; CPU kernels in ops/cpu/reduction_kernel.cpp).
 #include "tmem/ops/reduction.h"
 
 #include <algorithm>
@@ -15,7 +11,6 @@
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
-#include "tmem/ops/cpu/simd.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/op_table.h"
@@ -78,20 +73,16 @@ Tensor rows_of(const Tensor& a, const Plan& p) {
 Tensor expand_grad(OpId id, const Tensor& g, const Plan& p, double scale) {
   Tensor gk = reshape_data(g, p.keep);
   Tensor out = empty(p.in, g.dtype(), g.device());
-  if (!out.device().is_cpu()) {
-    device_kernels(id, g).unary_forward(out.device().index, OpId::MulScalar, {scale},
-                                        elementwise_args<2>(out, {gk}, op_name(id).data()));
-    return out;
-  }
-  dispatch_floating(g.dtype(), "sum", [&]<class T>() {
-    cpu::apply<T>(out, [scale](auto x) { return x * decltype(x)(scale); }, gk);
+  dispatch_kernels(id, g, [&]<class T>(const KernelTable<T>& k) {
+    k.unary_forward(out.device().index, OpId::MulScalar, {scale},
+                    elementwise_args<2>(out, {gk}, op_name(id).data()));
   });
   return out;
 }
 
 // Whether a is contiguous and its reduced dims are its leading ones, so that
 // it is rows [R, O] as it lies (a bias gradient summed over B and T, any
-// broadcast operand's gradient): column_sums then reads it in place.
+// broadcast operand's gradient): sum_columns then reads it in place.
 bool leading_dims_reduced(const Tensor& a, const Plan& p) {
   const auto r = static_cast<int64_t>(p.perm.size()), kept = r - p.reduced;
   if (p.reduced == 0 || kept == 0 || !a.is_contiguous()) return false;
@@ -100,56 +91,16 @@ bool leading_dims_reduced(const Tensor& a, const Plan& p) {
   return true;
 }
 
-// o[j] = scale * sum over i of x[i, j] for rows x [R, O]: each thread sums a
-// range of columns, 256 rows at a time into an L1-resident block of partial
-// sums that is then added to o, so no thread count or timing changes a sum.
-template <class T>
-void column_sums(const T* x, int64_t R, int64_t O, T scale, T* o) {
-  using V = xsimd::batch<T>;
-  constexpr int64_t L = static_cast<int64_t>(V::size), kRows = 256, kCols = 16 * L;
-  const int64_t chunks = (O + kCols - 1) / kCols;
-#pragma omp parallel for if (R * O >= kParallelGrain && chunks > 1)
-  for (int64_t ch = 0; ch < chunks; ++ch) {
-    const int64_t c0 = ch * kCols, c1 = std::min(O, c0 + kCols), vend = c0 + (c1 - c0) / L * L;
-    T part[kCols];
-    std::fill(o + c0, o + c1, T(0));
-    for (int64_t r0 = 0; r0 < R; r0 += kRows) {
-      std::fill(part, part + (c1 - c0), T(0));
-      for (int64_t i = r0; i < std::min(R, r0 + kRows); ++i) {
-        const T* row = x + i * O;
-        for (int64_t j = c0; j < vend; j += L)
-          (V::load_unaligned(part + (j - c0)) + V::load_unaligned(row + j)).store_unaligned(part + (j - c0));
-        for (int64_t j = vend; j < c1; ++j) part[j - c0] += row[j];
-      }
-      for (int64_t j = c0; j < c1; ++j) o[j] += part[j - c0];
-    }
-    for (int64_t j = c0; j < c1; ++j) o[j] *= scale;
-  }
-}
-
 Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
-  const char* op = op_name(id).data();
-  if (!a.device().is_cpu()) {
-    const OpKernels& k = device_kernels(id, a);
+  Tensor out = empty(p.out, a.dtype(), a.device());
+  const bool columns = leading_dims_reduced(a, p);
+  dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
+    if (columns) {
+      k.sum_columns(a.device().index, a.template data<T>(), out.template data<T>(), p.R, p.O, scale);
+      return;
+    }
     Tensor rows = rows_of(a, p);
-    Tensor out = empty(p.out, a.dtype(), a.device());
-    k.sum_rows(a.device().index, rows.data<float>(), out.data<float>(), p.O, p.R, scale);
-    return out;
-  }
-  Tensor out = empty(p.out, a.dtype());
-  if (leading_dims_reduced(a, p)) {
-    dispatch_floating(a.dtype(), op, [&]<class T>() {
-      column_sums(a.data<T>(), p.R, p.O, static_cast<T>(scale), out.data<T>());
-    });
-    return out;
-  }
-  Tensor rows = rows_of(a, p);
-  dispatch_floating(a.dtype(), op, [&]<class T>() {
-    const T* x = rows.data<T>();
-    T* o = out.data<T>();
-    const int64_t O = p.O, R = p.R;
-#pragma omp parallel for if (O * R >= kParallelGrain && O > 1)
-    for (int64_t i = 0; i < O; ++i) o[i] = cpu::row_sum(x + i * R, R) * static_cast<T>(scale);
+    k.sum_rows(a.device().index, rows.template data<T>(), out.template data<T>(), p.O, p.R, scale);
   });
   return out;
 }

@@ -1,7 +1,8 @@
 // Shape ops: views (reshape, permute, slice, expand) and copying ops (gather,
 // index_select, cat, pad, repeat_interleave), each with its backward.
-// On devices (ops/dispatch.h): views need no kernel; index_select and gather
-// run the device's index_select_* and gather_* kernels; cat and pad are the
+// Views need no kernel; index_select and gather have one body over the
+// kernel tables (ops/dispatch.h; CPU kernels in ops/cpu/shape_kernel.cpp),
+// but index_select of int64 data is slice copies; cat and pad are the
 // device's copy and fill into slices of the output (so any dtype), and their
 // backward slices. Indices are checked on the host on every device (a device
 // index is copied to the host first), so a bad index raises the CPU's
@@ -120,55 +121,6 @@ std::array<int64_t, 3> split_at(const Shape& shape, int64_t d) {
   return pnq;
 }
 
-// index_select on a device: a [P, N, Q] -> out [P, K, Q] (`shape`) with the
-// device's kernels k; the index is already checked.
-Tensor index_select_device(const OpKernels& k, const Tensor& a, int64_t d, const Tensor& index,
-                           const Shape& shape) {
-  Tensor x = contiguous_data(a);
-  Tensor ix = contiguous_data(index.to(a.device()));
-  Tensor out = empty(shape, a.dtype(), a.device());
-  const auto pnq = split_at(a.shape(), d);
-  const int64_t P = pnq[0], N = pnq[1], Q = pnq[2], K = ix.numel();  // named: lambdas capture them
-  k.index_select_forward(a.device().index, x.data<float>(), ix.data<int64_t>(), out.data<float>(), P, N, Q, K);
-  record(OpId::IndexSelect, {a}, {out}, {ix}, [in = a.shape(), P, N, Q, K](const Node& n, const Grads& g) {
-    const Tensor& ixs = n.saved_tensor(0);
-    Tensor gc = contiguous_data(g[0]);
-    Tensor gin = zeros(in, gc.dtype(), gc.device());
-    device_kernels(OpId::IndexSelect, gc)
-        .index_select_backward(gc.device().index, gc.data<float>(), ixs.data<int64_t>(), gin.data<float>(), P, N,
-                               Q, K);
-    return Grads{gin};
-  });
-  return out;
-}
-
-// gather on a device, with the device's kernels k: out [index.shape]; the
-// index is already checked.
-Tensor gather_device(const OpKernels& k, const Tensor& a, int64_t d, const Tensor& index) {
-  Tensor ix = index.to(a.device());
-  Tensor out = empty(ix.shape(), a.dtype(), a.device());
-  Shape a_st = a.strides();
-  a_st[d] = 0;  // the indexed dim is added from the index value
-  k.gather_forward(a.device().index,
-                   strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
-                                   {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
-                   a.strides()[d]);
-  record(OpId::Gather, {a}, {out}, {ix}, [in = a.shape(), d](const Node& n, const Grads& g) {
-    const Tensor& ixs = n.saved_tensor(0);
-    Tensor gin = zeros(in, g[0].dtype(), g[0].device());
-    Shape st = gin.strides();
-    const int64_t step = st[d];
-    st[d] = 0;
-    device_kernels(OpId::Gather, g[0])
-        .gather_backward(g[0].device().index,
-                         strided_args<3>(ixs.shape(), {st, ixs.strides(), g[0].strides()},
-                                         {gin.raw_data(), ixs.raw_data(), g[0].raw_data()}, "gather"),
-                         step);
-    return Grads{gin};
-  });
-  return out;
-}
-
 void check_in_range(int64_t v, int64_t size, const char* op) {
   check<IndexError>(v >= 0 && v < size, op, ": index ", v, " is out of range for a dim of size ", size);
 }
@@ -285,39 +237,42 @@ Tensor contiguous(const Tensor& a) {
 
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   const OpRange range(OpId::IndexSelect);
-  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::IndexSelect, a);
+  check_device_runs(OpId::IndexSelect, a);
   check_index(index, a, "index_select");
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
                     shape_str(index.shape()));
-  int64_t d = normalize_dim(dim, a.dim(), "index_select");
-  std::vector<int64_t> idx = index.to_int_vector();
+  const int64_t d = normalize_dim(dim, a.dim(), "index_select");
+  const std::vector<int64_t> idx = index.to_int_vector();
   for (int64_t v : idx) check_in_range(v, a.shape()[d], "index_select");
   Shape shape = a.shape();
   shape[d] = static_cast<int64_t>(idx.size());
-  if (dev) return index_select_device(*dev, a, d, index, shape);
-  Tensor out = empty(shape, a.dtype());
-  Shape st = a.strides();
-  Shape sub_shape = a.shape();
-  sub_shape[d] = 1;
-  Shape out_st = out.strides();
-  for (size_t k = 0; k < idx.size(); ++k)
-    copy_data(make_view(out, sub_shape, out_st, static_cast<int64_t>(k) * out_st[d]),
-              make_view(a, sub_shape, st, a.offset() + idx[k] * st[d]));
-  record(OpId::IndexSelect, {a}, {out}, {}, [in = a.shape(), d, idx](const Node&, const Grads& g) {
-    Tensor gin = zeros(in, g[0].dtype());
-    Shape sub = g[0].shape();
+  Tensor out = empty(shape, a.dtype(), a.device());
+  if (!is_floating(a.dtype())) {
+    // int64 data (no gradient, e.g. a data loader's labels): slice copies,
+    // which every device's copy makes for any dtype.
+    Shape sub = a.shape();
     sub[d] = 1;
-    for (size_t k = 0; k < idx.size(); ++k) {
-      Tensor dst = make_view(gin, sub, gin.strides(), idx[k] * gin.strides()[d]);
-      Tensor src = make_view(g[0], sub, g[0].strides(),
-                             g[0].offset() + static_cast<int64_t>(k) * g[0].strides()[d]);
-      dispatch_floating(gin.dtype(), "index_select", [&]<class T>() {
-        T* dp = dst.data<T>();
-        const T* sp = src.data<T>();
-        for_each_element<2>(sub, {dst.strides(), src.strides()},
-                            [&](std::array<int64_t, 2> o) { dp[o[0]] += sp[o[1]]; });
-      });
-    }
+    for (size_t k = 0; k < idx.size(); ++k)
+      copy_data(make_view(out, sub, out.strides(), static_cast<int64_t>(k) * out.strides()[d]),
+                make_view(a, sub, a.strides(), a.offset() + idx[k] * a.strides()[d]));
+    return out;
+  }
+  Tensor x = contiguous_data(a);
+  Tensor ix = contiguous_data(index.to(a.device()));
+  const auto pnq = split_at(a.shape(), d);
+  const int64_t P = pnq[0], N = pnq[1], Q = pnq[2], K = ix.numel();  // named: lambdas capture them
+  dispatch_kernels(OpId::IndexSelect, a, [&]<class T>(const KernelTable<T>& k) {
+    k.index_select_forward(a.device().index, x.template data<T>(), ix.data<int64_t>(), out.template data<T>(), P,
+                           N, Q, K);
+  });
+  record(OpId::IndexSelect, {a}, {out}, {ix}, [in = a.shape(), P, N, Q, K](const Node& n, const Grads& g) {
+    const Tensor& ixs = n.saved_tensor(0);
+    Tensor gc = contiguous_data(g[0]);
+    Tensor gin = zeros(in, gc.dtype(), gc.device());
+    dispatch_kernels(OpId::IndexSelect, gc, [&]<class T>(const KernelTable<T>& k) {
+      k.index_select_backward(gc.device().index, gc.template data<T>(), ixs.data<int64_t>(),
+                              gin.template data<T>(), P, N, Q, K);
+    });
     return Grads{gin};
   });
   return out;
@@ -325,47 +280,37 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   const OpRange range(OpId::Gather);
-  const OpKernels* dev = a.device().is_cpu() ? nullptr : &device_kernels(OpId::Gather, a);
+  check_device_runs(OpId::Gather, a);
   check_index(index, a, "gather");
-  int64_t d = normalize_dim(dim, a.dim(), "gather");
+  const int64_t d = normalize_dim(dim, a.dim(), "gather");
   check<ShapeError>(index.dim() == a.dim(), "gather: expected index of rank ", a.dim(),
                     ", but got index ", shape_str(index.shape()), " for input ", shape_str(a.shape()));
   for (int64_t i = 0; i < a.dim(); ++i)
     check<ShapeError>(i == d || index.shape()[i] <= a.shape()[i], "gather: index ",
                       shape_str(index.shape()), " is larger than input ", shape_str(a.shape()),
                       " in dim ", i);
-  const int64_t n = a.shape()[d];
-  if (dev) {
-    for (int64_t v : index.to_int_vector()) check_in_range(v, n, "gather");
-    return gather_device(*dev, a, d, index);
-  }
-  Tensor out = empty(index.shape(), a.dtype());
-  const int64_t* ip = index.data<int64_t>();
+  for (int64_t v : index.to_int_vector()) check_in_range(v, a.shape()[d], "gather");
+  Tensor ix = index.to(a.device());
+  Tensor out = empty(ix.shape(), a.dtype(), a.device());
   Shape a_st = a.strides();
   a_st[d] = 0;  // the indexed dim is added from the index value
-  const int64_t step = a.strides()[d];
-  dispatch_floating(a.dtype(), "gather", [&]<class T>() {
-    const T* ap = a.data<T>();
-    T* op = out.data<T>();
-    for_each_element<3>(index.shape(), {out.strides(), index.strides(), a_st},
-                        [&](std::array<int64_t, 3> o) {
-                          int64_t v = ip[o[1]];
-                          check_in_range(v, n, "gather");
-                          op[o[0]] = ap[o[2] + v * step];
-                        });
+  dispatch_kernels(OpId::Gather, a, [&]<class T>(const KernelTable<T>& k) {
+    k.gather_forward(a.device().index,
+                     strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
+                                     {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
+                     a.strides()[d]);
   });
-  record(OpId::Gather, {a}, {out}, {index}, [in = a.shape(), d](const Node& nd, const Grads& g) {
-    const Tensor& ix = nd.saved_tensor(0);
-    Tensor gin = zeros(in, g[0].dtype());
+  record(OpId::Gather, {a}, {out}, {ix}, [in = a.shape(), d](const Node& n, const Grads& g) {
+    const Tensor& ixs = n.saved_tensor(0);
+    Tensor gin = zeros(in, g[0].dtype(), g[0].device());
     Shape st = gin.strides();
-    int64_t step_in = st[d];
+    const int64_t step = st[d];
     st[d] = 0;
-    const int64_t* ipp = ix.data<int64_t>();
-    dispatch_floating(gin.dtype(), "gather", [&]<class T>() {
-      T* gp = gin.data<T>();
-      const T* go = g[0].data<T>();
-      for_each_element<3>(ix.shape(), {g[0].strides(), ix.strides(), st},
-                          [&](std::array<int64_t, 3> o) { gp[o[2] + ipp[o[1]] * step_in] += go[o[0]]; });
+    dispatch_kernels(OpId::Gather, g[0], [&]<class T>(const KernelTable<T>& k) {
+      k.gather_backward(g[0].device().index,
+                        strided_args<3>(ixs.shape(), {st, ixs.strides(), g[0].strides()},
+                                        {gin.raw_data(), ixs.raw_data(), g[0].raw_data()}, "gather"),
+                        step);
     });
     return Grads{gin};
   });

@@ -90,7 +90,15 @@ inline void fake_sum_rows(int, const float* x, float* out, int64_t rows, int64_t
     out[r] = static_cast<float>(s * scale);
   }
 }
-inline void fake_gemm(const GemmArgs& g) {
+// out[j] = scale * sum of column j, as ops/kernel_list.h documents sum_columns.
+inline void fake_sum_columns(int, const float* x, float* out, int64_t rows, int64_t cols, double scale) {
+  for (int64_t j = 0; j < cols; ++j) {
+    double s = 0;
+    for (int64_t i = 0; i < rows; ++i) s += x[i * cols + j];
+    out[j] = static_cast<float>(s * scale);
+  }
+}
+inline void fake_gemm(const GemmArgs<float>& g) {
   REQUIRE(g.lda >= (g.a_col_major ? g.m : g.k));
   REQUIRE(g.ldb >= (g.b_col_major ? g.k : g.n));
   auto at = [](const float* p, bool col_major, int64_t ld, int64_t r, int64_t q) {
@@ -112,6 +120,7 @@ inline OpKernels make_fake_ops() {
   for (OpId op : {OpId::Matmul, OpId::Sum, OpId::Mean}) k.implemented[static_cast<size_t>(op)] = true;
   k.unary_forward = &fake_unary_forward;
   k.sum_rows = &fake_sum_rows;
+  k.sum_columns = &fake_sum_columns;
   k.gemm = &fake_gemm;
   return k;
 }

@@ -182,6 +182,26 @@ TEST_CASE("device kernels: var matches the CPU on short and long rows, all dims,
   check_parity("no rows [0,4]", [](const V& v) { return var(v[0], {1}); }, V{input({0, 4})});
 }
 
+TEST_CASE("device kernels: sum and mean over leading dims (sum_columns) match the CPU") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  check_parity("sum dim 0 of [300,37]", [](const V& v) { return sum(v[0], {0}); }, V{input({300, 37})});
+  check_parity("mean dims {0,1} of [4,50,9]", [](const V& v) { return mean(v[0], {0, 1}); }, V{input({4, 50, 9})});
+  check_parity("sum dim 0 keepdim of [1,5]", [](const V& v) { return sum(v[0], {0}, true); }, V{input({1, 5})});
+  check_parity("sum dim 0 of no rows [0,4]", [](const V& v) { return sum(v[0], {0}); }, V{input({0, 4})});
+  // The gradient of a broadcast add is a sum over the leading dims.
+  check_parity("add's gradient for a [9] bias of [4,6,9]", [](const V& v) { return add(v[0], v[1]); },
+               V{input({4, 6, 9}), input({9}, -1, 1, 2)});
+}
+
+TEST_CASE("device kernels: index_select of int64 data is slice copies on the device") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  const Tensor labels = tensor_int({10, 11, 12, 13, 14, 15}, {3, 2});
+  const Tensor got = index_select(labels.to(Device::cuda()), 0, tensor_int({2, 0, 2}, {3}));
+  CHECK(got.device() == Device::cuda());
+  CHECK(got.dtype() == DType::Int64);
+  CHECK(got.cpu().to_int_vector() == std::vector<int64_t>{14, 15, 10, 11, 14, 15});
+}
+
 TEST_CASE("device kernels: index_select and gather match the CPU, repeated indices summed in the gradient") {
   test::FakeCuda fake(&test::host_op_kernels());
   const Tensor rows = tensor_int({4, 0, 4, 4, 9, 1, 0}, {7});

@@ -147,6 +147,10 @@ TEST_CASE("device: matmul, sum and mean hand device kernels launch arguments tha
                {{3, 4, 5}});
   check_parity("mean dim 1 of a permuted view",
                [](const std::vector<Tensor>& v) { return mean(permute(v[0], {2, 0, 1}), {1}); }, {{3, 4, 5}});
+  check_parity("sum over the leading dims {0,1} (sum_columns)",
+               [](const std::vector<Tensor>& v) { return sum(v[0], {0, 1}); }, {{3, 4, 5}});
+  check_parity("mean over dim 0 keepdim (sum_columns)",
+               [](const std::vector<Tensor>& v) { return mean(v[0], {0}, true); }, {{6, 7}});
 }
 
 TEST_CASE("device: gradients flow through to, device views and device leaves") {

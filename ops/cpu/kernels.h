@@ -1,6 +1,6 @@
 // The CPU backend's op kernels (docs/DESIGN.md §5), as ATen's native/cpu:
 // Kernels<T> declares one static member per kernel of ops/kernel_list.h's
-// TMEM_CPU_OP_KERNELS, with the table's signatures; ops/cpu/<op>_kernel.cpp
+// TMEM_OP_KERNELS, with the table's signatures; ops/cpu/<op>_kernel.cpp
 // defines a group's members and instantiates them for float and double
 // (TMEM_CPU_INSTANTIATE). float64 is the CPU's capability, used by gradcheck.
 #pragma once
@@ -13,7 +13,7 @@ template <class Scalar>
 struct Kernels {
   using T = Scalar;
 #define TMEM_CPU_KERNEL(name, result, params) static result name params;
-  TMEM_CPU_OP_KERNELS(TMEM_CPU_KERNEL)
+  TMEM_OP_KERNELS(TMEM_CPU_KERNEL)
 #undef TMEM_CPU_KERNEL
 };
 

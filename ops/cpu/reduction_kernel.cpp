@@ -1,5 +1,7 @@
 // The reductions' CPU kernels (ops/kernel_list.h TMEM_REDUCTION_KERNELS):
-// max/min and var over contiguous rows [O, R], one row after another.
+// row and column sums; max/min and var over contiguous rows [O, R], one row
+// after another.
+#include <algorithm>
 #include <cmath>
 
 #include "tmem/core/strided.h"
@@ -7,6 +9,40 @@
 #include "tmem/ops/cpu/simd.h"
 
 namespace tmem::cpu {
+
+template <class Scalar>
+void Kernels<Scalar>::sum_rows(int, const T* x, T* out, int64_t rows, int64_t len, double scale) {
+#pragma omp parallel for if (rows * len >= kParallelGrain && rows > 1)
+  for (int64_t i = 0; i < rows; ++i) out[i] = row_sum(x + i * len, len) * static_cast<T>(scale);
+}
+
+// Each thread sums a range of columns, 256 rows at a time into an L1-resident
+// block of partial sums that is then added to out, so no thread count or
+// timing changes a sum.
+template <class Scalar>
+void Kernels<Scalar>::sum_columns(int, const T* x, T* out, int64_t rows, int64_t cols, double scale) {
+  using V = xsimd::batch<T>;
+  constexpr int64_t L = static_cast<int64_t>(V::size), kRows = 256, kCols = 16 * L;
+  const T s = static_cast<T>(scale);
+  const int64_t chunks = (cols + kCols - 1) / kCols;
+#pragma omp parallel for if (rows * cols >= kParallelGrain && chunks > 1)
+  for (int64_t ch = 0; ch < chunks; ++ch) {
+    const int64_t c0 = ch * kCols, c1 = std::min(cols, c0 + kCols), vend = c0 + (c1 - c0) / L * L;
+    T part[kCols];
+    std::fill(out + c0, out + c1, T(0));
+    for (int64_t r0 = 0; r0 < rows; r0 += kRows) {
+      std::fill(part, part + (c1 - c0), T(0));
+      for (int64_t i = r0; i < std::min(rows, r0 + kRows); ++i) {
+        const T* row = x + i * cols;
+        for (int64_t j = c0; j < vend; j += L)
+          (V::load_unaligned(part + (j - c0)) + V::load_unaligned(row + j)).store_unaligned(part + (j - c0));
+        for (int64_t j = vend; j < c1; ++j) part[j - c0] += row[j];
+      }
+      for (int64_t j = c0; j < c1; ++j) out[j] += part[j - c0];
+    }
+    for (int64_t j = c0; j < c1; ++j) out[j] *= s;
+  }
+}
 
 template <class Scalar>
 void Kernels<Scalar>::extreme_rows(int, const T* x, T* values, int64_t* indices, int64_t O, int64_t R,
@@ -41,15 +77,12 @@ void Kernels<Scalar>::var_rows(int, const T* x, T* out, T* mean, int64_t O, int6
 
 template <class Scalar>
 void Kernels<Scalar>::var_backward(int, const StridedArgs<4>& args, double scale) {
-  const Shape shape(args.shape, args.shape + args.ndim);
-  std::array<Shape, 4> strides;
-  for (size_t j = 0; j < 4; ++j) strides[j] = Shape(args.strides[j], args.strides[j] + args.ndim);
   T* gx = static_cast<T*>(args.data[0]);
   const T* x = static_cast<const T*>(args.data[1]);
   const T* mean = static_cast<const T*>(args.data[2]);
   const T* g = static_cast<const T*>(args.data[3]);
   const T s = static_cast<T>(scale);
-  for_each_element<4>(shape, strides, [&](std::array<int64_t, 4> o) {
+  for_each_element(args, [&](std::array<int64_t, 4> o) {
     gx[o[0]] = (x[o[1]] - mean[o[2]]) * g[o[3]] * s;
   });
 }

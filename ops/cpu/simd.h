@@ -267,19 +267,18 @@ inline Shape broadcast_strides(const Tensor& t, const Shape& shape) {
   return st;
 }
 
-/// out[i] = f(in_0[i], ..., in_k[i]) over out's shape; the inputs are
-/// broadcast to it. Rows whose inner strides are all 0 or 1 run as xsimd
-/// batches, other rows element by element. Split across OpenMP threads.
-template <class T, class F, class... In>
-void apply(const Tensor& out, F f, const In&... ins) {
-  constexpr size_t N = sizeof...(In) + 1;
-  const Shape& shape = out.shape();
-  std::array<Shape, N> strides{out.strides(), broadcast_strides(ins, shape)...};
-  T* o = out.data<T>();
-  std::array<const T*, N - 1> p{ins.template data<T>()...};
+/// out[i] = f(in_1[i], ..., in_{N-1}[i]) over the launch arguments of an
+/// elementwise kernel, args {out, in_1, ...} (ops/dispatch.h
+/// elementwise_args: the inputs broadcast to out's shape). Rows whose inner
+/// strides are all 0 or 1 run as xsimd batches, other rows element by
+/// element. Split across OpenMP threads.
+template <class T, size_t N, class F>
+void apply(const StridedArgs<N>& args, F f) {
+  T* o = static_cast<T*>(args.data[0]);
+  std::array<const T*, N - 1> p;
+  for (size_t j = 1; j < N; ++j) p[j - 1] = static_cast<const T*>(args.data[j]);
   constexpr size_t W = Batch<T>::size;
-  for_each_row<N>(shape, strides, [&](std::array<int64_t, N> off, int64_t len,
-                                      std::array<int64_t, N> st) {
+  for_each_row<N>(args, [&](std::array<int64_t, N> off, int64_t len, std::array<int64_t, N> st) {
     bool vec = st[0] == 1;
     for (size_t j = 1; j < N; ++j) vec = vec && (st[j] == 0 || st[j] == 1);
     int64_t i = 0;
