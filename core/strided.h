@@ -32,6 +32,11 @@ struct Coalesced {
   std::vector<int64_t> shape;
   std::array<std::vector<int64_t>, N> strides;
 
+  /// The dims of launch arguments, merged already: taken as they are.
+  explicit Coalesced(const StridedArgs<N>& a) : shape(a.shape, a.shape + a.ndim) {
+    for (size_t j = 0; j < N; ++j) strides[j].assign(a.strides[j], a.strides[j] + a.ndim);
+  }
+
   Coalesced(const Shape& s, const std::array<Shape, N>& st) {
     shape.reserve(s.size());
     for (auto& v : strides) v.reserve(s.size());
@@ -50,23 +55,9 @@ struct Coalesced {
   }
 };
 
-}  // namespace detail
-
-/// For each row of `shape` (all dims but the last, after merging dims laid
-/// out alike), calls
-/// f(std::array<int64_t, N> offsets, int64_t len, std::array<int64_t, N> inner_strides),
-/// offsets in elements relative to each tensor's first element. With
-/// `parallel`, large work runs on OpenMP threads, a long row may be handed to
-/// f in pieces and a transposing layout is visited tile by tile: f must then
-/// write disjoint memory, must not depend on how or in which order the
-/// elements are split into calls, and must not throw. Without `parallel` the
-/// rows come whole, in row-major order, on the calling thread.
+/// for_each_row's loop over the merged dims c of `total` elements (> 0).
 template <size_t N, class F>
-void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, F&& f,
-                  bool parallel = true) {
-  const int64_t total = numel_of(shape);
-  if (total == 0) return;
-  const detail::Coalesced<N> c(shape, strides);
+void for_each_row(const Coalesced<N>& c, int64_t total, F& f, bool parallel) {
   const int64_t r = static_cast<int64_t>(c.shape.size());
   const int64_t len = r ? c.shape[r - 1] : 1;
   std::array<int64_t, N> inner{};
@@ -126,6 +117,33 @@ void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, F&& f
   }
 }
 
+}  // namespace detail
+
+/// For each row of `shape` (all dims but the last, after merging dims laid
+/// out alike), calls
+/// f(std::array<int64_t, N> offsets, int64_t len, std::array<int64_t, N> inner_strides),
+/// offsets in elements relative to each tensor's first element. With
+/// `parallel`, large work runs on OpenMP threads, a long row may be handed to
+/// f in pieces and a transposing layout is visited tile by tile: f must then
+/// write disjoint memory, must not depend on how or in which order the
+/// elements are split into calls, and must not throw. Without `parallel` the
+/// rows come whole, in row-major order, on the calling thread.
+template <size_t N, class F>
+void for_each_row(const Shape& shape, const std::array<Shape, N>& strides, F&& f,
+                  bool parallel = true) {
+  const int64_t total = numel_of(shape);
+  if (total == 0) return;
+  detail::for_each_row(detail::Coalesced<N>(shape, strides), total, f, parallel);
+}
+
+/// for_each_row over the operands of kernel launch arguments (their dims
+/// already merged): the CPU kernels' loop over a StridedArgs.
+template <size_t N, class F>
+void for_each_row(const StridedArgs<N>& args, F&& f, bool parallel = true) {
+  if (args.numel == 0) return;
+  detail::for_each_row(detail::Coalesced<N>(args), args.numel, f, parallel);
+}
+
 /// Calls f(std::array<int64_t, N> offsets) for every element, in row-major
 /// order on the calling thread (f may throw).
 template <size_t N, class F>
@@ -139,24 +157,16 @@ void for_each_element(const Shape& shape, const std::array<Shape, N>& strides, F
   }, false);
 }
 
-/// for_each_row over the operands of kernel launch arguments (their dims
-/// already merged): the CPU kernels' loop over a StridedArgs.
-template <size_t N, class F>
-void for_each_row(const StridedArgs<N>& args, F&& f, bool parallel = true) {
-  const Shape shape(args.shape, args.shape + args.ndim);
-  std::array<Shape, N> strides;
-  for (size_t j = 0; j < N; ++j) strides[j] = Shape(args.strides[j], args.strides[j] + args.ndim);
-  for_each_row<N>(shape, strides, f, parallel);
-}
-
 /// for_each_element over the operands of kernel launch arguments, in
 /// row-major order on the calling thread.
 template <size_t N, class F>
 void for_each_element(const StridedArgs<N>& args, F&& f) {
-  const Shape shape(args.shape, args.shape + args.ndim);
-  std::array<Shape, N> strides;
-  for (size_t j = 0; j < N; ++j) strides[j] = Shape(args.strides[j], args.strides[j] + args.ndim);
-  for_each_element<N>(shape, strides, f);
+  for_each_row<N>(args, [&](std::array<int64_t, N> off, int64_t len, std::array<int64_t, N> inner) {
+    for (int64_t i = 0; i < len; ++i) {
+      f(off);
+      for (size_t j = 0; j < N; ++j) off[j] += inner[j];
+    }
+  }, false);
 }
 
 /// The launch arguments of a device kernel over N operands of `shape`:

@@ -94,15 +94,17 @@ int as_int(int64_t v, const char* what) {
 
 }  // namespace
 
+// One strided-batched call per outer item.
 void gemm(const GemmArgs<float>& g) {
   DeviceGuard guard(g.device);
   cublasHandle_t h = handle(g.device);
   const float alpha = 1.0f, beta = 0.0f;
-  TMEM_CUBLAS_CHECK(cublas().sgemm_strided_batched(
-      h, g.b_col_major ? CUBLAS_OP_T : CUBLAS_OP_N, g.a_col_major ? CUBLAS_OP_T : CUBLAS_OP_N,
-      as_int(g.n, "n"), as_int(g.m, "m"), as_int(g.k, "k"), &alpha, g.b, as_int(g.ldb, "ldb"),
-      g.stride_b, g.a, as_int(g.lda, "lda"), g.stride_a, &beta, g.c, as_int(g.n, "n"), g.m * g.n,
-      as_int(g.batch, "batch")));
+  for (int64_t o = 0; o < g.outer; ++o)
+    TMEM_CUBLAS_CHECK(cublas().sgemm_strided_batched(
+        h, g.b_col_major ? CUBLAS_OP_T : CUBLAS_OP_N, g.a_col_major ? CUBLAS_OP_T : CUBLAS_OP_N,
+        as_int(g.n, "n"), as_int(g.m, "m"), as_int(g.k, "k"), &alpha, g.b + o * g.outer_b, as_int(g.ldb, "ldb"),
+        g.stride_b, g.a + o * g.outer_a, as_int(g.lda, "lda"), g.stride_a, &beta, g.c + o * g.batch * g.m * g.n,
+        as_int(g.n, "n"), g.m * g.n, as_int(g.batch, "batch")));
   if (sync_after_launch()) TMEM_CUDA_CHECK(cudaDeviceSynchronize());
 }
 

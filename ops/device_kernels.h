@@ -24,19 +24,20 @@ struct UnaryParams {
 
 /// One matrix product per batch item, c[i] = a[i] @ b[i] with a[i] [m, k],
 /// b[i] [k, n] and c[i] [m, n] row-major contiguous (c[i] at c + i m n), in
-/// element type T. An operand is row-major (element (r, q) at r * ld + q)
-/// or, with col_major, column-major (at r + q * ld); consecutive batch items
-/// are `stride` elements apart (0: one matrix for every item).
+/// element type T, for the outer * batch items i = o batch + j (o < outer,
+/// j < batch). An operand is row-major (element (r, q) at r * ld + q) or,
+/// with col_major, column-major (at r + q * ld); item i's matrix is at
+/// o outer_a + j stride_a from a (likewise b; a stride 0 repeats a matrix).
 template <class T>
 struct GemmArgs {
   int device = 0;
-  int64_t batch = 1, m = 0, n = 0, k = 0;
+  int64_t outer = 1, batch = 1, m = 0, n = 0, k = 0;
   const T* a = nullptr;
   bool a_col_major = false;
-  int64_t lda = 0, stride_a = 0;
+  int64_t lda = 0, stride_a = 0, outer_a = 0;
   const T* b = nullptr;
   bool b_col_major = false;
-  int64_t ldb = 0, stride_b = 0;
+  int64_t ldb = 0, stride_b = 0, outer_b = 0;
   T* c = nullptr;
 };
 

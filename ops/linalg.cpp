@@ -19,17 +19,18 @@ namespace {
 
 using Grads = std::vector<Tensor>;
 
-// One GEMM operand as GemmArgs takes it: t[..., rows, cols] broadcast to the
-// batch shape. A matrix with neither a unit column stride (row-major) nor a
-// unit row stride (column-major), or batch items that are not one stride
-// apart, is copied to a contiguous tensor first (`data` keeps it alive).
+// One GEMM operand's matrices as GemmArgs takes them: t[..., rows, cols]
+// broadcast to the batch shape. A matrix with neither a unit column stride
+// (row-major) nor a unit row stride (column-major), or any matrix when
+// `copy`, is copied to a contiguous tensor first (`data` keeps it alive).
 struct GemmOperand {
   Tensor data;
   bool col_major = false;
-  int64_t ld = 0, stride = 0;
+  int64_t ld = 0;
+  Shape batch_strides() const { return Shape(data.strides().begin(), data.strides().end() - 2); }
 };
 
-GemmOperand gemm_operand(const Tensor& t, const Shape& batch, int64_t rows, int64_t cols) {
+GemmOperand gemm_operand(const Tensor& t, const Shape& batch, int64_t rows, int64_t cols, bool copy) {
   Shape full = batch;
   full.push_back(rows);
   full.push_back(cols);
@@ -48,12 +49,9 @@ GemmOperand gemm_operand(const Tensor& t, const Shape& batch, int64_t rows, int6
     } else {
       return false;
     }
-    const detail::Coalesced<1> b(batch, {Shape(st.begin(), st.end() - 2)});
-    if (b.shape.size() > 1) return false;
-    o.stride = b.shape.empty() ? 0 : b.strides[0][0];
     return true;
   };
-  if (!fits()) {
+  if (copy || !fits()) {
     o.data = contiguous_data(o.data);
     fits();
   }
@@ -79,7 +77,9 @@ ProductShape product_shape(const Tensor& a, const Tensor& b) {
 }
 
 // c = a @ b for a, b of rank >= 2 with broadcast batch dims, by the gemm
-// kernel of their device; no autograd.
+// kernel of their device; no autograd. The batch dims are merged over a, b
+// and c; when more than two remain (GemmArgs' outer and batch), both
+// operands are copied, so that they merge into one.
 Tensor mm_data(const Tensor& a, const Tensor& b) {
   const ProductShape ps = product_shape(a, b);
   Tensor out = empty(ps.out, a.dtype(), a.device());
@@ -89,21 +89,35 @@ Tensor mm_data(const Tensor& a, const Tensor& b) {
       fill_data(out, 0.0);
       return;
     }
-    const GemmOperand ga = gemm_operand(a, ps.batch, ps.M, ps.K), gb = gemm_operand(b, ps.batch, ps.K, ps.N);
+    const Shape c_strides(out.strides().begin(), out.strides().end() - 2);
+    GemmOperand ga = gemm_operand(a, ps.batch, ps.M, ps.K, false), gb = gemm_operand(b, ps.batch, ps.K, ps.N, false);
+    auto merged = [&] {
+      return detail::Coalesced<3>(ps.batch, {ga.batch_strides(), gb.batch_strides(), c_strides});
+    };
+    detail::Coalesced<3> m = merged();
+    if (m.shape.size() > 2) {
+      ga = gemm_operand(a, ps.batch, ps.M, ps.K, true);
+      gb = gemm_operand(b, ps.batch, ps.K, ps.N, true);
+      m = merged();
+    }
+    const size_t dims = m.shape.size();
     GemmArgs<T> g;
     g.device = a.device().index;
-    g.batch = numel_of(ps.batch);
+    g.outer = dims == 2 ? m.shape[0] : 1;
+    g.batch = dims ? m.shape[dims - 1] : 1;
     g.m = ps.M;
     g.n = ps.N;
     g.k = ps.K;
     g.a = ga.data.template data<T>();
     g.a_col_major = ga.col_major;
     g.lda = ga.ld;
-    g.stride_a = ga.stride;
+    g.stride_a = dims ? m.strides[0][dims - 1] : 0;
+    g.outer_a = dims == 2 ? m.strides[0][0] : 0;
     g.b = gb.data.template data<T>();
     g.b_col_major = gb.col_major;
     g.ldb = gb.ld;
-    g.stride_b = gb.stride;
+    g.stride_b = dims ? m.strides[1][dims - 1] : 0;
+    g.outer_b = dims == 2 ? m.strides[1][0] : 0;
     g.c = out.template data<T>();
     k.gemm(g);
   });

@@ -125,6 +125,23 @@ void check_in_range(int64_t v, int64_t size, const char* op) {
   check<IndexError>(v >= 0 && v < size, op, ": index ", v, " is out of range for a dim of size ", size);
 }
 
+// Throws IndexError naming op at the first value of the int64 index (on any
+// device; checked on the host, in row-major order) outside [0, size).
+void check_indices(const Tensor& index, int64_t size, const char* op) {
+  const Tensor ix = index.cpu();
+  const int64_t* p = ix.data<int64_t>();
+  bool ok = true;
+  for_each_row<1>(ix.shape(), {ix.strides()}, [&](std::array<int64_t, 1> off, int64_t len, std::array<int64_t, 1> st) {
+    for (int64_t i = 0; i < len; ++i) {
+      const int64_t v = p[off[0] + i * st[0]];
+      ok &= (v >= 0) & (v < size);
+    }
+  }, false);
+  if (ok) return;
+  for_each_element<1>(ix.shape(), {ix.strides()},
+                      [&](std::array<int64_t, 1> o) { check_in_range(p[o[0]], size, op); });
+}
+
 }  // namespace
 
 Tensor reshape(const Tensor& a, Shape shape) { return reshape_impl(a, std::move(shape), true, "reshape"); }
@@ -242,16 +259,16 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
                     shape_str(index.shape()));
   const int64_t d = normalize_dim(dim, a.dim(), "index_select");
-  const std::vector<int64_t> idx = index.to_int_vector();
-  for (int64_t v : idx) check_in_range(v, a.shape()[d], "index_select");
+  check_indices(index, a.shape()[d], "index_select");
   Shape shape = a.shape();
-  shape[d] = static_cast<int64_t>(idx.size());
+  shape[d] = index.numel();
   Tensor out = empty(shape, a.dtype(), a.device());
   if (!is_floating(a.dtype())) {
     // int64 data (no gradient, e.g. a data loader's labels): slice copies,
     // which every device's copy makes for any dtype.
     Shape sub = a.shape();
     sub[d] = 1;
+    const std::vector<int64_t> idx = index.to_int_vector();
     for (size_t k = 0; k < idx.size(); ++k)
       copy_data(make_view(out, sub, out.strides(), static_cast<int64_t>(k) * out.strides()[d]),
                 make_view(a, sub, a.strides(), a.offset() + idx[k] * a.strides()[d]));
@@ -289,7 +306,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     check<ShapeError>(i == d || index.shape()[i] <= a.shape()[i], "gather: index ",
                       shape_str(index.shape()), " is larger than input ", shape_str(a.shape()),
                       " in dim ", i);
-  for (int64_t v : index.to_int_vector()) check_in_range(v, a.shape()[d], "gather");
+  check_indices(index, a.shape()[d], "gather");
   Tensor ix = index.to(a.device());
   Tensor out = empty(ix.shape(), a.dtype(), a.device());
   Shape a_st = a.strides();

@@ -104,15 +104,17 @@ inline void fake_gemm(const GemmArgs<float>& g) {
   auto at = [](const float* p, bool col_major, int64_t ld, int64_t r, int64_t q) {
     return col_major ? p[r + q * ld] : p[r * ld + q];
   };
-  for (int64_t i = 0; i < g.batch; ++i)
+  for (int64_t i = 0; i < g.outer * g.batch; ++i) {
+    const float* a = g.a + i / g.batch * g.outer_a + i % g.batch * g.stride_a;
+    const float* b = g.b + i / g.batch * g.outer_b + i % g.batch * g.stride_b;
     for (int64_t r = 0; r < g.m; ++r)
       for (int64_t q = 0; q < g.n; ++q) {
         double s = 0;
         for (int64_t k = 0; k < g.k; ++k)
-          s += static_cast<double>(at(g.a + i * g.stride_a, g.a_col_major, g.lda, r, k)) *
-               at(g.b + i * g.stride_b, g.b_col_major, g.ldb, k, q);
+          s += static_cast<double>(at(a, g.a_col_major, g.lda, r, k)) * at(b, g.b_col_major, g.ldb, k, q);
         g.c[i * g.m * g.n + r * g.n + q] = static_cast<float>(s);
       }
+  }
 }
 
 inline OpKernels make_fake_ops() {

@@ -142,6 +142,14 @@ TEST_CASE("device: matmul, sum and mean hand device kernels launch arguments tha
                {{1, 4}, {4, 5}});
   check_parity("a strided slice", [](const std::vector<Tensor>& v) { return matmul(slice(v[0], 1, 0, 6, 2), v[1]); },
                {{3, 6}, {3, 2}});
+  check_parity("permuted [2,4,5,3] @ [2,4,3,6] (two batch levels, no copy)",
+               [](const std::vector<Tensor>& v) {
+                 return matmul(permute(v[0], {0, 2, 1, 3}), permute(v[1], {0, 2, 3, 1}));
+               },
+               {{2, 5, 4, 3}, {2, 6, 4, 3}});
+  check_parity("three batch levels (operands copied)",
+               [](const std::vector<Tensor>& v) { return matmul(permute(v[0], {0, 2, 1, 3, 4}), v[1]); },
+               {{2, 2, 3, 4, 5}, {2, 3, 2, 5, 3}});
   check_parity("sum all", [](const std::vector<Tensor>& v) { return sum(v[0]); }, {{3, 4, 5}});
   check_parity("sum dims {0,2} keepdim", [](const std::vector<Tensor>& v) { return sum(v[0], {0, 2}, true); },
                {{3, 4, 5}});

@@ -165,6 +165,14 @@ TEST_CASE("matmul broadcasting batch dims and 1-D operands") {
   check_close(matmul(arange(0, 3), arange(0, 3)), {5});
   CHECK(matmul(arange(0, 3), reshape(arange(0, 6), {3, 2})).shape() == Shape{2});
   CHECK_THROWS_AS(bmm(zeros({2, 3, 4}), zeros({3, 4, 5})), ShapeError);
+  // Batch dims that merge into two levels (a permuted batch) or three (copied
+  // first) give the products of contiguous operands.
+  Tensor x = permute(reshape(arange(0, 120), {2, 2, 3, 2, 5}), {0, 2, 1, 3, 4});
+  Tensor y = reshape(arange(0, 180), {2, 3, 2, 5, 3});
+  CHECK(matmul(x, y).to_vector() == matmul(contiguous(x), y).to_vector());
+  Tensor p = permute(reshape(arange(0, 60), {2, 5, 2, 3}), {0, 2, 1, 3});
+  Tensor q = permute(reshape(arange(0, 36), {2, 3, 2, 3}), {0, 2, 3, 1});
+  CHECK(matmul(p, q).to_vector() == matmul(contiguous(p), contiguous(q)).to_vector());
 }
 
 TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_interleave") {

@@ -13,16 +13,18 @@ template <class Scalar>
 void Kernels<Scalar>::gemm(const GemmArgs<T>& g) {
   const int64_t a_rs = g.a_col_major ? 1 : g.lda, a_cs = g.a_col_major ? g.lda : 1;
   const int64_t b_rs = g.b_col_major ? 1 : g.ldb, b_cs = g.b_col_major ? g.ldb : 1;
-  const bool outer = g.batch >= omp_get_max_threads() && g.batch > 1 && g.batch * g.m * g.n * g.k > 65536;
+  const int64_t items = g.outer * g.batch;
+  const bool outer = items >= omp_get_max_threads() && items > 1 && items * g.m * g.n * g.k > 65536;
   auto product = [&](int64_t i) {
-    cpu::gemm<T>(g.m, g.n, g.k, g.a + i * g.stride_a, a_rs, a_cs, g.b + i * g.stride_b, b_rs, b_cs,
-                 g.c + i * g.m * g.n, g.n, false, !outer);
+    const int64_t o = i / g.batch, j = i % g.batch;
+    cpu::gemm<T>(g.m, g.n, g.k, g.a + o * g.outer_a + j * g.stride_a, a_rs, a_cs,
+                 g.b + o * g.outer_b + j * g.stride_b, b_rs, b_cs, g.c + i * g.m * g.n, g.n, false, !outer);
   };
   if (outer) {
 #pragma omp parallel for schedule(static)
-    for (int64_t i = 0; i < g.batch; ++i) product(i);
+    for (int64_t i = 0; i < items; ++i) product(i);
   } else {
-    for (int64_t i = 0; i < g.batch; ++i) product(i);
+    for (int64_t i = 0; i < items; ++i) product(i);
   }
 }
 
