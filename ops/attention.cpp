@@ -204,7 +204,7 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
 
 // The fused scaled_dot_product_attention's gradcheck cases (without dropout
 // and with a mask that needs no gradient it is one node); the composite's
-// (dropout, causal linear attention) are in tests/test_nn_ops.cpp and
+// (dropout, causal linear attention) are in tests/test_attention.cpp and
 // tests/test_lm.cpp.
 void register_attention_ops(std::vector<OpInfo>& t) {
   using V = std::vector<Tensor>;

@@ -1,15 +1,23 @@
 // The fused scaled_dot_product_attention (ops/attention.cpp) against the same
 // attention composed from primitive ops, across its key and query blocks
 // (32 queries, 64 keys), with every mask it takes; its memory, which must
-// not grow with T x S; and which path a call takes.
+// not grow with T x S; and which path a call takes. Gradchecks (causal, mask,
+// window, dropout), causality, shape errors and PyTorch fixtures
+// (tests/fixtures/nn.json).
 #include <limits>
 
+#include "op_test_util.h"
 #include "test_util.h"
 #include "tmem/core/allocator.h"
 #include "tmem/core/autograd.h"
 
 using namespace tmem;
 using tmem::test::check_close;
+using tmem::test::load_fixture;
+using tmem::test::require_gradcheck;
+using tmem::test::check_throws_with;
+using tmem::test::all_finite;
+using tmem::test::check_fixture_case;
 
 namespace {
 
@@ -128,4 +136,123 @@ TEST_CASE("scaled_dot_product_attention: one fused node without dropout, the com
   // A mask that needs its own gradient also takes the composite.
   Tensor mask = input({4, 4}, 44);
   CHECK(scaled_dot_product_attention(q, k, v, mask).impl().grad_fn->op == OpId::Matmul);
+}
+
+namespace {
+
+using V = std::vector<Tensor>;
+
+Tensor attend(const V& v, const Tensor& mask = Tensor(), bool causal = false, int64_t window = 0) {
+  return scaled_dot_product_attention(v[0], v[1], v[2], mask, causal, window);
+}
+
+void check_attention_error(const Shape& q, const Shape& k, const Shape& v, const Shape& mask,
+                           std::initializer_list<std::string> parts) {
+  check_throws_with<ShapeError>(
+      [&] {
+        scaled_dot_product_attention(zeros(q), zeros(k), zeros(v),
+                                     mask.empty() ? Tensor() : zeros(mask));
+      },
+      parts);
+}
+
+}  // namespace
+
+TEST_CASE("scaled_dot_product_attention: gradcheck causal, additive mask, window, dropout") {
+  V qkv{gc_input({2, 2, 4, 3}, -1, 1, 31), gc_input({2, 2, 4, 3}, -1, 1, 32),
+        gc_input({2, 2, 4, 5}, -1, 1, 33)};
+  SUBCASE("causal") {
+    require_gradcheck([](const V& v) { return attend(v, Tensor(), true); }, qkv);
+  }
+  SUBCASE("additive mask [T,S] with -inf entries and a fully masked query row; mask gradient") {
+    Tensor mask = gc_input({4, 4}, -1, 1, 34);
+    double* m = mask.data<double>();
+    m[1] = -kInf;
+    for (int s = 0; s < 4; ++s) m[2 * 4 + s] = -kInf;  // query 2 sees nothing
+    V in = qkv;
+    in.push_back(mask);
+    require_gradcheck([](const V& v) { return attend(v, v[3]); }, in);
+    Tensor out = attend(in, in[3]);
+    CHECK(all_finite(out));
+    check_close(slice(out, 2, 2, 3).to_vector(), std::vector<double>(2 * 2 * 5, 0.0));
+  }
+  SUBCASE("additive mask [B,1,1,S] (padding), causal, scale 0.7") {
+    V in = qkv;
+    in.push_back(gc_input({2, 1, 1, 4}, -1, 1, 35));
+    require_gradcheck(
+        [](const V& v) {
+          return scaled_dot_product_attention(v[0], v[1], v[2], v[3], true, 0, 0.0, 0.7);
+        },
+        in);
+  }
+  SUBCASE("window 2") {
+    require_gradcheck([](const V& v) { return attend(v, Tensor(), false, 2); }, qkv);
+  }
+  SUBCASE("T != S, causal (top-left)") {
+    V in{gc_input({1, 2, 3, 4}, -1, 1, 36), gc_input({1, 2, 5, 4}, -1, 1, 37),
+         gc_input({1, 2, 5, 2}, -1, 1, 38)};
+    require_gradcheck([](const V& v) { return attend(v, Tensor(), true); }, in);
+  }
+  SUBCASE("dropout 0.3 with a fixed generator per call") {
+    require_gradcheck(
+        [](const V& v) {
+          Generator gen(9);
+          return scaled_dot_product_attention(v[0], v[1], v[2], Tensor(), true, 0, 0.3,
+                                              std::nullopt, gen);
+        },
+        qkv);
+  }
+}
+
+TEST_CASE("attention causality (causal, window): changing key/value t changes no output before t") {
+  Generator gen(17);
+  const int64_t T = 6;
+  Tensor q = randn({2, 3, T, 4}, 0, 1, DType::Float32, gen);
+  Tensor k = randn({2, 3, T, 4}, 0, 1, DType::Float32, gen);
+  Tensor v = randn({2, 3, T, 5}, 0, 1, DType::Float32, gen);
+  auto rows = [](const Tensor& t, int64_t a, int64_t b) { return slice(t, 2, a, b).to_vector(); };
+  for (int64_t window : {0, 2}) {
+    Tensor base = attend({q, k, v}, Tensor(), true, window);
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor k2 = k + 0.0, v2 = v + 0.0;  // fresh copies
+      copy_data(slice(k2, 2, t, t + 1), randn({2, 3, 1, 4}, 0, 1, DType::Float32, gen));
+      copy_data(slice(v2, 2, t, t + 1), randn({2, 3, 1, 5}, 0, 1, DType::Float32, gen));
+      Tensor out = attend({q, k2, v2}, Tensor(), true, window);
+      INFO("window " << window << ", changed position " << t);
+      if (t > 0) CHECK(rows(out, 0, t) == rows(base, 0, t));
+      CHECK(rows(out, t, t + 1) != rows(base, t, t + 1));
+      if (window > 0 && t + window < T)  // beyond the window, the change is forgotten
+        CHECK(rows(out, t + window, T) == rows(base, t + window, T));
+    }
+  }
+}
+
+TEST_CASE("scaled_dot_product_attention: shape errors name both shapes") {
+  check_attention_error({1, 2, 3, 4}, {1, 2, 3, 5}, {1, 2, 3, 5}, {},
+                        {"scaled_dot_product_attention", "[1,2,3,4]", "[1,2,3,5]"});
+  check_attention_error({1, 2, 3, 4}, {1, 2, 6, 4}, {1, 2, 5, 4}, {}, {"[1,2,6,4]", "[1,2,5,4]"});
+  check_attention_error({2, 3, 4}, {2, 3, 4}, {2, 3, 4}, {}, {"4-D", "[2,3,4]"});
+  check_attention_error({1, 2, 3, 4}, {1, 2, 5, 4}, {1, 2, 5, 4}, {3, 4},
+                        {"attn_mask", "[3,4]", "[1,2,3,5]"});
+  V small{zeros({1, 1, 2, 2}), zeros({1, 1, 2, 2}), zeros({1, 1, 2, 2})};
+  check_throws_with<ValueError>([&] { attend(small, Tensor(), false, -1); }, {"window"});
+}
+
+TEST_CASE("scaled_dot_product_attention: PyTorch fixtures") {
+  nlohmann::json fx = load_fixture("nn");
+  SUBCASE("causal") {
+    check_fixture_case(fx.at("sdpa_causal"), [](auto& in) {
+      return scaled_dot_product_attention(in["q"], in["k"], in["v"], Tensor(), true);
+    });
+  }
+  SUBCASE("additive mask") {
+    check_fixture_case(fx.at("sdpa_additive_mask"), [](auto& in) {
+      return scaled_dot_product_attention(in["q"], in["k"], in["v"], in["mask"]);
+    });
+  }
+  SUBCASE("window 2") {
+    check_fixture_case(fx.at("sdpa_window2"), [](auto& in) {
+      return scaled_dot_product_attention(in["q"], in["k"], in["v"], Tensor(), false, 2);
+    });
+  }
 }

@@ -1,0 +1,47 @@
+// Values of the elementwise ops (ops/elementwise.cpp): broadcasting, edge
+// points against PyTorch's definitions, limits at +-inf. (Gradients are
+// covered by the op-table gradchecks.)
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+
+TEST_CASE("broadcasting follows NumPy rules") {
+  Tensor a = reshape(arange(0, 3), {3, 1});
+  Tensor b = arange(0, 4);
+  Tensor c = a * 10.0 + b;
+  CHECK(c.shape() == Shape{3, 4});
+  check_close(c, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  CHECK(broadcast_shapes({2, 1, 4, 64}, {2, 1, 4, 1}, "t") == Shape{2, 1, 4, 64});
+  CHECK_THROWS_AS(broadcast_shapes({2, 3}, {4}, "t"), ShapeError);
+}
+
+TEST_CASE("elementwise values at edge points match PyTorch's definitions") {
+  check_close(relu(tensor({-1, 0, 2}, {3})), {0, 0, 2});
+  check_close(softplus(tensor({-30, 0, 30}, {3})), {9.357623e-14, 0.6931472, 30}, 1e-6);
+  check_close(pow(tensor({0, -2}, {2}), 0.0), {1, 1});
+  check_close(pow(tensor({-2}, {1}), 3.0), {-8});
+  check_close(gelu(tensor({1}, {1})), {0.8413447});
+  check_close(gelu(tensor({1}, {1}), true), {0.8411920});
+  check_close(clamp(tensor({-2, 0.5, 3}, {3}), -1, 1), {-1, 0.5, 1});
+  check_close(where(tensor({1, 0}, {2}), tensor({1, 2}, {2}), tensor({3, 4}, {2})), {1, 4});
+  check_close(masked_fill(tensor({1, 2}, {2}), tensor({0, 1}, {2}), -5), {1, -5});
+}
+
+TEST_CASE("exp, sigmoid, softplus at +-inf: exact limits in the vector body and the tail") {
+  const double inf = std::numeric_limits<double>::infinity();
+  for (DType dt : {DType::Float32, DType::Float64}) {
+    INFO(dtype_name(dt));
+    std::vector<double> x(37);  // 37: whole batches and a scalar tail on every ISA
+    for (size_t i = 0; i < x.size(); ++i) x[i] = i % 3 == 0 ? -inf : i % 3 == 1 ? inf : 0.0;
+    const Tensor t = tensor(x, {37}, dt);
+    const std::vector<double> e = exp(t).to_vector(), s = sigmoid(t).to_vector(), p = softplus(t).to_vector();
+    for (size_t i = 0; i < x.size(); ++i) {
+      INFO("element " << i);
+      CHECK(e[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? inf : 1.0));
+      CHECK(s[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? 1.0 : 0.5));
+      CHECK(p[i] == (i % 3 == 0 ? 0.0 : i % 3 == 1 ? inf : p[2]));
+    }
+    CHECK(p[2] == doctest::Approx(std::log(2.0)).epsilon(1e-6));
+  }
+}

@@ -1,0 +1,75 @@
+// Values of the shape ops (ops/shape.cpp): views sharing storage, reshape and
+// view strides, cat, stack, split, pad, gather, index_select,
+// repeat_interleave. (Gradients are covered by the op-table gradchecks.)
+#include "test_util.h"
+
+using namespace tmem;
+using tmem::test::check_close;
+
+TEST_CASE("views share storage and the version counter") {
+  Tensor a = reshape(arange(0, 6), {2, 3});
+  Tensor t = transpose(a, 0, 1);
+  CHECK(t.shape() == Shape{3, 2});
+  CHECK(!t.is_contiguous());
+  check_close(t, {0, 3, 1, 4, 2, 5});
+  CHECK(t.impl().storage == a.impl().storage);
+  uint64_t v = a.version();
+  fill_data(t, 1.0);
+  CHECK(a.version() == v + 1);
+  check_close(a, {1, 1, 1, 1, 1, 1});
+  check_close(slice(reshape(arange(0, 10), {10}), 0, 1, 8, 3), {1, 4, 7});
+  check_close(expand(tensor({1, 2}, {2, 1}), {2, 3}), {1, 1, 1, 2, 2, 2});
+  CHECK_THROWS_AS(view(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), ShapeError);
+  check_close(reshape(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), {0, 3, 1, 4, 2, 5});
+}
+
+TEST_CASE("reshape and view of a non-contiguous tensor are views when the strides allow (PyTorch computeStride)") {
+  // [2, 3, 4] permuted to [4, 2, 3] (strides 1, 12, 4): its last two dims are
+  // contiguous with each other, the first is not.
+  Tensor a = reshape(arange(0, 24), {2, 3, 4});
+  Tensor p = permute(a, {2, 0, 1});
+  Tensor merged = view(p, {4, 6});  // dims 1 and 2 merge: a view
+  CHECK(merged.impl().storage == a.impl().storage);
+  CHECK(merged.strides() == Shape{1, 4});
+  Tensor unsq = view(p, {4, 1, 2, 3});  // a size-1 dim added
+  CHECK(unsq.impl().storage == a.impl().storage);
+  Tensor split = view(p, {2, 2, 6});  // the first dim split
+  CHECK(split.strides() == Shape{2, 1, 4});
+  CHECK(split.to_vector() == contiguous(p).to_vector());
+  Tensor sq = squeeze(slice(permute(reshape(arange(0, 24), {2, 3, 1, 4}), {2, 0, 3, 1}), 0, 0, 1), 0);
+  CHECK(sq.shape() == Shape{2, 4, 3});
+  CHECK(sq.impl().storage != nullptr);
+  CHECK(!sq.is_contiguous());  // a view of the permuted storage, not a copy
+  check_close(sq, contiguous(sq).to_vector());
+  // Not viewable: dims 0 and 1 of p are not one stride apart; reshape copies.
+  CHECK_THROWS_WITH_AS(view(p, {8, 3}), doctest::Contains("cannot be seen as shape [8,3]"), ShapeError);
+  Tensor copied = reshape(p, {8, 3});
+  CHECK(copied.impl().storage != a.impl().storage);
+  CHECK(copied.to_vector() == contiguous(p).to_vector());
+  // Gradients flow through the views as through copies.
+  Generator gen(5);
+  Tensor x = randn({2, 3, 4}, 0, 1, DType::Float64, gen);
+  x.requires_grad_();
+  const Tensor w = randn({2, 2, 6}, 0, 1, DType::Float64, gen);
+  tmem::test::require_gradcheck(
+      [&](const std::vector<Tensor>& v) {
+        return sum(squeeze(unsqueeze(view(permute(v[0], {2, 0, 1}), {2, 2, 6}), 1), 1) * w);
+      },
+      {x});
+}
+
+TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_interleave") {
+  Tensor a = reshape(arange(0, 6), {2, 3});
+  check_close(cat({a, a * 10.0}, 0), {0, 1, 2, 3, 4, 5, 0, 10, 20, 30, 40, 50});
+  CHECK(stack({a, a}, 1).shape() == Shape{2, 2, 3});
+  auto parts = split(arange(0, 5), 2, 0);
+  REQUIRE(parts.size() == 3);
+  check_close(parts[2], {4});
+  check_close(pad(tensor({1, 2}, {1, 2}), {1, 0, 0, 1}, -1), {-1, 1, 2, -1, -1, -1});
+  check_close(gather(a, 1, tensor_int({2, 0, 1, 1}, {2, 2})), {2, 0, 4, 4});
+  check_close(index_select(a, 0, tensor_int({1, 1, 0}, {3})), {3, 4, 5, 3, 4, 5, 0, 1, 2});
+  check_close(repeat_interleave(tensor({1, 2}, {2}), 3, 0), {1, 1, 1, 2, 2, 2});
+  CHECK_THROWS_AS(index_select(a, 0, tensor_int({2}, {1})), IndexError);
+  CHECK_THROWS_AS(gather(a, 1, tensor_int({3, 0}, {2, 1})), IndexError);
+  CHECK_THROWS_AS(cat({a, zeros({2, 2})}, 0), ShapeError);
+}
