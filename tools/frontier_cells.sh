@@ -2,7 +2,11 @@
 # Keeps the finished cells of `tmem frontier` runs across machines: runs/ is
 # not versioned, so each finished cell's result.json (a few kB: config,
 # accuracies, curve) is saved under docs/frontier/<name>/ and restored from
-# there before `tmem frontier ... --resume`, which then reuses it.
+# there before `tmem frontier ... --resume`, which then reuses it. A cell
+# still training keeps its latest checkpoint (a few MB) under
+# docs/frontier/<name>/partial/<cell>.safetensors, so that a fresh machine's
+# --resume continues it instead of starting it again; its partial is
+# dropped once the cell has finished.
 # Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,7 +32,22 @@ case $1 in
         n=$((n + 1))
       fi
     done
-    echo "frontier_cells: saved $n new or changed cells to $kept"
+    p=0
+    for f in "$runs"/*/checkpoint.safetensors; do
+      [[ -e $f ]] || continue
+      cell=$(basename "$(dirname "$f")")
+      [[ -e $runs/$cell/result.json ]] && continue
+      mkdir -p "$kept/partial"
+      if ! cmp -s "$f" "$kept/partial/$cell.safetensors"; then
+        cp "$f" "$kept/partial/$cell.safetensors.tmp" && mv "$kept/partial/$cell.safetensors.tmp" "$kept/partial/$cell.safetensors"
+        p=$((p + 1))
+      fi
+    done
+    for f in "$kept"/partial/*.safetensors; do
+      [[ -e $f ]] || continue
+      [[ -e $kept/$(basename "$f" .safetensors).json ]] && rm "$f"
+    done
+    echo "frontier_cells: saved $n new or changed cells and $p checkpoints of cells in progress to $kept"
     ;;
   restore)
     [[ -d $kept ]] || { echo "frontier_cells: nothing kept in $kept"; exit 0; }
@@ -42,6 +61,16 @@ case $1 in
         n=$((n + 1))
       fi
     done
-    echo "frontier_cells: restored $n cells from $kept to $runs"
+    p=0
+    for f in "$kept"/partial/*.safetensors; do
+      [[ -e $f ]] || continue
+      cell=$(basename "$f" .safetensors)
+      if [[ ! -e $runs/$cell/checkpoint.safetensors && ! -e $runs/$cell/result.json ]]; then
+        mkdir -p "$runs/$cell"
+        cp "$f" "$runs/$cell/checkpoint.safetensors"
+        p=$((p + 1))
+      fi
+    done
+    echo "frontier_cells: restored $n cells and $p checkpoints of cells in progress from $kept to $runs"
     ;;
 esac
