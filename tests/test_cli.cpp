@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "cli_util.h"
@@ -109,6 +110,20 @@ TEST_CASE("cli: every run leaves its config, its JSON read back whole, and its c
   REQUIRE(r.status == 0);
   CHECK(tmem::test::read_all(dir + "/runs/s/state.svg").find("<polyline") != std::string::npos);
   CHECK(nlohmann::json::parse(tmem::test::read_all(dir + "/runs/s/config.json")).at("command") == "stream");
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: train on a segmented task defaults to the methods full and tensor") {
+  const std::string dir = fresh_cli_dir("tmem_cli_segmented_default");
+  const auto r = run_tmem({"train", "mqar", "--steps", "2", "--batch", "4", "--eval-batches", "1", "--threads", "1",
+                           "--name", "m"},
+                          dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  std::set<std::string> cells;
+  for (const auto& f : fs::directory_iterator(dir + "/runs/m"))
+    if (f.is_directory()) cells.insert(f.path().filename().string().substr(0, f.path().filename().string().find('_')));
+  CHECK(cells == std::set<std::string>{"full", "tensor"});
   fs::remove_all(dir);
 }
 
@@ -331,6 +346,7 @@ TEST_CASE("cli: frontier --report puts each cell at the state floats it measured
   const fs::path kept = fs::path(TMEM_FIXTURE_DIR) / "../../docs/frontier/frontier-mqar";
   REQUIRE(fs::is_directory(kept));
   for (const auto& f : fs::directory_iterator(kept)) {
+    if (f.path().extension() != ".json") continue;  // partial/: checkpoints of cells in progress
     const fs::path cell = fs::path(dir) / "runs/fr" / f.path().stem();
     fs::create_directories(cell);
     fs::copy_file(f.path(), cell / "result.json");

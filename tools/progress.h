@@ -97,7 +97,7 @@ CLI::Option* add_method_option(CLI::App& app, const std::string& name, std::vect
           },
           help)
       ->delimiter(',')
-      ->default_str("[" + defaults + "]");
+      ->default_str(defaults.empty() ? "" : "[" + defaults + "]");
 }
 
 /// Adds the options every training command shares: --threads, --name (the

@@ -29,7 +29,9 @@ using nlohmann::json;
 
 struct TrainArgs {
   std::string task;
-  std::vector<models::BackboneMethod> methods{models::BackboneMethod::base, models::BackboneMethod::tensor};
+  /// Empty until --method or a config names them: then base, tensor, or on
+  /// the segmented tasks full, tensor (the ceiling and the memory).
+  std::vector<models::BackboneMethod> methods;
   std::vector<int64_t> Ws, Ts, Ls{2}, Ps{64};  // Ws, Ts empty: the task's default
   std::vector<double> noises{0.05};
   std::vector<uint64_t> seeds{42};
@@ -165,7 +167,11 @@ namespace {
 
 int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
+  const auto task = models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
+  if (a.methods.empty()) {
+    using enum models::BackboneMethod;
+    a.methods = task->segment() > 0 ? std::vector{full, tensor} : std::vector{base, tensor};
+  }
   const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
   auto [sweep, values] = sweep_of(a);
@@ -306,7 +312,8 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   }
   auto& c = a->cfg;
   auto* t = app.add_subcommand("train", "Train a diagnostic task: base / base_wide / slots / tensor side by side "
-                                        "(or `train brown`: the language models; `train fashion-mnist`: the ViTs; "
+                                        "(the segmented mqar, map-recall, coord-recall: full / tensor, or any of "
+                                        "none / full / xl / linear / ssm / rmt / tensor; `train brown`: the language models; `train fashion-mnist`: the ViTs; "
                                         "`train moving-fmnist`: the video models)");
   t->footer("Measured time per cell (2000 steps at batch 128): coord-binding on 2 idle cores, base ~35 s and "
             "tensor ~5 min; on one thread beside another job, map-building base 1-4 min and tensor 6-27 min "
@@ -321,8 +328,8 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
       ->required();
   t->add_option("--config", a->config_file, "JSON config (keys as in results.json's config; unknown keys are errors)");
   add_method_option(*t, "--method", a->methods, models::parse_backbone_method,
-                    "Methods, comma-separated: base, base_wide, slots, tensor (segmented tasks: none, full, xl, "
-                    "linear, ssm, rmt, tensor)");
+                    "Methods, comma-separated: base, base_wide, slots, tensor (default base,tensor; segmented tasks: "
+                    "none, full, xl, linear, ssm, rmt, tensor, default full,tensor)");
   t->add_option("--W", a->Ws, "Write-token counts, comma-separated (default 20; coord-recall 32)")->delimiter(',')
       ->check(int_range(1, 65536));
   t->add_option("--T", a->Ts, "map-building / map-recall: observation counts, comma-separated (default 32; "
