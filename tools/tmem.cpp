@@ -9,6 +9,7 @@
 //   tmem grads summarize FILE / diff A B / plot FILE    read and draw gradient dumps
 //   tmem bench   the benchmark suite next to its peers (see tools/bench_cmd.h)
 //   tmem stream  a language model over a long stream: the memory it holds (tools/stream_cmd.h)
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <string>
@@ -39,8 +40,12 @@ std::string join(const std::vector<std::string>& v) {
 // Prints the op table, running each op's gradcheck cases (float64, small).
 int run_ops(bool run_checks) {
   using namespace tmem;
-  fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", "op", "devices", "differentiable inputs", "cases",
-             run_checks ? "gradcheck" : "gradcheck covered");
+  size_t width = 2;  // the op column fits the longest name
+  for (int i = 0; i < static_cast<int>(OpId::Count); ++i) width = std::max(width, op_name(static_cast<OpId>(i)).size());
+  auto row = [&](const auto& op, const auto& devices, const auto& inputs, const auto& cases, const auto& status) {
+    fmt::print("{:<{}} {:<9} {:<44} {:<6} {}\n", op, width, devices, inputs, cases, status);
+  };
+  row("op", "devices", "differentiable inputs", "cases", run_checks ? "gradcheck" : "gradcheck covered");
   int failures = 0, missing = 0;
   for (int i = 0; i < static_cast<int>(OpId::Count); ++i) {
     OpId id = static_cast<OpId>(i);
@@ -49,8 +54,7 @@ int run_ops(bool run_checks) {
     for (const OpInfo& e : op_table())
       if (e.id == id) info = &e;
     if (!info) {
-      fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", op_name(id), "-", "-", "0",
-                 "no (not implemented)");
+      row(op_name(id), "-", "-", "0", "no (not implemented)");
       ++missing;
       continue;
     }
@@ -64,8 +68,7 @@ int run_ops(bool run_checks) {
                    : "FAIL (" + std::to_string(passed) + "/" + std::to_string(info->cases.size()) + ")";
       failures += passed != static_cast<int>(info->cases.size());
     }
-    fmt::print("{:<18} {:<9} {:<44} {:<6} {}\n", info->name(),
-               join(info->devices), join(info->diff_inputs), info->cases.size(), status);
+    row(info->name(), join(info->devices), join(info->diff_inputs), info->cases.size(), status);
   }
   fmt::print("{} ops registered, {} missing, {} failing gradcheck\n", op_table().size(), missing, failures);
   return failures || missing ? 1 : 0;
