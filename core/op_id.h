@@ -19,7 +19,7 @@ namespace tmem {
   X(Matmul, "matmul")                                                                          \
   X(Reshape, "reshape") X(Permute, "permute") X(Slice, "slice") X(Expand, "expand")            \
   X(Contiguous, "contiguous") X(IndexSelect, "index_select") X(Gather, "gather")               \
-  X(Cat, "cat") X(Pad, "pad") X(RepeatInterleave, "repeat_interleave")                         \
+  X(Cat, "cat") X(Split, "split") X(Pad, "pad") X(RepeatInterleave, "repeat_interleave")       \
   X(Softmax, "softmax") X(LogSoftmax, "log_softmax") X(LayerNorm, "layer_norm")                \
   X(Embedding, "embedding") X(CrossEntropy, "cross_entropy") X(Dropout, "dropout")             \
   X(GridSample, "grid_sample") X(GaussianSplat, "gaussian_splat")                              \
@@ -43,7 +43,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 56, "update the op count when adding an op");
+static_assert(kOpNames.size() == 57, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

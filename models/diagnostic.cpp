@@ -63,10 +63,8 @@ Tensor DiagnosticModel::forward(const TaskBatch& batch) const {
 Tensor DiagnosticModel::forward(const TaskBatch& batch, BackboneState& state) const {
   Tensor x = embed(batch);
   if (segment == 0) return head->forward(backbone->forward(x, state));
-  const int64_t T = x.shape()[1];
   std::vector<Tensor> outs;
-  for (int64_t s = 0; s < T; s += segment)
-    outs.push_back(backbone->forward(slice(x, 1, s, std::min(T, s + segment)), state));
+  for (const Tensor& seg : split(x, segment, 1)) outs.push_back(backbone->forward(seg, state));
   return head->forward(outs.size() == 1 ? outs[0] : cat(outs, 1));
 }
 

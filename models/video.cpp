@@ -94,8 +94,7 @@ Tensor VideoModel::forward_tokens(const Tensor& frames) const {
   std::vector<Tensor> out;
   BackboneState state;  // tensor: the memory carried from frame to frame
   Tensor regs = registers.defined() ? expand(unsqueeze(registers, 0), {B, cfg.registers, C}) : Tensor();
-  for (int64_t t = 0; t < T; ++t) {
-    Tensor xt = squeeze(slice(x, 1, t, t + 1), 1);
+  for (const Tensor& xt : unbind(x, 1)) {
     if (regs.defined()) {
       Tensor y = backbone->forward(cat({xt, regs}, 1));
       regs = slice(y, 1, N, N + cfg.registers);

@@ -39,14 +39,15 @@ Tensor SlotMemory::forward(const Tensor& x, Tensor& state) const {
   Tensor w = mean(chunks, {2});                                // [B, nc, C]
   Tensor qw = q_write->forward(w), u = update->forward(w);
   std::vector<Tensor> reads;
+  const std::vector<Tensor> qr_k = unbind(qr, 1), qw_k = unbind(qw, 1), u_k = split(u, 1, 1);
   for (int64_t k = 0; k < nc; ++k) {
     Tensor keys = key->forward(state);  // [B, M, C]
-    Tensor scores_r = matmul(keys, reshape(slice(qr, 1, k, k + 1), {B, dim, 1})) * scale;  // [B, M, 1]
+    Tensor scores_r = matmul(keys, reshape(qr_k[k], {B, dim, 1})) * scale;  // [B, M, 1]
     Tensor a = softmax(scores_r, 1);
     reads.push_back(sum(mul(val->forward(state), a), {1}));  // [B, C]
-    Tensor scores_w = matmul(keys, reshape(slice(qw, 1, k, k + 1), {B, dim, 1})) * scale;
+    Tensor scores_w = matmul(keys, reshape(qw_k[k], {B, dim, 1})) * scale;
     Tensor b = softmax(scores_w, 1);  // [B, M, 1]
-    state = state + mul(b, slice(u, 1, k, k + 1));
+    state = state + mul(b, u_k[k]);
   }
   Tensor o = out->forward(stack(reads, 1));  // [B, nc, C]
   if (K > 1) o = slice(repeat_interleave(o, K, 1), 1, 0, N);

@@ -112,15 +112,16 @@ TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState&
   ConvLSTM3DState state = state_in;
   std::vector<Tensor> reads;
   reads.reserve(nc);
+  // Per-chunk inputs as views of one split node each (not a slice per chunk,
+  // whose backward would zero-fill the whole tensor once per chunk).
+  const std::vector<Tensor> mu_r_k = unbind(mu_r, 1), cont_k = unbind(cont, 1), mu_w_k = unbind(mu_w, 1),
+                            sig_k = unbind(sig, 1);
   for (int64_t k = 0; k < nc; ++k) {
-    Tensor grid = reshape(slice(mu_r, 1, k, k + 1), {B, 1, 1, 1, 3});
+    Tensor grid = reshape(mu_r_k[k], {B, 1, 1, 1, 3});
     Tensor m = grid_sample(state.h, grid, GridSampleMode::Bilinear, GridSamplePadding::Border, true);
     reads.push_back(reshape(m, {B, opt.channels}));
-    Tensor ck = reshape(slice(cont, 1, k, k + 1), {B, opt.channels});
-    Tensor muk = reshape(slice(mu_w, 1, k, k + 1), {B, 3});
-    Tensor v = opt.hard_write ? mul(reshape(ck, {B, opt.channels, 1, 1, 1}), nearest_cell(muk))
-                              : gaussian_splat(ck, muk, reshape(slice(sig, 1, k, k + 1), {B}), opt.D,
-                                               opt.H, opt.W);
+    Tensor v = opt.hard_write ? mul(reshape(cont_k[k], {B, opt.channels, 1, 1, 1}), nearest_cell(mu_w_k[k]))
+                              : gaussian_splat(cont_k[k], mu_w_k[k], reshape(sig_k[k], {B}), opt.D, opt.H, opt.W);
     state = cell->forward(v, state);
   }
   Tensor out = read_out->forward(stack(reads, 1));  // [B, nc, C]

@@ -161,7 +161,8 @@ inline constexpr OpId kDeviceOps[] = {
     OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
     OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave,
     // reductions and shape ops
-    OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Pad,
+    OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Split,
+    OpId::Pad,
     // nn ops
     OpId::Softmax, OpId::LogSoftmax, OpId::LayerNorm, OpId::Embedding, OpId::CrossEntropy,
     OpId::Dropout,

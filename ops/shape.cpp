@@ -19,6 +19,7 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/strided.h"
 #include "tmem/ops/dispatch.h"
+#include "tmem/ops/elementwise.h"
 #include "tmem/ops/op_table.h"
 #include "tmem/ops/reduction.h"
 
@@ -388,11 +389,25 @@ Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
 }
 
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
+  const OpRange range(OpId::Split);
+  check<ShapeError>(a.dim() > 0, "split: cannot split a 0-d tensor");
   check<ValueError>(split_size > 0, "split: expected a positive split_size, but got ", split_size);
-  int64_t d = normalize_dim(dim, a.dim(), "split");
+  const int64_t d = normalize_dim(dim, a.dim(), "split"), n = a.shape()[d];
   std::vector<Tensor> out;
-  for (int64_t s = 0; s < a.shape()[d]; s += split_size) out.push_back(slice(a, d, s, s + split_size));
+  for (int64_t s = 0; s < n; s += split_size) {
+    Shape shape = a.shape();
+    shape[d] = std::min(split_size, n - s);
+    out.push_back(make_view(a, shape, a.strides(), a.offset() + s * a.strides()[d]));
+  }
+  if (!out.empty()) record(OpId::Split, {a}, out, {}, [d](const Node&, const Grads& g) { return Grads{cat(g, d)}; });
   return out;
+}
+
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  const int64_t d = normalize_dim(dim, a.dim(), "unbind");
+  std::vector<Tensor> parts = split(a, 1, d);
+  for (Tensor& p : parts) p = squeeze(p, d);
+  return parts;
 }
 
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
@@ -473,6 +488,12 @@ void register_shape_ops(std::vector<OpInfo>& t) {
                  [](const V& v) { return cat({v[0], v[1]}, 1); }},
                 {"stack dim 0", [] { return V{gc_input({2, 3}, -1, 1, 1), gc_input({2, 3}, -1, 1, 2)}; },
                  [](const V& v) { return stack({v[0], v[1]}, 0); }}}});
+  t.push_back({OpId::Split, {"cpu"}, {"input"},
+               {{"dim 2 by 3, the last part unused", in, [](const V& v) { return split(v[0], 3, 2)[0]; }},
+                {"unbind dim 1", in, [](const V& v) {
+                   std::vector<Tensor> p = unbind(v[0], 1);
+                   return add(mul(p[0], p[2]), p[1]);
+                 }}}});
   t.push_back({OpId::Pad, {"cpu"}, {"input"},
                {{"(1,2,0,1)", in, [](const V& v) { return pad(v[0], {1, 2, 0, 1}, 0.5); }}}});
   t.push_back({OpId::RepeatInterleave, {"cpu"}, {"input"},

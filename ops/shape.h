@@ -45,8 +45,15 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 /// Stacks along a new dim.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
-/// Splits into chunks of split_size along dim (the last may be smaller).
+/// Splits into views of split_size along dim (the last may be smaller; none
+/// for a dim of size 0), as torch.split: one tape node whose backward
+/// concatenates the parts' gradients (zeros for a part that got none), so
+/// taking T parts costs O(T) in backward, not T zero-filled copies of `a`.
+/// Throws ShapeError for a 0-d tensor, ValueError for split_size < 1.
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
+/// The slices of `a` along dim with that dim removed, as views (torch.unbind):
+/// [B, T, C] along 1 gives T tensors [B, C]. One split node.
+std::vector<Tensor> unbind(const Tensor& a, int64_t dim);
 /// Constant padding as torch.nn.functional.pad: pads = (left, right) for the
 /// last dim, then (left, right) for the one before, ...; pads >= 0.
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0.0);

@@ -73,3 +73,28 @@ TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_inter
   CHECK_THROWS_AS(gather(a, 1, tensor_int({3, 0}, {2, 1})), IndexError);
   CHECK_THROWS_AS(cat({a, zeros({2, 2})}, 0), ShapeError);
 }
+
+TEST_CASE("split and unbind: views, one tape node, and a backward that concatenates") {
+  Tensor a = reshape(arange(0, 12), {2, 6});
+  a.requires_grad_();
+  const int64_t nodes = live_node_count();
+  std::vector<Tensor> parts = split(a, 4, 1);
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].shape() == Shape{2, 4});
+  CHECK(parts[1].shape() == Shape{2, 2});
+  CHECK(parts[1].impl().storage == a.impl().storage);
+  check_close(parts[1], {4, 5, 10, 11});
+  CHECK(live_node_count() == nodes + 1);
+  // Only the second part reaches the loss: the first part's gradient is zeros.
+  sum(parts[1] * 3.0).backward();
+  check_close(a.grad(), {0, 0, 0, 0, 3, 3, 0, 0, 0, 0, 3, 3});
+
+  std::vector<Tensor> rows = unbind(reshape(arange(0, 6), {2, 3}), 1);
+  REQUIRE(rows.size() == 3);
+  CHECK(rows[2].shape() == Shape{2});
+  check_close(rows[2], {2, 5});
+  CHECK(split(zeros({2, 0}), 3, 1).empty());
+  CHECK_THROWS_WITH_AS(split(a, 0, 1), "split: expected a positive split_size, but got 0", ValueError);
+  CHECK_THROWS_WITH_AS(split(tensor({1}, {}), 1, 0), "split: cannot split a 0-d tensor", ShapeError);
+  CHECK_THROWS_AS(unbind(a, 2), IndexError);
+}

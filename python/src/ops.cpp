@@ -176,6 +176,7 @@ void bind_ops(py::module_& m) {
   m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0, "Stacks along a new dim.");
   both(m, cls, "split", &split, a, py::arg("split_size"), py::arg("dim") = 0,
        "Chunks of split_size along dim (the last may be smaller).");
+  both(m, cls, "unbind", &unbind, a, py::arg("dim") = 0, "The slices along dim, with dim removed (views).");
   m.def("pad", &pad, a, py::arg("pad"), py::arg("value") = 0.0,
         "Constant padding, pads as torch.nn.functional.pad (last dim first).");
   both(m, cls, "repeat_interleave", &repeat_interleave, a, py::arg("repeats"), py::arg("dim"),

@@ -113,6 +113,10 @@ class TestValues(unittest.TestCase):
         np.testing.assert_array_equal(t[:, :1].expand(2, 3, 4).numpy(), np.broadcast_to(x[:, :1], (2, 3, 4)))
         parts = t.split(2, dim=2)
         self.assertEqual([p.shape for p in parts], [(2, 3, 2), (2, 3, 2)])
+        rows = t.unbind(1)
+        self.assertEqual(len(rows), 3)
+        for k, r in enumerate(rows):
+            np.testing.assert_array_equal(r.numpy(), x[:, k])
         np.testing.assert_array_equal(tmem.pad(t, [1, 2]).numpy(), np.pad(x, ((0, 0), (0, 0), (1, 2))))
         idx = tmem.tensor([2, 0])
         np.testing.assert_array_equal(t.index_select(1, idx).numpy(), x[:, [2, 0]])
