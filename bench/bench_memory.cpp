@@ -9,6 +9,10 @@
 //   gaussian_splat       content [B, C], mu [B, 3], sigma [B] -> [B, C, D, H, W]
 //   attention            fused causal scaled_dot_product_attention, B=1, H=4,
 //                        Dh=64, T = 1024 and 4096, and its peak memory
+//   selective_scan       u, delta [B, T, E], A [E, N], Bm, Cm [B, T, N], D [E],
+//                        h0 [B, E, N]: the mqar frontier's ssm layer (B=64,
+//                        T=96, E=64, N=32) and a Mamba-sized one (B=8,
+//                        T=1024, E=256, N=16); gradients of y and h_out
 //   memory layer         one Tensor Memory layer over 24 tokens, forward+backward,
 //                        for grids 4^3 ... 12^3 and chunks 1 ... 8 (scaling)
 //   coord-binding step   tmem train coord-binding (W=20, s=0.05, batch 128):
@@ -156,6 +160,22 @@ void BM_coord_binding_step(benchmark::State& st, const std::string& method) {
   st.counters["min_for_2000_steps"] = median * 2000 / 60;
 }
 
+// Args: B, T, E, N. Forward, then every input gradient for given gradients
+// of y and of the final state (as a segment-recurrent model chains calls).
+void BM_selective_scan(benchmark::State& st) {
+  const int64_t B = st.range(0), T = st.range(1), E = st.range(2), N = st.range(3);
+  Generator gen(6);
+  Tensor u = leaf({B, T, E}, -1, 1, gen), delta = leaf({B, T, E}, 0.01, 0.2, gen), A = leaf({E, N}, -2, -0.1, gen);
+  Tensor Bm = leaf({B, T, N}, -1, 1, gen), Cm = leaf({B, T, N}, -1, 1, gen), D = leaf({E}, -1, 1, gen);
+  Tensor h0 = leaf({B, E, N}, -1, 1, gen);
+  const Tensor gy = rand({B, T, E}, -1, 1, DType::Float32, gen), gh = rand({B, E, N}, -1, 1, DType::Float32, gen);
+  for (auto _ : st) {
+    SelectiveScanResult r = selective_scan(u, delta, A, Bm, Cm, D, h0);
+    node_backward(r.y, {gy, gh});
+    benchmark::DoNotOptimize(r.y.raw_data());
+  }
+}
+
 // Args: T. Causal attention, B = 1, H = 4, Dh = 64 (issue 19's shapes):
 // forward and backward of the fused op; counters: the peak bytes allocated
 // above the inputs (O(T), not O(T^2)) and GFLOP/s of the 4 T^2 Dh / 2
@@ -181,6 +201,9 @@ void BM_attention(benchmark::State& st) {
 
 }  // namespace
 
+BENCHMARK(BM_selective_scan)
+    ->Args({64, 96, 64, 32})->Args({8, 1024, 256, 16})->ArgNames({"B", "T", "E", "N"})
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_attention)->Arg(1024)->Arg(4096)->ArgNames({"T"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_convlstm3d_cell, forward, false)
     ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMillisecond)
