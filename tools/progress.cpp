@@ -58,6 +58,28 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   std::fflush(stdout);
 }
 
+double RunEta::seconds_left(int64_t steps_left, double seconds_per_step) const {
+  const double current = std::max(seconds_per_step, 0.0);
+  double left = static_cast<double>(steps_left) * current;
+  for (size_t i = current_ + 1; i < parts_.size(); ++i) {
+    const auto it = done_.find(parts_[i].kind);
+    const bool measured = it != done_.end() && it->second.first > 0;
+    left += static_cast<double>(parts_[i].steps) *
+            (measured ? it->second.second / static_cast<double>(it->second.first) : current);
+  }
+  return left;
+}
+
+void RunEta::finish(int64_t steps, double seconds) {
+  check<ValueError>(current_ < parts_.size(), "RunEta::finish: all ", parts_.size(), " parts are finished");
+  if (steps > 0) {
+    auto& [s, t] = done_[parts_[current_].kind];
+    s += steps;
+    t += seconds;
+  }
+  ++current_;
+}
+
 namespace {
 
 // Whether `name` names an entry of one directory: not empty, ".", "..", and
