@@ -26,16 +26,22 @@ std::string progress_bar(int64_t done, int64_t total, int width = 20);
 /// exists); window 0 counts as 1.
 std::vector<double> moving_average(const std::vector<double>& v, size_t window);
 
+class RunEta;
+
 /// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
 /// <fields>  ETA <time>", the ETA extrapolated from `seconds` spent on
-/// `done` of `total`. On a terminal (tty) the line is rewritten in place
-/// ('\r', a newline only when done == total); otherwise it is printed as its
-/// own line only every total / lines-th step and at the end.
+/// `done` of `total`; with `run` (the run's parts, this one current), the
+/// rest of the run's at that time per step (RunEta::seconds_left). On a
+/// terminal (tty) the line is rewritten in place ('\r', a newline only when
+/// done == total); otherwise it is printed as its own line only every
+/// total / lines-th step and at the end.
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
-                         const std::string& fields, double seconds, bool tty, int64_t lines);
+                         const std::string& fields, double seconds, bool tty, int64_t lines,
+                         const RunEta* run = nullptr);
 
 /// The time left of a run that trains its parts one after the other (the
-/// cells of `tmem train`, the variants of `tmem ablate`), for the progress
+/// cells of `tmem train`, its methods on Fashion-MNIST and Moving
+/// Fashion-MNIST, the variants of `tmem ablate`), for the progress
 /// line's ETA. Each part has a kind (e.g. its method and sweep value) and a
 /// number of steps; parts of one kind are taken to cost the same per step.
 /// The rule: the current part's steps left at its measured time per step,
