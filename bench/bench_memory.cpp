@@ -17,6 +17,8 @@
 //                        for grids 4^3 ... 12^3 and chunks 1 ... 8 (scaling)
 //   coord-binding step   tmem train coord-binding (W=20, s=0.05, batch 128):
 //                        the tensor and base models, ms per training step
+//   gather, index_select a [256, 1024] gathered along dim 1 by an index
+//                        [256, K]; K rows of a [1024, 256]; forward only
 //
 //   OMP_WAIT_POLICY=passive OMP_NUM_THREADS=2 build-perf/bench/bench_memory
 #include <benchmark/benchmark.h>
@@ -199,11 +201,41 @@ void BM_attention(benchmark::State& st) {
   st.counters["peak_MiB"] = static_cast<double>(cpu_allocator_stats().peak_in_use - before) / (1 << 20);
 }
 
+// gather along dim 1 of a [256, 1024] (requires grad, so the op records)
+// with an index [256, K]: K = 1 picks one entry per row as a loss picks its
+// label, K = 1024 reorders every row. Forward only: the indices are checked
+// there, and the backward is a scatter of the same index.
+void BM_gather(benchmark::State& st) {
+  const int64_t R = 256, N = 1024, K = st.range(0);
+  Generator gen(6);
+  Tensor a = leaf({R, N}, -1, 1, gen);
+  const Tensor index = randint({R, K}, N, gen);
+  for (auto _ : st) {
+    Tensor out = gather(a, 1, index);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+}
+
+// index_select of K rows of a [1024, 256] (requires grad), an embedding
+// lookup; forward only, as BM_gather.
+void BM_index_select(benchmark::State& st) {
+  const int64_t N = 1024, D = 256, K = st.range(0);
+  Generator gen(7);
+  Tensor a = leaf({N, D}, -1, 1, gen);
+  const Tensor index = randint({K}, N, gen);
+  for (auto _ : st) {
+    Tensor out = index_select(a, 0, index);
+    benchmark::DoNotOptimize(out.raw_data());
+  }
+}
+
 }  // namespace
 
 BENCHMARK(BM_selective_scan)
     ->Args({64, 96, 64, 32})->Args({8, 1024, 256, 16})->ArgNames({"B", "T", "E", "N"})
     ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_gather)->Arg(1)->Arg(1024)->ArgNames({"K"})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_index_select)->Arg(64)->Arg(1024)->ArgNames({"K"})->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK(BM_attention)->Arg(1024)->Arg(4096)->ArgNames({"T"})->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_convlstm3d_cell, forward, false)
     ->Args({16, 6})->Args({32, 8})->ArgNames({"C", "grid"})->Unit(benchmark::kMillisecond)

@@ -3,7 +3,9 @@
 // output element in a grid-stride loop (the arithmetic is cuda/shape.cuh's);
 // the backward scatters with atomicAdd, since repeated indices send several
 // gradient elements to one input element (so its float32 sum order, and
-// rounding, may differ from run to run). cat and pad need no kernel here:
+// rounding, may differ from run to run). The forwards return true: ops/
+// checks the indices on the host before the launch, as a flag written by
+// the kernel would cost a synchronisation. cat and pad need no kernel here:
 // ops/shape.cpp makes them from the backend's copy and fill (cuda/memory.cu).
 #include "tmem/cuda/check.h"
 #include "tmem/cuda/kernels.h"
@@ -37,13 +39,14 @@ __global__ void index_select_backward_kernel(const float* g, const int64_t* inde
 
 // ---- launchers ----
 
-void index_select_forward(int device, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
+bool index_select_forward(int device, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
                           int64_t Q, int64_t K) {
   const int64_t n = P * K * Q;
-  if (n == 0) return;
+  if (n == 0) return true;
   DeviceGuard guard(device);
   index_select_kernel<<<blocks_for(n), kThreads>>>(a, index, out, n, N, K, Q);
   TMEM_CUDA_CHECK_LAUNCH();
+  return true;
 }
 
 void index_select_backward(int device, const float* g, const int64_t* index, float* ga, int64_t P, int64_t N,
@@ -55,10 +58,11 @@ void index_select_backward(int device, const float* g, const int64_t* index, flo
   TMEM_CUDA_CHECK_LAUNCH();
 }
 
-void gather_forward(int device, const StridedArgs<3>& args, int64_t step) {
+bool gather_forward(int device, const StridedArgs<3>& args, int64_t step, int64_t) {
   launch_strided(device, args, [step] __device__(const StridedArgs<3>& a, const int64_t(&o)[3]) {
     gather_one(a, o, step);
   });
+  return true;
 }
 
 void gather_backward(int device, const StridedArgs<3>& args, int64_t step) {

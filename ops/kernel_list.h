@@ -63,9 +63,12 @@
 
 // ---- shape ops (ops/shape.cpp); cat and pad are the backend's fill and copy ----
 #define TMEM_SHAPE_KERNELS(X)                                                                    \
-  /* index_select along the middle dim: a [P, N, Q], index [K] with values in [0, N) (ops/    \
-     checks them), out [P, K, Q], all contiguous: out[p, k, q] = a[p, index[k], q]. */         \
-  X(index_select_forward, void,                                                                \
+  /* index_select along the middle dim: a [P, N, Q], index [K], out [P, K, Q], all           \
+     contiguous: out[p, k, q] = a[p, index[k], q]. Returns false when an index is outside     \
+     [0, N) (a is never read out of bounds; out is then unspecified): the CPU checks while    \
+     it copies; device entries return true, as ops/ checks their indices on the host first.  \
+   */                                                                                          \
+  X(index_select_forward, bool,                                                                \
     (int device, const T* a, const int64_t* index, T* out, int64_t P, int64_t N, int64_t Q,    \
      int64_t K))                                                                               \
   /* Its backward: ga [P, N, Q] (contiguous, zeroed by ops/) += g [P, K, Q] scattered by      \
@@ -74,8 +77,10 @@
     (int device, const T* g, const int64_t* index, T* ga, int64_t P, int64_t N, int64_t Q,     \
      int64_t K))                                                                               \
   /* gather over index's shape; args {out, index (int64), a} with a's stride along the        \
-     gathered dim 0 and `step` that dim's real stride: out[o0] = a[o2 + index[o1] * step]. */  \
-  X(gather_forward, void, (int device, const StridedArgs<3>& args, int64_t step))              \
+     gathered dim 0, `step` that dim's real stride and `n` its size: out[o0] = a[o2 +         \
+     index[o1] * step]. Returns false when an index is outside [0, n), as                     \
+     index_select_forward. */                                                                  \
+  X(gather_forward, bool, (int device, const StridedArgs<3>& args, int64_t step, int64_t n))   \
   /* Its backward; args {ga (zeroed by ops/), index, g} with ga's stride along the gathered   \
      dim 0 and `step` its real stride: ga[o0 + index[o1] * step] += g[o2]. */                  \
   X(gather_backward, void, (int device, const StridedArgs<3>& args, int64_t step))

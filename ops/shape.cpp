@@ -4,10 +4,11 @@
 // kernel tables (ops/dispatch.h; CPU kernels in ops/cpu/shape_kernel.cpp),
 // but index_select of int64 data is slice copies; cat and pad are the
 // device's copy and fill into slices of the output (so any dtype), and their
-// backward slices. Indices are checked on the host on every device (a device
-// index is copied to the host first), so a bad index raises the CPU's
-// IndexError before anything is launched; the index may be on the CPU or on
-// the input's device.
+// backward slices. The CPU's kernels check the indices in their own pass; a
+// device's are checked on the host before the launch (a device index is
+// copied to the host first). Either way a bad index raises the same
+// IndexError, naming the first bad value in row-major order; the index may
+// be on the CPU or on the input's device.
 #include "tmem/ops/shape.h"
 
 #include <algorithm>
@@ -260,7 +261,6 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
                     shape_str(index.shape()));
   const int64_t d = normalize_dim(dim, a.dim(), "index_select");
-  check_indices(index, a.shape()[d], "index_select");
   Shape shape = a.shape();
   shape[d] = index.numel();
   Tensor out = empty(shape, a.dtype(), a.device());
@@ -270,19 +270,23 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
     Shape sub = a.shape();
     sub[d] = 1;
     const std::vector<int64_t> idx = index.to_int_vector();
+    for (int64_t v : idx) check_in_range(v, a.shape()[d], "index_select");
     for (size_t k = 0; k < idx.size(); ++k)
       copy_data(make_view(out, sub, out.strides(), static_cast<int64_t>(k) * out.strides()[d]),
                 make_view(a, sub, a.strides(), a.offset() + idx[k] * a.strides()[d]));
     return out;
   }
+  if (!a.device().is_cpu()) check_indices(index, a.shape()[d], "index_select");
   Tensor x = contiguous_data(a);
   Tensor ix = contiguous_data(index.to(a.device()));
   const auto pnq = split_at(a.shape(), d);
   const int64_t P = pnq[0], N = pnq[1], Q = pnq[2], K = ix.numel();  // named: lambdas capture them
+  bool in_range = true;
   dispatch_kernels(OpId::IndexSelect, a, [&]<class T>(const KernelTable<T>& k) {
-    k.index_select_forward(a.device().index, x.template data<T>(), ix.data<int64_t>(), out.template data<T>(), P,
-                           N, Q, K);
+    in_range = k.index_select_forward(a.device().index, x.template data<T>(), ix.data<int64_t>(),
+                                      out.template data<T>(), P, N, Q, K);
   });
+  if (!in_range) check_indices(index, N, "index_select");
   record(OpId::IndexSelect, {a}, {out}, {ix}, [in = a.shape(), P, N, Q, K](const Node& n, const Grads& g) {
     const Tensor& ixs = n.saved_tensor(0);
     Tensor gc = contiguous_data(g[0]);
@@ -307,17 +311,19 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
     check<ShapeError>(i == d || index.shape()[i] <= a.shape()[i], "gather: index ",
                       shape_str(index.shape()), " is larger than input ", shape_str(a.shape()),
                       " in dim ", i);
-  check_indices(index, a.shape()[d], "gather");
+  if (!a.device().is_cpu()) check_indices(index, a.shape()[d], "gather");
   Tensor ix = index.to(a.device());
   Tensor out = empty(ix.shape(), a.dtype(), a.device());
   Shape a_st = a.strides();
   a_st[d] = 0;  // the indexed dim is added from the index value
+  bool in_range = true;
   dispatch_kernels(OpId::Gather, a, [&]<class T>(const KernelTable<T>& k) {
-    k.gather_forward(a.device().index,
-                     strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
-                                     {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
-                     a.strides()[d]);
+    in_range = k.gather_forward(a.device().index,
+                                strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
+                                                {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
+                                a.strides()[d], a.shape()[d]);
   });
+  if (!in_range) check_indices(index, a.shape()[d], "gather");
   record(OpId::Gather, {a}, {out}, {ix}, [in = a.shape(), d](const Node& n, const Grads& g) {
     const Tensor& ixs = n.saved_tensor(0);
     Tensor gin = zeros(in, g[0].dtype(), g[0].device());

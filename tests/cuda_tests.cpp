@@ -5,9 +5,9 @@
 // gradient: |cuda - cpu| <= 1e-4 + 1e-4 |cpu|.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+#include <fmt/core.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -514,14 +514,14 @@ TEST_CASE("cuda: fused attention matches the CPU at model shapes, causal and wit
 
 int main(int argc, char** argv) {
 #ifndef TMEM_WITH_CUDA
-  std::printf("SKIPPED: built without the CUDA backend (TMEM_CUDA=OFF, or nvcc not found)\n");
+  fmt::print("SKIPPED: built without the CUDA backend (TMEM_CUDA=OFF, or nvcc not found)\n");
   return kSkip;
 #else
   if (tmem::cuda::device_count() == 0) {
-    std::printf("SKIPPED: no CUDA device on this machine\n");
+    fmt::print("SKIPPED: no CUDA device on this machine\n");
     return kSkip;
   }
-  std::printf("CUDA device 0: %s\n", tmem::cuda::device_name(0));
+  fmt::print("CUDA device 0: {}\n", tmem::cuda::device_name(0));
   doctest::Context ctx(argc, argv);
   return ctx.run();
 #endif

@@ -81,9 +81,10 @@ void host::var_backward(int, const StridedArgs<4>& args, double scale) {
   each(args, [&](const int64_t* o) { cuda::var_backward_one(args, o, static_cast<float>(scale)); });
 }
 
-void host::index_select_forward(int, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
+bool host::index_select_forward(int, const float* a, const int64_t* index, float* out, int64_t P, int64_t N,
                                 int64_t Q, int64_t K) {
   for (int64_t i = 0; i < P * K * Q; ++i) cuda::index_select_one(a, index, out, i, N, K, Q);
+  return true;
 }
 
 void host::index_select_backward(int, const float* g, const int64_t* index, float* ga, int64_t P, int64_t N,
@@ -91,8 +92,9 @@ void host::index_select_backward(int, const float* g, const int64_t* index, floa
   for (int64_t i = 0; i < P * K * Q; ++i) cuda::index_select_backward_one(g, index, ga, i, N, K, Q, plain_add);
 }
 
-void host::gather_forward(int, const StridedArgs<3>& args, int64_t step) {
+bool host::gather_forward(int, const StridedArgs<3>& args, int64_t step, int64_t) {
   each(args, [&](const int64_t* o) { cuda::gather_one(args, o, step); });
+  return true;
 }
 
 void host::gather_backward(int, const StridedArgs<3>& args, int64_t step) {
@@ -260,6 +262,15 @@ TEST_CASE("device kernels: reductions and shape ops raise the CPU's errors on th
   same("index_select out of range", [](const Tensor& t) { index_select(t, 1, tensor_int({0, 4}, {2})); }, x, d);
   same("index_select negative index", [](const Tensor& t) { index_select(t, 0, tensor_int({-1}, {1})); }, x, d);
   same("gather out of range", [](const Tensor& t) { gather(t, 0, tensor_int({0, 1, 3, 0}, {1, 4})); }, x, d);
+  std::vector<int64_t> big(40 * 300);
+  for (size_t k = 0; k < big.size(); ++k) big[k] = static_cast<int64_t>(k * 7 % 300);
+  big[6001] = 300;
+  big[11999] = -1;
+  const Tensor wide = input({40, 300});
+  same("gather out of range in the middle and at the end of a large index",
+       [&](const Tensor& t) { gather(t, 1, tensor_int(big, {40, 300})); }, wide, wide.to(Device::cuda()));
+  same("index_select out of range in the middle and at the end of a large index",
+       [&](const Tensor& t) { index_select(t, 1, tensor_int(big, {12000})); }, wide, wide.to(Device::cuda()));
   same("gather index larger than the input",
        [](const Tensor& t) { gather(t, 0, tensor_int({0, 0, 0, 0, 0}, {1, 5})); }, x, d);
   same("max of an empty dim", [](const Tensor& t) { max(t, 1); }, empty({2, 0}),

@@ -98,3 +98,45 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK_THROWS_WITH_AS(split(tensor({1}, {}), 1, 0), "split: cannot split a 0-d tensor", ShapeError);
   CHECK_THROWS_AS(unbind(a, 2), IndexError);
 }
+
+TEST_CASE("gather and index_select name the first index out of range in row-major order, anywhere in a large index") {
+  using test::error_of;
+  const Tensor a = reshape(arange(0, 40 * 300), {40, 300});  // a[r, c] = 300 r + c
+  std::vector<int64_t> rows(40 * 300), cols(2000);
+  for (size_t i = 0; i < rows.size(); ++i) rows[i] = static_cast<int64_t>(i * 7 % 300);
+  for (size_t i = 0; i < cols.size(); ++i) cols[i] = static_cast<int64_t>(i * 11 % 40);
+  std::vector<double> gathered(rows.size()), selected(cols.size() * 300);
+  for (size_t i = 0; i < rows.size(); ++i) gathered[i] = static_cast<double>(i / 300 * 300 + rows[i]);
+  for (size_t i = 0; i < selected.size(); ++i) selected[i] = static_cast<double>(cols[i / 300] * 300 + i % 300);
+  CHECK(gather(a, 1, tensor_int(rows, {40, 300})).to_vector() == gathered);
+  CHECK(index_select(a, 0, tensor_int(cols, {2000})).to_vector() == selected);
+  // A bad value in the middle and a later one: the middle one is named.
+  rows[6001] = 300;
+  rows[11999] = -1;
+  CHECK(error_of<IndexError>([&] { gather(a, 1, tensor_int(rows, {40, 300})); }) ==
+        "gather: index 300 is out of range for a dim of size 300");
+  rows[6001] = 5;
+  CHECK(error_of<IndexError>([&] { gather(a, 1, tensor_int(rows, {40, 300})); }) ==
+        "gather: index -1 is out of range for a dim of size 300");
+  // A transposed index is read in its own row-major order, not in memory
+  // order: its element [0, 5] is stored at 200, its element [1, 0] at 1.
+  rows[11999] = 0;
+  rows[200] = 301;
+  rows[1] = 302;
+  CHECK(error_of<IndexError>([&] { gather(a, 1, transpose(tensor_int(rows, {300, 40}), 0, 1)); }) ==
+        "gather: index 301 is out of range for a dim of size 300");
+  cols[1000] = 40;
+  cols[1999] = -3;
+  CHECK(error_of<IndexError>([&] { index_select(a, 0, tensor_int(cols, {2000})); }) ==
+        "index_select: index 40 is out of range for a dim of size 40");
+  cols[1000] = 0;
+  CHECK(error_of<IndexError>([&] { index_select(a, 0, tensor_int(cols, {2000})); }) ==
+        "index_select: index -3 is out of range for a dim of size 40");
+  std::vector<int64_t> labels(40);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i);
+  CHECK(error_of<IndexError>([&] { index_select(tensor_int(labels, {40}), 0, tensor_int(cols, {2000})); }) ==
+        "index_select: index -3 is out of range for a dim of size 40");
+  // A gathered dim of size 0 has no valid index.
+  CHECK(error_of<IndexError>([&] { gather(zeros({3, 0}), 1, tensor_int({0, 0, 0}, {3, 1})); }) ==
+        "gather: index 0 is out of range for a dim of size 0");
+}

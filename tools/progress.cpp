@@ -48,14 +48,37 @@ std::vector<double> moving_average(const std::vector<double>& v, size_t w) {
 }
 
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
-                         const std::string& fields, double seconds, bool tty, int64_t lines) {
+                         const std::string& fields, double seconds, bool tty, int64_t lines, const RunEta* run) {
   const bool last = done == total;
   const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
   if (!tty && !last && done % every != 0) return;
-  const double eta = done > 0 ? seconds / static_cast<double>(done) * static_cast<double>(total - done) : 0;
+  const double per_step = done > 0 ? seconds / static_cast<double>(done) : 0;
+  const double eta = run ? run->seconds_left(total - done, per_step) : per_step * static_cast<double>(total - done);
   fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
              unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);
+}
+
+double RunEta::seconds_left(int64_t steps_left, double seconds_per_step) const {
+  const double current = std::max(seconds_per_step, 0.0);
+  double left = static_cast<double>(steps_left) * current;
+  for (size_t i = current_ + 1; i < parts_.size(); ++i) {
+    const auto it = done_.find(parts_[i].kind);
+    const bool measured = it != done_.end() && it->second.first > 0;
+    left += static_cast<double>(parts_[i].steps) *
+            (measured ? it->second.second / static_cast<double>(it->second.first) : current);
+  }
+  return left;
+}
+
+void RunEta::finish(int64_t steps, double seconds) {
+  check<ValueError>(current_ < parts_.size(), "RunEta::finish: all ", parts_.size(), " parts are finished");
+  if (steps > 0) {
+    auto& [s, t] = done_[parts_[current_].kind];
+    s += steps;
+    t += seconds;
+  }
+  ++current_;
 }
 
 namespace {

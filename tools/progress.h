@@ -5,6 +5,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -25,13 +26,51 @@ std::string progress_bar(int64_t done, int64_t total, int width = 20);
 /// exists); window 0 counts as 1.
 std::vector<double> moving_average(const std::vector<double>& v, size_t window);
 
+class RunEta;
+
 /// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
 /// <fields>  ETA <time>", the ETA extrapolated from `seconds` spent on
-/// `done` of `total`. On a terminal (tty) the line is rewritten in place
-/// ('\r', a newline only when done == total); otherwise it is printed as its
-/// own line only every total / lines-th step and at the end.
+/// `done` of `total`; with `run` (the run's parts, this one current), the
+/// rest of the run's at that time per step (RunEta::seconds_left). On a
+/// terminal (tty) the line is rewritten in place ('\r', a newline only when
+/// done == total); otherwise it is printed as its own line only every
+/// total / lines-th step and at the end.
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
-                         const std::string& fields, double seconds, bool tty, int64_t lines);
+                         const std::string& fields, double seconds, bool tty, int64_t lines,
+                         const RunEta* run = nullptr);
+
+/// The time left of a run that trains its parts one after the other (the
+/// cells of `tmem train`, its methods on Fashion-MNIST and Moving
+/// Fashion-MNIST, the variants of `tmem ablate`), for the progress
+/// line's ETA. Each part has a kind (e.g. its method and sweep value) and a
+/// number of steps; parts of one kind are taken to cost the same per step.
+/// The rule: the current part's steps left at its measured time per step,
+/// plus each later part's steps at the time per step of the finished parts
+/// of its kind (their seconds over their steps), or at the current part's
+/// when none of its kind has finished. A part whose time per step is not
+/// known either way (the current part before its first step) counts 0.
+class RunEta {
+ public:
+  struct Part {
+    std::string kind;
+    int64_t steps;
+  };
+  /// parts: the run's parts in training order; the first is current.
+  explicit RunEta(std::vector<Part> parts) : parts_(std::move(parts)) {}
+  /// Seconds left in the run while the current part has `steps_left` steps
+  /// to go at `seconds_per_step` (<= 0: not measured yet).
+  double seconds_left(int64_t steps_left, double seconds_per_step) const;
+  /// Ends the current part, which trained `steps` steps in `seconds` (a part
+  /// reused from an earlier run: 0 steps, so it sets no time per step), and
+  /// makes the next one current. Throws ValueError when every part has
+  /// finished already.
+  void finish(int64_t steps, double seconds);
+
+ private:
+  std::vector<Part> parts_;
+  size_t current_ = 0;
+  std::map<std::string, std::pair<int64_t, double>> done_;  // kind -> (steps, seconds) of its finished parts
+};
 
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name. In a
 /// tmem::dist job it is rank 0's time on every rank (a collective), so the

@@ -42,9 +42,9 @@ struct TrainArgs {
   DebugArgs debug;
 };
 
-void print_progress(const std::string& label, const models::TrainProgress& p, bool tty) {
+// The progress line of a cell; `eta` the seconds left in the whole run.
+void print_progress(const std::string& label, const models::TrainProgress& p, double eta, bool tty) {
   const std::string bar = progress_bar(p.step, p.steps, 24);
-  double eta = p.steps_per_second > 0 ? (p.steps - p.step) / p.steps_per_second : 0;
   bool milestone = p.step == p.steps || p.step % std::max<int64_t>(p.steps / 10, 1) == 0;
   if (!tty && !milestone) return;
   fmt::print("{}{} [{}] step {}/{}  loss {:.4f}  acc {:>5.1f}%  {:.1f} steps/s  ETA {}{}", tty ? "\r" : "",
@@ -125,7 +125,7 @@ void draw_cell(RunRecorder& rec, const models::TrainConfig& c, const std::string
 }  // namespace
 
 json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainConfig c, const std::string& label,
-                  const json& id, bool tty) {
+                  const json& id, bool tty, RunEta* eta) {
   const std::string name = id.begin().value().get<std::string>();
   c.run_dir = rec.path(cell_dir);
   if (c.resume) {
@@ -133,6 +133,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
       fmt::print("{}: done earlier, eval accuracy {:.1f}% (from {}/result.json)\n", name,
                  100 * done->at("eval_accuracy").get<double>(), c.run_dir);
       draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
+      if (eta) eta->finish(0, 0);
       return *done;
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
@@ -140,8 +141,11 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   }
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
-    print_progress(label, p, tty);
+    const double per_step = p.steps_per_second > 0 ? 1 / p.steps_per_second : 0;
+    print_progress(label, p, eta ? eta->seconds_left(p.steps - p.step, per_step) : (p.steps - p.step) * per_step,
+                   tty);
   });
+  if (eta) eta->finish(static_cast<int64_t>(r.losses.size()), r.seconds);
   fmt::print("{}: eval accuracy {:.1f}%", label, 100 * r.eval_accuracy);
   if (r.eval_accuracy_observed >= 0) fmt::print(" (observed cells {:.1f}%)", 100 * r.eval_accuracy_observed);
   for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
@@ -207,6 +211,15 @@ int run_cells(TrainArgs& a) {
   std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<std::pair<double, double>>> table;
   // eval accuracy with the memory gates at 0 of every seed of a (method, noise, value) with Tensor Memory
   std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<double>> memory_off;
+  // The cells in the order they train; one kind per method and sweep value
+  // (the noise and the seed do not change the cost of a step).
+  std::vector<RunEta::Part> parts;
+  for (const auto& method : a.methods)
+    for (size_t n = 0; n < a.noises.size(); ++n)
+      for (int64_t v : values)
+        for (size_t s = 0; s < a.seeds.size(); ++s)
+          parts.push_back({to_string(method) + " " + std::to_string(v), a.cfg.steps});
+  RunEta eta(std::move(parts));
   for (const auto& method : a.methods)
     for (double noise : a.noises)
       for (int64_t v : values)
@@ -223,7 +236,7 @@ int run_cells(TrainArgs& a) {
           if (!a.cfg.dump_grads.empty()) c.dump_grads = rec.path(cell + "/" + a.cfg.dump_grads);
           const std::string label = to_string(method) + " " + sweep + "=" + std::to_string(v) +
                                     (coord ? " s=" + noise_str(noise) : "") + " seed " + std::to_string(seed);
-          const json j = run_or_reuse(rec, cell, c, label, {{"cell", cell}}, tty);
+          const json j = run_or_reuse(rec, cell, c, label, {{"cell", cell}}, tty, &eta);
           table[{method, noise, v}].push_back(
               {j.at("eval_accuracy").get<double>(), j.value("eval_accuracy_observed", -1.0)});
           if (j.contains("eval_accuracy_memory_off"))
@@ -458,12 +471,15 @@ std::function<int()> add_ablate_command(CLI::App& app) {
                       {{"variants", chosen}, {"cell", models::config_to_json(*cfg)}});
       const bool tty = isatty(fileno(stdout));
       json rows = json::array();
+      std::vector<RunEta::Part> parts;
+      for (int i : chosen) parts.push_back({variants[i].name, cfg->steps});
+      RunEta eta(std::move(parts));
       for (int i : chosen) {
         models::TrainConfig c = *cfg;
         variants[i].apply(c.model.memory);
         models::resolve_task_defaults(c);
         rows.push_back(run_or_reuse(rec, "variant" + std::to_string(i), c, variants[i].name,
-                                    {{"variant", variants[i].name}}, tty));
+                                    {{"variant", variants[i].name}}, tty, &eta));
       }
       fmt::print("\ncoord-binding W=20 s=0.05 ablations, {} steps, seed {}\n", cfg->steps, cfg->seed);
       fmt::print("{:<52} {:>10} {:>10} {:>10} {:>9}\n", "variant", "accuracy", "memory off", "params", "seconds");

@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "tmem/models/trainer.h"
+#include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
 
 namespace tmem::tools {
@@ -36,8 +37,10 @@ std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
 /// earlier invocation finished with the same config is reused instead. `id`
 /// names the run in the record: its first key's value ({"cell": ...} or
 /// {"variant": ...}) is the run's name; its other keys are copied into the
-/// record. Returns the result.json record.
+/// record. With `eta` (the run's parts, this cell current), the progress
+/// line's ETA covers the rest of the run and the cell is finished in it;
+/// without, the ETA covers this cell. Returns the result.json record.
 nlohmann::json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainConfig c,
-                            const std::string& label, const nlohmann::json& id, bool tty);
+                            const std::string& label, const nlohmann::json& id, bool tty, RunEta* eta = nullptr);
 
 }  // namespace tmem::tools

@@ -55,14 +55,15 @@ std::string cell_label(const std::string& method, bool occlusion) {
   return method + (occlusion ? ", occlusion" : ", no occlusion");
 }
 
-void print_progress(const std::string& label, const models::VideoTrainProgress& p, bool tty) {
+// The progress line of a cell; a training line's ETA covers the rest of the run (eta).
+void print_progress(const std::string& label, const models::VideoTrainProgress& p, const RunEta& eta, bool tty) {
   const bool train = p.phase == "train";
   const std::string fields =
       train ? fmt::format("loss {:.4f}  acc {:>5.1f}%  lr {:.2e}  {:.1f} clips/s", p.loss, 100 * p.metric, p.lr,
                           p.clips_per_second)
             : fmt::format("acc {:>5.1f}%  {:.1f} clips/s", 100 * p.metric, p.clips_per_second);
   print_progress_line(train ? label : label + " test", train ? "step" : "batch", p.step, p.steps, fields, p.seconds,
-                      tty, train ? 50 : 4);
+                      tty, train ? 50 : 4, train ? &eta : nullptr);
 }
 
 // "51.30%" (the set accuracy, or the occluded item's) for a finished cell, "-" for one not run.
@@ -146,6 +147,11 @@ int run(VideoArgs& a) {
   const bool tty = isatty(fileno(stdout));
   json runs = json::array();
   std::vector<Cell> cells;
+  // The cells in training order, one kind per method (occlusion does not change the cost of a step).
+  std::vector<RunEta::Part> parts;
+  for (size_t o = 0; o < occlusion.size(); ++o)
+    for (const auto video_method : a.methods) parts.push_back({to_string(video_method), a.cfg.steps});
+  RunEta eta(std::move(parts));
   for (bool occ : occlusion)
     for (const auto video_method : a.methods) {
       const std::string method = to_string(video_method);
@@ -157,7 +163,8 @@ int run(VideoArgs& a) {
       rec.place(cc, cell);
       const std::string padded = fmt::format("{:<23}", label);
       models::VideoTrainResult r = models::train_video(
-          cc, train, test, [&](const models::VideoTrainProgress& p) { print_progress(padded, p, tty); });
+          cc, train, test, [&](const models::VideoTrainProgress& p) { print_progress(padded, p, eta, tty); });
+      eta.finish(static_cast<int64_t>(r.losses.size()), r.seconds);
       fmt::print("{}: set accuracy {:.2f}%", label, 100 * r.test.accuracy);
       if (occ) fmt::print(", occluded item {:.2f}%", 100 * r.test.occluded_item);
       fmt::print("; {} params, {:.1f} clips/s, {}", r.parameters, r.clips_per_second, fmt_time(r.seconds));

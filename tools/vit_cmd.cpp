@@ -65,8 +65,9 @@ std::string task_of(int argc, char** argv) {
   return "classify";
 }
 
+// The progress line of a method; a training line's ETA covers the rest of the run (eta).
 void print_progress(const std::string& method, const std::string& task, const models::ViTTrainProgress& p,
-                    bool tty) {
+                    const RunEta& eta, bool tty) {
   const std::string metric = task == "classify"     ? fmt::format("acc {:>5.1f}%", 100 * p.metric)
                              : std::isnan(p.metric) ? "PSNR -"  // no mask ratio finished yet
                                                     : fmt::format("PSNR {:.2f} dB", p.metric);
@@ -75,7 +76,8 @@ void print_progress(const std::string& method, const std::string& task, const mo
   const std::string fields =
       train ? fmt::format("loss {:.4f}  {}  lr {:.2e}  {:.0f} img/s", p.loss, metric, p.lr, p.images_per_second)
             : fmt::format("{}  {:.0f} img/s", metric, p.images_per_second);
-  print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4);
+  print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4,
+                      train ? &eta : nullptr);
 }
 
 void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>& results, int64_t steps) {
@@ -148,13 +150,17 @@ int run(FashionArgs& a) {
   const bool mae = a.cfg.task == "mae";
   json methods = json::array();
   std::vector<models::ViTTrainResult> results;
+  std::vector<RunEta::Part> parts;
+  for (const auto vit_method : a.methods) parts.push_back({to_string(vit_method), steps});
+  RunEta eta(std::move(parts));
   for (const auto vit_method : a.methods) {
     const std::string method = to_string(vit_method);
     models::ViTTrainConfig c = a.cfg;
     c.model.encoder.method = vit_method;
     rec.place(c, method);
     models::ViTTrainResult r = models::train_vit(
-        c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, tty); });
+        c, train, test, [&](const models::ViTTrainProgress& p) { print_progress(method, c.task, p, eta, tty); });
+    eta.finish(static_cast<int64_t>(r.losses.size()), r.seconds);
     fmt::print("{}:", method);
     if (mae)
       for (const auto& s : r.reconstruction)

@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <sstream>
 
 #include "common.h"
 
@@ -412,10 +413,10 @@ void bind_tensor(py::module_& m) {
            "Cast to float64.")
       .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
       .def("__repr__", [](const Tensor& t) {
-             const std::string head = "tensor(" + t.str();
-             if (!t.device().is_cpu() || t.numel() > 1000) return head + ")";
-             return head + ",\n" + py::str(numpy_view(t)).cast<std::string>() + ")";
-           })
+             std::ostringstream s;
+             s << t;
+             return s.str();
+           }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.")
       // Python operators; numbers on either side.
       .def("__add__", [](const Tensor& a, const py::object& b) { return add(a, operand(a, b)); }, py::is_operator())
       .def("__radd__", [](const Tensor& a, double b) { return add(a, b); }, py::is_operator())

@@ -1,5 +1,7 @@
 """tmem.Tensor from Python: factories, properties, NumPy and DLPack interop
 (zero-copy where the layout allows), operators, indexing, autograd, errors."""
+import json
+import os
 import threading
 import unittest
 
@@ -167,8 +169,22 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         with self.assertRaises(IndexError):
             self.ta[0, 0, 0]
 
-    def test_repr(self):
-        self.assertIn("Tensor[2] float32 cpu", repr(tmem.zeros(2)))
+    def test_repr_is_the_cpp_printers(self):
+        # tests/fixtures/tensor_repr.json: torch 1.13's repr of each tensor,
+        # and under "tmem" the C++ printer's where it differs (tests/test_api.cpp).
+        path = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "fixtures", "tensor_repr.json")
+        with open(path) as f:
+            cases = json.load(f)
+        dtypes = {"float32": np.float32, "float64": np.float64, "int64": np.int64}
+        for name, c in cases.items():
+            with self.subTest(name):
+                data = [float(v) for v in c["tensor"]["data"]]
+                a = np.array(data, dtype=np.float64).astype(dtypes[c["dtype"]]).reshape(c["tensor"]["shape"])
+                t = tmem.from_numpy(a).requires_grad_(c["requires_grad"])  # from_numpy keeps a 0-d shape
+                self.assertEqual(repr(t), c.get("tmem", c["repr"]))
+                self.assertEqual(str(t), repr(t))
+        # Python numbers become tensors, so this is mul (C++ names mul(w, 2.0) mul_scalar).
+        self.assertEqual(repr(tmem.ones(2, requires_grad=True) * 2.0), "tensor([2., 2.], grad_fn=<mul>)")
 
 
 class TestAutograd(unittest.TestCase):
