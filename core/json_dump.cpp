@@ -163,6 +163,16 @@ const json& field_of(const json& step, const char* key) {
   return step[key];
 }
 
+// The "step" of a step object: an integer in int64's range (a float such as
+// 1e32 would convert out of range).
+int64_t step_of(const json& s) {
+  const json& v = field_of(s, "step");
+  check<IOError>(v.is_number_integer() &&
+                     (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
+                 "grad dump: a step object's \"step\" is ", printable(v.dump()), ", not an integer in [-2^63, 2^63)");
+  return v.get<int64_t>();
+}
+
 double rel_diff(double a, double b) {
   if (std::isnan(a) && std::isnan(b)) return 0;
   if (a == b) return 0;
@@ -188,7 +198,7 @@ std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, doub
     std::vector<GradSeries> out;
     std::map<std::string, size_t> index;
     for (const json& s : steps) {
-      int64_t step = field_of(s, "step").get<int64_t>();
+      int64_t step = step_of(s);
       for (const json& t : field_of(s, "tensors")) {
         std::string name = t.at("name").get<std::string>();
         auto [it, fresh] = index.emplace(name, out.size());
@@ -222,7 +232,7 @@ std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const st
       std::map<int64_t, std::map<std::string, json>> m;
       for (const json& s : d)
         for (const json& t : field_of(s, "tensors"))
-          m[field_of(s, "step").get<int64_t>()][t.at("name").get<std::string>()] = t;
+          m[step_of(s)][t.at("name").get<std::string>()] = t;
       return m;
     };
     auto ma = by_step(a), mb = by_step(b);

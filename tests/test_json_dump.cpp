@@ -177,6 +177,14 @@ TEST_CASE("dump reading: a tensor without a name or with fields of the wrong typ
   CHECK_THROWS_AS(summarize_grad_dump({text_step}), IOError);
   // A number too large for a double is a parse error too (nlohmann's out_of_range).
   CHECK_THROWS_WITH_AS(parse_json("[1e999999]", "dump"), doctest::Contains("dump: not valid JSON"), IOError);
+  // A step that is not an integer in int64's range converted out of range
+  // (UBSan; found by fuzz_grad_dump, corpus/grad_dump/regress-step-1e32).
+  for (const char* bad : {"99999999999999999999999999999999", "1.5", "18446744073709551615"}) {
+    CAPTURE(bad);
+    const json j = json::parse(std::string(R"({"step": )") + bad + R"(, "tensors": [{"name": "w", "norm": 1}]})");
+    CHECK_THROWS_WITH_AS(summarize_grad_dump({j}), doctest::Contains("\"step\" is"), IOError);
+    CHECK_THROWS_WITH_AS(diff_grad_dumps({j}, {j}, 5), doctest::Contains("not an integer in [-2^63, 2^63)"), IOError);
+  }
   const json good = json::parse(R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})");
   CHECK(summarize_grad_dump({good})[0].norms == std::vector<double>{1.0});
 }
