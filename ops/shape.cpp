@@ -410,6 +410,7 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
 }
 
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim) {
+  check<ShapeError>(a.dim() > 0, "unbind: cannot unbind a 0-d tensor");
   const int64_t d = normalize_dim(dim, a.dim(), "unbind");
   std::vector<Tensor> parts = split(a, 1, d);
   for (Tensor& p : parts) p = squeeze(p, d);

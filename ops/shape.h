@@ -53,6 +53,7 @@ Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
 std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
 /// The slices of `a` along dim with that dim removed, as views (torch.unbind):
 /// [B, T, C] along 1 gives T tensors [B, C]. One split node.
+/// Throws ShapeError for a 0-d tensor, IndexError for dim out of range.
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim);
 /// Constant padding as torch.nn.functional.pad: pads = (left, right) for the
 /// last dim, then (left, right) for the one before, ...; pads >= 0.

@@ -97,6 +97,7 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK_THROWS_WITH_AS(split(a, 0, 1), "split: expected a positive split_size, but got 0", ValueError);
   CHECK_THROWS_WITH_AS(split(tensor({1}, {}), 1, 0), "split: cannot split a 0-d tensor", ShapeError);
   CHECK_THROWS_AS(unbind(a, 2), IndexError);
+  CHECK_THROWS_WITH_AS(unbind(tensor({1}, {}), 0), "unbind: cannot unbind a 0-d tensor", ShapeError);
 }
 
 TEST_CASE("gather and index_select name the first index out of range in row-major order, anywhere in a large index") {
