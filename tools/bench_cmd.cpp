@@ -405,6 +405,10 @@ std::function<int()> add_bench_command(CLI::App& app) {
       opt->results = (fs::path(TMEM_SOURCE_DIR) / "bench/RESULTS.md").string();
     // Before the benchmarks run, so their table is not lost at the end.
     if (!opt->results.empty() && !opt->no_append) {
+      std::error_code ec;
+      if (fs::exists(opt->results, ec) && !fs::is_regular_file(opt->results, ec))
+        throw IOError("--results: \"" + printable(opt->results) +
+                      "\" is not a regular file; expected the markdown file the table is appended to");
       const fs::path dir = fs::path(opt->results).parent_path();
       ensure_writable_dir(dir.empty() ? "." : dir.string());
     }
