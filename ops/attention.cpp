@@ -58,7 +58,9 @@ AttentionArgs fused_args(const Shape& qs, const Shape& ks, const Shape& vs, cons
   a.Dv = vs[3];
   a.scale = scale;
   a.causal = is_causal;
-  a.window = window;
+  // A window of T or more hides only what causality hides (query t < T sees
+  // (t - T, t]); capped, the kernels' index sums (key + window) cannot overflow.
+  a.window = std::min(window, a.T);
   if (mask.defined()) {
     const Shape st = cpu::broadcast_strides(mask, Shape{a.B, a.H, a.T, a.S});
     a.mb = st[0];

@@ -97,6 +97,18 @@ TEST_CASE("scaled_dot_product_attention (fused) equals the composed definition a
   }
 }
 
+TEST_CASE("scaled_dot_product_attention (fused): a window of INT64_MAX is the causal mask, gradients included") {
+  Case c{"T=S=70 (two key blocks)", 1, 2, 70, 70, 4, 4, true, 0, false};
+  const auto causal = run(c, true);
+  c.causal = false;
+  c.window = std::numeric_limits<int64_t>::max();
+  const auto huge = run(c, true);
+  for (size_t i = 0; i < causal.size(); ++i) {
+    INFO("0 out, 1 gq, 2 gk, 3 gv: " << i);
+    check_close(huge[i], causal[i], 0.0, 0.0);
+  }
+}
+
 TEST_CASE("scaled_dot_product_attention (fused): a query that sees no key gives a zero row and zero gradients") {
   Tensor q = input({1, 1, 3, 4}, 21), k = input({1, 1, 3, 4}, 22), v = input({1, 1, 3, 2}, 23);
   Tensor mask = zeros({3, 3}, DType::Float64);
