@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include "tmem/core/profiler.h"
@@ -50,12 +51,12 @@ int main(int argc, char** argv) {
     else if (key == "--profiled") profiled = std::atoll(argv[i + 1]);
     else if (key == "--trace") trace = argv[i + 1];
     else {
-      std::fprintf(stderr, "profile_step: unknown option %s\n", argv[i]);
+      fmt::print(stderr, "profile_step: unknown option {}\n", argv[i]);
       return 2;
     }
   }
   if (warmup < 0 || plain < 0 || profiled < 1) {
-    std::fprintf(stderr, "profile_step: expected --warmup >= 0, --plain >= 0, --profiled >= 1\n");
+    fmt::print(stderr, "profile_step: expected --warmup >= 0, --plain >= 0, --profiled >= 1\n");
     return 2;
   }
   models::TrainConfig cfg;
@@ -82,25 +83,24 @@ int main(int argc, char** argv) {
     if (p.step >= warmup + plain && p.step < cfg.steps) prof = std::make_unique<profiler>();
     last = Clock::now();
   });
-  std::printf("coord-binding %s, batch 128, %d threads; %lld warm-up steps\n", method.c_str(), omp_get_max_threads(),
-              static_cast<long long>(warmup));
+  fmt::print("coord-binding {}, batch 128, {} threads; {} warm-up steps\n", method, omp_get_max_threads(), warmup);
   if (!plain_ms.empty()) {
     std::vector<double> s = plain_ms;
     std::sort(s.begin(), s.end());
-    std::printf("without the profiler: median step %.1f ms over %zu steps (%.1f - %.1f)\n", s[s.size() / 2], s.size(),
-                s.front(), s.back());
+    fmt::print("without the profiler: median step {:.1f} ms over {} steps ({:.1f} - {:.1f})\n", s[s.size() / 2],
+               s.size(), s.front(), s.back());
   }
   for (size_t i = 0; i < runs.size(); ++i)
-    std::printf("profiled step %zu: %.1f ms, profiler wall %.1f ms, rows %.1f ms (%.1f%% of the step)\n", i + 1,
-                runs[i].step_ms, runs[i].prof->wall_ms(), runs[i].rows_ms, 100 * runs[i].rows_ms / runs[i].step_ms);
+    fmt::print("profiled step {}: {:.1f} ms, profiler wall {:.1f} ms, rows {:.1f} ms ({:.1f}% of the step)\n", i + 1,
+               runs[i].step_ms, runs[i].prof->wall_ms(), runs[i].rows_ms, 100 * runs[i].rows_ms / runs[i].step_ms);
   std::vector<size_t> order(runs.size());
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return runs[a].step_ms < runs[b].step_ms; });
   Profiled& median = runs[order[order.size() / 2]];
-  std::printf("\nthe profiled step of median time (%.1f ms):\n%s", median.step_ms, median.table.c_str());
+  fmt::print("\nthe profiled step of median time ({:.1f} ms):\n{}", median.step_ms, median.table);
   if (!trace.empty()) {
     median.prof->export_chrome_trace(trace);
-    std::printf("trace written to %s\n", trace.c_str());
+    fmt::print("trace written to {}\n", trace);
   }
   return 0;
 }

@@ -21,6 +21,7 @@
 #include <iterator>
 #include <thread>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
 #include "tmem/core/device_backend.h"
@@ -101,11 +102,11 @@ int compare_losses(const char* a, const char* b, double tol) {
   };
   const std::vector<double> la = read(a), lb = read(b);
   if (la.size() != lb.size() || la.empty()) {
-    std::printf("%zu losses in %s, %zu in %s\n", la.size(), a, lb.size(), b);
+    fmt::print("{} losses in {}, {} in {}\n", la.size(), a, lb.size(), b);
     return 1;
   }
   const double d = max_rel_diff(la, lb);
-  std::printf("%zu steps: max relative loss difference %g%s\n", la.size(), d, d == 0 ? " (exact)" : "");
+  fmt::print("{} steps: max relative loss difference {}{}\n", la.size(), d, d == 0 ? " (exact)" : "");
   return d <= tol ? 0 : 1;
 }
 
