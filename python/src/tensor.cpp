@@ -487,7 +487,8 @@ void bind_tensor(py::module_& m) {
           else
             throw DtypeError("tensor: expected numbers, but got NumPy dtype " +
                              py::str(py::handle(a.dtype())).cast<std::string>());
-          Tensor t = from_numpy(np.attr("ascontiguousarray")(a, numpy_dtype(target)));
+          // asarray keeps a 0-d shape (ascontiguousarray makes it [1]), as torch.tensor(3.0).
+          Tensor t = from_numpy(np.attr("asarray")(a, numpy_dtype(target), py::arg("order") = "C"));
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,

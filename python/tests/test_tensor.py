@@ -26,6 +26,11 @@ class TestFactories(unittest.TestCase):
         self.assertEqual(tmem.tensor(np.zeros(3)).dtype, tmem.float64)
         self.assertEqual(tmem.tensor([1, 2], dtype=tmem.float64).dtype, tmem.float64)
         self.assertTrue(tmem.tensor([1.0], requires_grad=True).requires_grad)
+        # Numbers and 0-d arrays give 0-d tensors, as torch.tensor(3.5).
+        self.assertEqual(tmem.tensor(3.5).shape, ())
+        self.assertEqual(tmem.tensor(3.5).item(), 3.5)
+        self.assertEqual(tmem.tensor(np.array(2.0)).shape, ())
+        self.assertEqual(tmem.tensor(7).dtype, tmem.int64)
 
     def test_random_is_seeded(self):
         tmem.manual_seed(3)
@@ -180,7 +185,7 @@ class TestOperatorsAndIndexing(unittest.TestCase):
             with self.subTest(name):
                 data = [float(v) for v in c["tensor"]["data"]]
                 a = np.array(data, dtype=np.float64).astype(dtypes[c["dtype"]]).reshape(c["tensor"]["shape"])
-                t = tmem.from_numpy(a).requires_grad_(c["requires_grad"])  # from_numpy keeps a 0-d shape
+                t = tmem.tensor(a).requires_grad_(c["requires_grad"])
                 self.assertEqual(repr(t), c.get("tmem", c["repr"]))
                 self.assertEqual(str(t), repr(t))
         # Python numbers become tensors, so this is mul (C++ names mul(w, 2.0) mul_scalar).
