@@ -32,21 +32,15 @@ struct BrownArgs {
   bool distributed = false;  // --distributed (also detected from mpirun or srun)
 };
 
-void print_progress(const std::string& method, const models::LMTrainProgress& p, bool tty) {
-  const bool last = p.step == p.steps;
-  const int64_t every = std::max<int64_t>(p.steps / (p.phase == "train" ? 50 : 5), 1);
-  if (!tty && !last && p.step % every != 0) return;
-  const std::string bar = progress_bar(p.step, p.steps);
-  const double eta = p.step > 0 ? p.seconds / p.step * (p.steps - p.step) : 0;
-  if (p.phase == "train")
-    fmt::print("{}{:<6} [{}] step {}/{}  loss {:.4f}  lr {:.2e}  {:.0f} tok/s  ETA {}{}", tty ? "\r" : "",
-               method, bar, p.step, p.steps,
-               p.loss, p.lr, p.tokens_per_second, fmt_time(eta), tty && !last ? "" : "\n");
-  else
-    fmt::print("{}{:<6} {} [{}] segment {}/{}  ppl {:.2f}  {:.0f} tok/s  ETA {}{}", tty ? "\r" : "",
-               method, p.phase, bar, p.step,
-               p.steps, std::exp(p.loss), p.tokens_per_second, fmt_time(eta), tty && !last ? "" : "\n");
-  std::fflush(stdout);
+// The progress line of a method; a training line's ETA covers the rest of the
+// run (eta), an evaluation line's only its own pass.
+void print_progress(const std::string& method, const models::LMTrainProgress& p, const RunEta& eta, bool tty) {
+  const bool train = p.phase == "train";
+  const std::string fields = train ? fmt::format("loss {:.4f}  lr {:.2e}  {:.0f} tok/s", p.loss, p.lr,
+                                                 p.tokens_per_second)
+                                   : fmt::format("ppl {:.2f}  {:.0f} tok/s", std::exp(p.loss), p.tokens_per_second);
+  print_progress_line(fmt::format("{:<6}", method) + (train ? "" : " " + p.phase), train ? "step" : "segment",
+                      p.step, p.steps, fields, p.seconds, tty, train ? 50 : 5, train ? &eta : nullptr);
 }
 
 int run(BrownArgs& a) {
@@ -87,13 +81,17 @@ int run(BrownArgs& a) {
   json methods = json::array();
   std::vector<models::LMTrainResult> results;
   const double tokens_per_step = static_cast<double>(a.cfg.batch * m.seq);
+  std::vector<RunEta::Part> parts;
+  for (const auto lm_method : a.methods) parts.push_back({to_string(lm_method), steps});
+  RunEta eta(std::move(parts));
   for (const auto lm_method : a.methods) {
     const std::string method = to_string(lm_method);
     models::LMTrainConfig c = a.cfg;
     c.model.method = lm_method;
     rec.place(c, method);
     models::LMTrainResult r = models::train_lm(c, corpus.train, corpus.valid, corpus.test,
-                                               [&](const models::LMTrainProgress& p) { print_progress(method, p, tty); });
+                                               [&](const models::LMTrainProgress& p) { print_progress(method, p, eta, tty); });
+    eta.finish(static_cast<int64_t>(r.losses.size()), r.seconds);
     fmt::print("{}: valid ppl {:.2f}, test ppl {:.2f}, {} params, {:.0f} tok/s, {}", method,
                r.valid.perplexity(), r.test.perplexity(), r.parameters, r.tokens_per_second, fmt_time(r.seconds));
     for (size_t l = 0; l < r.gates.size(); ++l) fmt::print("{}{:.3f}", l ? " " : ", gates ", r.gates[l]);
