@@ -12,12 +12,13 @@
 //   build-gpu/bench/bench_cuda [--steps N]
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "tmem/core/autograd.h"
 #include "tmem/core/device_backend.h"
@@ -65,8 +66,8 @@ void node_backward(const Tensor& out, const std::vector<Tensor>& grads) {
 
 void report(const char* name, int64_t C, int64_t G, double ms, double bytes, double peak_gbs) {
   const double gbs = bytes / (ms * 1e-3) * 1e-9;
-  std::printf("%-32s C=%-3lld %lld^3   %9.3f ms   %8.1f GB/s   %5.1f%% of peak\n", name,
-              static_cast<long long>(C), static_cast<long long>(G), ms, gbs, 100.0 * gbs / peak_gbs);
+  fmt::print("{:<32} C={:<3} {}^3   {:9.3f} ms   {:8.1f} GB/s   {:5.1f}% of peak\n", name, C, G, ms, gbs,
+             100.0 * gbs / peak_gbs);
 }
 
 void kernels(double peak_gbs) {
@@ -139,17 +140,16 @@ int main(int argc, char** argv) {
   for (int i = 1; i + 1 < argc; ++i)
     if (std::strcmp(argv[i], "--steps") == 0) steps = std::max<int64_t>(1, std::atoll(argv[i + 1]));
   if (cuda::device_count() == 0) {
-    std::printf("bench_cuda: SKIPPED: no CUDA device on this machine\n");
+    fmt::print("bench_cuda: SKIPPED: no CUDA device on this machine\n");
     return 0;
   }
   const double peak = cuda::memory_bandwidth_gbs(0);
-  std::printf("device: %s, peak memory bandwidth %.0f GB/s\n\n", cuda::device_name(0), peak);
+  fmt::print("device: {}, peak memory bandwidth {:.0f} GB/s\n\n", cuda::device_name(0), peak);
   kernels(peak);
-  std::printf("\ncoord-binding training step (batch 128, W=20, median of %lld steps)\n",
-              static_cast<long long>(steps));
+  fmt::print("\ncoord-binding training step (batch 128, W=20, median of {} steps)\n", steps);
   for (const char* method : {"tensor", "base"}) {
     const double gpu = step_ms(method, "cuda", steps), cpu = step_ms(method, "cpu", std::min<int64_t>(steps, 10));
-    std::printf("%-8s cuda %8.2f ms   cpu %8.2f ms   cuda speedup %6.2fx\n", method, gpu, cpu, cpu / gpu);
+    fmt::print("{:<8} cuda {:8.2f} ms   cpu {:8.2f} ms   cuda speedup {:6.2f}x\n", method, gpu, cpu, cpu / gpu);
   }
   return 0;
 }
