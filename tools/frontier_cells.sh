@@ -3,13 +3,16 @@
 # not versioned, so each finished cell's result.json (a few kB: config,
 # accuracies, curve) is saved under docs/frontier/<name>/ and restored from
 # there before `tmem frontier ... --resume`, which then reuses it. A cell
-# still training keeps its latest checkpoint (a few MB) under
-# docs/frontier/<name>/partial/<cell>.safetensors, so that a fresh machine's
-# --resume continues it instead of starting it again; its partial is
-# dropped once the cell has finished.
+# still training keeps its latest checkpoint under
+# docs/frontier/<name>/partial/<cell>.safetensors when it is at most 2 MB
+# (the repository's limit for a file), so that a fresh machine's --resume
+# continues it instead of starting it again; a larger one is named and not
+# kept (that cell starts again on a fresh machine). A partial is dropped once
+# its cell has finished.
 # Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+max_partial=2000000  # bytes
 
 if [[ $# -ne 2 || ( "$1" != save && "$1" != restore ) ]]; then
   echo "usage: $0 save|restore NAME" >&2
@@ -37,6 +40,11 @@ case $1 in
       [[ -e $f ]] || continue
       cell=$(basename "$(dirname "$f")")
       [[ -e $runs/$cell/result.json ]] && continue
+      if (( $(stat -c %s "$f") > max_partial )); then
+        echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$f") bytes > $max_partial): it restarts on a fresh machine"
+        rm -f "$kept/partial/$cell.safetensors"
+        continue
+      fi
       mkdir -p "$kept/partial"
       if ! cmp -s "$f" "$kept/partial/$cell.safetensors"; then
         cp "$f" "$kept/partial/$cell.safetensors.tmp" && mv "$kept/partial/$cell.safetensors.tmp" "$kept/partial/$cell.safetensors"
