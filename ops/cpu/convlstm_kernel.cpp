@@ -81,18 +81,38 @@ struct Plan {
     last = Msk<T>::load_unaligned(bp);
   }
 
-  // Batch v of a tensor row of S voxels (lanes past S read as 0).
+  // Runs f.template operator()<false>(v) for the batches v < nv - 1 (all
+  // voxels) and then f.template operator()<true>(nv - 1), the batch that may
+  // end in lanes past S. Loops written this way keep no test of v and no
+  // read of the plan in their body: a vector store may alias any memory, so
+  // the compiler would reload every such value after each store.
+  template <class F>
+  void for_batches(F&& f) const {
+    const int64_t n = nv - 1;
+    for (int64_t v = 0; v < n; ++v) f.template operator()<false>(v);
+    f.template operator()<true>(n);
+  }
+  // Batch v of a tensor row of S voxels (lanes past S read as 0); kLast: v
+  // may be the last batch.
+  template <bool kLast>
   Vec<T> rd(const T* row, int64_t v) const {
-    return v < nfull ? Vec<T>::load_unaligned(row + v * L) : load_head(row + v * L, tail);
+    if (!kLast || v < nfull) return Vec<T>::load_unaligned(row + v * L);
+    return load_head(row + v * L, tail);
   }
   // Writes batch v to a tensor row of S voxels (lanes past S are dropped).
+  template <bool kLast>
   void wr(T* row, int64_t v, Vec<T> x) const {
-    if (v < nfull) x.store_unaligned(row + v * L);
+    if (!kLast || v < nfull) x.store_unaligned(row + v * L);
     else store_head(row + v * L, x, tail);
+  }
+  // x with its lanes past S set to 0 if it is the last batch.
+  template <bool kLast>
+  Vec<T> clip(Vec<T> x) const {
+    return kLast ? xsimd::select(last, x, Vec<T>(T(0))) : x;
   }
   // Copies a tensor row of S voxels into a working row, zeroing the lanes past S.
   void to_row(const T* src, T* dst) const {
-    for (int64_t v = 0; v < nv; ++v) rd(src, v).store_aligned(dst + v * L);
+    for_batches([&]<bool kLast>(int64_t v) { rd<kLast>(src, v).store_aligned(dst + v * L); });
   }
 };
 
@@ -108,14 +128,50 @@ void conv_row(const Plan<T>& pl, int a, const T* s, T* d, T k0, T k1, T k2, T bi
   const V K0(k0), K1(k1), K2(k2), Bv(bias), Z(T(0));
   const Msk<T>* mp = pl.prev[a].data();
   const Msk<T>* mn = pl.next[a].data();
-  for (int64_t v = 0; v < pl.nv; ++v) {
+  pl.for_batches([&]<bool kLast>(int64_t v) {
     const T* p = s + v * L;
     V r = Bv + K1 * V::load_aligned(p);
     r += xsimd::select(mp[v], K0 * V::load_unaligned(p - q), Z);
     r += xsimd::select(mn[v], K2 * V::load_unaligned(p + q), Z);
-    if (v == pl.nv - 1) r = xsimd::select(pl.last, r, Z);
-    r.store_aligned(d + v * L);
-  }
+    pl.template clip<kLast>(r).store_aligned(d + v * L);
+  });
+}
+
+// Where conv_back_row writes dL/dx: nowhere, a working row, a tensor row.
+enum class BackOut { kNone, kRow, kTensor };
+
+// conv_back_row for one case known at compile time (kParams: aw or ab), so
+// that its loop body holds no test.
+template <class T, bool kParams, BackOut kOut>
+void conv_back_row_as(const Plan<T>& pl, int a, const T* x, const T* g, const T* k, Vec<T>* aw,
+                      Vec<T>* ab, T* out) {
+  using V = Vec<T>;
+  constexpr int64_t L = Plan<T>::L;
+  const int64_t q = pl.q[a];
+  const Msk<T>* mp = pl.prev[a].data();
+  const Msk<T>* mn = pl.next[a].data();
+  const V Z(T(0)), K0(k[0]), K1(k[1]), K2(k[2]);
+  V s0 = aw ? aw[0] : Z, s1 = aw ? aw[1] : Z, s2 = aw ? aw[2] : Z, sb = ab ? *ab : Z;
+  pl.for_batches([&]<bool kLast>(int64_t v) {
+    const T* gp = g + v * L;
+    const V gv = V::load_aligned(gp);
+    if constexpr (kParams) {
+      sb += gv;
+      const T* p = x + v * L;
+      s1 = xsimd::fma(gv, V::load_aligned(p), s1);
+      s0 += xsimd::select(mp[v], gv * V::load_unaligned(p - q), Z);
+      s2 += xsimd::select(mn[v], gv * V::load_unaligned(p + q), Z);
+    }
+    if constexpr (kOut != BackOut::kNone) {
+      V r = K1 * gv;
+      r += xsimd::select(mp[v], K2 * V::load_unaligned(gp - q), Z);
+      r += xsimd::select(mn[v], K0 * V::load_unaligned(gp + q), Z);
+      if constexpr (kOut == BackOut::kTensor) pl.template wr<kLast>(out, v, r);
+      else pl.template clip<kLast>(r).store_aligned(out + v * L);
+    }
+  });
+  if (aw) aw[0] = s0, aw[1] = s1, aw[2] = s2;
+  if (ab) *ab = sb;
 }
 
 // The backward of d = conv_row(x) (taps k0, k1, k2) for one channel row,
@@ -126,36 +182,13 @@ void conv_row(const Plan<T>& pl, int a, const T* s, T* d, T k0, T k1, T k2, T bi
 template <class T>
 void conv_back_row(const Plan<T>& pl, int a, const T* x, const T* g, const T* k, Vec<T>* aw,
                    Vec<T>* ab, T* out, bool to_tensor) {
-  using V = Vec<T>;
-  constexpr int64_t L = Plan<T>::L;
-  const int64_t q = pl.q[a];
-  const Msk<T>* mp = pl.prev[a].data();
-  const Msk<T>* mn = pl.next[a].data();
-  const V Z(T(0)), K0(k[0]), K1(k[1]), K2(k[2]);
-  V s0 = aw ? aw[0] : Z, s1 = aw ? aw[1] : Z, s2 = aw ? aw[2] : Z, sb = ab ? *ab : Z;
-  for (int64_t v = 0; v < pl.nv; ++v) {
-    const T* gp = g + v * L;
-    const V gv = V::load_aligned(gp);
-    if (ab) sb += gv;
-    if (aw) {
-      const T* p = x + v * L;
-      s1 = xsimd::fma(gv, V::load_aligned(p), s1);
-      s0 += xsimd::select(mp[v], gv * V::load_unaligned(p - q), Z);
-      s2 += xsimd::select(mn[v], gv * V::load_unaligned(p + q), Z);
-    }
-    if (!out) continue;
-    V r = K1 * gv;
-    r += xsimd::select(mp[v], K2 * V::load_unaligned(gp - q), Z);
-    r += xsimd::select(mn[v], K0 * V::load_unaligned(gp + q), Z);
-    if (to_tensor) {
-      pl.wr(out, v, r);
-      continue;
-    }
-    if (v == pl.nv - 1) r = xsimd::select(pl.last, r, Z);
-    r.store_aligned(out + v * L);
-  }
-  if (aw) aw[0] = s0, aw[1] = s1, aw[2] = s2;
-  if (ab) *ab = sb;
+  auto run = [&]<BackOut kOut>() {
+    if (aw || ab) conv_back_row_as<T, true, kOut>(pl, a, x, g, k, aw, ab, out);
+    else conv_back_row_as<T, false, kOut>(pl, a, x, g, k, aw, ab, out);
+  };
+  if (!out) run.template operator()<BackOut::kNone>();
+  else if (to_tensor) run.template operator()<BackOut::kTensor>();
+  else run.template operator()<BackOut::kRow>();
 }
 
 // ---- weights, packed once per call ----
@@ -270,8 +303,10 @@ void cell_forward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const 
           for (int r = 0; r < 8; ++r)
             for (int j = 0; j < NV; ++j) acc[r][j] = V(bias[r]);
           tile_kernel<T, 8, NV>(Cz, Ap, a3 + v0 * L, Sp, acc);
+          T* out = P + v0 * L;
+          const int64_t ld = Sp;  // a local, not reloaded after each store
           for (int r = 0; r < 8; ++r)
-            for (int j = 0; j < NV; ++j) acc[r][j].store_aligned(P + r * Sp + (v0 + j) * L);
+            for (int j = 0; j < NV; ++j) acc[r][j].store_aligned(out + r * ld + j * L);
         });
         // The gates of the pair from the pre-activations P (rows i, f, o, g
         // of channel 2u, then of 2u + 1), then c' and h'. Two passes over
@@ -281,27 +316,33 @@ void cell_forward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const 
         for (int e = 0; e < 2 && 2 * u + e < C; ++e) {
           const int64_t ch = 2 * u + e;
           const int64_t off = (b * C + ch) * S;
-          T* p = P + 4 * e * Sp;
+          T *p0 = P + 4 * e * Sp, *p1 = p0 + Sp, *p2 = p1 + Sp, *p3 = p2 + Sp;
           T* g = gates ? gates + (b * 4 * C + ch) * Sp : nullptr;
-          for (int64_t v = 0; v < pl.nv; ++v) {
-            const V i = sigmoid_v<T>(V::load_aligned(p + v * L));
-            const V f = sigmoid_v<T>(V::load_aligned(p + Sp + v * L));
-            const V o = sigmoid_v<T>(V::load_aligned(p + 2 * Sp + v * L));
-            const V gg = tanh_v<T>(V::load_aligned(p + 3 * Sp + v * L));
-            const V c2 = f * pl.rd(c + off, v) + i * gg;
+          const int64_t gs = C * Sp;  // from one gate's row to the next's
+          const T* cb = c + off;
+          T *cnb = cn + off, *hnb = hn + off;
+          pl.for_batches([&]<bool kLast>(int64_t v) {
+            const int64_t j = v * L;
+            const V i = sigmoid_v<T>(V::load_aligned(p0 + j));
+            const V f = sigmoid_v<T>(V::load_aligned(p1 + j));
+            const V o = sigmoid_v<T>(V::load_aligned(p2 + j));
+            const V gg = tanh_v<T>(V::load_aligned(p3 + j));
+            const V c2 = f * pl.template rd<kLast>(cb, v) + i * gg;
             if (g) {
-              stream_store(g + v * L, i);
-              stream_store(g + C * Sp + v * L, f);
-              stream_store(g + 2 * C * Sp + v * L, o);
-              stream_store(g + 3 * C * Sp + v * L, gg);
+              stream_store(g + j, i);
+              stream_store(g + gs + j, f);
+              stream_store(g + 2 * gs + j, o);
+              stream_store(g + 3 * gs + j, gg);
             }
-            pl.wr(cn + off, v, c2);
-            c2.store_aligned(p + v * L);
-            o.store_aligned(p + Sp + v * L);
-          }
-          for (int64_t v = 0; v < pl.nv; ++v)
-            pl.wr(hn + off, v,
-                  V::load_aligned(p + Sp + v * L) * tanh_v<T>(V::load_aligned(p + v * L)));
+            pl.template wr<kLast>(cnb, v, c2);
+            c2.store_aligned(p0 + j);
+            o.store_aligned(p1 + j);
+          });
+          pl.for_batches([&]<bool kLast>(int64_t v) {
+            const int64_t j = v * L;
+            const V hv = V::load_aligned(p1 + j) * tanh_v<T>(V::load_aligned(p0 + j));
+            pl.template wr<kLast>(hnb, v, hv);
+          });
         }
       }
     }
@@ -403,40 +444,37 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
       for (int64_t ch = 0; ch < C; ++ch) {
         const int64_t off = (b * C + ch) * S;
         const T* gt = gates + (b * C4 + ch) * Sp;
+        const int64_t gs = C * Sp;  // from one gate's row to the next's
+        const T *cb = c + off, *cnb = cn + off, *ghb = ghn + off, *gcb = gcn + off;
         T* dcb = gr.c ? gr.c + off : nullptr;
         T* dp = need_p ? dP + ch * Sp : nullptr;
-        for (int64_t v = 0; v < pl.nv; ++v) {
-          const V i = V::load_aligned(gt + v * L), f = V::load_aligned(gt + C * Sp + v * L);
-          const V o = V::load_aligned(gt + 2 * C * Sp + v * L);
-          const V g = V::load_aligned(gt + 3 * C * Sp + v * L);
-          const V tc = tanh_v<T>(pl.rd(cn + off, v)), gh = pl.rd(ghn + off, v);
-          const V dc2 = pl.rd(gcn + off, v) + gh * o * (V(1) - tc * tc);
-          if (dcb) pl.wr(dcb, v, dc2 * f);
-          if (!dp) continue;
-          V di = dc2 * g * i * (V(1) - i);
-          V df = dc2 * pl.rd(c + off, v) * f * (V(1) - f);
-          V dO = gh * tc * o * (V(1) - o);
-          V dg = dc2 * i * (V(1) - g * g);
-          if (v == pl.nv - 1) {
-            const V Z(T(0));
-            di = xsimd::select(pl.last, di, Z);
-            df = xsimd::select(pl.last, df, Z);
-            dO = xsimd::select(pl.last, dO, Z);
-            dg = xsimd::select(pl.last, dg, Z);
+        V* pb = gr.pb ? part + lay.pb + ch : nullptr;  // pb rows ch, C + ch, 2C + ch, 3C + ch
+        V sum[4];
+        for (int k = 0; k < 4; ++k) sum[k] = pb ? pb[k * C] : V(T(0));
+        pl.for_batches([&]<bool kLast>(int64_t v) {
+          const int64_t j = v * L;
+          const V i = V::load_aligned(gt + j), f = V::load_aligned(gt + gs + j);
+          const V o = V::load_aligned(gt + 2 * gs + j), g = V::load_aligned(gt + 3 * gs + j);
+          const V tc = tanh_v<T>(pl.template rd<kLast>(cnb, v));
+          const V gh = pl.template rd<kLast>(ghb, v);
+          const V dc2 = pl.template rd<kLast>(gcb, v) + gh * o * (V(1) - tc * tc);
+          if (dcb) pl.template wr<kLast>(dcb, v, dc2 * f);
+          if (!dp) return;
+          const V di = dc2 * g * i * (V(1) - i);
+          const V df = dc2 * pl.template rd<kLast>(cb, v) * f * (V(1) - f);
+          const V dO = gh * tc * o * (V(1) - o);
+          const V dg = dc2 * i * (V(1) - g * g);
+          const V d[4] = {pl.template clip<kLast>(di), pl.template clip<kLast>(df),
+                          pl.template clip<kLast>(dO), pl.template clip<kLast>(dg)};
+          for (int k = 0; k < 4; ++k) {
+            d[k].store_aligned(dp + k * gs + j);
+            sum[k] += d[k];
           }
-          di.store_aligned(dp + v * L);
-          df.store_aligned(dp + C * Sp + v * L);
-          dO.store_aligned(dp + 2 * C * Sp + v * L);
-          dg.store_aligned(dp + 3 * C * Sp + v * L);
-        }
+        });
+        if (pb)
+          for (int k = 0; k < 4; ++k) pb[k * C] = sum[k];
       }
       if (!need_p) continue;
-      if (gr.pb)
-        for (int64_t r = 0; r < C4; ++r) {
-          V s = part[lay.pb + r];
-          for (int64_t v = 0; v < pl.nv; ++v) s += V::load_aligned(dP + r * Sp + v * L);
-          part[lay.pb + r] = s;
-        }
       // (2) The depthwise stages, kept for the weight gradients.
       if (recompute) depthwise_stages(dm, pl, w, x, h, b, 0, Cz, stage[0], stage[1], stage[2], a3);
       // (3) dpw += dP a3^T (lane-wise), da3 = pw^T dP.
@@ -459,9 +497,10 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
           for (int r = 0; r < 8; ++r)
             for (int j = 0; j < NV; ++j) acc[r][j] = V(T(0));
           tile_kernel<T, 8, NV>(C4, Ap, dP + v0 * L, Sp, acc);
-          for (int64_t r = 0; r < nrow; ++r)
-            for (int j = 0; j < NV; ++j)
-              acc[r][j].store_aligned(grad_blk[0] + (8 * t + r) * Sp + (v0 + j) * L);
+          T* out = grad_blk[0] + 8 * t * Sp + v0 * L;
+          const int64_t ld = Sp, n = nrow;  // locals, not reloaded after each store
+          for (int64_t r = 0; r < n; ++r)
+            for (int j = 0; j < NV; ++j) acc[r][j].store_aligned(out + r * ld + j * L);
         });
       }
       // (4) Down the stack, stage by stage: W (input a2), H (a1), D (z); the
