@@ -216,6 +216,17 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
                              const std::vector<Tensor>& outputs, const std::vector<Tensor>& saved,
                              BackwardFn backward) {
   if (detail::g_profiling.load(std::memory_order_relaxed)) detail::profiler_note_record(op);
+  for (const Tensor& o : outputs) {  // a view op's output remembers its base (Tensor::sync_view)
+    TensorImpl& oi = o.impl();
+    if (!oi.is_view) continue;
+    for (const Tensor& in : inputs) {
+      if (!in.defined() || in.impl().storage != oi.storage) continue;
+      const auto& up = in.impl().view_base;
+      oi.view_base = up && up->storage == oi.storage ? up : in.impl_ptr();
+      oi.view_history = oi.storage->history.load();
+      break;
+    }
+  }
   if (!needs_grad(inputs)) return nullptr;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -434,20 +445,58 @@ void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {
   tmem::backward(*this, grad_output, retain_graph);
 }
 
+void Tensor::rebase_view() const {
+  TensorImpl& v = impl();
+  const uint64_t now = v.storage->history.load();
+  const Tensor base(v.view_base);
+  if (v.view_base->storage != v.storage) {  // set_data gave the base other data: v keeps the old
+    v.view_history = now;
+    return;
+  }
+  const bool needs = base.requires_grad();
+  check<ValueError>(!needs || base.is_contiguous(), "autograd: a view of shape ", shape_str(v.shape),
+                    " was taken before an in-place op gave its base a new history, and its base of shape ",
+                    shape_str(base.shape()), " is not contiguous, so the view cannot be re-based; take "
+                    "the view after the in-place op");
+  for (size_t d = 0; d < v.shape.size(); ++d)
+    check<ValueError>(!needs || v.strides[d] != 0 || v.shape[d] <= 1, "autograd: a broadcast view of shape ",
+                      shape_str(v.shape), " was taken before an in-place op gave its base a new history "
+                      "and cannot be re-based; take the view after the in-place op");
+  v.view_history = now;
+  v.grad_fn = nullptr;
+  v.output_nr = 0;
+  v.requires_grad = false;
+  if (!needs) return;
+  const bool prev = t_grad_mode;
+  t_grad_mode = true;  // a re-base is part of the view's history, also under NoGradGuard
+  const OpRange range(OpId::Slice);
+  record(OpId::Slice, {base}, {*this}, {},
+         [in = base.shape(), shape = v.shape, strides = v.strides,
+          off = v.offset - base.offset()](const Node&, const std::vector<Tensor>& g) {
+           Tensor gin = zeros(in, g[0].dtype(), g[0].device());
+           copy_data(make_view(gin, shape, strides, off), g[0]);
+           return std::vector<Tensor>{gin};
+         });
+  t_grad_mode = prev;
+}
+
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  const bool new_history = t_grad_mode && (self.requires_grad() || result.requires_grad());
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,
                       ": a leaf tensor that requires grad is used in an in-place operation; "
                       "wrap the update in NoGradGuard");
-    check<ValueError>(!(self.impl().is_view && result.requires_grad()), op,
+    check<ValueError>(!(self.impl().is_view && new_history), op,
                       ": in-place update of a view that needs grad is not supported; use the "
                       "out-of-place op");
   }
   copy_data(self, result);
-  if (t_grad_mode && result.requires_grad()) {
-    self.impl().grad_fn = result.impl().grad_fn;
-    self.impl().output_nr = result.impl().output_nr;
-    self.impl().requires_grad = true;
+  if (new_history) {
+    TensorImpl& s = self.impl();
+    s.grad_fn = result.impl().grad_fn;
+    s.output_nr = result.impl().output_nr;
+    s.requires_grad = result.requires_grad();
+    s.storage->history.fetch_add(1);
   }
 }
 

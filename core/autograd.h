@@ -104,6 +104,9 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// non-leaf with this node as grad_fn. Outputs must be freshly made tensors.
 /// An op written outside tmem records itself as OpId::Custom
 /// (examples/custom_op.cpp).
+/// An output that is a view of an input (same storage) remembers that input
+/// as its base, recorded or not, so that an in-place op on the base later
+/// re-bases it (Tensor::sync_view).
 /// Returns the node (null when nothing was recorded). In anomaly mode the
 /// outputs are checked for NaN.
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
@@ -121,9 +124,12 @@ void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op);
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
 
 /// Finishes an in-place op on `self`: copies `result` into self's storage,
-/// bumps the version, and makes result's node self's history. Throws
-/// ValueError for a leaf that requires grad (in grad mode) or a view whose
-/// result needs grad.
+/// bumps the version, and (in grad mode, when self or result needs grad)
+/// makes result's history self's: none when result needs no grad (fill_,
+/// copy_ of a constant), so no gradient flows through overwritten values.
+/// Views taken of self before then re-base on their next use
+/// (Tensor::sync_view). Throws ValueError for a leaf that requires grad (in
+/// grad mode) or a view when self or result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 /// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf

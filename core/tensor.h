@@ -31,6 +31,9 @@ struct Storage {
   const DeviceBackend* backend = nullptr;  // the one that allocated data; null on the CPU
   bool owned = true;                       // false: borrowed host memory (from_blob), never freed here
   std::atomic<uint64_t> version{0};
+  /// Bumped when an in-place op gives the tensor on this storage a new
+  /// autograd history (commit_inplace); views made before then re-base.
+  std::atomic<uint64_t> history{0};
 
   /// nbytes on `device`. Throws DeviceError naming `op` when the device is
   /// not available (no backend in this build, no such device).
@@ -54,6 +57,12 @@ struct TensorImpl {
   std::shared_ptr<TensorImpl> grad;  // leaf gradient, accumulated by accumulate_grad
   std::shared_ptr<Node> grad_fn;     // the node that made this tensor (null for leaves)
   int output_nr = 0;                 // which output of grad_fn this is
+  /// For the output of a view op (set by record): the tensor it was taken
+  /// from (the first of a chain of views) and Storage::history then. When an
+  /// in-place op has since given the base a new history, the view's own is
+  /// stale and is rebuilt from the base's on its next use (Tensor::sync_view).
+  std::shared_ptr<TensorImpl> view_base;
+  uint64_t view_history = 0;
 
   TensorImpl();
   ~TensorImpl();
@@ -80,7 +89,10 @@ class Tensor {
   DType dtype() const { return impl().dtype; }
   Device device() const { return impl().storage->device; }
   bool is_contiguous() const;
-  bool is_leaf() const { return impl().grad_fn == nullptr; }
+  bool is_leaf() const {
+    sync_view();
+    return impl().grad_fn == nullptr;
+  }
 
   /// Typed pointer to element [0,...,0] (CPU or device memory). Throws
   /// DtypeError when T does not match the dtype.
@@ -120,7 +132,21 @@ class Tensor {
   void set_data(const Tensor& src) const;
 
   // ---- autograd ----
-  bool requires_grad() const { return impl().requires_grad; }
+  bool requires_grad() const {
+    sync_view();
+    return impl().requires_grad;
+  }
+  /// Re-bases a view whose base an in-place op has given a new autograd
+  /// history since the view was taken (PyTorch does the same): the view's
+  /// history becomes a strided window of the base's current one, so its
+  /// gradient goes through that op. Called by requires_grad() and is_leaf(),
+  /// so every op input and backward root is current. Throws ValueError for a
+  /// view with a broadcast (stride-0) dim or of a non-contiguous base.
+  void sync_view() const {
+    const TensorImpl& i = impl();
+    if (i.view_base && i.view_history != i.storage->history.load(std::memory_order_relaxed))
+      rebase_view();
+  }
   /// Marks a leaf as needing a gradient (PyTorch requires_grad_). Throws
   /// ValueError on a non-leaf or an int64 tensor.
   Tensor& requires_grad_(bool on = true);
@@ -144,6 +170,7 @@ class Tensor {
   std::string str() const;  // "Tensor[2,3] float32 cpu"
 
  private:
+  void rebase_view() const;  // core/autograd.cpp
   std::shared_ptr<TensorImpl> impl_;
 };
 

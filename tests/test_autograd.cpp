@@ -99,6 +99,107 @@ TEST_CASE("in-place op on a non-leaf is differentiated through") {
   check_close(x.grad(), {6, 6});
 }
 
+TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
+  // PyTorch 1.13: y = 2x; y.fill_(3); sum(y * x) gives x.grad [3, 3].
+  Tensor x = tensor({1, 2}, {2});
+  x.requires_grad_();
+  Tensor y = x * 2.0;
+  fill_(y, 3.0);
+  sum(y * x).backward();
+  check_close(x.grad(), {3, 3});
+
+  Tensor x2 = tensor({1, 2}, {2});
+  x2.requires_grad_();
+  Tensor y2 = x2 * 2.0;
+  copy_(y2, tensor({5, 7}, {2}));
+  sum(y2 * x2).backward();
+  check_close(x2.grad(), {5, 7});
+}
+
+TEST_CASE("a view of a tensor that needs grad cannot be overwritten by a constant") {
+  Tensor x = tensor({1, 2, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 2.0;
+  Tensor part = split(y, 2, 0)[0];
+  CHECK_THROWS_WITH_AS(fill_(part, 0.0),
+                       "fill_: in-place update of a view that needs grad is not supported; use the out-of-place op",
+                       ValueError);
+  CHECK_THROWS_AS(zero_(part), ValueError);
+}
+
+TEST_CASE("views taken before an in-place op on their base are re-based onto its new history") {
+  // Expected values from PyTorch 1.13 (slices; PyTorch refuses split's views
+  // here, whose re-based gradient is the same as a slice's).
+  Tensor x = tensor({1, 2, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor part = split(y, 2, 0)[0];
+  Tensor row = slice(y, 0, 2, 4);
+  mul_(y, 3.0);
+  check_close(part, {3, 6});
+  (sum(part) + sum(row * 2.0)).backward();
+  check_close(x.grad(), {3, 3, 6, 6});
+
+  // A chain of views (view then transpose) re-bases onto the first base.
+  Tensor x6 = tensor({1, 2, 3, 4, 5, 6}, {6});
+  x6.requires_grad_();
+  Tensor y6 = x6 * 1.0;
+  Tensor v = transpose(view(y6, {2, 3}), 0, 1);
+  add_(y6, x6 * x6);
+  sum(v * reshape(arange(6.0), {3, 2})).backward();
+  check_close(x6.grad(), {0, 10, 28, 9, 33, 65});
+
+  // An in-place op under NoGradGuard gives no new history: the view keeps its own.
+  Tensor x4 = tensor({1, 2, 3, 4}, {4});
+  x4.requires_grad_();
+  Tensor y4 = x4 * 1.0;
+  Tensor tail = slice(y4, 0, 2, 4);
+  {
+    NoGradGuard ng;
+    mul_(y4, 5.0);
+  }
+  sum(tail * 1.0).backward();
+  check_close(x4.grad(), {0, 0, 1, 1});
+}
+
+TEST_CASE("a view of a constant that an in-place op made depend on w carries w's gradient") {
+  // PyTorch 1.13: c = zeros(2); cv = c[1]; c.add_(w); (cv * 2).backward() gives w.grad [0, 2].
+  Tensor w = tensor({1, 1}, {2});
+  w.requires_grad_();
+  Tensor c = zeros({2});
+  Tensor cv = unbind(c, 0)[1];
+  CHECK(!cv.requires_grad());
+  add_(c, w);
+  CHECK(cv.requires_grad());
+  CHECK(!cv.is_leaf());
+  (cv * 2.0).backward();
+  check_close(w.grad(), {0, 2});
+
+  // Overwritten by a constant, the view becomes a constant too.
+  Tensor x = tensor({1, 2, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor tail = slice(y, 0, 2, 4);
+  fill_(y, 7.0);
+  CHECK(!tail.requires_grad());
+  check_close(tail, {7, 7});
+
+  // A detached alias is a constant by definition.
+  Tensor d = y.detach();
+  Tensor dv = slice(d, 0, 0, 2);
+  mul_(y, sum(w));
+  CHECK(!dv.requires_grad());
+}
+
+TEST_CASE("a broadcast view taken before an in-place op on its base is refused, not re-based wrongly") {
+  Tensor x = tensor({1, 2}, {2, 1});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor e = expand(y, {2, 3});
+  mul_(y, 2.0);
+  CHECK_THROWS_WITH_AS(sum(e), doctest::Contains("broadcast view of shape [2,3]"), ValueError);
+}
+
 TEST_CASE("detach and NoGradGuard stop recording") {
   Tensor x = ones({2});
   x.requires_grad_();
