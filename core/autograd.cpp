@@ -8,6 +8,7 @@
 #include <unordered_set>
 
 #include "tmem/core/device_backend.h"
+#include "tmem/core/grad_buffer.h"
 #include "tmem/core/grad_hooks.h"
 #include "tmem/core/profiler.h"
 #include "tmem/core/strided.h"
@@ -20,6 +21,16 @@ std::atomic<uint64_t> g_next_seq{0};
 thread_local bool t_grad_mode = true;
 thread_local bool t_anomaly = false;
 thread_local std::vector<std::shared_ptr<Node>>* t_free_list = nullptr;
+
+// The node whose backward function the engine is running on this thread,
+// the engine's pending gradients, and the pending gradients input_grad_buffer
+// lent to that backward (input, tensor): the engine does not sum those again.
+struct RunningBackward {
+  const Node* node = nullptr;
+  std::unordered_map<Node*, std::vector<Tensor>>* pending = nullptr;
+  std::vector<std::pair<size_t, const TensorImpl*>> lent;
+};
+thread_local RunningBackward* t_running = nullptr;
 
 // The post-accumulate-grad hooks (core/grad_hooks.h), by leaf. The weak
 // pointer tells a live leaf from a dead one whose address was reused.
@@ -329,6 +340,22 @@ void sum_into(Tensor& acc, Tensor g) {
 
 }  // namespace
 
+GradBuffer input_grad_buffer(const Node& n, size_t i) {
+  check<ValueError>(i < n.input_shapes.size(), "input_grad_buffer: ", n.name(), " has ",
+                    n.input_shapes.size(), " inputs, not an input ", i);
+  const auto fresh = [&] { return GradBuffer{empty(n.input_shapes[i], n.input_dtypes[i], n.input_devices[i]), false}; };
+  if (!t_running || t_running->node != &n || i >= n.next.size() || !n.next[i].fn) return fresh();
+  const Edge& e = n.next[i];
+  for (size_t j = 0; j < n.next.size(); ++j)  // op(x, x): the other input's gradient is summed as usual
+    if (j != i && n.next[j].fn == e.fn && n.next[j].output_nr == e.output_nr) return fresh();
+  auto it = t_running->pending->find(e.fn.get());
+  if (it == t_running->pending->end() || !it->second[e.output_nr].defined()) return fresh();
+  Tensor& acc = it->second[e.output_nr];
+  if (!sole_owner(acc)) return fresh();
+  t_running->lent.emplace_back(i, &acc.impl());
+  return GradBuffer{acc, true};
+}
+
 void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
   // The engine's own work (the seed, ordering nodes, summing and routing
   // gradients) is this region's self time; each backward function is a
@@ -405,8 +432,14 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                                      ", now version ", s.data.version(),
                                      "); use an out-of-place op or clone it first"));
     std::vector<Tensor> in_grads;
+    RunningBackward run{node.get(), &pending, {}};
     {
       const OpRange range(node->op, ProfilePhase::Backward);
+      struct Running {  // restores the outer state, also when the backward throws
+        RunningBackward* prev = t_running;
+        ~Running() { t_running = prev; }
+      } running;
+      t_running = &run;
       in_grads = node->backward(*node, grads);
     }
     check<ValueError>(in_grads.size() == node->next.size(), "backward: ", node->name(),
@@ -428,6 +461,10 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       auto& slot = pending[e.fn.get()];
       slot.resize(e.fn->output_shapes.size());
       Tensor& acc = slot[e.output_nr];
+      const std::pair<size_t, const TensorImpl*> mine(i, &in_grads[i].impl());
+      if (acc.defined() && &acc.impl() == mine.second &&
+          std::find(run.lent.begin(), run.lent.end(), mine) != run.lent.end())
+        continue;  // the backward added its gradient into the pending one (input_grad_buffer)
       if (acc.defined()) sum_into(acc, std::move(in_grads[i]));
       else acc = std::move(in_grads[i]);
     }

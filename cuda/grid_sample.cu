@@ -85,8 +85,8 @@ void grid_sample_forward(int device, const GridSampleArgs& a, const float* input
 void grid_sample_backward(int device, const GridSampleArgs& a, const float* input, const float* grid,
                           const float* gout, float* ginput, float* ggrid) {
   DeviceGuard guard(device);
-  // The scatter adds into ginput, which is written in full: zero it first.
-  if (ginput)
+  // The scatter adds into ginput; unless it holds a gradient to add to, zero it first.
+  if (ginput && !a.accumulate)
     TMEM_CUDA_CHECK(cudaMemsetAsync(ginput, 0, a.N * a.C * a.size[0] * a.size[1] * a.size[2] * sizeof(float)));
   if (a.N * a.P == 0) return;
   if (a.K == 2)

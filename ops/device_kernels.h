@@ -69,6 +69,7 @@ struct GridSampleArgs {
   bool nearest = false;  // nearest neighbour, else bilinear (trilinear for K = 3)
   int padding = 0;       // GridSamplePadding's order: 0 zeros, 1 border, 2 reflection
   bool align_corners = false;
+  bool accumulate = false;  // backward: ginput holds a gradient to add to, else it is written in full
 };
 
 /// The sizes of one gaussian_splat call (ops/gaussian_splat.h): content

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "tmem/core/autograd.h"
+#include "tmem/core/grad_buffer.h"
 #include "tmem/core/profiler.h"
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
@@ -101,7 +102,11 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, GridSampleMode mode,
            const bool need_in = n.needs_input_grad(0), need_grid = n.needs_input_grad(1);
            const Device dev = g[0].device();
            const DType dt = g[0].dtype();
-           Tensor gin = need_in ? empty(in_shape, dt, dev) : Tensor();
+           // The sparse scatter goes straight into the input's pending gradient when there is one.
+           const GradBuffer buffer = need_in ? input_grad_buffer(n, 0) : GradBuffer{};
+           GridSampleArgs a = args;
+           a.accumulate = buffer.accumulate;
+           const Tensor& gin = buffer.grad;
            Tensor ggrid = need_grid ? zeros(grid_shape, dt, dev) : Tensor();
            const bool grid_kernel = need_grid && !args.nearest;
            if (!need_in && !grid_kernel) return Grads{gin, ggrid};
@@ -111,7 +116,7 @@ Tensor grid_sample(const Tensor& input, const Tensor& grid, GridSampleMode mode,
            Tensor go = contiguous_data(g[0]);
            Tensor x = grid_kernel ? contiguous_data(n.saved_tensor(1)) : Tensor();
            dispatch_kernels(OpId::GridSample, g[0], [&]<class T>(const KernelTable<T>& k) {
-             k.grid_sample_backward(dev.index, args, grid_kernel ? x.data<T>() : nullptr,
+             k.grid_sample_backward(dev.index, a, grid_kernel ? x.data<T>() : nullptr,
                                     gr.data<T>(), go.data<T>(), need_in ? gin.data<T>() : nullptr,
                                     grid_kernel ? ggrid.data<T>() : nullptr);
            });

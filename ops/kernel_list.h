@@ -153,8 +153,9 @@
   X(grid_sample_forward, void,                                                                 \
     (int device, const GridSampleArgs& a, const T* input, const T* grid, T* out))              \
   /* The gradients from gout [N, C, P]: ginput [N, C, size...] = the scatter of each output's \
-     sampling weights times gout (written in full); ggrid [N, P, K] = d out / d grid summed   \
-     over channels (bilinear only: it reads input, which may be null otherwise). */            \
+     sampling weights times gout (added to ginput with a.accumulate, else written in full);   \
+     ggrid [N, P, K] = d out / d grid summed over channels (bilinear only: it reads input,     \
+     which may be null otherwise). */                                                          \
   X(grid_sample_backward, void,                                                                \
     (int device, const GridSampleArgs& a, const T* input, const T* grid, const T* gout,        \
      T* ginput, T* ggrid))

@@ -50,7 +50,7 @@ void host::grid_sample_forward(int, const GridSampleArgs& a, const float* input,
 void host::grid_sample_backward(int, const GridSampleArgs& a, const float* input, const float* grid,
                                 const float* gout, float* ginput, float* ggrid) {
   if (ginput) {
-    std::fill(ginput, ginput + a.N * a.C * a.size[0] * a.size[1] * a.size[2], 0.0f);
+    if (!a.accumulate) std::fill(ginput, ginput + a.N * a.C * a.size[0] * a.size[1] * a.size[2], 0.0f);
     for (int64_t i = 0; i < a.N * a.C * a.P; ++i) {
       if (a.K == 2)
         cuda::grid_sample_backward_input_one<2>(a, grid, gout, ginput, i, PlusAdd{});
@@ -241,6 +241,13 @@ TEST_CASE("device kernels: grid_sample at the Tensor Memory read, on views, empt
                      },
                      V{input({3, 2, 5, 6}, -1, 1, 9), input({2, 4, 5, 2}, -1.5, 1.5, 10)}, 1e-4);
   test::check_parity("an empty batch", read, V{input({0, 4, 3, 3, 3}), input({0, 2, 1, 1, 3})});
+  // s * s, made later, leaves s's gradient pending: the scatter adds into it.
+  test::check_parity("the input's gradient pending",
+                     [read](const V& v) {
+                       Tensor s = v[0] * 1.5;
+                       return sum(read(V{s, v[1]})) + sum(s * s);
+                     },
+                     V{input({4, 3, 2, 3, 2}, -1, 1, 12), input({4, 5, 1, 1, 3}, -1.2, 1.2, 13)}, 1e-4);
   const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
   for (P pad : {P::Zeros, P::Border, P::Reflection})
     for (bool align : {false, true}) {

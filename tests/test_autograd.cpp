@@ -1,7 +1,9 @@
 // Autograd engine cases from the foundation issue.
 #include "test_util.h"
 
+#include "tmem/core/grad_buffer.h"
 #include "tmem/core/grad_hooks.h"
+#include "tmem/core/profiler.h"
 
 using namespace tmem;
 using tmem::test::check_close;
@@ -198,6 +200,65 @@ TEST_CASE("a broadcast view taken before an in-place op on its base is refused, 
   Tensor e = expand(y, {2, 3});
   mul_(y, 2.0);
   CHECK_THROWS_WITH_AS(sum(e), doctest::Contains("broadcast view of shape [2,3]"), ValueError);
+}
+
+namespace {
+
+// out = in, recorded as a custom op whose backward writes its gradient into
+// input_grad_buffer and notes whether that buffer held a pending gradient.
+Tensor identity_into_buffer(const Tensor& in, std::vector<bool>& accumulated) {
+  const OpRange range(OpId::Custom);
+  Tensor out = empty(in.shape());
+  copy_data(out, in);
+  record(OpId::Custom, {in}, {out}, {}, [&accumulated](const Node& n, const std::vector<Tensor>& g) {
+    GradBuffer b = input_grad_buffer(n, 0);
+    accumulated.push_back(b.accumulate);
+    Tensor go = contiguous(g[0]);
+    float* dst = b.grad.data<float>();
+    const float* src = go.data<float>();
+    for (int64_t i = 0; i < go.numel(); ++i) dst[i] = b.accumulate ? dst[i] + src[i] : src[i];
+    return std::vector<Tensor>{b.grad};
+  });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("input_grad_buffer: a backward adds into the gradient the engine holds for its input") {
+  // s feeds the custom op and, later, s * 3: backward runs the mul first, so
+  // the custom op finds s's gradient pending and adds to it (counted once).
+  Tensor x = tensor({1, 2, 3}, {3});
+  x.requires_grad_();
+  Tensor s = x * 1.0;
+  std::vector<bool> accumulated;
+  Tensor y = identity_into_buffer(s, accumulated);
+  Tensor z = s * 3.0;
+  (sum(y * tensor({1, 10, 100}, {3})) + sum(z)).backward();
+  REQUIRE(accumulated.size() == 1);
+  CHECK(accumulated[0]);
+  check_close(x.grad(), {4, 13, 103});
+
+  // Made last, the custom op runs first: nothing is pending, it writes in full.
+  Tensor x2 = tensor({1, 2, 3}, {3});
+  x2.requires_grad_();
+  Tensor s2 = x2 * 1.0;
+  Tensor z2 = s2 * 3.0;
+  std::vector<bool> accumulated2;
+  Tensor y2 = identity_into_buffer(s2, accumulated2);
+  (sum(y2 * tensor({1, 10, 100}, {3})) + sum(z2)).backward();
+  REQUIRE(accumulated2.size() == 1);
+  CHECK(!accumulated2[0]);
+  check_close(x2.grad(), {4, 13, 103});
+
+  // A leaf input never gets the engine's buffer.
+  Tensor x3 = tensor({1, 2}, {2});
+  x3.requires_grad_();
+  std::vector<bool> accumulated3;
+  Tensor y3 = identity_into_buffer(x3, accumulated3);
+  (sum(y3) + sum(x3 * 2.0)).backward();
+  REQUIRE(accumulated3.size() == 1);
+  CHECK(!accumulated3[0]);
+  check_close(x3.grad(), {3, 3});
 }
 
 TEST_CASE("detach and NoGradGuard stop recording") {

@@ -251,6 +251,23 @@ TEST_CASE("grid_sample: float64 gradchecks with points near borders and kinks") 
     }
 }
 
+TEST_CASE("grid_sample: the input gradient adds into a gradient already pending for the input") {
+  // s also feeds s * s, made later, whose backward runs first: grid_sample's
+  // backward then scatters into s's pending gradient instead of a zeroed one.
+  using V = std::vector<Tensor>;
+  for (Mode mode : {Mode::Bilinear, Mode::Nearest}) {
+    INFO(grid_sample_mode_name(mode));
+    Tensor g = grid_near_borders({2, 3, 2, 2, 3}, {2, 4, 3}, true).detach();
+    tmem::test::require_gradcheck(
+        [g, mode](const V& v) {
+          Tensor s = v[0] * 1.5;
+          Tensor read = grid_sample(s, g, mode, Pad::Border, true);
+          return sum(read * read) + sum(s * s);
+        },
+        V{gc_input({2, 2, 3, 4, 2}, -1, 1, 35)});
+  }
+}
+
 TEST_CASE("grid_sample: nearest rounds ties half to even on 4-D and 5-D inputs") {
   // Source indices -0.5, 0.5, 1.5, 2.5, 3.5 (align_corners = false, W = 4)
   // round to 0, 0, 2, 2, 4 (outside). torch 1.13's 3-D CPU kernel rounds half

@@ -305,11 +305,12 @@ void backward_point(const Geometry<K>& geo, const Options& o, int64_t n, int64_t
     backward_taps<T, K, 0>(t, C, P, plane, go, x, gin_n, gg, bilinear);
 }
 
-// gin ([N,C,plane], written in full: zeroed here, sample by sample on the
-// thread that scatters into it) and ggrid ([N,P,K]) may each be null.
+// gin ([N,C,plane]: added to with `accumulate`, else written in full, zeroed
+// here sample by sample on the thread that scatters into it) and ggrid
+// ([N,P,K]) may each be null.
 template <class T, int K>
 void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, const T* grid,
-                     const T* gout, T* gin, T* ggrid) {
+                     const T* gout, T* gin, T* ggrid, bool accumulate) {
   const int64_t N = geo.N, P = geo.P;
   const int64_t S = geo.C * geo.plane;  // input elements per sample
   if (!gin) {
@@ -329,7 +330,7 @@ void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, cons
     // Each sample's input gradient is owned by one thread.
 #pragma omp parallel for schedule(static) if (big && N > 1)
     for (int64_t n = 0; n < N; ++n) {
-      std::fill(gin + n * S, gin + (n + 1) * S, T(0));
+      if (!accumulate) std::fill(gin + n * S, gin + (n + 1) * S, T(0));
       for (int64_t p = 0; p < P; ++p)
         backward_point<T, K>(geo, o, n, p, in, grid, gout, gin + n * S, ggrid);
     }
@@ -338,7 +339,7 @@ void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, cons
   // Fewer samples than threads: the points of a sample are split across
   // threads; thread 0 scatters into the gradient itself, the others into
   // private accumulators summed into it after the loop.
-  std::fill(gin, gin + N * S, T(0));
+  if (!accumulate) std::fill(gin, gin + N * S, T(0));
   std::vector<T> priv(static_cast<size_t>((nt - 1) * S));
   for (int64_t n = 0; n < N; ++n) {
     T* dst = gin + n * S;
@@ -401,9 +402,9 @@ template <class Scalar>
 void Kernels<Scalar>::grid_sample_backward(int, const GridSampleArgs& a, const T* input,
                                            const T* grid, const T* gout, T* ginput, T* ggrid) {
   if (a.K == 2)
-    backward_kernel<T, 2>(geometry_of<2>(a), options_of(a), input, grid, gout, ginput, ggrid);
+    backward_kernel<T, 2>(geometry_of<2>(a), options_of(a), input, grid, gout, ginput, ggrid, a.accumulate);
   else
-    backward_kernel<T, 3>(geometry_of<3>(a), options_of(a), input, grid, gout, ginput, ggrid);
+    backward_kernel<T, 3>(geometry_of<3>(a), options_of(a), input, grid, gout, ginput, ggrid, a.accumulate);
 }
 
 TMEM_GRID_SAMPLE_KERNELS(TMEM_CPU_INSTANTIATE)
