@@ -87,7 +87,7 @@ LMTrainResult train_lm(const LMTrainConfig& cfg, const std::vector<int64_t>& tra
   };
   if (progress)
     hooks.progress = [&](const LoopProgress& p) {
-      progress({"train", p.step, p.steps, p.loss, p.lr, p.steps_per_second * tokens_per_step, p.seconds});
+      progress({"train", p.step, p.steps, p.loss, p.lr, p.steps_per_second * tokens_per_step, p.seconds, p.start});
     };
   const LoopResult run = train_loop(model, loop, hooks);
 

@@ -45,6 +45,7 @@ struct LMTrainProgress {
   std::string phase;
   int64_t step, steps;
   double loss, lr, tokens_per_second, seconds;
+  int64_t start = 0;  // the step this invocation began at (a resumed run's first; 0 in evaluation)
 };
 
 struct LMTrainResult {

@@ -302,7 +302,7 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
     if (hooks.progress && writer) {
       const double secs = seconds_since_start();
       hooks.progress({step + 1, cfg.steps, loss_v, recent.mean(), lr, secs,
-                      static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9)});
+                      static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9), res.start_step});
     }
   }
   res.seconds = seconds_before + seconds_since_start();

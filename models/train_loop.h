@@ -81,6 +81,7 @@ struct LoopProgress {
   double loss, metric, lr;       // this step's loss and rate; the recent metric
   double seconds;                // this invocation's training time so far
   double steps_per_second;       // of this invocation
+  int64_t start = 0;             // the step this invocation began at (a resumed run's first)
 };
 
 /// The trainer's side of the loop. `step` is required; the generators are
@@ -128,7 +129,7 @@ struct LoopResult {
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks);
 
 /// train_loop for a trainer whose progress reports are {"train", step,
-/// steps, loss, metric, lr, samples per second, seconds} (ViTTrainProgress,
+/// steps, loss, metric, lr, samples per second, seconds, start} (ViTTrainProgress,
 /// VideoTrainProgress), with `samples` training samples per step: reports
 /// every step when `progress` is set, then copies the run into res's
 /// training fields (parameters, losses, metrics, seconds, skipped_steps).
@@ -139,7 +140,7 @@ double train_and_report(nn::Module& model, const LoopConfig& cfg, LoopHooks hook
   const auto per_step = static_cast<double>(samples);
   if (progress)
     hooks.progress = [&](const LoopProgress& p) {
-      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * per_step, p.seconds});
+      progress({"train", p.step, p.steps, p.loss, p.metric, p.lr, p.steps_per_second * per_step, p.seconds, p.start});
     };
   const LoopResult run = train_loop(model, cfg, hooks);
   res.parameters = model.num_parameters();

@@ -225,7 +225,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
     return json{{"memory", memory_internals(*model.backbone, probe)}};
   };
   if (progress)
-    hooks.progress = [&](const LoopProgress& p) { progress({p.step, p.steps, p.loss, p.metric, p.steps_per_second}); };
+    hooks.progress = [&](const LoopProgress& p) { progress({p.step, p.steps, p.loss, p.metric, p.steps_per_second, p.seconds, p.start}); };
   const LoopResult run = train_loop(model, loop, hooks);
 
   TrainResult res;

@@ -51,6 +51,8 @@ void apply_config_json(TrainConfig& c, const nlohmann::json& j);
 struct TrainProgress {
   int64_t step, steps;
   double loss, accuracy, steps_per_second;
+  double seconds;     // this invocation's training time so far
+  int64_t start = 0;  // the step this invocation began at (a resumed run's first)
 };
 
 struct TrainResult {

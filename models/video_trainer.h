@@ -82,6 +82,7 @@ struct VideoTrainProgress {
   std::string phase;
   int64_t step, steps;
   double loss, metric, lr, clips_per_second, seconds;
+  int64_t start = 0;  // the step this invocation began at (a resumed run's first; 0 in the test phase)
 };
 
 struct VideoTrainResult {

@@ -63,6 +63,7 @@ struct ViTTrainProgress {
   std::string phase;
   int64_t step, steps;
   double loss, metric, lr, images_per_second, seconds;
+  int64_t start = 0;  // the step this invocation began at (a resumed run's first; 0 in the test phase)
 };
 
 /// PSNR and SSIM of the composite images at one mask ratio: psnr() over every

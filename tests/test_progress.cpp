@@ -6,6 +6,7 @@
 #include "tmem/tools/progress.h"
 
 using tmem::tools::RunEta;
+using tmem::tools::progress_eta;
 
 TEST_CASE("RunEta: later parts at the time per step of their kind's finished parts, else the current part's") {
   RunEta eta({{"base", 100}, {"base", 100}, {"tensor", 100}, {"base", 40}});
@@ -29,4 +30,14 @@ TEST_CASE("RunEta: a kind's time per step is its finished parts' seconds over th
   eta.finish(10, 2.5);
   eta.finish(30, 12.5);  // a resumed part counts every step it trained: a is now 15 s / 40 steps
   CHECK(eta.seconds_left(2, 1) == 2 * 1 + 10 * (15.0 / 40));
+}
+
+TEST_CASE("progress_eta: the time per step of this invocation's steps, also after a resume") {
+  // 100 of 400 steps in 50 s from step 0: 0.5 s per step, 300 left.
+  CHECK(progress_eta(100, 400, 50, 0, nullptr) == 150);
+  // Resumed at step 300: 20 s for its 40 steps, 60 left at 0.5 s each (not 20 s / 340 steps).
+  CHECK(progress_eta(340, 400, 20, 300, nullptr) == 30);
+  CHECK(progress_eta(300, 400, 0, 300, nullptr) == 0);  // no step of this invocation yet
+  RunEta eta({{"a", 400}, {"b", 100}});
+  CHECK(progress_eta(340, 400, 20, 300, &eta) == 60 * 0.5 + 100 * 0.5);
 }

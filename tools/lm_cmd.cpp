@@ -40,7 +40,7 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
                                                  p.tokens_per_second)
                                    : fmt::format("ppl {:.2f}  {:.0f} tok/s", std::exp(p.loss), p.tokens_per_second);
   print_progress_line(fmt::format("{:<6}", method) + (train ? "" : " " + p.phase), train ? "step" : "segment",
-                      p.step, p.steps, fields, p.seconds, tty, train ? 50 : 5, train ? &eta : nullptr);
+                      p.step, p.steps, fields, p.seconds, tty, train ? 50 : 5, train ? &eta : nullptr, p.start);
 }
 
 int run(BrownArgs& a) {

@@ -47,13 +47,18 @@ std::vector<double> moving_average(const std::vector<double>& v, size_t w) {
   return out;
 }
 
+double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, const RunEta* run) {
+  const double per_step = done > start ? seconds / static_cast<double>(done - start) : 0;
+  return run ? run->seconds_left(total - done, per_step) : per_step * static_cast<double>(total - done);
+}
+
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
-                         const std::string& fields, double seconds, bool tty, int64_t lines, const RunEta* run) {
+                         const std::string& fields, double seconds, bool tty, int64_t lines, const RunEta* run,
+                         int64_t start) {
   const bool last = done == total;
   const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
   if (!tty && !last && done % every != 0) return;
-  const double per_step = done > 0 ? seconds / static_cast<double>(done) : 0;
-  const double eta = run ? run->seconds_left(total - done, per_step) : per_step * static_cast<double>(total - done);
+  const double eta = progress_eta(done, total, seconds, start, run);
   fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
              unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);

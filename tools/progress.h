@@ -28,16 +28,21 @@ std::vector<double> moving_average(const std::vector<double>& v, size_t window);
 
 class RunEta;
 
+/// The seconds left after `done` of `total` steps, `seconds` having been
+/// spent on the steps from `start` (where this invocation began: a resumed
+/// run's first step) to `done`: the steps left at that time per step, or with
+/// `run` (the run's parts, this one current) RunEta::seconds_left at it.
+/// 0 while no step of this invocation is done.
+double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, const RunEta* run);
+
 /// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
-/// <fields>  ETA <time>", the ETA extrapolated from `seconds` spent on
-/// `done` of `total`; with `run` (the run's parts, this one current), the
-/// rest of the run's at that time per step (RunEta::seconds_left). On a
-/// terminal (tty) the line is rewritten in place ('\r', a newline only when
-/// done == total); otherwise it is printed as its own line only every
-/// total / lines-th step and at the end.
+/// <fields>  ETA <time>", the ETA progress_eta(done, total, seconds, start,
+/// run). On a terminal (tty) the line is rewritten in place
+/// ('\r', a newline only when done == total); otherwise it is printed as its
+/// own line only every total / lines-th step and at the end.
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
                          const std::string& fields, double seconds, bool tty, int64_t lines,
-                         const RunEta* run = nullptr);
+                         const RunEta* run = nullptr, int64_t start = 0);
 
 /// The time left of a run that trains its parts one after the other (the
 /// cells of `tmem train`, its methods on Fashion-MNIST and Moving

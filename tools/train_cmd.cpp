@@ -42,16 +42,6 @@ struct TrainArgs {
   DebugArgs debug;
 };
 
-// The progress line of a cell; `eta` the seconds left in the whole run.
-void print_progress(const std::string& label, const models::TrainProgress& p, double eta, bool tty) {
-  const std::string bar = progress_bar(p.step, p.steps, 24);
-  bool milestone = p.step == p.steps || p.step % std::max<int64_t>(p.steps / 10, 1) == 0;
-  if (!tty && !milestone) return;
-  fmt::print("{}{} [{}] step {}/{}  loss {:.4f}  acc {:>5.1f}%  {:.1f} steps/s  ETA {}{}", tty ? "\r" : "",
-             label, bar, p.step, p.steps,
-             p.loss, 100 * p.accuracy, p.steps_per_second, fmt_time(eta), tty && p.step != p.steps ? "" : "\n");
-  std::fflush(stdout);
-}
 
 std::string noise_str(double s) { return fmt::format("{:g}", s); }
 
@@ -141,9 +131,10 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   }
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
-    const double per_step = p.steps_per_second > 0 ? 1 / p.steps_per_second : 0;
-    print_progress(label, p, eta ? eta->seconds_left(p.steps - p.step, per_step) : (p.steps - p.step) * per_step,
-                   tty);
+    print_progress_line(label, "step", p.step, p.steps,
+                        fmt::format("loss {:.4f}  acc {:>5.1f}%  {:.1f} steps/s", p.loss, 100 * p.accuracy,
+                                    p.steps_per_second),
+                        p.seconds, tty, 10, eta, p.start);
   });
   if (eta) eta->finish(static_cast<int64_t>(r.losses.size()), r.seconds);
   fmt::print("{}: eval accuracy {:.1f}%", label, 100 * r.eval_accuracy);

@@ -63,7 +63,7 @@ void print_progress(const std::string& label, const models::VideoTrainProgress& 
                           p.clips_per_second)
             : fmt::format("acc {:>5.1f}%  {:.1f} clips/s", 100 * p.metric, p.clips_per_second);
   print_progress_line(train ? label : label + " test", train ? "step" : "batch", p.step, p.steps, fields, p.seconds,
-                      tty, train ? 50 : 4, train ? &eta : nullptr);
+                      tty, train ? 50 : 4, train ? &eta : nullptr, p.start);
 }
 
 // "51.30%" (the set accuracy, or the occluded item's) for a finished cell, "-" for one not run.

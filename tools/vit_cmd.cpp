@@ -77,7 +77,7 @@ void print_progress(const std::string& method, const std::string& task, const mo
       train ? fmt::format("loss {:.4f}  {}  lr {:.2e}  {:.0f} img/s", p.loss, metric, p.lr, p.images_per_second)
             : fmt::format("{}  {:.0f} img/s", metric, p.images_per_second);
   print_progress_line(label, train ? "step" : "batch", p.step, p.steps, fields, p.seconds, tty, train ? 50 : 4,
-                      train ? &eta : nullptr);
+                      train ? &eta : nullptr, p.start);
 }
 
 void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>& results, int64_t steps) {
