@@ -3,9 +3,9 @@
 # test suite built with AddressSanitizer and UBSan (any report fails the
 # test), plus the libFuzzer targets of tests/fuzz run for a fixed number of
 # inputs from their seed corpus. A smaller build than the main one: clang
-# (libFuzzer needs it), CUDA off, -O1, no Python module or benchmarks, and
-# tmem::dist without MPI (Open MPI's own allocations at MPI_Init would be
-# reported as leaks; the main suite runs the MPI tests).
+# (libFuzzer needs it), CUDA off, -O1, no Python module or benchmarks. The
+# MPI tests run each rank through tests/sanitized_rank.sh, which suppresses
+# the leaks of Open MPI's own allocations (tools/lsan_mpi.supp).
 # Usage: bash tools/sanitize.sh   (build folder build-san)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,7 +17,7 @@ if [[ -z $cxx ]]; then
 fi
 cmake -S . -B build-san -G Ninja -DCMAKE_CXX_COMPILER="$cxx" \
   -DCMAKE_BUILD_TYPE=Sanitize -DCMAKE_CXX_FLAGS_SANITIZE="-O1 -g" \
-  -DTMEM_SANITIZE=ON -DTMEM_FUZZ=ON -DTMEM_CUDA=OFF -DTMEM_MPI=OFF \
+  -DTMEM_SANITIZE=ON -DTMEM_FUZZ=ON -DTMEM_CUDA=OFF -DTMEM_MPI=AUTO \
   -DCMAKE_DISABLE_FIND_PACKAGE_pybind11=ON -DCMAKE_DISABLE_FIND_PACKAGE_benchmark=ON
 cmake --build build-san -j2
 # Leaks are reported too; halt_on_error makes the first report fail its test.
