@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -23,6 +24,8 @@ namespace tmem::models {
 using nlohmann::json;
 
 namespace {
+
+std::atomic<bool> g_stop_requested{false};
 
 // The metadata entries of a checkpoint, read with every fault (a missing or
 // malformed entry, a value out of range) an IOError naming the file and the
@@ -123,6 +126,8 @@ struct MetricWindow {
 };
 
 }  // namespace
+
+void request_stop() noexcept { g_stop_requested.store(true); }
 
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks) {
   const CheckpointOptions& files = cfg.files;
@@ -261,6 +266,16 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   const auto named = model.named_parameters();
   model.train();
   for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
+    if (!data_parallel && g_stop_requested.exchange(false)) {
+      if (!ckpt.empty() && step > res.start_step) save_checkpoint(step);
+      throw Interrupted(fmt::format(
+          "interrupted after step {} of {}{}", step, cfg.steps,
+          ckpt.empty() ? " (this run keeps no checkpoint)"
+          : step > res.start_step
+              ? fmt::format("; the checkpoint {} holds it: run the same command with --resume (and the same --name) "
+                            "to continue from there", ckpt)
+              : "; run the same command with --resume (and the same --name) to continue"));
+    }
     const bool dump_step = dump && (step % files.dump_every == 0 || step + 1 == cfg.steps);
     std::optional<nn::TensorMemoryProbe> probe;  // records the memory internals of a dumped step
     if (dump_step) probe.emplace();

@@ -13,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "tmem/core/error.h"
 #include "tmem/core/rng.h"
 #include "tmem/models/scheduled_adamw.h"
 #include "tmem/nn/module.h"
@@ -125,8 +126,23 @@ struct LoopResult {
 /// options, a dump naming the checkpoint or a checkpoint of another config
 /// (listing the keys that differ); IOError naming the checkpoint and the
 /// entry for a malformed or unfitting checkpoint, or when a file cannot be
-/// written.
+/// written. Throws Interrupted after a stop request (request_stop).
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks);
+
+/// Thrown by train_loop when a stop was requested (request_stop, which
+/// tmem's Ctrl-C handler calls): between two steps, after saving the
+/// checkpoint of the steps done when the run has a run directory. The
+/// message says where it stopped and how to continue (--resume).
+class Interrupted : public Error {
+ public:
+  using Error::Error;
+};
+
+/// Asks the train_loop running in this process to stop between two steps
+/// (and the next one, if none is running, before its first); a
+/// data-parallel loop ignores it, since its ranks must stop together. Only
+/// sets an atomic flag, so a signal handler may call it.
+void request_stop() noexcept;
 
 /// train_loop for a trainer whose progress reports are {"train", step,
 /// steps, loss, metric, lr, samples per second, seconds, start} (ViTTrainProgress,

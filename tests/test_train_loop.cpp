@@ -102,6 +102,38 @@ TEST_CASE("train_loop: a diagnostic run resumed from its checkpoint matches the 
   }
 }
 
+TEST_CASE("train_loop: a stop request ends the run between steps with its checkpoint, and --resume continues bit for bit") {
+  models::TrainConfig c;
+  c.model.method = models::BackboneMethod::base;
+  c.model.dim = 16;
+  c.model.layers = 1;
+  c.model.heads = 2;
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = 3;
+  c.eval_batches = 1;
+  c.steps = 8;
+  c.run_dir = test::tmp_path("tmem_loop_stop_full");
+  fs::remove_all(c.run_dir);
+  const models::TrainResult full = models::train_diagnostic(c, {});
+  models::TrainConfig h = c;
+  h.run_dir = test::tmp_path("tmem_loop_stop_half");
+  fs::remove_all(h.run_dir);
+  // As Ctrl-C does (tools/tmem.cpp), from inside step 3's progress report.
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(h, [](const models::TrainProgress& p) {
+                         if (p.step == 3) models::request_stop();
+                       }),
+                       doctest::Contains("interrupted after step 3 of 8; the checkpoint"), models::Interrupted);
+  CHECK(load_safetensors(h.run_dir + "/" + models::kCheckpointFile).metadata.at("step") == "3");
+  h.resume = true;
+  const models::TrainResult resumed = models::train_diagnostic(h, {});
+  CHECK(resumed.start_step == 3);
+  check_same_curves(full, resumed, 8);
+  check_same_checkpoint(c.run_dir + "/" + models::kCheckpointFile, h.run_dir + "/" + models::kCheckpointFile);
+  fs::remove_all(c.run_dir);
+  fs::remove_all(h.run_dir);
+}
+
 TEST_CASE("train_loop: a language model resumed mid-pass carries its segment state bit for bit") {
   // 200 tokens in 4 streams of segments of 8: 6 segments a pass, so the
   // checkpoint at step 5 holds the state carried into step 5.

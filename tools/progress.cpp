@@ -287,6 +287,9 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   }
   try {
     return run();
+  } catch (const models::Interrupted& e) {
+    fmt::print(stderr, "tmem: {}\n", e.what());
+    return 130;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;

@@ -11,13 +11,17 @@
 //   tmem stream  a language model over a long stream: the memory it holds (tools/stream_cmd.h)
 #include <algorithm>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 #include <string>
+
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
 #include "tmem/dist/dist.h"
+#include "tmem/models/train_loop.h"
 #include "tmem/ops/ops.h"
 #include "tmem/tools/bench_cmd.h"
 #include "tmem/tools/frontier_cmd.h"
@@ -70,7 +74,8 @@ int run_ops(bool run_checks) {
     }
     row(info->name(), join(info->devices), join(info->diff_inputs), info->cases.size(), status);
   }
-  fmt::print("{} ops registered, {} missing, {} failing gradcheck\n", op_table().size(), missing, failures);
+  fmt::print("{} ops registered, {} missing, {}\n", op_table().size(), missing,
+             run_checks ? fmt::format("{} failing gradcheck", failures) : "gradchecks not run (--no-check)");
   return failures || missing ? 1 : 0;
 }
 
@@ -124,6 +129,20 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
 
 }  // namespace
 
+namespace {
+
+// The first Ctrl-C asks a training run to stop after its current step with
+// its checkpoint saved (models::request_stop; the error then says how to
+// continue); a second one ends the process at once.
+void stop_after_this_step(int) {
+  tmem::models::request_stop();
+  std::signal(SIGINT, SIG_DFL);
+  const char msg[] = "\ntmem: stopping after this step (Ctrl-C again to quit at once)\n";
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // Under mpirun or srun only `tmem train` (the diagnostic tasks, brown,
   // fashion-mnist, moving-fmnist) is data-parallel; any other command would
@@ -135,6 +154,10 @@ int main(int argc, char** argv) {
                  "(mpirun or srun); data-parallel training is `tmem train ...` only\n", tmem::printable(cmd));
       return 2;
     }
+  }
+  if (argc > 1 && !tmem::dist::launched_distributed()) {
+    const std::string cmd = argv[1];
+    if (cmd == "train" || cmd == "ablate" || cmd == "frontier") std::signal(SIGINT, stop_after_this_step);
   }
   // `train brown`, `train fashion-mnist` and `train moving-fmnist` have flags
   // of their own (the language models, the ViTs, the video models), parsed there.
@@ -196,6 +219,9 @@ int main(int argc, char** argv) {
     if (int rc = frontier(); rc >= 0) return rc;
     if (int rc = bench(); rc >= 0) return rc;
     if (int rc = stream(); rc >= 0) return rc;
+  } catch (const tmem::models::Interrupted& e) {
+    fmt::print(stderr, "tmem: {}\n", e.what());
+    return 130;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;
