@@ -387,7 +387,7 @@ std::function<int()> add_bench_command(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "bench", "Run the benchmark suite next to its PyTorch/OpenBLAS peers and print the ratios");
   cmd->add_flag("--quick", opt->quick,
-                "One short run per benchmark (under 5 minutes); appends only with --results");
+                "One short run per benchmark (under 5 minutes on idle cores, about 9 on 2 busy ones); appends only with --results");
   cmd->add_option("--threads", opt->threads, "Threads for tmem and the peers")
       ->capture_default_str()
       ->check(int_range(1, 1024));

@@ -128,6 +128,9 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
       fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);
+  } else if (std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile)) {
+    fmt::print("note: {} holds a checkpoint, which {} replaces from step 0 (--resume would continue it)\n",
+               c.run_dir, name);
   }
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
@@ -431,7 +434,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   cfg->model.memory.chunk = 1;
   auto* t = app.add_subcommand("ablate", "Tensor Memory ablations on coord-binding (W=20, s=0.05)");
   t->footer("Measured on one thread beside another job: 3-18 min per variant (chunk 4 the fastest, grid 8^3 "
-            "the slowest), 55 min for all seven. Figures: docs/RESULTS.md.");
+            "the slowest), 55 min for seven of the eight. Figures: docs/RESULTS.md.");
   t->add_option("--steps", cfg->steps, "Training steps per variant")->capture_default_str()
       ->check(int_range(0, 1000000000));
   t->add_option("--batch", cfg->batch, "Batch size")->capture_default_str()->check(int_range(1, 65536));
@@ -439,7 +442,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   std::string listing;
   for (size_t i = 0; i < ablation_variants().size(); ++i)
     listing += (i ? "; " : "") + std::to_string(i) + " " + ablation_variants()[i].name;
-  t->add_option("--variants", *only, "Run only these variants, comma-separated: " + listing)->delimiter(',');
+  t->add_option("--variants", *only, "Run only these variants, comma-separated (default: all): " + listing)->delimiter(',');
   t->add_option("--threads", *threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   t->add_option("--name", *name, "Run name: results go to runs/<name>/");
   t->add_flag("--resume", cfg->resume, "Continue each variant from its checkpoint under runs/<name>/ (a variant whose result.json has the same config is not run again)");
