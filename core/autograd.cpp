@@ -238,6 +238,10 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
       break;
     }
   }
+  // Stale views re-base first: their new nodes must come before this one in
+  // creation order, which backward runs in reverse.
+  for (const Tensor& in : inputs)
+    if (in.defined()) in.sync_view();
   if (!needs_grad(inputs)) return nullptr;
   auto node = std::make_shared<Node>();
   node->op = op;

@@ -106,7 +106,8 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// (examples/custom_op.cpp).
 /// An output that is a view of an input (same storage) remembers that input
 /// as its base, recorded or not, so that an in-place op on the base later
-/// re-bases it (Tensor::sync_view).
+/// re-bases it (Tensor::sync_view). Stale view inputs are re-based before
+/// the node is made, so their new nodes precede it.
 /// Returns the node (null when nothing was recorded). In anomaly mode the
 /// outputs are checked for NaN.
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
