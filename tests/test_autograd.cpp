@@ -101,6 +101,45 @@ TEST_CASE("in-place op on a non-leaf is differentiated through") {
   check_close(x.grad(), {6, 6});
 }
 
+TEST_CASE("mul_ by a tensor is differentiated through, with the factor it overwrote") {
+  // PyTorch 1.13. mul saves both factors, and mul_ then overwrote the first:
+  // every backward through it was refused as a saved tensor modified in place.
+  Tensor x = tensor({1, 2}, {2}), w = tensor({3, 4}, {2});
+  x.requires_grad_();
+  w.requires_grad_();
+  Tensor y = x * 1.0;
+  mul_(y, w);
+  sum(y * y).backward();
+  check_close(x.grad(), {18, 64});
+  check_close(w.grad(), {6, 32});
+
+  // A constant made to depend on w, and a non-leaf times a constant.
+  Tensor w2 = tensor({3, 4}, {2});
+  w2.requires_grad_();
+  Tensor c = ones({2});
+  mul_(c, w2);
+  sum(c * c).backward();
+  check_close(w2.grad(), {6, 8});
+
+  Tensor x3 = tensor({1, 2}, {2});
+  x3.requires_grad_();
+  Tensor y3 = x3 * 1.0;
+  mul_(y3, tensor({5, 6}, {2}));
+  sum(y3).backward();
+  check_close(x3.grad(), {5, 6});
+
+  // A broadcast factor, seen through a view taken before.
+  Tensor x4 = tensor({1, 2, 3, 4}, {4}), w4 = tensor({2}, {1});
+  x4.requires_grad_();
+  w4.requires_grad_();
+  Tensor y4 = x4 * 1.0;
+  Tensor tail = slice(y4, 0, 2, 4);
+  mul_(y4, w4);
+  sum(tail * tail).backward();
+  check_close(x4.grad(), {0, 0, 24, 32});
+  check_close(w4.grad(), {100});
+}
+
 TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
   // PyTorch 1.13: y = 2x; y.fill_(3); sum(y * x) gives x.grad [3, 3].
   Tensor x = tensor({1, 2}, {2});
