@@ -240,7 +240,10 @@ Tensor& fill_(Tensor& a, double value) {
 }
 Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
 Tensor& copy_(Tensor& a, const Tensor& src) {
-  commit_inplace(a, add(zeros(a.shape(), src.dtype(), src.device()), src), "copy_");
+  // a's new history must end in a's dtype and device; an int64 a gets none (PyTorch).
+  Tensor s = src.to(a.device());
+  s = is_floating(a.dtype()) ? to_dtype(s, a.dtype()) : s.detach();
+  commit_inplace(a, add(zeros(a.shape(), s.dtype(), a.device()), s), "copy_");
   return a;
 }
 

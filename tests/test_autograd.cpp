@@ -157,6 +157,28 @@ TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
   check_close(x2.grad(), {5, 7});
 }
 
+TEST_CASE("copy_ from another dtype sends the gradient back in the source's dtype") {
+  // PyTorch 1.13: a = zeros(2) (float32); a.copy_(w * 3) for a float64 w;
+  // sum(a * a) gives w.grad [18, 36]. a's history once ended in a float64
+  // node, so backward failed with a dtype error.
+  Tensor w = tensor({1, 2}, {2}, DType::Float64);
+  w.requires_grad_();
+  Tensor a = zeros({2});
+  copy_(a, w * 3.0);
+  CHECK(a.dtype() == DType::Float32);
+  sum(a * a).backward();
+  CHECK(w.grad().dtype() == DType::Float64);
+  check_close(w.grad(), {18, 36});
+
+  // Into an int64 tensor the values are truncated and no history is kept.
+  Tensor f = tensor({1.5, 2}, {2});
+  f.requires_grad_();
+  Tensor n = zeros({2}, DType::Int64);
+  copy_(n, f * 1.0);
+  CHECK(!n.requires_grad());
+  CHECK(n.to_int_vector() == std::vector<int64_t>{1, 2});
+}
+
 TEST_CASE("a view of a tensor that needs grad cannot be overwritten by a constant") {
   Tensor x = tensor({1, 2, 3, 4}, {4});
   x.requires_grad_();
