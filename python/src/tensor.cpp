@@ -370,7 +370,7 @@ void bind_tensor(py::module_& m) {
           },
           "The accumulated gradient of a leaf (None before any backward); assign None to clear it.")
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
-             if (!t.impl().grad_fn) return py::none();
+             if (t.is_leaf()) return py::none();  // re-bases a stale view first
              return py::str(std::string(op_name(t.impl().grad_fn->op)));
            }, "The name of the op that made the tensor (None for leaves).")
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")

@@ -210,6 +210,20 @@ class TestAutograd(unittest.TestCase):
         y.backward(tmem.tensor([1.0, 2.0]))
         np.testing.assert_allclose(x.grad.numpy(), [6, 12])
 
+    def test_stale_view_grad_fn(self):
+        # A view taken before an in-place op on its base shows its re-based history.
+        w = tmem.ones(2, requires_grad=True)
+        y = w * 2.0
+        v = y[1:2]
+        y.fill_(7.0)
+        self.assertIsNone(v.grad_fn)
+        self.assertFalse(v.requires_grad)
+        c = tmem.zeros(2)
+        cv = c[0:1]
+        c.add_(w)
+        self.assertEqual(cv.grad_fn, "slice")
+        self.assertFalse(cv.is_leaf)
+
     def test_no_grad(self):
         x = tmem.ones(2, requires_grad=True)
         with tmem.no_grad():
