@@ -522,6 +522,8 @@ void Tensor::rebase_view() const {
 }
 
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  check<ShapeError>(result.shape() == self.shape(), op, ": the result of shape ", shape_str(result.shape()),
+                    " does not fit in the tensor of shape ", shape_str(self.shape()), " it would be written into");
   const bool new_history = t_grad_mode && (self.requires_grad() || result.requires_grad());
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,

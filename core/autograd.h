@@ -129,8 +129,9 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// makes result's history self's: none when result needs no grad (fill_,
 /// copy_ of a constant), so no gradient flows through overwritten values.
 /// Views taken of self before then re-base on their next use
-/// (Tensor::sync_view). Throws ValueError for a leaf that requires grad (in
-/// grad mode) or a view when self or result needs grad.
+/// (Tensor::sync_view). Throws ShapeError when result's shape is not self's
+/// (an operand that broadcasts past self), ValueError for a leaf that
+/// requires grad (in grad mode) or a view when self or result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 /// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf

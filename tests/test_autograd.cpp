@@ -101,6 +101,17 @@ TEST_CASE("in-place op on a non-leaf is differentiated through") {
   check_close(x.grad(), {6, 6});
 }
 
+TEST_CASE("an in-place op whose operand broadcasts past self is refused naming the op") {
+  Tensor a = zeros({2});
+  Tensor b = tensor({1, 2, 3, 4}, {2, 2});
+  CHECK_THROWS_WITH_AS(add_(a, b),
+                       "add_: the result of shape [2,2] does not fit in the tensor of shape [2] it "
+                       "would be written into",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(copy_(a, b), doctest::Contains("copy_: the result of shape [2,2]"), ShapeError);
+  check_close(a, {0, 0});
+}
+
 TEST_CASE("mul_ by a tensor is differentiated through, with the factor it overwrote") {
   // PyTorch 1.13. mul saves both factors, and mul_ then overwrote the first:
   // every backward through it was refused as a saved tensor modified in place.
