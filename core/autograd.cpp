@@ -508,8 +508,11 @@ void Tensor::rebase_view() const {
   v.output_nr = 0;
   v.requires_grad = false;
   if (!needs) return;
-  const bool prev = t_grad_mode;
-  t_grad_mode = true;  // a re-base is part of the view's history, also under NoGradGuard
+  struct GradModeOn {  // a re-base is part of the view's history, also under NoGradGuard
+    bool prev = t_grad_mode;
+    GradModeOn() { t_grad_mode = true; }
+    ~GradModeOn() { t_grad_mode = prev; }  // also when anomaly mode refuses the view
+  } grad_mode_on;
   const OpRange range(OpId::Slice);
   record(OpId::Slice, {base}, {*this}, {},
          [in = base.shape(), shape = v.shape, strides = v.strides,
@@ -518,7 +521,6 @@ void Tensor::rebase_view() const {
            copy_data(make_view(gin, shape, strides, off), g[0]);
            return std::vector<Tensor>{gin};
          });
-  t_grad_mode = prev;
 }
 
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {

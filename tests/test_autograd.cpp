@@ -1,4 +1,6 @@
 // Autograd engine cases from the foundation issue.
+#include <cmath>
+
 #include "test_util.h"
 
 #include "tmem/core/grad_buffer.h"
@@ -397,6 +399,21 @@ TEST_CASE("anomaly mode names the op that produced NaN") {
   } catch (const ValueError& e) {
     CHECK(std::string(e.what()).find("sqrt") != std::string::npos);
   }
+}
+
+TEST_CASE("a re-base that anomaly mode refuses under NoGradGuard leaves grad mode off") {
+  // The re-base records with grad mode on; its NaN error once left it on, so
+  // later ops inside the guard recorded.
+  Tensor x = tensor({1, NAN, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor head = slice(y, 0, 0, 2);
+  add_(y, 1.0);
+  AnomalyModeGuard anomaly;
+  NoGradGuard no_grad;
+  CHECK_THROWS_WITH_AS(head.requires_grad(), doctest::Contains("slice"), ValueError);
+  CHECK(!grad_enabled());
+  CHECK(!(x * 2.0).requires_grad());
 }
 
 TEST_CASE("anomaly mode lets a -inf mask through and catches an Inf gradient, naming the op") {
