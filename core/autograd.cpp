@@ -238,6 +238,10 @@ std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
       break;
     }
   }
+  // Stale views re-base first: their new nodes must come before this one in
+  // creation order, which backward runs in reverse.
+  for (const Tensor& in : inputs)
+    if (in.defined()) in.sync_view();
   if (!needs_grad(inputs)) return nullptr;
   auto node = std::make_shared<Node>();
   node->op = op;
@@ -504,8 +508,11 @@ void Tensor::rebase_view() const {
   v.output_nr = 0;
   v.requires_grad = false;
   if (!needs) return;
-  const bool prev = t_grad_mode;
-  t_grad_mode = true;  // a re-base is part of the view's history, also under NoGradGuard
+  struct GradModeOn {  // a re-base is part of the view's history, also under NoGradGuard
+    bool prev = t_grad_mode;
+    GradModeOn() { t_grad_mode = true; }
+    ~GradModeOn() { t_grad_mode = prev; }  // also when anomaly mode refuses the view
+  } grad_mode_on;
   const OpRange range(OpId::Slice);
   record(OpId::Slice, {base}, {*this}, {},
          [in = base.shape(), shape = v.shape, strides = v.strides,
@@ -514,10 +521,11 @@ void Tensor::rebase_view() const {
            copy_data(make_view(gin, shape, strides, off), g[0]);
            return std::vector<Tensor>{gin};
          });
-  t_grad_mode = prev;
 }
 
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
+  check<ShapeError>(result.shape() == self.shape(), op, ": the result of shape ", shape_str(result.shape()),
+                    " does not fit in the tensor of shape ", shape_str(self.shape()), " it would be written into");
   const bool new_history = t_grad_mode && (self.requires_grad() || result.requires_grad());
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,

@@ -106,7 +106,8 @@ bool needs_grad(const std::vector<Tensor>& inputs);
 /// (examples/custom_op.cpp).
 /// An output that is a view of an input (same storage) remembers that input
 /// as its base, recorded or not, so that an in-place op on the base later
-/// re-bases it (Tensor::sync_view).
+/// re-bases it (Tensor::sync_view). Stale view inputs are re-based before
+/// the node is made, so their new nodes precede it.
 /// Returns the node (null when nothing was recorded). In anomaly mode the
 /// outputs are checked for NaN.
 std::shared_ptr<Node> record(OpId op, const std::vector<Tensor>& inputs,
@@ -128,8 +129,9 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// makes result's history self's: none when result needs no grad (fill_,
 /// copy_ of a constant), so no gradient flows through overwritten values.
 /// Views taken of self before then re-base on their next use
-/// (Tensor::sync_view). Throws ValueError for a leaf that requires grad (in
-/// grad mode) or a view when self or result needs grad.
+/// (Tensor::sync_view). Throws ShapeError when result's shape is not self's
+/// (an operand that broadcasts past self), ValueError for a leaf that
+/// requires grad (in grad mode) or a view when self or result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 /// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf

@@ -169,7 +169,7 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     if (t.numel() > kThreshold) suffixes.push_back("size=" + size_tuple(t.shape()));
     if (t.dtype() == DType::Float64) suffixes.push_back("dtype=torch.float64");
   }
-  if (t.impl().grad_fn) suffixes.push_back("grad_fn=<" + std::string(op_name(t.impl().grad_fn->op)) + ">");
+  if (!t.is_leaf()) suffixes.push_back("grad_fn=<" + std::string(op_name(t.impl().grad_fn->op)) + ">");
   else if (t.requires_grad()) suffixes.push_back("requires_grad=True");
   // torch's _add_suffixes, including its count of the last line's length.
   std::string out = prefix + body;

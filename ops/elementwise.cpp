@@ -112,16 +112,22 @@ Tensor sub(const Tensor& a, const Tensor& b) {
   return out;
 }
 
-Tensor mul(const Tensor& a, const Tensor& b) {
+namespace {
+// a * b, whose backward reads a's values from a_values: mul_ passes a copy of
+// the a it then overwrites (PyTorch's original_self).
+Tensor mul_saving(const Tensor& a, const Tensor& b, const Tensor& a_values) {
   const OpRange range(OpId::Mul);
   Tensor out = binary_forward(OpId::Mul, a, b);
-  record(OpId::Mul, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
+  record(OpId::Mul, {a, b}, {out}, {a_values, b}, [](const Node& n, const Grads& g) {
     const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
     return Grads{n.needs_input_grad(0) ? sum_to(mul(g[0], y), x.shape()) : Tensor(),
                  n.needs_input_grad(1) ? sum_to(mul(g[0], x), y.shape()) : Tensor()};
   });
   return out;
 }
+}  // namespace
+
+Tensor mul(const Tensor& a, const Tensor& b) { return mul_saving(a, b, a); }
 
 Tensor div(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Div);
@@ -219,14 +225,25 @@ Tensor to_dtype(const Tensor& a, DType dtype) {
 Tensor& add_(Tensor& a, const Tensor& b) { commit_inplace(a, add(a, b), "add_"); return a; }
 Tensor& add_(Tensor& a, double s) { commit_inplace(a, add(a, s), "add_"); return a; }
 Tensor& mul_(Tensor& a, double s) { commit_inplace(a, mul(a, s), "mul_"); return a; }
-Tensor& mul_(Tensor& a, const Tensor& b) { commit_inplace(a, mul(a, b), "mul_"); return a; }
+Tensor& mul_(Tensor& a, const Tensor& b) {
+  Tensor a_values = a;
+  if (needs_grad({a, b})) {  // the product's backward must not read the values commit_inplace overwrites
+    a_values = empty_like(a);
+    copy_data(a_values, a);
+  }
+  commit_inplace(a, mul_saving(a, b, a_values), "mul_");
+  return a;
+}
 Tensor& fill_(Tensor& a, double value) {
   commit_inplace(a, full(a.shape(), value, a.dtype(), a.device()), "fill_");
   return a;
 }
 Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
 Tensor& copy_(Tensor& a, const Tensor& src) {
-  commit_inplace(a, add(zeros(a.shape(), src.dtype(), src.device()), src), "copy_");
+  // a's new history must end in a's dtype and device; an int64 a gets none (PyTorch).
+  Tensor s = src.to(a.device());
+  s = is_floating(a.dtype()) ? to_dtype(s, a.dtype()) : s.detach();
+  commit_inplace(a, add(zeros(a.shape(), s.dtype(), a.device()), s), "copy_");
   return a;
 }
 

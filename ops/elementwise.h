@@ -66,7 +66,8 @@ Tensor& mul_(Tensor& a, double s);
 Tensor& mul_(Tensor& a, const Tensor& b);
 Tensor& fill_(Tensor& a, double value);
 Tensor& zero_(Tensor& a);
-/// Copies src (broadcast to a's shape) into a.
+/// Copies src (broadcast to a's shape, cast to its dtype, moved to its
+/// device) into a; the gradient goes back to src in its own dtype and device.
 Tensor& copy_(Tensor& a, const Tensor& src);
 
 // ---- operators ----

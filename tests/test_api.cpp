@@ -41,6 +41,15 @@ TEST_CASE("operator<< prints small, 0-d and empty tensors as PyTorch's repr") {
   w.requires_grad_();
   CHECK(printed(w) == "tensor([1., 1.], requires_grad=True)");
   CHECK(printed(mul(w, 2.0)) == "tensor([2., 2.], grad_fn=<mul_scalar>)");
+  // A view taken before an in-place op on its base prints its re-based history.
+  Tensor c = zeros({2});
+  Tensor cv = slice(c, 0, 1, 2);
+  add_(c, w);
+  CHECK(printed(cv) == "tensor([1.], grad_fn=<slice>)");
+  Tensor y = mul(w, 2.0);
+  Tensor yv = slice(y, 0, 1, 2);
+  fill_(y, 7.0);
+  CHECK(printed(yv) == "tensor([7.])");
   // A view prints its own elements.
   CHECK(printed(transpose(reshape(arange(0, 6), {2, 3}), 0, 1)) == "tensor([[0., 3.],\n        [1., 4.],\n        [2., 5.]])");
 }

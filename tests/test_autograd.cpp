@@ -1,4 +1,6 @@
 // Autograd engine cases from the foundation issue.
+#include <cmath>
+
 #include "test_util.h"
 
 #include "tmem/core/grad_buffer.h"
@@ -101,6 +103,56 @@ TEST_CASE("in-place op on a non-leaf is differentiated through") {
   check_close(x.grad(), {6, 6});
 }
 
+TEST_CASE("an in-place op whose operand broadcasts past self is refused naming the op") {
+  Tensor a = zeros({2});
+  Tensor b = tensor({1, 2, 3, 4}, {2, 2});
+  CHECK_THROWS_WITH_AS(add_(a, b),
+                       "add_: the result of shape [2,2] does not fit in the tensor of shape [2] it "
+                       "would be written into",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(copy_(a, b), doctest::Contains("copy_: the result of shape [2,2]"), ShapeError);
+  check_close(a, {0, 0});
+}
+
+TEST_CASE("mul_ by a tensor is differentiated through, with the factor it overwrote") {
+  // PyTorch 1.13. mul saves both factors, and mul_ then overwrote the first:
+  // every backward through it was refused as a saved tensor modified in place.
+  Tensor x = tensor({1, 2}, {2}), w = tensor({3, 4}, {2});
+  x.requires_grad_();
+  w.requires_grad_();
+  Tensor y = x * 1.0;
+  mul_(y, w);
+  sum(y * y).backward();
+  check_close(x.grad(), {18, 64});
+  check_close(w.grad(), {6, 32});
+
+  // A constant made to depend on w, and a non-leaf times a constant.
+  Tensor w2 = tensor({3, 4}, {2});
+  w2.requires_grad_();
+  Tensor c = ones({2});
+  mul_(c, w2);
+  sum(c * c).backward();
+  check_close(w2.grad(), {6, 8});
+
+  Tensor x3 = tensor({1, 2}, {2});
+  x3.requires_grad_();
+  Tensor y3 = x3 * 1.0;
+  mul_(y3, tensor({5, 6}, {2}));
+  sum(y3).backward();
+  check_close(x3.grad(), {5, 6});
+
+  // A broadcast factor, seen through a view taken before.
+  Tensor x4 = tensor({1, 2, 3, 4}, {4}), w4 = tensor({2}, {1});
+  x4.requires_grad_();
+  w4.requires_grad_();
+  Tensor y4 = x4 * 1.0;
+  Tensor tail = slice(y4, 0, 2, 4);
+  mul_(y4, w4);
+  sum(tail * tail).backward();
+  check_close(x4.grad(), {0, 0, 24, 32});
+  check_close(w4.grad(), {100});
+}
+
 TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
   // PyTorch 1.13: y = 2x; y.fill_(3); sum(y * x) gives x.grad [3, 3].
   Tensor x = tensor({1, 2}, {2});
@@ -116,6 +168,28 @@ TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
   copy_(y2, tensor({5, 7}, {2}));
   sum(y2 * x2).backward();
   check_close(x2.grad(), {5, 7});
+}
+
+TEST_CASE("copy_ from another dtype sends the gradient back in the source's dtype") {
+  // PyTorch 1.13: a = zeros(2) (float32); a.copy_(w * 3) for a float64 w;
+  // sum(a * a) gives w.grad [18, 36]. a's history once ended in a float64
+  // node, so backward failed with a dtype error.
+  Tensor w = tensor({1, 2}, {2}, DType::Float64);
+  w.requires_grad_();
+  Tensor a = zeros({2});
+  copy_(a, w * 3.0);
+  CHECK(a.dtype() == DType::Float32);
+  sum(a * a).backward();
+  CHECK(w.grad().dtype() == DType::Float64);
+  check_close(w.grad(), {18, 36});
+
+  // Into an int64 tensor the values are truncated and no history is kept.
+  Tensor f = tensor({1.5, 2}, {2});
+  f.requires_grad_();
+  Tensor n = zeros({2}, DType::Int64);
+  copy_(n, f * 1.0);
+  CHECK(!n.requires_grad());
+  CHECK(n.to_int_vector() == std::vector<int64_t>{1, 2});
 }
 
 TEST_CASE("a view of a tensor that needs grad cannot be overwritten by a constant") {
@@ -200,6 +274,37 @@ TEST_CASE("a broadcast view taken before an in-place op on its base is refused, 
   Tensor e = expand(y, {2, 3});
   mul_(y, 2.0);
   CHECK_THROWS_WITH_AS(sum(e), doctest::Contains("broadcast view of shape [2,3]"), ValueError);
+}
+
+TEST_CASE("an op taking two stale views of one base re-bases both before it records itself") {
+  // PyTorch 1.13 (slices): y = x * 1; a = y[0:2]; b = y[2:4]; y.add_(x * x);
+  // sum(a * b) gives x.grad [36, 100, 14, 54]. b's re-base once came after
+  // the mul's node, so backward ran it first and b's gradient was lost.
+  Tensor x = tensor({1, 2, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor a = slice(y, 0, 0, 2), b = slice(y, 0, 2, 4);
+  add_(y, x * x);
+  sum(a * b).backward();
+  check_close(x.grad(), {36, 100, 14, 54});
+
+  // The same with unbind's views (PyTorch refuses them; the gradient is the
+  // slices') and with cat of the two.
+  Tensor x2 = tensor({1, 2, 3, 4}, {2, 2});
+  x2.requires_grad_();
+  Tensor y2 = x2 * 1.0;
+  std::vector<Tensor> rows = unbind(y2, 0);
+  add_(y2, x2 * x2);
+  sum(rows[0] * rows[1]).backward();
+  check_close(x2.grad(), {36, 100, 14, 54});
+
+  Tensor x3 = tensor({1, 2, 3, 4}, {4});
+  x3.requires_grad_();
+  Tensor y3 = x3 * 1.0;
+  Tensor a3 = slice(y3, 0, 0, 2), b3 = slice(y3, 0, 2, 4);
+  add_(y3, x3 * x3);
+  sum(cat({a3, b3}, 0)).backward();
+  check_close(x3.grad(), {3, 5, 7, 9});
 }
 
 namespace {
@@ -294,6 +399,21 @@ TEST_CASE("anomaly mode names the op that produced NaN") {
   } catch (const ValueError& e) {
     CHECK(std::string(e.what()).find("sqrt") != std::string::npos);
   }
+}
+
+TEST_CASE("a re-base that anomaly mode refuses under NoGradGuard leaves grad mode off") {
+  // The re-base records with grad mode on; its NaN error once left it on, so
+  // later ops inside the guard recorded.
+  Tensor x = tensor({1, NAN, 3, 4}, {4});
+  x.requires_grad_();
+  Tensor y = x * 1.0;
+  Tensor head = slice(y, 0, 0, 2);
+  add_(y, 1.0);
+  AnomalyModeGuard anomaly;
+  NoGradGuard no_grad;
+  CHECK_THROWS_WITH_AS(head.requires_grad(), doctest::Contains("slice"), ValueError);
+  CHECK(!grad_enabled());
+  CHECK(!(x * 2.0).requires_grad());
 }
 
 TEST_CASE("anomaly mode lets a -inf mask through and catches an Inf gradient, naming the op") {

@@ -24,3 +24,18 @@ TEST_CASE("device kernels: every op with host-built CUDA kernels matches the CPU
   // A new op needs its kernels here too; OpId::Custom (a program's own ops) has none.
   CHECK(ops == static_cast<int>(kOpCount) - 1);
 }
+
+TEST_CASE("device kernels: copy_ from another device sends the gradient back to the source's device") {
+  // a's history once ended in a node on w's device, so backward failed with a
+  // device error.
+  test::FakeCuda fake(&test::host_op_kernels());
+  Tensor w = tensor({1, 2}, {2});
+  w.requires_grad_();
+  Tensor a = zeros({2}).to(Device::cuda());
+  copy_(a, w * 3.0);
+  CHECK(a.device() == Device::cuda());
+  Tensor back = a.cpu();
+  sum(back * back).backward();
+  CHECK(w.grad().device().is_cpu());
+  CHECK(w.grad().to_vector() == std::vector<double>{18, 36});
+}

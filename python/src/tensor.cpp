@@ -370,7 +370,7 @@ void bind_tensor(py::module_& m) {
           },
           "The accumulated gradient of a leaf (None before any backward); assign None to clear it.")
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
-             if (!t.impl().grad_fn) return py::none();
+             if (t.is_leaf()) return py::none();  // re-bases a stale view first
              return py::str(std::string(op_name(t.impl().grad_fn->op)));
            }, "The name of the op that made the tensor (None for leaves).")
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
@@ -412,6 +412,11 @@ void bind_tensor(py::module_& m) {
       .def("double", [](const Tensor& t) { return t.dtype() == DType::Float64 ? t : to_dtype(t, DType::Float64); },
            "Cast to float64.")
       .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
+      .def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
+             Tensor view = get_item(t, index);
+             if (py::isinstance<Tensor>(value)) copy_(view, value.cast<Tensor>());
+             else fill_(view, value.cast<double>());
+           }, "Writes a tensor (broadcast; copy_) or a number (fill_) into the view __getitem__ gives.")
       .def("__repr__", [](const Tensor& t) {
              std::ostringstream s;
              s << t;

@@ -174,6 +174,19 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         with self.assertRaises(IndexError):
             self.ta[0, 0, 0]
 
+    def test_item_assignment(self):
+        # y[i] op= v writes through the view (a missing __setitem__ once raised
+        # TypeError after the view had already been updated).
+        y = tmem.zeros(2, 3)
+        y[0, 1:] += 2.0
+        y[1] = tmem.tensor([1.0, 2.0, 3.0])
+        y[:, 0] = 7.0
+        np.testing.assert_array_equal(y.numpy(), [[7, 2, 2], [7, 2, 3]])
+        x = tmem.tensor([1.0, 2.0], requires_grad=True)
+        z = x * 1.0
+        with self.assertRaises(tmem.ValueError):
+            z[0] = 5.0
+
     def test_repr_is_the_cpp_printers(self):
         # tests/fixtures/tensor_repr.json: torch 1.13's repr of each tensor,
         # and under "tmem" the C++ printer's where it differs (tests/test_api.cpp).
@@ -209,6 +222,20 @@ class TestAutograd(unittest.TestCase):
         y.backward(tmem.tensor([1.0, 2.0]), retain_graph=True)
         y.backward(tmem.tensor([1.0, 2.0]))
         np.testing.assert_allclose(x.grad.numpy(), [6, 12])
+
+    def test_stale_view_grad_fn(self):
+        # A view taken before an in-place op on its base shows its re-based history.
+        w = tmem.ones(2, requires_grad=True)
+        y = w * 2.0
+        v = y[1:2]
+        y.fill_(7.0)
+        self.assertIsNone(v.grad_fn)
+        self.assertFalse(v.requires_grad)
+        c = tmem.zeros(2)
+        cv = c[0:1]
+        c.add_(w)
+        self.assertEqual(cv.grad_fn, "slice")
+        self.assertFalse(cv.is_leaf)
 
     def test_no_grad(self):
         x = tmem.ones(2, requires_grad=True)
