@@ -165,7 +165,12 @@ namespace {
 
 int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  const auto task = models::make_task(a.task, a.cfg.task_cfg);  // validates the name early
+  std::unique_ptr<models::Task> task;  // validates the name early
+  try {
+    task = models::make_task(a.task, a.cfg.task_cfg);
+  } catch (const ValueError& e) {
+    throw ValueError(std::string(e.what()) + "; tmem train also trains brown, fashion-mnist and moving-fmnist");
+  }
   if (a.methods.empty()) {
     using enum models::BackboneMethod;
     a.methods = task->segment() > 0 ? std::vector{full, tensor} : std::vector{base, tensor};
