@@ -271,6 +271,9 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
   check<ValueError>(why.empty(), distributed ? "--distributed" : command + " (started by an MPI launcher)",
                     ": distributed training is unavailable: ", why);
   const dist::Session session;
+  if (dist::world_size() == 1)
+    fmt::print("note: {} --distributed was not started by mpirun or srun, so it trains on this one process\n",
+               command);
   if (dist::rank() != 0 && !std::freopen("/dev/null", "w", stdout))
     dist::abort(command + ": cannot silence the output of rank " + std::to_string(dist::rank()));
   DebugArgs debug = d;
