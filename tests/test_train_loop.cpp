@@ -74,22 +74,29 @@ void check_same_curves(const Result& a, const Result& b, size_t steps) {
   }
 }
 
+// A coord-binding run small enough for a unit test: d = 16, 1 layer, 2
+// heads, memory C = 2 at 3^3, W = 5 keys, 2 queries, batch 3.
+models::TrainConfig tiny_diagnostic(models::BackboneMethod method) {
+  models::TrainConfig c;
+  c.model.method = method;
+  c.model.dim = 16;
+  c.model.layers = 1;
+  c.model.heads = 2;
+  c.model.memory.channels = 2;
+  c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
+  c.task_cfg.W = 5;
+  c.task_cfg.queries = 2;
+  c.batch = 3;
+  c.eval_batches = 1;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("train_loop: a diagnostic run resumed from its checkpoint matches the straight run bit for bit") {
   for (const auto method : {models::BackboneMethod::base, models::BackboneMethod::tensor}) {
     INFO(to_string(method));
-    models::TrainConfig c;
-    c.model.method = method;
-    c.model.dim = 16;
-    c.model.layers = 1;
-    c.model.heads = 2;
-    c.model.memory.channels = 2;
-    c.model.memory.D = c.model.memory.H = c.model.memory.W = 3;
-    c.task_cfg.W = 5;
-    c.task_cfg.queries = 2;
-    c.batch = 3;
-    c.eval_batches = 1;
+    models::TrainConfig c = tiny_diagnostic(method);
     auto [full, resumed] = straight_and_resumed(c, "tmem_loop_diag", 8, [](const models::TrainConfig& t, int64_t stop) {
       return models::train_diagnostic(t, [stop](const models::TrainProgress& p) {
         if (p.step == stop) throw Stop{};
@@ -103,15 +110,7 @@ TEST_CASE("train_loop: a diagnostic run resumed from its checkpoint matches the 
 }
 
 TEST_CASE("train_loop: a stop request ends the run between steps with its checkpoint, and --resume continues bit for bit") {
-  models::TrainConfig c;
-  c.model.method = models::BackboneMethod::base;
-  c.model.dim = 16;
-  c.model.layers = 1;
-  c.model.heads = 2;
-  c.task_cfg.W = 5;
-  c.task_cfg.queries = 2;
-  c.batch = 3;
-  c.eval_batches = 1;
+  models::TrainConfig c = tiny_diagnostic(models::BackboneMethod::base);
   c.steps = 8;
   c.run_dir = test::tmp_path("tmem_loop_stop_full");
   fs::remove_all(c.run_dir);
