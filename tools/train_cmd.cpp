@@ -165,9 +165,13 @@ namespace {
 
 int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  std::unique_ptr<models::Task> task;  // validates the name early
+  auto [sweep, values] = sweep_of(a);
+  check<ValueError>(!values.empty(), "train: --", sweep, " needs at least one value");
+  std::unique_ptr<models::Task> task;  // validates the name early, with the sweep's first value
   try {
-    task = models::make_task(a.task, a.cfg.task_cfg);
+    models::TrainConfig first = a.cfg;
+    set_sweep(first, sweep, values.front());
+    task = models::make_task(a.task, first.task_cfg);
   } catch (const ValueError& e) {
     throw ValueError(std::string(e.what()) + "; tmem train also trains brown, fashion-mnist and moving-fmnist");
   }
@@ -177,7 +181,6 @@ int run_cells(TrainArgs& a) {
   }
   const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
-  auto [sweep, values] = sweep_of(a);
   // Build every cell's model once before training, so a bad option (grid 0,
   // heads that do not divide dim) fails now, not after earlier cells trained.
   for (const auto& method : a.methods)
