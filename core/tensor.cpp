@@ -122,7 +122,6 @@ Tensor Tensor::detach() const {
   d->strides = strides();
   d->offset = offset();
   d->dtype = dtype();
-  d->is_view = impl().is_view;
   return Tensor(d);
 }
 
@@ -327,6 +326,8 @@ Tensor reshape_data(const Tensor& t, const Shape& shape) {
   check<ShapeError>(numel_of(shape) == t.numel(), "reshape: cannot view a tensor of shape ",
                     shape_str(t.shape()), " as ", shape_str(shape));
   Tensor c = contiguous_data(t);
-  return make_view(c, shape, contiguous_strides(shape), c.offset());
+  Tensor out = make_view(c, shape, contiguous_strides(shape), c.offset());
+  out.impl().is_view = c.impl().storage == t.impl().storage;  // a copy is nobody's view
+  return out;
 }
 }  // namespace tmem

@@ -203,6 +203,26 @@ TEST_CASE("a view of a tensor that needs grad cannot be overwritten by a constan
   CHECK_THROWS_AS(zero_(part), ValueError);
 }
 
+TEST_CASE("a reshape that copies and a detach are not views: in-place ops with grad work on them") {
+  // PyTorch 1.13: neither y.t().reshape(6) nor c[:2].detach() is a view
+  // (_is_view() is False), so both take an in-place op that records history.
+  Tensor x = tensor({0, 1, 2, 3, 4, 5}, {2, 3});
+  x.requires_grad_();
+  Tensor r = reshape(transpose(x * 1.0, 0, 1), {6});  // not contiguous: reshape copies
+  mul_(r, 2.0);
+  sum(r).backward();
+  check_close(x.grad(), {2, 2, 2, 2, 2, 2});
+
+  Tensor c = tensor({1, 2, 3, 4}, {4});
+  Tensor d = split(c, 2, 0)[0].detach();
+  Tensor w = tensor({3, 5}, {2});
+  w.requires_grad_();
+  mul_(d, w);
+  sum(d).backward();
+  check_close(w.grad(), {1, 2});
+  check_close(c, {3, 10, 3, 4});  // d still aliases c's storage
+}
+
 TEST_CASE("views taken before an in-place op on their base are re-based onto its new history") {
   // Expected values from PyTorch 1.13 (slices; PyTorch refuses split's views
   // here, whose re-based gradient is the same as a slice's).
