@@ -311,6 +311,8 @@ int run(FrontierArgs& a) {
     check<ValueError>(std::isfinite(lr) && lr > 0, "frontier: --lr values must be positive, but got ", lr);
   // W unset: coord-recall's 32, else TaskConfig's (unused there, but part of every cell's config).
   if (a.cfg.task_cfg.W == 0) a.cfg.task_cfg.W = a.task == "coord-recall" ? 32 : models::TaskConfig().W;
+  check<ValueError>(a.values.empty() || !a.vs.empty(), "frontier: --values ", shape_str(a.values),
+                    " needs --vs P or --vs G");
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
@@ -319,7 +321,15 @@ int run(FrontierArgs& a) {
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
+  if (a.vs == "P" || a.vs == "G")
+    for (int64_t v : a.values) {  // each --vs value makes a valid task
+      models::TrainConfig c = cell_config(a, a.methods.front(), 0, a.lrs[0], a.seeds[0]);
+      set_sweep(c, a.vs, v);
+      models::make_task(c.task, c.task_cfg);
+    }
   if (a.name.empty()) a.name = "frontier-" + a.task;
+  check<ValueError>(!a.report_only || std::filesystem::exists(run_dir(a.name)), "frontier --report: there is no run ",
+                    run_dir(a.name), " to report (start it without --report)");
   RunRecorder rec(a.name, "frontier " + a.task,
                   {{"methods", a.methods}, {"lrs", a.lrs}, {"seeds", a.seeds}, {"all_seeds", a.all_seeds},
                    {"vs", a.vs}, {"values", a.values}, {"cell", models::config_to_json(a.cfg)}});
