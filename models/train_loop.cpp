@@ -74,18 +74,6 @@ class CheckpointMeta {
   const StringMap& meta_;
 };
 
-// A checkpoint continues only the run that wrote it: every key of its config
-// but the step count (a run may be extended) must match.
-void check_same_config(const std::string& path, const json& saved, const json& now) {
-  std::string diff;
-  for (const auto& [key, v] : now.items())
-    if (key != "steps" && (!saved.contains(key) || saved[key] != v))
-      diff += "\n  " + key + ": checkpoint " +
-              (saved.contains(key) ? printable(saved[key].dump()) : std::string("(missing)")) + ", now " +
-              printable(v.dump());
-  check<ValueError>(diff.empty(), "train: cannot resume from ", path, ": it was written with another config:", diff);
-}
-
 void check_options(const LoopConfig& cfg, const std::string& ckpt) {
   const CheckpointOptions& f = cfg.files;
   check<ValueError>(cfg.steps >= 0, "train: expected steps >= 0, but got ", cfg.steps);
@@ -127,6 +115,19 @@ struct MetricWindow {
 
 }  // namespace
 
+std::string config_differences(const json& saved, const json& now, const json& defaults, const std::string& except) {
+  std::string diff;
+  for (const auto& [key, v] : now.items()) {
+    if (key == except) continue;
+    const bool same = saved.contains(key) ? saved[key] == v : defaults.contains(key) && defaults[key] == v;
+    if (!same)
+      diff += "\n  " + key + ": checkpoint " +
+              (saved.contains(key) ? printable(saved[key].dump()) : std::string("(missing)")) + ", now " +
+              printable(v.dump());
+  }
+  return diff;
+}
+
 void request_stop() noexcept { g_stop_requested.store(true); }
 
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks) {
@@ -161,7 +162,10 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
       else if (k.rfind("extra.", 0) == 0) extra[k.substr(6)] = t;
     }
     const CheckpointMeta meta(ckpt, f.metadata);
-    check_same_config(ckpt, meta.parsed("config"), cfg.config);
+    // A checkpoint continues only the run that wrote it: every key of its
+    // config but the step count (a run may be extended) must match.
+    const std::string diff = config_differences(meta.parsed("config"), cfg.config, cfg.config_defaults, "steps");
+    check<ValueError>(diff.empty(), "train: cannot resume from ", ckpt, ": it was written with another config:", diff);
     // Parallel sums add in an order that depends on the thread count: say so
     // when it changed, as the losses then differ in the last bits.
     if (meta.has("threads") && meta.text("threads") != std::to_string(omp_get_max_threads()))

@@ -65,6 +65,9 @@ struct LoopConfig {
   /// checkpoint whose config differs in any key but "steps".
   nlohmann::json config;
   std::string model_name;        // checkpoint metadata "model", e.g. "tmem::models::DiagnosticModel"
+  /// The config's keys at their defaults (config_differences): a checkpoint
+  /// written before a key existed resumes while the run keeps its default.
+  nlohmann::json config_defaults = nlohmann::json::object();
   int64_t window = 100;          // steps in the recent metric, and between points of its curve
   bool counts = true;            // hits and total are counts (checked on resume: integers, hits <= total)
   double stop_metric = 0;        // > 0: stop once the recent metric over a full window reaches it
@@ -115,6 +118,14 @@ struct LoopResult {
   int64_t stopped_at = -1;       // the step at which stop_metric was reached (-1: never)
   int64_t skipped_steps = 0;     // steps skipped for a non-finite gradient norm
 };
+
+/// How a saved config (a checkpoint's, a result.json's) differs from the
+/// run's `now`, one "\n  key: checkpoint X, now Y" line per key of `now`
+/// (but `except`); empty when it describes the same run. A key missing from
+/// `saved` (written by a tmem from before the key) matches when now's value
+/// is the one in `defaults`, the key's default, which that tmem used.
+std::string config_differences(const nlohmann::json& saved, const nlohmann::json& now,
+                               const nlohmann::json& defaults, const std::string& except = "");
 
 /// Trains `model` (in training mode) for cfg.steps steps: hooks.step(step),
 /// backward, the gradient dump (before clipping), ScheduledAdamW::step,

@@ -39,7 +39,7 @@ json config_to_json(const TrainConfig& c) {
           {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
           {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
           {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
-          {"factorized", m.memory.factorized}, {"device", c.device}, {"cache_len", m.cache_len},
+          {"factorized", m.memory.factorized}, {"forget_bias", m.memory.forget_bias}, {"device", c.device}, {"cache_len", m.cache_len},
           {"linear_features", m.linear_features}, {"ssm_state", m.ssm_state}, {"memory_tokens", m.memory_tokens},
           {"stop_accuracy", c.stop_accuracy}};
 }
@@ -116,6 +116,7 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
       else if (key == "hard_write") m.memory.hard_write = v.get<bool>();
       else if (key == "factorized") m.memory.factorized = v.get<bool>();
+      else if (key == "forget_bias") m.memory.forget_bias = real_value(key, v);
       else throw ValueError("config: unknown key \"" + printable(key) + "\"");
     } catch (const json::exception& e) {
       throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + printable(v.dump()) + ")");
@@ -200,6 +201,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   // AdamW (0.9, 0.999) at a constant rate; a non-finite gradient norm is an error.
   LoopConfig loop{cfg.steps, cfg.batch, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
                   config_to_json(cfg), "tmem::models::DiagnosticModel"};
+  loop.config_defaults = config_to_json(TrainConfig{});
   loop.window = 100;
   loop.stop_metric = cfg.stop_accuracy;
   loop.data_parallel = data_parallel;

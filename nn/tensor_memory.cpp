@@ -11,8 +11,9 @@
 
 namespace tmem::nn {
 
-ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen)
+ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen, double forget_bias)
     : in_channels(cx), channels(c) {
+  check<ValueError>(std::isfinite(forget_bias), "ConvLSTM3D: expected a finite forget_bias, but got ", forget_bias);
   const int64_t cz = cx + c;
   auto identity_taps = [cz] {  // centre tap 1, others 0
     Tensor t = zeros({cz, 3});
@@ -33,6 +34,7 @@ ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen)
   const double bound = std::sqrt(6.0 / static_cast<double>(cz + 4 * c));
   w.pw = register_parameter("pw", rand({4 * c, cz}, -bound, bound, DType::Float32, gen));
   w.pb = register_parameter("pb", zeros({4 * c}));
+  fill_data(make_view(w.pb, {c}, {1}, c), forget_bias);  // rows c..2c: the forget gate
 }
 
 ConvLSTM3DState ConvLSTM3D::forward(const Tensor& x, const ConvLSTM3DState& s) const {
@@ -52,7 +54,7 @@ TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator
   content = register_module("content", std::make_shared<Linear>(dim, o.channels, true, gen));
   sigma = register_module("sigma", std::make_shared<Linear>(dim, 1, true, gen));
   fill_data(sigma->bias, 1.0);
-  cell = register_module("cell", std::make_shared<ConvLSTM3D>(o.channels, o.channels, o.factorized, gen));
+  cell = register_module("cell", std::make_shared<ConvLSTM3D>(o.channels, o.channels, o.factorized, gen, o.forget_bias));
   gamma = register_parameter("gamma", full({1}, o.gamma_init));
 }
 

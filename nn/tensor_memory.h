@@ -18,10 +18,14 @@ namespace tmem::nn {
 /// (centre 1, others 0), depthwise biases 0, pointwise Xavier-uniform, bias 0.
 /// With factorized = false the depthwise taps stay at identity and their
 /// biases at 0 as constants (not parameters): a pointwise-only update.
+/// forget_bias starts the forget gate's C pointwise biases (rows C..2C of
+/// pb, gate order i, f, o, g) at that value instead of 0, as LSTM recipes do
+/// (Gers et al. 2000; Jozefowicz et al. 2015 use 1); throws ValueError when
+/// it is not finite.
 class ConvLSTM3D : public Module {
  public:
   ConvLSTM3D(int64_t in_channels, int64_t channels, bool factorized = true,
-             Generator& gen = default_generator());
+             Generator& gen = default_generator(), double forget_bias = 0.0);
   /// One step: x[B, Cx, D, H, W], state h, c [B, C, D, H, W] -> new state.
   ConvLSTM3DState forward(const Tensor& x, const ConvLSTM3DState& state) const;
   int64_t in_channels, channels;
@@ -39,6 +43,7 @@ struct TensorMemoryOptions {
   // Ablations (docs/DESIGN.md §8):
   bool hard_write = false;  // write the content into the nearest cell only (no gradient to mu, sigma)
   bool factorized = true;   // false: the ConvLSTM3D update is pointwise only (depthwise taps fixed to identity)
+  double forget_bias = 0.0; // the forget gate's initial bias (the method: 0, so f starts near sigmoid(0) = 0.5)
 };
 
 /// Per-layer Tensor Memory. forward(x, state) takes the layer-normed tokens

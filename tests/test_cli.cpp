@@ -169,6 +169,8 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"train", "no-harm", "--mem-grid", "100000"}, "--mem-grid: expected an integer in [1, 256]"},
       {{"train", "no-harm", "--mem-channels", "100000"}, "--mem-channels: expected an integer in [1, 4096]"},
       {{"train", "no-harm", "--queries", "-3"}, "--queries: expected an integer in [1, 65536]"},
+      {{"train", "no-harm", "--memory-forget-bias", "25"}, "--memory-forget-bias: expected a finite number in [-20, 20]"},
+      {{"train", "no-harm", "--memory-forget-bias", "nan"}, "--memory-forget-bias: expected a finite number"},
       {{"train", "no-harm", "--name", ""}, "--name: expected a value, but got an empty one"},
       {{"train", "no-harm", "--method", "base,base"}, "--method: the value \"base\" is given twice"},
       {{"train", "no-harm", "--method", "base,slotz"},

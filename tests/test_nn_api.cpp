@@ -339,3 +339,22 @@ TEST_CASE("TensorMemoryProbe: records each forward's internals while alive, inne
   CHECK(mem.forward(x, s0).out.to_vector() == first.out.to_vector());
   CHECK(s0.h.to_vector() == std::vector<double>(static_cast<size_t>(s0.h.numel()), 0.0));
 }
+
+TEST_CASE("ConvLSTM3D forget_bias starts the forget gate's biases there, and the cell keeps sigmoid(b) of c") {
+  NoGradGuard no_grad;
+  const double b = 3.0;
+  nn::ConvLSTM3D cell(2, 3, true, default_generator(), b);
+  // pb [4C]: gates i, f, o, g; only the forget rows C..2C move.
+  CHECK(cell.w.pb.to_vector() == std::vector<double>{0, 0, 0, b, b, b, 0, 0, 0, 0, 0, 0});
+  // With the pointwise weights at 0, every gate is its bias: from x = h = 0
+  // and c = 1, c' = sigmoid(b) * 1 + sigmoid(0) * tanh(0) = sigmoid(b).
+  fill_data(cell.w.pw, 0.0);
+  const ConvLSTM3DState s = cell.forward(zeros({1, 2, 2, 2, 2}), {zeros({1, 3, 2, 2, 2}), ones({1, 3, 2, 2, 2})});
+  for (double v : s.c.to_vector()) CHECK(v == doctest::Approx(1 / (1 + std::exp(-b))).epsilon(1e-6));
+  CHECK_THROWS_WITH_AS(nn::ConvLSTM3D(2, 3, true, default_generator(), std::nan("")),
+                       "ConvLSTM3D: expected a finite forget_bias, but got nan", ValueError);
+  nn::TensorMemoryOptions o;
+  o.forget_bias = -1.5;
+  nn::TensorMemory mem(8, o);
+  CHECK(mem.cell->w.pb.to_vector()[static_cast<size_t>(o.channels)] == -1.5);
+}

@@ -240,3 +240,19 @@ TEST_CASE("train_loop: a step that trains more or fewer rows than the batch is a
   cfg.batch = 0;
   CHECK_THROWS_WITH_AS(models::train_loop(model, cfg, hooks), "train: expected a batch >= 1, but got 0", ValueError);
 }
+
+TEST_CASE("config_differences: a key an older checkpoint lacks matches only at its default") {
+  const nlohmann::json now = {{"lr", 0.001}, {"steps", 20}, {"forget_bias", 0.0}};
+  const nlohmann::json defaults = {{"lr", 0.0003}, {"steps", 2000}, {"forget_bias", 0.0}};
+  CHECK(models::config_differences({{"lr", 0.001}, {"steps", 10}}, now, defaults, "steps").empty());
+  CHECK(models::config_differences({{"lr", 0.001}, {"steps", 10}}, now, defaults) ==
+        "\n  steps: checkpoint 10, now 20");
+  nlohmann::json moved = now;
+  moved["forget_bias"] = 3.0;
+  CHECK(models::config_differences({{"lr", 0.001}, {"steps", 20}}, moved, defaults) ==
+        "\n  forget_bias: checkpoint (missing), now 3.0");
+  CHECK(models::config_differences({{"lr", 0.001}, {"steps", 20}}, now, nlohmann::json::object()) ==
+        "\n  forget_bias: checkpoint (missing), now 0.0");
+  CHECK(models::config_differences({{"lr", 0.003}, {"steps", 20}, {"forget_bias", 0.0}}, now, defaults) ==
+        "\n  lr: checkpoint 0.003, now 0.001");
+}

@@ -78,8 +78,8 @@ std::optional<json> finished_cell(const models::TrainConfig& c) {
   } catch (const IOError&) {
     return std::nullopt;  // a torn or foreign result.json: the cell runs again
   }
-  if (!j.is_object() || !j.contains("config") || j["config"] != models::config_to_json(c) ||
-      !j.contains("eval_accuracy"))
+  if (!j.is_object() || !j.contains("config") || !j.contains("eval_accuracy") ||
+      !models::config_differences(j["config"], models::config_to_json(c), models::config_to_json(models::TrainConfig{})).empty())
     return std::nullopt;
   return j;
 }
@@ -394,6 +394,9 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
       ->check(int_range(0, 65536));
   t->add_option("--sigma-scale", c.model.memory.sigma_scale, "Write width multiplier")->capture_default_str()
       ->check(real_range(1e-3, 1e3));
+  t->add_option("--memory-forget-bias", c.model.memory.forget_bias,
+                "Initial bias of the memory's ConvLSTM3D forget gate (the method: 0, f = 0.5 at the start)")
+      ->capture_default_str()->check(real_range(-20, 20));
   t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str()
       ->check(int_range(1, 1000000));

@@ -28,6 +28,8 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
 
 /// The result of a cell that an earlier run of the same config finished (its
 /// c.run_dir/result.json), so `--resume` skips it; nullopt when there is none.
+/// A config key the result lacks (a tmem from before the key) matches its
+/// default (models::config_differences).
 std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
 
 /// Trains c as the cell `cell_dir` of the run `rec` (c.run_dir becomes
