@@ -391,10 +391,10 @@ std::function<int()> add_frontier_command(CLI::App& app) {
             "size). Cells train up to --steps, stopping once the training accuracy over 100 steps reaches "
             "--stop-accuracy. Lanes: run one process per method group into the same --name (e.g. --methods "
             "tensor --threads 1 next to --methods none,full,xl,linear,ssm,rmt --threads 1); each writes the table "
-            "of every cell finished so far, and --report rewrites it. Measured time per mqar cell on one thread beside "
-            "other jobs: none 6-19 min (4000 steps), full 1-6 min (stops at 99%), tensor at C 16, 4^3 31-62 min; "
-            "in 20-step probes xl, linear, ssm and rmt at their middle sizes take 1.4x, 2x, 4.7x and 6x none's "
-            "time per step. Figures: docs/RESULTS.md.");
+            "of every cell finished so far, and --report rewrites it. Measured time per mqar cell (4000 steps unless it "
+            "stops at 99%) on one thread beside other jobs, 2026-12-01 to 12-03: none 4-95 min, full 10-43 min, "
+            "xl M 32 17-146 min, linear f 32 10-87 min, ssm N 32 27-102 min (N 200 187 min), rmt R 32 78-101 min, "
+            "tensor C 16 at 4^3 32-75 min; coord-recall's tensor C 16 at 4^3 86 min. Figures: docs/RESULTS.md.");
   f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
   add_method_option(*f, "--methods", a->methods, models::parse_backbone_method, "Methods, comma-separated");
   f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str()
