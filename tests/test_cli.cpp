@@ -176,6 +176,7 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"train", "no-harm", "--method", "base,slotz"},
        "--method: unknown method \"slotz\" (expected base, base_wide, slots, tensor, linear, ssm, rmt, none, full or xl)"},
       {{"frontier", "mqar", "--methods", "xl,ql"}, "--methods: unknown method \"ql\""},
+      {{"frontier", "mqar", "--memory-forget-bias", "-30"}, "--memory-forget-bias: expected a finite number in [-20, 20]"},
       {{"frontier", "mqar", "--values", "16"}, "frontier: --values [16] needs --vs P or --vs G"},
       {{"frontier", "mqar", "--vs", "P", "--values", "16,40"},
        "mqar: expected P a multiple of 16 in [16, 256] and G >= 0, but got P 40 G 1"},

@@ -412,6 +412,9 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_option("--T", c.task_cfg.T, "map-recall: observations")->capture_default_str()->check(int_range(1, 65536));
   f->add_option("--W", c.task_cfg.W, "coord-recall: written keys (default 32)")->check(int_range(1, 65536));
   f->add_option("--noise", c.task_cfg.noise, "coord-recall: query noise s")->capture_default_str()->check(real_range(0, 10));
+  f->add_option("--memory-forget-bias", c.model.memory.forget_bias,
+                "tensor: initial bias of the memory's forget gate (the method: 0); a variant, so give it its own --name")
+      ->capture_default_str()->check(real_range(-20, 20));
   f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
   f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
   f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
