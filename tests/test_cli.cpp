@@ -3,6 +3,7 @@
 #include <sys/mount.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -124,6 +125,31 @@ TEST_CASE("cli: train on a segmented task defaults to the methods full and tenso
   for (const auto& f : fs::directory_iterator(dir + "/runs/m"))
     if (f.is_directory()) cells.insert(f.path().filename().string().substr(0, f.path().filename().string().find('_')));
   CHECK(cells == std::set<std::string>{"full", "tensor"});
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: --resume does not replace a finished cell of another config, and extends one of fewer steps") {
+  const std::string dir = fresh_cli_dir("tmem_cli_other_config");
+  const auto args = tiny_train_args("oc");
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string result = dir + "/runs/oc/base_length32_seed42/result.json";
+  const std::string before = tmem::test::read_all(result);
+  auto other = args;
+  other.insert(other.end(), {"--resume", "--lr", "0.001"});
+  r = run_tmem(other, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("result.json holds a finished run of another config:\n  lr: checkpoint 0.0003, now 0.001") !=
+        std::string::npos);
+  CHECK(tmem::test::read_all(result) == before);
+  auto longer = args;
+  *(std::find(longer.begin(), longer.end(), "--steps") + 1) = "4";
+  longer.push_back("--resume");
+  r = run_tmem(longer, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("step 4/4") != std::string::npos);
+  CHECK(tmem::test::read_all(result) != before);
   fs::remove_all(dir);
 }
 

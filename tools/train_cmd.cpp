@@ -68,7 +68,11 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
   else c.task_cfg.length = v;
 }
 
-std::optional<json> finished_cell(const models::TrainConfig& c) {
+namespace {
+
+// The result.json of c.run_dir with a config and an eval accuracy, or
+// nullopt (none, torn or foreign: the cell runs again).
+std::optional<json> cell_result(const models::TrainConfig& c) {
   const std::string path = c.run_dir + "/" + models::kResultFile;
   std::ifstream in(path);
   if (!in) return std::nullopt;
@@ -76,11 +80,23 @@ std::optional<json> finished_cell(const models::TrainConfig& c) {
   try {
     j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
   } catch (const IOError&) {
-    return std::nullopt;  // a torn or foreign result.json: the cell runs again
-  }
-  if (!j.is_object() || !j.contains("config") || !j.contains("eval_accuracy") ||
-      !models::config_differences(j["config"], models::config_to_json(c), models::config_to_json(models::TrainConfig{})).empty())
     return std::nullopt;
+  }
+  if (!j.is_object() || !j.contains("config") || !j.contains("eval_accuracy")) return std::nullopt;
+  return j;
+}
+
+// How a result's config differs from c's (models::config_differences).
+std::string result_differences(const json& result, const models::TrainConfig& c, const std::string& except = "") {
+  return models::config_differences(result["config"], models::config_to_json(c),
+                                    models::config_to_json(models::TrainConfig{}), except);
+}
+
+}  // namespace
+
+std::optional<json> finished_cell(const models::TrainConfig& c) {
+  auto j = cell_result(c);
+  if (!j || !result_differences(*j, c).empty()) return std::nullopt;
   return j;
 }
 
@@ -125,6 +141,14 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
       draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
       if (eta) eta->finish(0, 0);
       return *done;
+    }
+    // A finished run of another config (not a longer one) is not replaced
+    // under --resume: that would lose it.
+    if (auto other = cell_result(c)) {
+      const std::string diff = result_differences(*other, c, "steps");
+      check<ValueError>(diff.empty(), name, ": ", c.run_dir, "/", models::kResultFile,
+                        " holds a finished run of another config:", diff,
+                        "\n(give this run another --name, or run without --resume to replace it)");
     }
     if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
       fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);

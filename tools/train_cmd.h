@@ -36,7 +36,9 @@ std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
 /// rec.path(cell_dir)), printing progress and a result line under `label`,
 /// and writes its result.json and losses.json and draws its loss and
 /// accuracy curves into the run's plots; with c.resume, a cell that an
-/// earlier invocation finished with the same config is reused instead. `id`
+/// earlier invocation finished with the same config is reused instead, and
+/// one finished with another config (other than a longer --steps) is an
+/// error (ValueError naming the keys), not replaced. `id`
 /// names the run in the record: its first key's value ({"cell": ...} or
 /// {"variant": ...}) is the run's name; its other keys are copied into the
 /// record. With `eta` (the run's parts, this cell current), the progress
