@@ -3,12 +3,13 @@
 # not versioned, so each finished cell's result.json (a few kB: config,
 # accuracies, curve) is saved under docs/frontier/<name>/ and restored from
 # there before `tmem frontier ... --resume`, which then reuses it. A cell
-# still training keeps its latest checkpoint under
-# docs/frontier/<name>/partial/<cell>.safetensors when it is at most 2 MB
-# (the repository's limit for a file), so that a fresh machine's --resume
-# continues it instead of starting it again; a larger one is named and not
-# kept (that cell starts again on a fresh machine). A partial is dropped once
-# its cell has finished.
+# still training keeps its latest checkpoint, gzip-compressed, under
+# docs/frontier/<name>/partial/<cell>.safetensors.gz when that is at most
+# 2 MB (the repository's limit for a file), so that a fresh machine's
+# --resume continues it instead of starting it again; a larger one is named
+# and not kept (that cell starts again on a fresh machine). A partial is
+# dropped once its cell has finished. TMEM_RUNS and TMEM_FRONTIER_KEPT
+# replace runs/ and docs/frontier/ (the test uses them).
 # Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -19,8 +20,8 @@ if [[ $# -ne 2 || ( "$1" != save && "$1" != restore ) ]]; then
   exit 2
 fi
 name=$2
-runs=runs/$name
-kept=docs/frontier/$name
+runs=${TMEM_RUNS:-runs}/$name
+kept=${TMEM_FRONTIER_KEPT:-docs/frontier}/$name
 
 case $1 in
   save)
@@ -40,20 +41,24 @@ case $1 in
       [[ -e $f ]] || continue
       cell=$(basename "$(dirname "$f")")
       [[ -e $runs/$cell/result.json ]] && continue
-      if (( $(stat -c %s "$f") > max_partial )); then
-        echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$f") bytes > $max_partial): it restarts on a fresh machine"
-        rm -f "$kept/partial/$cell.safetensors"
-        continue
-      fi
       mkdir -p "$kept/partial"
-      if ! cmp -s "$f" "$kept/partial/$cell.safetensors"; then
-        cp "$f" "$kept/partial/$cell.safetensors.tmp" && mv "$kept/partial/$cell.safetensors.tmp" "$kept/partial/$cell.safetensors"
+      gz=$kept/partial/$cell.safetensors.gz
+      gzip -n -c "$f" > "$gz.tmp"
+      if (( $(stat -c %s "$gz.tmp") > max_partial )); then
+        echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$gz.tmp") bytes compressed > $max_partial): it restarts on a fresh machine"
+        rm -f "$gz.tmp" "$gz"
+      elif cmp -s "$gz.tmp" "$gz"; then
+        rm "$gz.tmp"
+      else
+        gzip -t "$gz.tmp" && mv "$gz.tmp" "$gz"
         p=$((p + 1))
       fi
+      rm -f "$kept/partial/$cell.safetensors"  # kept uncompressed by an earlier version
     done
-    for f in "$kept"/partial/*.safetensors; do
+    for f in "$kept"/partial/*.safetensors "$kept"/partial/*.safetensors.gz; do
       [[ -e $f ]] || continue
-      [[ -e $kept/$(basename "$f" .safetensors).json ]] && rm "$f"
+      cell=$(basename "$(basename "$f" .gz)" .safetensors)
+      [[ -e $kept/$cell.json ]] && rm "$f"
     done
     echo "frontier_cells: saved $n new or changed cells and $p checkpoints of cells in progress to $kept"
     ;;
@@ -70,12 +75,17 @@ case $1 in
       fi
     done
     p=0
-    for f in "$kept"/partial/*.safetensors; do
+    for f in "$kept"/partial/*.safetensors "$kept"/partial/*.safetensors.gz; do
       [[ -e $f ]] || continue
-      cell=$(basename "$f" .safetensors)
+      cell=$(basename "$(basename "$f" .gz)" .safetensors)
       if [[ ! -e $runs/$cell/checkpoint.safetensors && ! -e $runs/$cell/result.json ]]; then
         mkdir -p "$runs/$cell"
-        cp "$f" "$runs/$cell/checkpoint.safetensors"
+        if [[ $f == *.gz ]]; then
+          gzip -d -c "$f" > "$runs/$cell/checkpoint.safetensors.tmp"
+        else
+          cp "$f" "$runs/$cell/checkpoint.safetensors.tmp"
+        fi
+        mv "$runs/$cell/checkpoint.safetensors.tmp" "$runs/$cell/checkpoint.safetensors"
         p=$((p + 1))
       fi
     done

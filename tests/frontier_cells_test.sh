@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# tools/frontier_cells.sh: save, then restore into an empty runs/, gives back
+# every finished cell's result.json and the checkpoint of a cell in progress
+# byte for byte (kept gzip-compressed in between); a checkpoint over 2 MB
+# compressed is named and not kept; a partial goes once its cell finished.
+# Usage: frontier_cells_test.sh path/to/tools/frontier_cells.sh
+set -euo pipefail
+script=$1
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+export TMEM_RUNS=$tmp/runs TMEM_FRONTIER_KEPT=$tmp/kept
+runs=$TMEM_RUNS/fr kept=$TMEM_FRONTIER_KEPT/fr
+mkdir -p "$runs/done" "$runs/going" "$runs/big"
+echo '{"eval_accuracy": 0.5}' > "$runs/done/result.json"
+# 1.5 MB of random bytes and 1 MB of zeros: 2.5 MB, under 2 MB compressed.
+{ head -c 1500000 /dev/urandom; head -c 1000000 /dev/zero; } > "$runs/going/checkpoint.safetensors"
+head -c 2100000 /dev/urandom > "$runs/big/checkpoint.safetensors"
+cp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
+
+out=$(bash "$script" save fr)
+echo "$out"
+grep -q "not keeping big's checkpoint" <<< "$out"
+grep -q "saved 1 new or changed cells and 1 checkpoints" <<< "$out"
+[[ -f $kept/done.json && -f $kept/partial/going.safetensors.gz && ! -e $kept/partial/big.safetensors.gz ]]
+# Saving again changes nothing.
+grep -q "saved 0 new or changed cells and 0 checkpoints" <<< "$(bash "$script" save fr)"
+
+rm -rf "$TMEM_RUNS"
+out=$(bash "$script" restore fr)
+echo "$out"
+grep -q "restored 1 cells and 1 checkpoints" <<< "$out"
+cmp "$runs/done/result.json" "$kept/done.json"
+cmp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
+[[ ! -e $runs/big ]]
+
+echo '{"eval_accuracy": 0.7}' > "$runs/going/result.json"
+bash "$script" save fr
+[[ -f $kept/going.json && ! -e $kept/partial/going.safetensors.gz ]]
+echo "frontier_cells: save and restore round trip ok"
