@@ -121,7 +121,7 @@ std::string config_differences(const json& saved, const json& now, const json& d
     if (key == except) continue;
     const bool same = saved.contains(key) ? saved[key] == v : defaults.contains(key) && defaults[key] == v;
     if (!same)
-      diff += "\n  " + key + ": checkpoint " +
+      diff += "\n  " + key + ": saved " +
               (saved.contains(key) ? printable(saved[key].dump()) : std::string("(missing)")) + ", now " +
               printable(v.dump());
   }

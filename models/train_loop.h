@@ -120,7 +120,7 @@ struct LoopResult {
 };
 
 /// How a saved config (a checkpoint's, a result.json's) differs from the
-/// run's `now`, one "\n  key: checkpoint X, now Y" line per key of `now`
+/// run's `now`, one "\n  key: saved X, now Y" line per key of `now`
 /// (but `except`); empty when it describes the same run. A key missing from
 /// `saved` (written by a tmem from before the key) matches when now's value
 /// is the one in `defaults`, the key's default, which that tmem used.

@@ -140,7 +140,7 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   other.insert(other.end(), {"--resume", "--lr", "0.001"});
   r = run_tmem(other, dir);
   CHECK(r.status == 1);
-  CHECK(r.output.find("result.json holds a finished run of another config:\n  lr: checkpoint 0.0003, now 0.001") !=
+  CHECK(r.output.find("result.json holds a finished run of another config:\n  lr: saved 0.0003, now 0.001") !=
         std::string::npos);
   CHECK(tmem::test::read_all(result) == before);
   auto longer = args;

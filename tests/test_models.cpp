@@ -219,8 +219,8 @@ TEST_CASE("resume is bit-exact: 6 steps + resume to 12 equals 12 uninterrupted s
   other.task_cfg.W = 6;
   const std::string err = test::error_of<ValueError>([&] { train_diagnostic(other); });
   CHECK(err.find("written with another config") != std::string::npos);
-  CHECK(err.find("lr: checkpoint 0.0003, now 0.001") != std::string::npos);
-  CHECK(err.find("W: checkpoint 5, now 6") != std::string::npos);
+  CHECK(err.find("lr: saved 0.0003, now 0.001") != std::string::npos);
+  CHECK(err.find("W: saved 5, now 6") != std::string::npos);
   TrainConfig shorter = half;
   shorter.steps = 4;
   CHECK(test::error_of<ValueError>([&] { train_diagnostic(shorter); }).find("at step 12, past the 4 steps") !=

@@ -210,7 +210,7 @@ TEST_CASE("train_loop: a checkpoint of another config or past the steps asked fo
   c.resume = true;
   c.lr *= 2;
   CHECK_THROWS_WITH_AS(models::train_video(c, test::pattern_items(8), test::pattern_items(8)),
-                       doctest::Contains("it was written with another config:\n  lr: checkpoint 0.003, now 0.006"),
+                       doctest::Contains("it was written with another config:\n  lr: saved 0.003, now 0.006"),
                        ValueError);
   c.lr /= 2;
   c.steps = 2;
@@ -246,13 +246,13 @@ TEST_CASE("config_differences: a key an older checkpoint lacks matches only at i
   const nlohmann::json defaults = {{"lr", 0.0003}, {"steps", 2000}, {"forget_bias", 0.0}};
   CHECK(models::config_differences({{"lr", 0.001}, {"steps", 10}}, now, defaults, "steps").empty());
   CHECK(models::config_differences({{"lr", 0.001}, {"steps", 10}}, now, defaults) ==
-        "\n  steps: checkpoint 10, now 20");
+        "\n  steps: saved 10, now 20");
   nlohmann::json moved = now;
   moved["forget_bias"] = 3.0;
   CHECK(models::config_differences({{"lr", 0.001}, {"steps", 20}}, moved, defaults) ==
-        "\n  forget_bias: checkpoint (missing), now 3.0");
+        "\n  forget_bias: saved (missing), now 3.0");
   CHECK(models::config_differences({{"lr", 0.001}, {"steps", 20}}, now, nlohmann::json::object()) ==
-        "\n  forget_bias: checkpoint (missing), now 0.0");
+        "\n  forget_bias: saved (missing), now 0.0");
   CHECK(models::config_differences({{"lr", 0.003}, {"steps", 20}, {"forget_bias", 0.0}}, now, defaults) ==
-        "\n  lr: checkpoint 0.003, now 0.001");
+        "\n  lr: saved 0.003, now 0.001");
 }
