@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# The background lanes of the long-horizon frontiers (issue 22; what they
+# have produced: docs/RESULTS.md). Each lane is `tmem frontier ... --resume`
+# on one thread at nice 10, continued across sessions and machines:
+#   start   restore the kept cells (tools/frontier_cells.sh) and start every
+#           lane that is not running; its output is appended to
+#           runs/lanes/<lane>.log
+#   status  each lane's process and the step of every unfinished cell
+#   save    keep every finished cell and partial checkpoint in docs/frontier/
+#           (commit them before the machine goes)
+# Each lane runs a copy of its binary, so rebuilding build/ does not touch a
+# running lane. The mqar frontier runs on a binary built at commit 636e326
+# (before the weight-decay groups) for all its cells, so that they compare
+# with each other: start builds it in runs/lanes/src-636e326 when missing.
+# Usage: tools/frontier_lanes.sh start|status|save
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+lanes=runs/lanes
+mqar_commit=636e326
+
+# lane name | run name | binary (pinned or current) | frontier arguments
+table=(
+  "coord-recall|frontier-coord-recall|current|coord-recall --methods tensor,none,full,linear,xl,ssm,rmt"
+  "mqar|frontier-mqar|pinned|mqar --methods ssm,rmt,tensor"
+  "map-recall|frontier-map-recall|current|map-recall --methods tensor,none,full,linear,xl,ssm,rmt"
+  "coord-recall-fb3|frontier-coord-recall-fb3|current|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "mqar-fb3|frontier-mqar-fb3|current|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
+)
+
+running() { pgrep -f -- "--name $1 --resume" > /dev/null; }
+
+current_binary() {
+  [[ -x build/tools/tmem ]] || { echo "frontier_lanes: build/tools/tmem is missing: build first (README)" >&2; exit 1; }
+  local rev
+  rev=$(git rev-parse --short HEAD)
+  mkdir -p "$lanes/bin"
+  [[ -x $lanes/bin/tmem-$rev ]] || { cp build/tools/tmem "$lanes/bin/tmem-$rev.tmp" && mv "$lanes/bin/tmem-$rev.tmp" "$lanes/bin/tmem-$rev"; }
+  echo "$root/$lanes/bin/tmem-$rev"
+}
+
+pinned_binary() {
+  local bin=$lanes/bin/tmem-$mqar_commit src=$lanes/src-$mqar_commit
+  if [[ ! -x $bin ]]; then
+    echo "frontier_lanes: building the mqar lane's binary at $mqar_commit in $src" >&2
+    [[ -d $src ]] || git worktree add --detach "$src" "$mqar_commit" >&2
+    cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTMEM_CUDA=OFF >&2
+    cmake --build "$src/build" -j2 --target tmem >&2
+    mkdir -p "$lanes/bin"
+    cp "$src/build/tools/tmem" "$bin.tmp" && mv "$bin.tmp" "$bin"
+  fi
+  echo "$root/$bin"
+}
+
+case ${1:-} in
+  start)
+    mkdir -p "$lanes"
+    for row in "${table[@]}"; do
+      IFS='|' read -r lane name kind args <<< "$row"
+      if running "$name"; then
+        echo "frontier_lanes: $lane is running"
+        continue
+      fi
+      bash tools/frontier_cells.sh restore "$name"
+      if [[ $kind == pinned ]]; then bin=$(pinned_binary); else bin=$(current_binary); fi
+      # shellcheck disable=SC2086  # args is a word list
+      OMP_WAIT_POLICY=passive nohup nice -n 10 "$bin" frontier $args --threads 1 --name "$name" --resume \
+        >> "$lanes/$lane.log" 2>&1 < /dev/null &
+      echo "frontier_lanes: started $lane ($(basename "$bin"), log $lanes/$lane.log)"
+    done
+    ;;
+  status)
+    for row in "${table[@]}"; do
+      IFS='|' read -r lane name _ _ <<< "$row"
+      if running "$name"; then echo "$lane: running"; else echo "$lane: not running"; fi
+      for ckpt in runs/"$name"/*/checkpoint.safetensors; do
+        [[ -e $ckpt && ! -e $(dirname "$ckpt")/result.json ]] || continue
+        # The step and seconds from the checkpoint's metadata (its header).
+        /usr/bin/python3 - "$ckpt" <<'EOF'
+import json, struct, sys
+with open(sys.argv[1], "rb") as f:
+    meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})
+print(f"  {sys.argv[1].split('/')[-2]}: step {meta.get('step', '?')}, {float(meta.get('seconds', 0)) / 60:.0f} min")
+EOF
+      done
+    done
+    ;;
+  save)
+    for row in "${table[@]}"; do
+      IFS='|' read -r _ name _ _ <<< "$row"
+      if [[ -d runs/$name ]]; then bash tools/frontier_cells.sh save "$name"; fi
+    done
+    ;;
+  *)
+    echo "usage: $0 start|status|save" >&2
+    exit 2
+    ;;
+esac
