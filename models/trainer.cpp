@@ -116,7 +116,11 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
       else if (key == "hard_write") m.memory.hard_write = v.get<bool>();
       else if (key == "factorized") m.memory.factorized = v.get<bool>();
-      else if (key == "forget_bias") m.memory.forget_bias = real_value(key, v);
+      else if (key == "forget_bias") {
+        m.memory.forget_bias = real_value(key, v);
+        check<ValueError>(std::abs(m.memory.forget_bias) <= 20, "config: key \"forget_bias\" expects a number in [-20, 20] "
+                          "(as --memory-forget-bias), but got ", printable(v.dump()));
+      }
       else throw ValueError("config: unknown key \"" + printable(key) + "\"");
     } catch (const json::exception& e) {
       throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + printable(v.dump()) + ")");

@@ -13,7 +13,8 @@ namespace tmem::nn {
 
 ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen, double forget_bias)
     : in_channels(cx), channels(c) {
-  check<ValueError>(std::isfinite(forget_bias), "ConvLSTM3D: expected a finite forget_bias, but got ", forget_bias);
+  check<ValueError>(std::isfinite(static_cast<float>(forget_bias)),
+                    "ConvLSTM3D: expected a forget_bias finite in float32, but got ", forget_bias);
   const int64_t cz = cx + c;
   auto identity_taps = [cz] {  // centre tap 1, others 0
     Tensor t = zeros({cz, 3});

@@ -21,7 +21,7 @@ namespace tmem::nn {
 /// forget_bias starts the forget gate's C pointwise biases (rows C..2C of
 /// pb, gate order i, f, o, g) at that value instead of 0, as LSTM recipes do
 /// (Gers et al. 2000; Jozefowicz et al. 2015 use 1); throws ValueError when
-/// it is not finite.
+/// it is not finite as a float32.
 class ConvLSTM3D : public Module {
  public:
   ConvLSTM3D(int64_t in_channels, int64_t channels, bool factorized = true,

@@ -33,6 +33,27 @@ cmp "$runs/done/result.json" "$kept/done.json"
 cmp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
 [[ ! -e $runs/big ]]
 
+# A partial that cannot be read back is named and skipped; the rest restore.
+echo "not gzip" > "$kept/partial/torn.safetensors.gz"
+rm -rf "$TMEM_RUNS"
+out=$(bash "$script" restore fr 2>&1)
+echo "$out"
+grep -q "torn.safetensors.gz cannot be read back: torn starts from step 0" <<< "$out"
+grep -q "restored 1 cells and 1 checkpoints" <<< "$out"
+[[ ! -e $runs/torn ]]
+cmp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
+rm "$kept/partial/torn.safetensors.gz"
+
+# A torn result.json is not kept over a good one; a bad NAME is refused.
+mkdir -p "$runs/torn"
+printf '{"eval_acc' > "$runs/torn/result.json"
+grep -q "is not valid JSON: not kept" <<< "$(bash "$script" save fr 2>&1)"
+[[ ! -e $kept/torn.json ]]
+rm -r "$runs/torn"
+for bad in "" . .. a/b; do
+  if bash "$script" save "$bad" 2> /dev/null; then echo "NAME '$bad' was accepted"; exit 1; fi
+done
+
 echo '{"eval_accuracy": 0.7}' > "$runs/going/result.json"
 bash "$script" save fr
 [[ -f $kept/going.json && ! -e $kept/partial/going.safetensors.gz ]]

@@ -149,7 +149,20 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   r = run_tmem(longer, dir);
   CHECK(r.status == 0);
   CHECK(r.output.find("step 4/4") != std::string::npos);
-  CHECK(tmem::test::read_all(result) != before);
+  const std::string extended = tmem::test::read_all(result);
+  CHECK(extended != before);
+  // Without its checkpoint (a cell restored from docs/frontier), neither a
+  // shorter nor a longer run replaces the finished one.
+  fs::remove(dir + "/runs/oc/base_length32_seed42/checkpoint.safetensors");
+  for (const char* steps : {"2", "6"}) {
+    auto again = longer;
+    *(std::find(again.begin(), again.end(), "--steps") + 1) = steps;
+    r = run_tmem(again, dir);
+    CHECK(r.status == 1);
+    CHECK(r.output.find(std::string("holds a finished run of another config:\n  steps: saved 4, now ") + steps +
+                        "\n(and no checkpoint to extend it from)") != std::string::npos);
+    CHECK(tmem::test::read_all(result) == extended);
+  }
   fs::remove_all(dir);
 }
 

@@ -249,6 +249,11 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
   CHECK(c.model.memory.H == 4);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"Wx", 10}}), doctest::Contains("Wx"), ValueError);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"steps", "many"}}), doctest::Contains("steps"), ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"forget_bias", 1e308}}),
+                       "config: key \"forget_bias\" expects a number in [-20, 20] (as --memory-forget-bias), but got 1e+308",
+                       ValueError);
+  apply_config_json(c, {{"forget_bias", -2.5}});
+  CHECK(c.model.memory.forget_bias == -2.5);
   TrainConfig d;
   apply_config_json(d, config_to_json(c));  // the written config reads back
   CHECK(config_to_json(d) == config_to_json(c));

@@ -352,7 +352,9 @@ TEST_CASE("ConvLSTM3D forget_bias starts the forget gate's biases there, and the
   const ConvLSTM3DState s = cell.forward(zeros({1, 2, 2, 2, 2}), {zeros({1, 3, 2, 2, 2}), ones({1, 3, 2, 2, 2})});
   for (double v : s.c.to_vector()) CHECK(v == doctest::Approx(1 / (1 + std::exp(-b))).epsilon(1e-6));
   CHECK_THROWS_WITH_AS(nn::ConvLSTM3D(2, 3, true, default_generator(), std::nan("")),
-                       "ConvLSTM3D: expected a finite forget_bias, but got nan", ValueError);
+                       "ConvLSTM3D: expected a forget_bias finite in float32, but got nan", ValueError);
+  CHECK_THROWS_WITH_AS(nn::ConvLSTM3D(2, 3, true, default_generator(), 1e300),
+                       "ConvLSTM3D: expected a forget_bias finite in float32, but got 1e+300", ValueError);
   nn::TensorMemoryOptions o;
   o.forget_bias = -1.5;
   nn::TensorMemory mem(8, o);

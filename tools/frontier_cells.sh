@@ -8,8 +8,11 @@
 # 2 MB (the repository's limit for a file), so that a fresh machine's
 # --resume continues it instead of starting it again; a larger one is named
 # and not kept (that cell starts again on a fresh machine). A partial is
-# dropped once its cell has finished. TMEM_RUNS and TMEM_FRONTIER_KEPT
-# replace runs/ and docs/frontier/ (the test uses them).
+# dropped once its cell has finished; one that grows past the limit leaves
+# the earlier kept one in place. A result.json that is not valid JSON is not
+# kept, and a partial that cannot be read back is named and skipped.
+# TMEM_RUNS and TMEM_FRONTIER_KEPT replace runs/ and docs/frontier/ (paths
+# from the repository's root; the test uses them).
 # Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +23,10 @@ if [[ $# -ne 2 || ( "$1" != save && "$1" != restore ) ]]; then
   exit 2
 fi
 name=$2
+if [[ -z $name || $name == . || $name == .. || $name == */* ]]; then
+  echo "frontier_cells: NAME must be a run name (a folder of runs/), but got '$name'" >&2
+  exit 2
+fi
 runs=${TMEM_RUNS:-runs}/$name
 kept=${TMEM_FRONTIER_KEPT:-docs/frontier}/$name
 
@@ -31,6 +38,10 @@ case $1 in
     for f in "$runs"/*/result.json; do
       [[ -e $f ]] || continue
       cell=$(basename "$(dirname "$f")")
+      if ! /usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$f" 2> /dev/null; then
+        echo "frontier_cells: $f is not valid JSON: not kept" >&2
+        continue
+      fi
       if ! cmp -s "$f" "$kept/$cell.json"; then
         cp "$f" "$kept/$cell.json.tmp" && mv "$kept/$cell.json.tmp" "$kept/$cell.json"
         n=$((n + 1))
@@ -45,8 +56,12 @@ case $1 in
       gz=$kept/partial/$cell.safetensors.gz
       gzip -n -c "$f" > "$gz.tmp"
       if (( $(stat -c %s "$gz.tmp") > max_partial )); then
-        echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$gz.tmp") bytes compressed > $max_partial): it restarts on a fresh machine"
-        rm -f "$gz.tmp" "$gz"
+        if [[ -e $gz ]]; then
+          echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$gz.tmp") bytes compressed > $max_partial): the earlier kept one stays"
+        else
+          echo "frontier_cells: not keeping $cell's checkpoint ($(stat -c %s "$gz.tmp") bytes compressed > $max_partial): it restarts on a fresh machine"
+        fi
+        rm -f "$gz.tmp"
       elif cmp -s "$gz.tmp" "$gz"; then
         rm "$gz.tmp"
       else
@@ -80,13 +95,15 @@ case $1 in
       cell=$(basename "$(basename "$f" .gz)" .safetensors)
       if [[ ! -e $runs/$cell/checkpoint.safetensors && ! -e $runs/$cell/result.json ]]; then
         mkdir -p "$runs/$cell"
-        if [[ $f == *.gz ]]; then
-          gzip -d -c "$f" > "$runs/$cell/checkpoint.safetensors.tmp"
+        tmp=$runs/$cell/checkpoint.safetensors.tmp
+        if { [[ $f == *.gz ]] && gzip -d -c "$f" > "$tmp"; } || { [[ $f != *.gz ]] && cp "$f" "$tmp"; }; then
+          mv "$tmp" "$runs/$cell/checkpoint.safetensors"
+          p=$((p + 1))
         else
-          cp "$f" "$runs/$cell/checkpoint.safetensors.tmp"
+          echo "frontier_cells: $f cannot be read back: $cell starts from step 0" >&2
+          rm -f "$tmp"
+          rmdir --ignore-fail-on-non-empty "$runs/$cell"
         fi
-        mv "$runs/$cell/checkpoint.safetensors.tmp" "$runs/$cell/checkpoint.safetensors"
-        p=$((p + 1))
       fi
     done
     echo "frontier_cells: restored $n cells and $p checkpoints of cells in progress from $kept to $runs"

@@ -101,8 +101,9 @@ std::string cell_name(models::BackboneMethod method, const std::string& size, do
   return to_string(method) + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
 }
 
-// Every finished frontier cell under root (its result.json with a "method"
-// entry; the cells of --vs sweeps are left out).
+// Every finished frontier cell under root: its result.json with the keys the
+// report reads, of their types (another is left out with a warning naming
+// it); the cells of --vs sweeps are left out.
 std::vector<json> finished_cells(const std::string& root) {
   std::vector<json> cells;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
@@ -115,8 +116,18 @@ std::vector<json> finished_cells(const std::string& root) {
     } catch (const IOError&) {
       continue;  // a torn or foreign result.json: not a finished cell
     }
-    if (j.is_object() && j.contains("method") && j.contains("eval_accuracy") && !j.contains("vs"))
+    if (!j.is_object() || j.contains("vs")) continue;
+    const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
+      return j.contains(key) && (j[key].*type)();
+    };
+    if (is("method", &json::is_string) && is("size", &json::is_string) && is("lr", &json::is_number) &&
+        is("seed", &json::is_number_unsigned) && is("eval_accuracy", &json::is_number) &&
+        is("final_loss", &json::is_number) && is("stopped_at", &json::is_number_integer) &&
+        is("seconds", &json::is_number) && is("config", &json::is_object))
       cells.push_back(j);
+    else
+      fmt::print(stderr, "warning: {} is not a finished frontier cell (a key is missing or of the wrong type): left out\n",
+                 path);
   }
   return cells;
 }

@@ -78,9 +78,13 @@ case ${1:-} in
         # The step and seconds from the checkpoint's metadata (its header).
         /usr/bin/python3 - "$ckpt" <<'EOF'
 import json, struct, sys
-with open(sys.argv[1], "rb") as f:
-    meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0])).get("__metadata__", {})
-print(f"  {sys.argv[1].split('/')[-2]}: step {meta.get('step', '?')}, {float(meta.get('seconds', 0)) / 60:.0f} min")
+cell = sys.argv[1].split("/")[-2]
+try:
+    with open(sys.argv[1], "rb") as f:
+        meta = json.loads(f.read(struct.unpack("<Q", f.read(8))[0]))["__metadata__"]
+    print(f"  {cell}: step {meta['step']}, {float(meta['seconds']) / 60:.0f} min")
+except Exception:  # torn, foreign or written by another tool
+    print(f"  {cell}: ? (its checkpoint's header cannot be read)")
 EOF
       done
     done

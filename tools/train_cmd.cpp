@@ -142,15 +142,20 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
       if (eta) eta->finish(0, 0);
       return *done;
     }
-    // A finished run of another config (not a longer one) is not replaced
-    // under --resume: that would lose it.
+    // A finished run is not replaced under --resume, that would lose it:
+    // only a longer run of the same config continues, from its checkpoint.
+    const bool have_checkpoint = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile);
     if (auto other = cell_result(c)) {
       const std::string diff = result_differences(*other, c, "steps");
-      check<ValueError>(diff.empty(), name, ": ", c.run_dir, "/", models::kResultFile,
-                        " holds a finished run of another config:", diff,
+      const json& saved = (*other)["config"];
+      const json steps = saved.is_object() ? saved.value("steps", json()) : json();
+      const bool longer = steps.is_number_integer() && steps.get<int64_t>() < c.steps && have_checkpoint;
+      check<ValueError>(diff.empty() && longer, name, ": ", c.run_dir, "/", models::kResultFile,
+                        " holds a finished run of another config:", diff.empty() ? result_differences(*other, c) : diff,
+                        diff.empty() && !have_checkpoint ? "\n(and no checkpoint to extend it from)" : "",
                         "\n(give this run another --name, or run without --resume to replace it)");
     }
-    if (!std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile))
+    if (!have_checkpoint)
       fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);
   } else if (std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile)) {
     fmt::print("note: {} holds a checkpoint, which {} replaces from step 0 (--resume would continue it)\n",
