@@ -26,6 +26,7 @@ table=(
   "map-recall|frontier-map-recall|current|map-recall --methods tensor,none,full,linear,xl,ssm,rmt"
   "coord-recall-fb3|frontier-coord-recall-fb3|current|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
   "mqar-fb3|frontier-mqar-fb3|current|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "map-recall-fb3|frontier-map-recall-fb3|current|map-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
 )
 
 running() { pgrep -f -- "--name $1 --resume" > /dev/null; }
