@@ -54,10 +54,14 @@ int64_t int_value(const std::string& key, const json& v) {
   return v.get<int64_t>();
 }
 
-// A real config value: a JSON number (true is not 1.0).
-double real_value(const std::string& key, const json& v) {
+// A real config value: a JSON number (true is not 1.0) in [lo, hi], the
+// range of the command-line option that sets it.
+double real_value(const std::string& key, const json& v, double lo, double hi) {
   check<ValueError>(v.is_number(), "config: key \"", key, "\" expects a number, but got ", printable(v.dump()));
-  return v.get<double>();
+  const double x = v.get<double>();
+  check<ValueError>(x >= lo && x <= hi, "config: key \"", key, "\" expects a number in [", lo, ", ", hi, "], but got ",
+                    printable(v.dump()));
+  return x;
 }
 
 // A seed: a JSON integer >= 0 (-1 does not wrap to 2^64 - 1).
@@ -77,7 +81,7 @@ void apply_config_json(TrainConfig& c, const json& j) {
       if (key == "task") c.task = v.get<std::string>();
       else if (key == "device") c.device = v.get<std::string>();
       else if (key == "W") c.task_cfg.W = int_value(key, v);
-      else if (key == "noise") c.task_cfg.noise = real_value(key, v);
+      else if (key == "noise") c.task_cfg.noise = real_value(key, v, 0, 100);
       else if (key == "queries") c.task_cfg.queries = int_value(key, v);
       else if (key == "T") c.task_cfg.T = int_value(key, v);
       else if (key == "L") c.task_cfg.L = int_value(key, v);
@@ -88,20 +92,20 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "linear_features") m.linear_features = int_value(key, v);
       else if (key == "ssm_state") m.ssm_state = int_value(key, v);
       else if (key == "memory_tokens") m.memory_tokens = int_value(key, v);
-      else if (key == "stop_accuracy") c.stop_accuracy = real_value(key, v);
+      else if (key == "stop_accuracy") c.stop_accuracy = real_value(key, v, 0, 1);
       else if (key == "steps") c.steps = int_value(key, v);
       else if (key == "batch") c.batch = int_value(key, v);
       else if (key == "seed") c.seed = seed_value(key, v);
-      else if (key == "lr") c.lr = real_value(key, v);
-      else if (key == "weight_decay") c.weight_decay = real_value(key, v);
-      else if (key == "clip") c.clip = real_value(key, v);
+      else if (key == "lr") c.lr = real_value(key, v, 0, 10);
+      else if (key == "weight_decay") c.weight_decay = real_value(key, v, 0, 10);
+      else if (key == "clip") c.clip = real_value(key, v, 0, 1e9);
       else if (key == "eval_batches") c.eval_batches = int_value(key, v);
       else if (key == "method") m.method = v.get<BackboneMethod>();
       else if (key == "dim") m.dim = int_value(key, v);
       else if (key == "layers") m.layers = int_value(key, v);
       else if (key == "heads") m.heads = int_value(key, v);
       else if (key == "max_len") m.max_len = int_value(key, v);
-      else if (key == "dropout") m.dropout = real_value(key, v);
+      else if (key == "dropout") m.dropout = real_value(key, v, 0, 1);
       else if (key == "leaky_memory") m.leaky_memory = v.get<bool>();
       else if (key == "mem_channels") m.memory.channels = int_value(key, v);
       else if (key == "mem_grid") {
@@ -110,17 +114,13 @@ void apply_config_json(TrainConfig& c, const json& j) {
         const int64_t g[3] = {int_value(key, v[0]), int_value(key, v[1]), int_value(key, v[2])};
         m.memory.D = g[0], m.memory.H = g[1], m.memory.W = g[2];
       } else if (key == "chunk") m.memory.chunk = int_value(key, v);
-      else if (key == "sigma_scale") m.memory.sigma_scale = real_value(key, v);
-      else if (key == "gamma_init") m.memory.gamma_init = real_value(key, v);
-      else if (key == "mem_dropout") m.memory.dropout = real_value(key, v);
+      else if (key == "sigma_scale") m.memory.sigma_scale = real_value(key, v, 1e-3, 1e3);
+      else if (key == "gamma_init") m.memory.gamma_init = real_value(key, v, -20, 20);
+      else if (key == "mem_dropout") m.memory.dropout = real_value(key, v, 0, 1);
       else if (key == "shared_coords") m.memory.shared_coords = v.get<bool>();
       else if (key == "hard_write") m.memory.hard_write = v.get<bool>();
       else if (key == "factorized") m.memory.factorized = v.get<bool>();
-      else if (key == "forget_bias") {
-        m.memory.forget_bias = real_value(key, v);
-        check<ValueError>(std::abs(m.memory.forget_bias) <= 20, "config: key \"forget_bias\" expects a number in [-20, 20] "
-                          "(as --memory-forget-bias), but got ", printable(v.dump()));
-      }
+      else if (key == "forget_bias") m.memory.forget_bias = real_value(key, v, -20, 20);
       else throw ValueError("config: unknown key \"" + printable(key) + "\"");
     } catch (const json::exception& e) {
       throw ValueError("config: key \"" + key + "\" has a value of the wrong type (" + printable(v.dump()) + ")");

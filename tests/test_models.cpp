@@ -250,8 +250,12 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"Wx", 10}}), doctest::Contains("Wx"), ValueError);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"steps", "many"}}), doctest::Contains("steps"), ValueError);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"forget_bias", 1e308}}),
-                       "config: key \"forget_bias\" expects a number in [-20, 20] (as --memory-forget-bias), but got 1e+308",
+                       "config: key \"forget_bias\" expects a number in [-20, 20], but got 1e+308",
                        ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"lr", 100}}), "config: key \"lr\" expects a number in [0, 10], but got 100",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"sigma_scale", 1e6}}),
+                       "config: key \"sigma_scale\" expects a number in [0.001, 1000], but got 1000000.0", ValueError);
   apply_config_json(c, {{"forget_bias", -2.5}});
   CHECK(c.model.memory.forget_bias == -2.5);
   TrainConfig d;
