@@ -94,12 +94,6 @@ std::string result_differences(const json& result, const models::TrainConfig& c,
 
 }  // namespace
 
-std::optional<json> finished_cell(const models::TrainConfig& c) {
-  auto j = cell_result(c);
-  if (!j || !result_differences(*j, c).empty()) return std::nullopt;
-  return j;
-}
-
 namespace {
 
 // The losses an earlier run of a cell wrote (empty when unreadable).
@@ -135,24 +129,25 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   const std::string name = id.begin().value().get<std::string>();
   c.run_dir = rec.path(cell_dir);
   if (c.resume) {
-    if (auto done = finished_cell(c)) {
-      fmt::print("{}: done earlier, eval accuracy {:.1f}% (from {}/result.json)\n", name,
-                 100 * done->at("eval_accuracy").get<double>(), c.run_dir);
-      draw_cell(rec, c, name, earlier_losses(c.run_dir), done->value("train_accuracy_curve", json::array()));
-      if (eta) eta->finish(0, 0);
-      return *done;
-    }
-    // A finished run is not replaced under --resume, that would lose it:
-    // only a longer run of the same config continues, from its checkpoint.
     const bool have_checkpoint = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile);
-    if (auto other = cell_result(c)) {
-      const std::string diff = result_differences(*other, c, "steps");
-      const json& saved = (*other)["config"];
+    if (auto prior = cell_result(c)) {
+      const std::string diff = result_differences(*prior, c);
+      if (diff.empty()) {
+        fmt::print("{}: done earlier, eval accuracy {:.1f}% (from {}/result.json)\n", name,
+                   100 * prior->at("eval_accuracy").get<double>(), c.run_dir);
+        draw_cell(rec, c, name, earlier_losses(c.run_dir), prior->value("train_accuracy_curve", json::array()));
+        if (eta) eta->finish(0, 0);
+        return *prior;
+      }
+      // A finished run is not replaced under --resume, that would lose it:
+      // only a longer run of the same config continues, from its checkpoint.
+      const std::string others = result_differences(*prior, c, "steps");
+      const json& saved = (*prior)["config"];
       const json steps = saved.is_object() ? saved.value("steps", json()) : json();
       const bool longer = steps.is_number_integer() && steps.get<int64_t>() < c.steps && have_checkpoint;
-      check<ValueError>(diff.empty() && longer, name, ": ", c.run_dir, "/", models::kResultFile,
-                        " holds a finished run of another config:", diff.empty() ? result_differences(*other, c) : diff,
-                        diff.empty() && !have_checkpoint ? "\n(and no checkpoint to extend it from)" : "",
+      check<ValueError>(others.empty() && longer, name, ": ", c.run_dir, "/", models::kResultFile,
+                        " holds a finished run of another config:", others.empty() ? diff : others,
+                        others.empty() && !have_checkpoint ? "\n(and no checkpoint to extend it from)" : "",
                         "\n(give this run another --name, or run without --resume to replace it)");
     }
     if (!have_checkpoint)

@@ -1,7 +1,6 @@
 // `tmem train <task>`: trains the diagnostic models side by side and prints
 // the results table.
 #pragma once
-#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -26,19 +25,13 @@ std::function<int()> add_ablate_command(CLI::App& app);
 /// Sets the task parameter `name` (W, T, L, P, G or length) of c to v.
 void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
 
-/// The result of a cell that an earlier run of the same config finished (its
-/// c.run_dir/result.json), so `--resume` skips it; nullopt when there is none.
-/// A config key the result lacks (a tmem from before the key) matches its
-/// default (models::config_differences).
-std::optional<nlohmann::json> finished_cell(const models::TrainConfig& c);
-
 /// Trains c as the cell `cell_dir` of the run `rec` (c.run_dir becomes
 /// rec.path(cell_dir)), printing progress and a result line under `label`,
 /// and writes its result.json and losses.json and draws its loss and
 /// accuracy curves into the run's plots; with c.resume, a cell that an
 /// earlier invocation finished with the same config is reused instead, and
-/// one finished with another config (other than a longer --steps) is an
-/// error (ValueError naming the keys), not replaced. `id`
+/// one finished with another config (other than a longer --steps extended
+/// from its checkpoint) is an error (ValueError naming the keys). `id`
 /// names the run in the record: its first key's value ({"cell": ...} or
 /// {"variant": ...}) is the run's name; its other keys are copied into the
 /// record. With `eta` (the run's parts, this cell current), the progress
