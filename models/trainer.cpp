@@ -29,7 +29,7 @@ void resolve_task_defaults(TrainConfig& c) {
 json config_to_json(const TrainConfig& c) {
   const auto& m = c.model;
   const auto& t = c.task_cfg;
-  return {{"task", c.task}, {"W", t.W}, {"noise", t.noise}, {"queries", t.queries}, {"T", t.T},
+  json j = {{"task", c.task}, {"W", t.W}, {"noise", t.noise}, {"queries", t.queries}, {"T", t.T},
           {"L", t.L}, {"length", t.length}, {"P", t.P}, {"G", t.G},
           {"steps", c.steps}, {"batch", c.batch}, {"seed", c.seed}, {"lr", c.lr},
           {"weight_decay", c.weight_decay}, {"clip", c.clip}, {"eval_batches", c.eval_batches},
@@ -39,9 +39,19 @@ json config_to_json(const TrainConfig& c) {
           {"chunk", m.memory.chunk}, {"sigma_scale", m.memory.sigma_scale},
           {"gamma_init", m.memory.gamma_init}, {"mem_dropout", m.memory.dropout},
           {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
-          {"factorized", m.memory.factorized}, {"forget_bias", m.memory.forget_bias}, {"device", c.device}, {"cache_len", m.cache_len},
+          {"factorized", m.memory.factorized}, {"device", c.device}, {"cache_len", m.cache_len},
           {"linear_features", m.linear_features}, {"ssm_state", m.ssm_state}, {"memory_tokens", m.memory_tokens},
           {"stop_accuracy", c.stop_accuracy}};
+  if (m.method == BackboneMethod::tensor) j["forget_bias"] = m.memory.forget_bias;
+  return j;
+}
+
+json default_config_json() {
+  TrainConfig d;
+  d.model.method = BackboneMethod::tensor;  // every key
+  json j = config_to_json(d);
+  j["method"] = TrainConfig{}.model.method;
+  return j;
 }
 
 namespace {
@@ -205,7 +215,7 @@ TrainResult train_diagnostic(const TrainConfig& config,
   // AdamW (0.9, 0.999) at a constant rate; a non-finite gradient norm is an error.
   LoopConfig loop{cfg.steps, cfg.batch, {1, cfg.lr, cfg.lr, 0, cfg.weight_decay, cfg.clip, 0.999, false}, cfg,
                   config_to_json(cfg), "tmem::models::DiagnosticModel"};
-  loop.config_defaults = config_to_json(TrainConfig{});
+  loop.config_defaults = default_config_json();
   loop.window = 100;
   loop.stop_metric = cfg.stop_accuracy;
   loop.data_parallel = data_parallel;

@@ -41,8 +41,14 @@ struct TrainConfig : CheckpointOptions {
 /// ValueError for an unknown task, task parameters out of range, or a
 /// negative dim or chunk.
 void resolve_task_defaults(TrainConfig& c);
-/// Every key of a TrainConfig as JSON (the exact config of a run).
+/// Every key of a TrainConfig as JSON (the exact config of a run), except
+/// forget_bias for a method other than tensor (it has no forget gate to
+/// start), so that such a cell matches its run at any --memory-forget-bias.
 nlohmann::json config_to_json(const TrainConfig& c);
+/// The config of a default TrainConfig with every key config_to_json can
+/// record: what a key missing from a saved config (an older checkpoint or
+/// result.json) is compared at (config_differences).
+nlohmann::json default_config_json();
 /// Applies the keys of `j` to `c`. Throws ValueError naming any unknown key,
 /// and for a value of the wrong type (an integer key given 1.9, a number key
 /// given true, a seed given -1).

@@ -136,6 +136,8 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   REQUIRE(r.status == 0);
   const std::string result = dir + "/runs/oc/base_length32_seed42/result.json";
   const std::string before = tmem::test::read_all(result);
+  const std::string config = dir + "/runs/oc/config.json", config_before = tmem::test::read_all(config);
+  CHECK(config_before.find("0.0003") != std::string::npos);
   auto other = args;
   other.insert(other.end(), {"--resume", "--lr", "0.001"});
   r = run_tmem(other, dir);
@@ -143,6 +145,7 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   CHECK(r.output.find("result.json holds a finished run of another config:\n  lr: saved 0.0003, now 0.001") !=
         std::string::npos);
   CHECK(tmem::test::read_all(result) == before);
+  CHECK(tmem::test::read_all(config) == config_before);  // the refused run's command is not recorded
   auto longer = args;
   *(std::find(longer.begin(), longer.end(), "--steps") + 1) = "4";
   longer.push_back("--resume");

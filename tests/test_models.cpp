@@ -242,6 +242,36 @@ TEST_CASE("the training curve holds the 100-step accuracy at every 100th step") 
   CHECK(r.accuracy_curve[1].second == at_progress[1]);
 }
 
+TEST_CASE("config JSON: forget_bias is recorded for tensor cells only, and a default config has every key") {
+  TrainConfig c;
+  c.model.memory.forget_bias = 3;
+  CHECK(config_to_json(c).at("forget_bias") == 3.0);
+  TrainConfig back;
+  apply_config_json(back, config_to_json(c));
+  CHECK(back.model.memory.forget_bias == 3.0);
+  c.model.method = BackboneMethod::none;
+  const nlohmann::json none = config_to_json(c);
+  CHECK_FALSE(none.contains("forget_bias"));
+  CHECK(none.at("method") == "none");
+  const nlohmann::json defaults = default_config_json();
+  CHECK(defaults.at("forget_bias") == 0.0);
+  CHECK(defaults.at("method") == "tensor");
+  CHECK(defaults.size() == config_to_json(TrainConfig{}).size());
+  // A none cell run at --memory-forget-bias 3 is the cell run at 0.
+  TrainConfig plain;
+  plain.model.method = BackboneMethod::none;
+  nlohmann::json saved = none;
+  saved["forget_bias"] = 3.0;  // written before forget_bias was left out
+  CHECK(config_differences(saved, config_to_json(plain), defaults).empty());
+  // A tensor cell saved before the key existed matches at bias 0 only.
+  nlohmann::json old = config_to_json(TrainConfig{});
+  old.erase("forget_bias");
+  CHECK(config_differences(old, config_to_json(TrainConfig{}), defaults).empty());
+  TrainConfig biased;
+  biased.model.memory.forget_bias = 3;
+  CHECK(config_differences(old, config_to_json(biased), defaults) == "\n  forget_bias: saved (missing), now 3.0");
+}
+
 TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key") {
   TrainConfig c;
   apply_config_json(c, {{"W", 10}, {"method", "base"}, {"mem_grid", {4, 4, 4}}});

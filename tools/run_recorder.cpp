@@ -12,13 +12,19 @@
 namespace tmem::tools {
 
 RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
-    : dir_(run_dir(name)), writer_(dist::rank() == 0) {
+    : dir_(run_dir(name)), writer_(dist::rank() == 0), config_({{"command", command}, {"config", config}}) {
   if (writer_) ensure_writable_dir(dir_);
-  write_json("config.json", {{"command", command}, {"config", config}});
+}
+
+void RunRecorder::record_config() const {
+  if (config_written_) return;
+  config_written_ = true;
+  write_json("config.json", config_);
 }
 
 void RunRecorder::write_json(const std::string& file, const nlohmann::json& j, int indent) const {
   if (!writer_) return;
+  record_config();
   const std::string p = path(file), text = j.dump(indent) + "\n";
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(p).parent_path(), ec);
@@ -52,6 +58,7 @@ void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) co
   if (o.checkpoint_every > 0 || o.resume) o.run_dir = path(sub);
   if (!o.dump_grads.empty()) o.dump_grads = path(sub + "/" + o.dump_grads);
   if (writer_ && (!o.run_dir.empty() || !o.dump_grads.empty())) ensure_writable_dir(path(sub));
+  record_config();
 }
 
 PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,

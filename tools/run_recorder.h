@@ -19,11 +19,15 @@ namespace tmem::tools {
 
 class RunRecorder {
  public:
-  /// Makes runs/<name> (run_dir checks the name) writable (ensure_writable_dir)
-  /// and writes config.json {"command": command, "config": config}. Throws
-  /// ValueError naming --name for a bad name, IOError naming the directory
-  /// or file when it cannot be written.
+  /// Makes runs/<name> (run_dir checks the name) writable (ensure_writable_dir).
+  /// config.json {"command": command, "config": config} is written before the
+  /// run's first file of its own (write_json, place, record_config), so that
+  /// a run refused before any work (a --resume of another config) leaves the
+  /// earlier run's config.json as it was. Throws ValueError naming --name for
+  /// a bad name, IOError naming the directory when it cannot be written.
   RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config);
+  /// Writes config.json when this run has not yet. Throws IOError.
+  void record_config() const;
   /// runs/<name>.
   const std::string& dir() const { return dir_; }
   /// dir()/<file>.
@@ -32,6 +36,7 @@ class RunRecorder {
   /// (write_file_atomic), indented by `indent` spaces (< 0: on one line), then
   /// reads the file back. Throws IOError naming the file when it cannot be
   /// written or reads back other bytes.
+  /// config.json is recorded first (record_config).
   void write_json(const std::string& file, const nlohmann::json& j, int indent = 2) const;
   /// Adds curve s to plot `plot` (drawn as path(plot + ".svg")), replacing a
   /// curve of the same label; the plot takes the last `opt` given.
@@ -41,12 +46,15 @@ class RunRecorder {
   /// Points a trainer's files at path(sub): its checkpoint only when
   /// o.checkpoint_every > 0 or o.resume asks for one (a real-data model's
   /// checkpoint can be large), its gradient dump o.dump_grads (a file name)
-  /// there; the directory is made when either needs it. Throws IOError.
+  /// there; the directory is made when either needs it, and config.json is
+  /// recorded (record_config). Throws IOError.
   void place(models::CheckpointOptions& o, const std::string& sub) const;
 
  private:
   std::string dir_;
   bool writer_;  // rank 0
+  nlohmann::json config_;          // config.json's content
+  mutable bool config_written_ = false;
   std::map<std::string, std::pair<PlotOptions, std::vector<PlotSeries>>> plots_;
 };
 

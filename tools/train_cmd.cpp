@@ -88,8 +88,8 @@ std::optional<json> cell_result(const models::TrainConfig& c) {
 
 // How a result's config differs from c's (models::config_differences).
 std::string result_differences(const json& result, const models::TrainConfig& c, const std::string& except = "") {
-  return models::config_differences(result["config"], models::config_to_json(c),
-                                    models::config_to_json(models::TrainConfig{}), except);
+  return models::config_differences(result["config"], models::config_to_json(c), models::default_config_json(),
+                                    except);
 }
 
 }  // namespace
@@ -156,6 +156,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
     fmt::print("note: {} holds a checkpoint, which {} replaces from step 0 (--resume would continue it)\n",
                c.run_dir, name);
   }
+  rec.record_config();
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
     print_progress_line(label, "step", p.step, p.steps,
