@@ -9,9 +9,11 @@
 #   save    keep every finished cell and partial checkpoint in docs/frontier/
 #           (commit them before the machine goes)
 # Each lane runs a copy of its binary, so rebuilding build/ does not touch a
-# running lane. The mqar frontier runs on a binary built at commit 636e326
-# (before the weight-decay groups) for all its cells, so that they compare
-# with each other: start builds it in runs/lanes/src-636e326 when missing.
+# running lane. The mqar frontier and its --vs P and --vs G sweeps (lanes
+# sharing its run, whose cells at P 64 and G 1 are the frontier's) run on a
+# binary built at commit 636e326 (before the weight-decay groups), so that
+# all its cells compare with each other: start builds it in
+# runs/lanes/src-636e326 when missing.
 # Usage: tools/frontier_lanes.sh start|status|save
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,9 +29,12 @@ table=(
   "coord-recall-fb3|frontier-coord-recall-fb3|current|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
   "mqar-fb3|frontier-mqar-fb3|current|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
   "map-recall-fb3|frontier-map-recall-fb3|current|map-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "mqar-vs-P|frontier-mqar|pinned|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs P --values 16,32,64,128"
+  "mqar-vs-G|frontier-mqar|pinned|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs G --values 0,1,2,4"
 )
 
-running() { pgrep -f -- "--name $1 --resume" > /dev/null; }
+# Whether the lane with frontier arguments $1 and run name $2 is running.
+running() { pgrep -f -- "frontier $1 --threads 1 --name $2 --resume" > /dev/null; }
 
 current_binary() {
   [[ -x build/tools/tmem ]] || { echo "frontier_lanes: build/tools/tmem is missing: build first (README)" >&2; exit 1; }
@@ -58,7 +63,7 @@ case ${1:-} in
     mkdir -p "$lanes"
     for row in "${table[@]}"; do
       IFS='|' read -r lane name kind args <<< "$row"
-      if running "$name"; then
+      if running "$args" "$name"; then
         echo "frontier_lanes: $lane is running"
         continue
       fi
@@ -71,9 +76,12 @@ case ${1:-} in
     done
     ;;
   status)
+    declare -A shown  # run names whose cells are listed (lanes can share one)
     for row in "${table[@]}"; do
-      IFS='|' read -r lane name _ _ <<< "$row"
-      if running "$name"; then echo "$lane: running"; else echo "$lane: not running"; fi
+      IFS='|' read -r lane name _ args <<< "$row"
+      if running "$args" "$name"; then echo "$lane: running"; else echo "$lane: not running"; fi
+      [[ -z ${shown[$name]:-} ]] || continue
+      shown[$name]=1
       for ckpt in runs/"$name"/*/checkpoint.safetensors; do
         [[ -e $ckpt && ! -e $(dirname "$ckpt")/result.json ]] || continue
         # The step and seconds from the checkpoint's metadata (its header).
@@ -91,9 +99,12 @@ EOF
     done
     ;;
   save)
+    declare -A saved  # lanes can share a run name
     for row in "${table[@]}"; do
       IFS='|' read -r _ name _ _ <<< "$row"
-      if [[ -d runs/$name ]]; then bash tools/frontier_cells.sh save "$name"; fi
+      [[ -z ${saved[$name]:-} && -d runs/$name ]] || continue
+      saved[$name]=1
+      bash tools/frontier_cells.sh save "$name"
     done
     ;;
   *)
