@@ -1,5 +1,6 @@
-// Intra-op thread count (libtorch at::set_num_threads / get_num_threads). The
-// CPU kernels parallelise with OpenMP, so these wrap its thread count.
+// Intra-op thread count (libtorch at::set_num_threads / get_num_threads) and
+// denormal flushing (torch.set_flush_denormal). The CPU kernels parallelise
+// with OpenMP, so these act on its threads.
 #pragma once
 
 namespace tmem {
@@ -11,5 +12,18 @@ void set_num_threads(int n);
 /// The number of threads the next parallel CPU kernel will use
 /// (omp_get_max_threads).
 int get_num_threads();
+/// With on, the CPU treats denormal floats (below 1.18e-38 in float32,
+/// 2.2e-308 in float64) as 0, as inputs and as results (x86's FTZ and DAZ
+/// modes, as torch.set_flush_denormal(True)); off restores IEEE gradual
+/// underflow. Denormal arithmetic is tens of times slower on x86: the tiny
+/// gradients of Gaussian writes far from a token, carried through the
+/// ConvLSTM3D's forget gate, made convlstm3d_cell's backward 21x slower on
+/// an 8^3 grid (docs/DESIGN.md §5). Applies to the calling thread
+/// and the threads of its OpenMP pool (set in a parallel region of
+/// get_num_threads() threads; threads started later inherit the mode).
+/// Returns false, changing nothing, on a CPU without these modes (builds for
+/// other than x86-64). The tmem command turns it on; the library and the
+/// Python module leave it off until called.
+bool set_flush_denormal(bool on);
 
 }  // namespace tmem

@@ -187,3 +187,30 @@ TEST_CASE("set_num_threads sets the OpenMP thread count get_num_threads reports"
   set_num_threads(before);
   CHECK(get_num_threads() == before);
 }
+
+TEST_CASE("set_flush_denormal makes denormal results and inputs 0 on every kernel thread, and off restores them") {
+  const int before = get_num_threads();
+  set_num_threads(2);
+  const int64_t n = 1 << 20;  // large enough for the kernels' OpenMP threads
+  const Tensor tiny = full({n}, 1e-30f), small = full({n}, 1e-10f);
+  const Tensor denormal = full({n}, 1e-40f), big = full({n}, 1e30f);
+  auto all_equal = [](const Tensor& t, float v) {
+    for (double x : t.to_vector())
+      if (static_cast<float>(x) != v) return false;
+    return true;
+  };
+  const float product = 1e-30f * 1e-10f;  // 1e-40: denormal, not 0
+  REQUIRE(product > 0);
+  CHECK(all_equal(mul(tiny, small), product));
+  CHECK(all_equal(mul(denormal, big), 1e-40f * 1e30f));
+#if defined(__x86_64__)
+  CHECK(set_flush_denormal(true));
+  CHECK(all_equal(mul(tiny, small), 0.0f));    // a denormal result is flushed (FTZ)
+  CHECK(all_equal(mul(denormal, big), 0.0f));  // a denormal input reads as 0 (DAZ)
+  CHECK(all_equal(mul(big, small), 1e30f * 1e-10f));  // normal floats are untouched
+#endif
+  set_flush_denormal(false);
+  CHECK(all_equal(mul(tiny, small), product));
+  CHECK(all_equal(mul(denormal, big), 1e-40f * 1e30f));
+  set_num_threads(before);
+}

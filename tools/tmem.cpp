@@ -20,6 +20,7 @@
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include "tmem/core/parallel.h"
 #include "tmem/dist/dist.h"
 #include "tmem/models/train_loop.h"
 #include "tmem/ops/ops.h"
@@ -144,6 +145,9 @@ void stop_after_this_step(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Denormals only slow training down (tens of times in convlstm3d_cell's
+  // backward on an 8^3 grid): every command flushes them (core/parallel.h).
+  tmem::set_flush_denormal(true);
   // Under mpirun or srun only `tmem train` (the diagnostic tasks, brown,
   // fashion-mnist, moving-fmnist) is data-parallel; any other command would
   // run whole on every rank, writing the same files.

@@ -49,6 +49,18 @@ class TestFactories(unittest.TestCase):
         np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
 
 
+class TestFlushDenormal(unittest.TestCase):
+    def test_flush_denormal_zeroes_denormal_products(self):
+        tiny, small = tmem.full((4,), 1e-30), tmem.full((4,), 1e-10)
+        self.assertTrue(((tiny * small).numpy() > 0).all())  # 1e-40: a float32 denormal
+        try:
+            if tmem.set_flush_denormal(True):
+                np.testing.assert_array_equal((tiny * small).numpy(), np.zeros(4, np.float32))
+        finally:
+            tmem.set_flush_denormal(False)
+        self.assertTrue(((tiny * small).numpy() > 0).all())
+
+
 class TestNumpyInterop(unittest.TestCase):
     def test_numpy_shares_memory(self):
         t = tmem.zeros(2, 3)
