@@ -12,8 +12,11 @@
 # running lane. The mqar frontier and its --vs P and --vs G sweeps (lanes
 # sharing its run, whose cells at P 64 and G 1 are the frontier's) run on a
 # binary built at commit 636e326 (before the weight-decay groups), so that
-# all its cells compare with each other: start builds it in
-# runs/lanes/src-636e326 when missing.
+# all its cells compare with each other, plus one change that alters only
+# values below 1e-38: denormals flushed to 0 (tools/lanes/636e326-flush-
+# denormal.patch; without it a tensor cell on an 8^3 grid is several times
+# slower). start
+# builds it in runs/lanes/src-636e326 when missing.
 # Usage: tools/frontier_lanes.sh start|status|save
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -23,9 +26,9 @@ mqar_commit=636e326
 
 # lane name | run name | binary (pinned or current) | frontier arguments
 table=(
-  "coord-recall|frontier-coord-recall|current|coord-recall --methods tensor,none,full,linear,xl,ssm,rmt"
+  "coord-recall|frontier-coord-recall|current|coord-recall --methods none,full,linear,xl,ssm,rmt,tensor"
   "mqar|frontier-mqar|pinned|mqar --methods ssm,rmt,tensor"
-  "map-recall|frontier-map-recall|current|map-recall --methods tensor,none,full,linear,xl,ssm,rmt"
+  "map-recall|frontier-map-recall|current|map-recall --methods none,full,linear,xl,ssm,rmt,tensor"
   "coord-recall-fb3|frontier-coord-recall-fb3|current|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
   "mqar-fb3|frontier-mqar-fb3|current|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
   "map-recall-fb3|frontier-map-recall-fb3|current|map-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
@@ -46,10 +49,12 @@ current_binary() {
 }
 
 pinned_binary() {
-  local bin=$lanes/bin/tmem-$mqar_commit src=$lanes/src-$mqar_commit
+  local bin=$lanes/bin/tmem-$mqar_commit-ftz src=$lanes/src-$mqar_commit
+  local patch=tools/lanes/$mqar_commit-flush-denormal.patch
   if [[ ! -x $bin ]]; then
-    echo "frontier_lanes: building the mqar lane's binary at $mqar_commit in $src" >&2
+    echo "frontier_lanes: building the mqar lanes' binary at $mqar_commit with $patch in $src" >&2
     [[ -d $src ]] || git worktree add --detach "$src" "$mqar_commit" >&2
+    git -C "$src" checkout -- . && git -C "$src" apply "$root/$patch"
     cmake -S "$src" -B "$src/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTMEM_CUDA=OFF >&2
     cmake --build "$src/build" -j2 --target tmem >&2
     mkdir -p "$lanes/bin"
