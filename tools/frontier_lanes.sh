@@ -15,8 +15,7 @@
 # all its cells compare with each other, plus one change that alters only
 # values below 1e-38: denormals flushed to 0 (tools/lanes/636e326-flush-
 # denormal.patch; without it a tensor cell on an 8^3 grid is several times
-# slower). start
-# builds it in runs/lanes/src-636e326 when missing.
+# slower). start builds it in runs/lanes/src-636e326 when missing.
 # Usage: tools/frontier_lanes.sh start|status|save
 set -euo pipefail
 cd "$(dirname "$0")/.."
