@@ -405,7 +405,8 @@ std::function<int()> add_frontier_command(CLI::App& app) {
             "of every cell finished so far, and --report rewrites it. Measured time per mqar cell (4000 steps unless it "
             "stops at 99%) on one thread beside other jobs, 2026-12-01 to 12-03: none 4-95 min, full 10-43 min, "
             "xl M 32 17-146 min, linear f 32 10-87 min, ssm N 32 27-102 min (N 200 187 min), rmt R 32 78-101 min, "
-            "tensor C 16 at 4^3 32-75 min; coord-recall's tensor C 16 at 4^3 86 min. Figures: docs/RESULTS.md.");
+            "tensor C 16 at 4^3 32-75 min; coord-recall's tensor C 16 at 4^3 86 min; its C 16 at 8^3 about 2 s of CPU a "
+            "step (over 2 hours a cell; 2026-12-04, denormals flushed). Figures: docs/RESULTS.md.");
   f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
   add_method_option(*f, "--methods", a->methods, models::parse_backbone_method, "Methods, comma-separated");
   f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str()
