@@ -9,8 +9,14 @@
 #
 #   bash tools/gpu_check.sh [LOG_DIR]        (default: $OUT, else gpu_check/)
 #
+# Beside tmem's step, the same model in the GPU machine's PyTorch
+# (bench/peer/coord_peer.py --device cuda) for the side-by-side step time.
+#
 # Environment: CUDA_ARCH (default 90: H100/H200), TRAIN_STEPS (default 2000;
-# 0 skips the accuracy run), JOBS (default: all cores), BUILD (default build-gpu).
+# 0 skips the accuracy run), JOBS (default: all cores), BUILD (default build-gpu),
+# PREBUILT (a file made by tools/gpu_bundle.sh: run its programs instead of
+# building, on a machine without tmem's dependencies), PYTHON (default python3,
+# for the PyTorch peer).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LOG_DIR=${1:-${OUT:-gpu_check}}
@@ -31,27 +37,48 @@ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv || echo "nv
 lscpu | grep -E "Model name|^CPU\(s\)" || true
 git rev-parse --short HEAD 2>/dev/null || true
 
-section "build (CUDA_ARCH=${CUDA_ARCH:-90})"
-BUILD=${BUILD:-build-gpu}
-cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTMEM_CUDA=ON \
-  -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" > "$LOG_DIR/cmake.log" 2>&1 ||
-  { tail -30 "$LOG_DIR/cmake.log"; echo "FAILED: configure"; exit 1; }
-cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target tmem tmem_tests tmem_cuda_tests tmem_dist_tests bench_cuda \
-  > "$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; echo "FAILED: build"; exit 1; }
-echo "built in $(($(date +%s) - START)) s"
+MPIRUN=mpirun
+if [ -n "${PREBUILT:-}" ]; then
+  section "prebuilt programs from $PREBUILT"
+  BUILD=$(mktemp -d)
+  tar -xzf "$PREBUILT" -C "$BUILD"
+  # Open MPI and the libraries, at their paths, replacing nothing there.
+  cp -rn "$BUILD/root/." / && ldconfig
+  # CUDA's libraries (cuBLAS, NCCL) from this machine's toolkit or its PyTorch.
+  cuda_dirs=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/lib /opt \
+    \( -name 'libcublas.so.*' -o -name 'libnccl.so.2' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' :)
+  export LD_LIBRARY_PATH="${cuda_dirs}${LD_LIBRARY_PATH:-}"
+  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+  MPIRUN=/usr/bin/orterun
+  src=$(cat "$BUILD/source_dir")
+  [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
+  BUILD=$BUILD/build
+  if ldd "$BUILD/tests/tmem_cuda_tests" "$BUILD/tests/tmem_dist_tests" | grep "not found"; then
+    echo "FAILED: libraries missing"; FAILED+=(libraries)
+  fi
+else
+  section "build (CUDA_ARCH=${CUDA_ARCH:-90})"
+  BUILD=${BUILD:-build-gpu}
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DTMEM_CUDA=ON \
+    -DCMAKE_CUDA_ARCHITECTURES="${CUDA_ARCH:-90}" > "$LOG_DIR/cmake.log" 2>&1 ||
+    { tail -30 "$LOG_DIR/cmake.log"; echo "FAILED: configure"; exit 1; }
+  cmake --build "$BUILD" -j"${JOBS:-$(nproc)}" --target tmem tmem_tests tmem_cuda_tests tmem_dist_tests bench_cuda \
+    > "$LOG_DIR/build.log" 2>&1 || { grep -E "error|FAILED" "$LOG_DIR/build.log" | head -40; echo "FAILED: build"; exit 1; }
+  echo "built in $(($(date +%s) - START)) s"
+fi
 
 section "CUDA parity tests"
 run cuda_tests "$BUILD/tests/tmem_cuda_tests"
 
-section "host-built kernel and device tests"
-run device_tests "$BUILD/tests/tmem_tests" -tc="device*"
-
 section "NCCL: collectives and DDP on CUDA tensors, 1 rank (NCCL refuses two ranks on one GPU)"
 run nccl_smoke env OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
-  mpirun -np 1 "$BUILD/tests/tmem_dist_tests" -tc="NCCL*" -s
+  "$MPIRUN" -np 1 "$BUILD/tests/tmem_dist_tests" -tc="NCCL*" -s
 
 section "kernel bandwidth and coord-binding steps"
 run bench_cuda "$BUILD/bench/bench_cuda" --steps 20
+
+section "PyTorch peer: the same coord-binding tensor step on this GPU (bench/peer/coord_peer.py)"
+run torch_peer "${PYTHON:-python3}" bench/peer/coord_peer.py --method tensor --time --device cuda --reps 50 --warmup 5
 
 section "gradient dumps: CUDA against the CPU (3 steps, tensor model)"
 rm -rf runs/gpu_check_grads_cpu runs/gpu_check_grads_cuda runs/gpu_check_train
@@ -69,6 +96,11 @@ if [ "${TRAIN_STEPS:-2000}" -gt 0 ]; then
     --name gpu_check_train
   cp runs/gpu_check_train/results.json "$LOG_DIR/train_results.json" 2>/dev/null || true
 fi
+
+# Last: these run the host build of the kernels on the CPU (as CI does); a
+# stand-in block of threads per launch makes them slow on a loaded machine.
+section "host-built kernel and device tests"
+run device_tests "$BUILD/tests/tmem_tests" -tc="device*"
 
 section "done"
 if [ ${#FAILED[@]} -eq 0 ]; then

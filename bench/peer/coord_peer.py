@@ -38,6 +38,9 @@ Run with Debian's PyTorch (OMP_WAIT_POLICY=passive, as for tmem):
       median ms per training step (data sampling included, as tmem's
       BM_coord_binding_step); last line RESULT {name, ms}, which `tmem bench`
       pairs with bench_memory's coord_binding_step/<method>
+  python3 bench/peer/coord_peer.py --method tensor --time --device cuda
+      the same on a GPU (the batches are sampled on the CPU and copied, as
+      tmem does with --device cuda)
   /usr/bin/python3 bench/peer/coord_peer.py --method base --train --steps 2000 --seed 42
       progress every 100 steps (loss of that step, query accuracy over the
       last 100 steps), then query accuracy on 16 held-out batches of 128;
@@ -89,7 +92,8 @@ class Attention(nn.Module):
         B, T, _ = x.shape
         q, k, v = self.qkv(x).view(B, T, 3, HEADS, DIM // HEADS).permute(2, 0, 3, 1, 4)
         s = q @ k.transpose(-2, -1) / math.sqrt(DIM // HEADS)
-        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool).triu(1), float("-inf"))
+        s = s.masked_fill(torch.ones(T, T, dtype=torch.bool, device=x.device).triu(1),
+                          float("-inf"))
         a = torch.softmax(s, -1) @ v
         return self.out(a.permute(0, 2, 1, 3).reshape(B, T, DIM))
 
@@ -128,7 +132,7 @@ class TensorMemory(nn.Module):
         mu_w = torch.tanh(self.coord(w))
         cont = self.content(w)
         sig = (F.softplus(self.sigma(w)) + 1e-4) * SIGMA_SCALE  # [B, N, 1]
-        h = torch.zeros(B, MEM_C, GRID, GRID, GRID)
+        h = torch.zeros(B, MEM_C, GRID, GRID, GRID, device=x.device)
         c = torch.zeros_like(h)
         reads = []
         for t in range(N):  # read before write
@@ -182,18 +186,23 @@ class CoordModel(nn.Module):
 class Trainer:
     """The model, its optimizer and the data generator, seeded as tmem."""
 
-    def __init__(self, method, seed):
+    def __init__(self, method, seed, device="cpu"):
         torch.manual_seed(seed)
-        self.model = CoordModel(method)
+        self.device = torch.device(device)
+        self.model = CoordModel(method).to(self.device)
         self.params = list(self.model.parameters())
         self.opt = torch.optim.AdamW(self.params, lr=3e-4, betas=(0.9, 0.999), eps=1e-8,
                                      weight_decay=0.01)
         self.data_gen = torch.Generator().manual_seed(seed + 1)
         self.eval_gen = torch.Generator().manual_seed(seed + 2)
 
+    def batch(self, gen):
+        """A batch sampled on the CPU from gen, on the model's device."""
+        return (t.to(self.device) for t in sample(BATCH, gen))
+
     def step(self):
         """One training step on a fresh batch: (loss, query hits, queries)."""
-        features, ids, targets = sample(BATCH, self.data_gen)
+        features, ids, targets = self.batch(self.data_gen)
         logits = self.model(features, ids)
         loss = F.cross_entropy(logits.reshape(-1, VALUES), targets.reshape(-1))
         self.opt.zero_grad(set_to_none=True)
@@ -208,7 +217,7 @@ class Trainer:
         self.model.eval()
         h = n = 0
         for _ in range(EVAL_BATCHES):
-            features, ids, targets = sample(BATCH, self.eval_gen)
+            features, ids, targets = self.batch(self.eval_gen)
             a, b = hits(self.model(features, ids), targets)
             h, n = h + a, n + b
         self.model.train()
@@ -274,6 +283,7 @@ def add_arguments(ap):
     mode.add_argument("--train", action="store_true", help="train, then evaluate")
     ap.add_argument("--steps", type=int, default=2000)
     ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (default cpu)")
     ap.add_argument("--checkpoint", metavar="FILE",
                     help="with --train: save the run every 100 steps to FILE and resume "
                          "from it when it exists")
@@ -281,15 +291,16 @@ def add_arguments(ap):
 
 def main():
     args = parse_args(__doc__.split("\n")[0], reps=20, warmup=3, add_arguments=add_arguments)
-    tr = Trainer(args.method, args.seed)
+    tr = Trainer(args.method, args.seed, args.device)
     params = sum(p.numel() for p in tr.params)
     print(f"coord-binding {args.method}: {params} params", flush=True)
     if args.train:
         print("RESULT " + json.dumps(train(tr, args)))
     else:
         ms = median_time(tr.step, args.reps, args.warmup, 1e3)
+        where = f"{args.threads} threads" if tr.device.type == "cpu" else str(tr.device)
         print(f"coord-binding {args.method} training step (batch {BATCH}), "
-              f"{args.threads} threads: {ms:.1f} ms (median of {args.reps})")
+              f"{where}: {ms:.1f} ms (median of {args.reps})")
         report(f"coord_binding_step/{args.method}", ms)
 
 

@@ -22,9 +22,9 @@ from peer_common import median_time, parse_args, report
 
 
 def splat(content, mu, sigma, D, H, W):
-    zs = torch.linspace(-1, 1, D)
-    ys = torch.linspace(-1, 1, H)
-    xs = torch.linspace(-1, 1, W)
+    zs = torch.linspace(-1, 1, D, device=mu.device)
+    ys = torch.linspace(-1, 1, H, device=mu.device)
+    xs = torch.linspace(-1, 1, W, device=mu.device)
     dx = (xs[None, :] - mu[:, 0:1]) ** 2  # [B, W]
     dy = (ys[None, :] - mu[:, 1:2]) ** 2  # [B, H]
     dz = (zs[None, :] - mu[:, 2:3]) ** 2  # [B, D]
