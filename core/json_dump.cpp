@@ -6,6 +6,7 @@
 #include <fstream>
 #include <limits>
 #include <map>
+#include <string_view>
 
 namespace tmem {
 
@@ -173,11 +174,13 @@ int64_t step_of(const json& s) {
   return v.get<int64_t>();
 }
 
-double rel_diff(double a, double b) {
+// |a - b| relative to the larger of |a|, |b| and `scale` (the tensor's
+// spread for a field that sits near 0 while the tensor does not).
+double rel_diff(double a, double b, double scale = 0) {
   if (std::isnan(a) && std::isnan(b)) return 0;
   if (a == b) return 0;
   if (!std::isfinite(a) || !std::isfinite(b)) return std::numeric_limits<double>::infinity();
-  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), 1e-30});
+  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), scale, 1e-30});
 }
 
 // A dump is untrusted input: a missing key or a field of the wrong type
@@ -246,10 +249,19 @@ std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const st
           continue;
         }
         const json& jb = sb->second.at(name);
+        // A gradient's mean and single values sit near 0 (1e-12 against a
+        // spread of 1e-3 is common): they are measured against the spread.
+        double spread = 0;
+        for (const json* j : {&ja, &jb})
+          if (j->contains("std")) {
+            const double s = number_from_json((*j)["std"]);
+            if (std::isfinite(s)) spread = std::max(spread, s);
+          }
         for (const char* f : {"norm", "mean", "std", "min", "max"}) {
           if (!ja.contains(f) || !jb.contains(f)) continue;
           double x = number_from_json(ja[f]), y = number_from_json(jb[f]);
-          diffs.push_back({step, name, f, x, y, rel_diff(x, y)});
+          const bool centred = std::string_view(f) != "norm" && std::string_view(f) != "std";
+          diffs.push_back({step, name, f, x, y, rel_diff(x, y, centred ? spread : 0)});
         }
         if (ja.contains("values") && jb.contains("values")) {
           const json &va = ja["values"], &vb = jb["values"];
@@ -259,7 +271,7 @@ std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const st
           }
           for (size_t i = 0; i < va.size(); ++i) {
             double x = number_from_json(va[i]), y = number_from_json(vb[i]);
-            diffs.push_back({step, name, "values[" + std::to_string(i) + "]", x, y, rel_diff(x, y)});
+            diffs.push_back({step, name, "values[" + std::to_string(i) + "]", x, y, rel_diff(x, y, spread)});
           }
         }
       }

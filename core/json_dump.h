@@ -91,11 +91,14 @@ struct DumpDifference {
   int64_t step;
   std::string name, field;
   double a, b;
-  double rel;  // |a - b| / max(|a|, |b|, 1e-30); +inf when exactly one is non-finite
+  double rel;  // |a - b| / max(|a|, |b|, spread, 1e-30); +inf when exactly one is non-finite
 };
 /// The `top` largest relative differences between two dumps over the steps
 /// and tensors present in both (norm, mean, std, min, max, and every value
-/// when both dumps have values). Tensors or steps present in only one dump
+/// when both dumps have values). Norm and std are relative to themselves;
+/// mean, min, max and values to the larger of themselves and the tensor's
+/// spread (the larger std of the two dumps), since a gradient's mean sits
+/// near 0 where rounding alone would look like disagreement. Tensors or steps present in only one dump
 /// are reported as differences with field "missing". Throws IOError for a
 /// step or tensor with a field missing or of the wrong type.
 std::vector<DumpDifference> diff_grad_dumps(const std::vector<nlohmann::json>& a,

@@ -97,6 +97,18 @@ TEST_CASE("summarize and diff gradient dumps") {
   CHECK(worst_step0 == doctest::Approx(0.4 / 1.4));  // std of w: 1/sqrt(2) vs 1.4/sqrt(2)
   CHECK(diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pb), 3).size() == 3);
   CHECK(diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pa), 5)[0].rel == 0);
+  {  // means of opposite signs near 0 in a spread of 1: measured against the spread
+    GradDumpWriter a(pa), b(pb);
+    a.write_step(0, 1.0, {{"u", tensor({-1, 1 + 2e-9}, {2}, DType::Float64)}}, true);
+    b.write_step(0, 1.0, {{"u", tensor({-1 - 2e-9, 1}, {2}, DType::Float64)}}, true);
+  }
+  const auto near_zero = diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pb), 20);
+  CHECK(near_zero.size() == 7);  // norm, mean, std, min, max and 2 values
+  for (const DumpDifference& d : near_zero) {
+    INFO(d.field);
+    CHECK(d.rel < 3e-9);
+    if (d.field == "mean") CHECK(d.a * d.b < 0);  // |a - b| / max(|a|, |b|) would be 2
+  }
   std::filesystem::remove(pa);
   std::filesystem::remove(pb);
 }
