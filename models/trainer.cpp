@@ -1,5 +1,6 @@
 #include "tmem/models/trainer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -41,15 +42,37 @@ json config_to_json(const TrainConfig& c) {
           {"shared_coords", m.memory.shared_coords}, {"hard_write", m.memory.hard_write},
           {"factorized", m.memory.factorized}, {"device", c.device}, {"cache_len", m.cache_len},
           {"linear_features", m.linear_features}, {"ssm_state", m.ssm_state}, {"memory_tokens", m.memory_tokens},
-          {"stop_accuracy", c.stop_accuracy}};
-  if (m.method == BackboneMethod::tensor) j["forget_bias"] = m.memory.forget_bias;
+          {"stop_accuracy", c.stop_accuracy}, {"forget_bias", m.memory.forget_bias}};
+  for (const auto& [key, methods] : method_config_keys())
+    if (std::find(methods.begin(), methods.end(), m.method) == methods.end()) j.erase(key);
   return j;
 }
 
+const std::map<std::string, std::vector<BackboneMethod>>& method_config_keys() {
+  using enum BackboneMethod;
+  static const std::map<std::string, std::vector<BackboneMethod>> keys = [] {
+    std::map<std::string, std::vector<BackboneMethod>> k;
+    for (const char* key : {"mem_channels", "mem_grid", "sigma_scale", "gamma_init", "mem_dropout", "shared_coords",
+                            "hard_write", "factorized", "forget_bias", "leaky_memory"})
+      k[key] = {tensor};
+    k["chunk"] = {tensor, slots};
+    k["cache_len"] = {xl};
+    k["linear_features"] = {linear};
+    k["ssm_state"] = {ssm};
+    k["memory_tokens"] = {rmt};
+    return k;
+  }();
+  return keys;
+}
+
 json default_config_json() {
-  TrainConfig d;
-  d.model.method = BackboneMethod::tensor;  // every key
-  json j = config_to_json(d);
+  json j = json::object();
+  for (const BackboneMethod method : {BackboneMethod::tensor, BackboneMethod::slots, BackboneMethod::xl,
+                                      BackboneMethod::linear, BackboneMethod::ssm, BackboneMethod::rmt}) {
+    TrainConfig d;
+    d.model.method = method;
+    j.update(config_to_json(d));
+  }
   j["method"] = TrainConfig{}.model.method;
   return j;
 }

@@ -3,6 +3,7 @@
 // JSON gradient dumps with the memory layers' internals.
 #pragma once
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -41,12 +42,16 @@ struct TrainConfig : CheckpointOptions {
 /// ValueError for an unknown task, task parameters out of range, or a
 /// negative dim or chunk.
 void resolve_task_defaults(TrainConfig& c);
-/// Every key of a TrainConfig as JSON (the exact config of a run), except
-/// forget_bias for a method other than tensor (it has no forget gate to
-/// start), so that such a cell matches its run at any --memory-forget-bias.
+/// The keys of a TrainConfig that only some methods read (the memory's for
+/// tensor, chunk for tensor and slots, cache_len for xl, linear_features,
+/// ssm_state, memory_tokens), with those methods.
+const std::map<std::string, std::vector<BackboneMethod>>& method_config_keys();
+/// A TrainConfig as JSON: every key its method reads (method_config_keys),
+/// the exact config of a run. A cell is recorded and compared on these alone,
+/// so an ssm cell of a run matches a run that differs only in --mem-grid.
 nlohmann::json config_to_json(const TrainConfig& c);
-/// The config of a default TrainConfig with every key config_to_json can
-/// record: what a key missing from a saved config (an older checkpoint or
+/// A default TrainConfig with every key config_to_json can record, for any
+/// method: what a key missing from a saved config (an older checkpoint or
 /// result.json) is compared at (config_differences).
 nlohmann::json default_config_json();
 /// Applies the keys of `j` to `c`. Throws ValueError naming any unknown key,

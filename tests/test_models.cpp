@@ -1,5 +1,6 @@
 // Diagnostic models: causality of every backbone (and the leaky-memory
 // ablation failing it), bit-exact resume, config validation.
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <map>
@@ -242,34 +243,51 @@ TEST_CASE("the training curve holds the 100-step accuracy at every 100th step") 
   CHECK(r.accuracy_curve[1].second == at_progress[1]);
 }
 
-TEST_CASE("config JSON: forget_bias is recorded for tensor cells only, and a default config has every key") {
+TEST_CASE("config JSON: a cell records the keys its method reads, and a default config has every key") {
+  using enum BackboneMethod;
+  const nlohmann::json defaults = default_config_json();
+  CHECK(defaults.at("method") == "tensor");
+  CHECK(defaults.at("forget_bias") == 0.0);
+  for (const BackboneMethod method : {base, base_wide, slots, tensor, linear, ssm, rmt, none, full, xl}) {
+    INFO(to_string(method));
+    TrainConfig c;
+    c.model.method = method;
+    const nlohmann::json j = config_to_json(c);
+    CHECK(j.at("method") == to_string(method));
+    for (const auto& [key, methods] : method_config_keys())
+      CHECK(j.contains(key) == (std::find(methods.begin(), methods.end(), method) != methods.end()));
+    for (const auto& [key, v] : j.items()) CHECK(defaults.contains(key));
+  }
+  CHECK(config_to_json(TrainConfig{}).contains("mem_grid"));
+  CHECK_FALSE(config_to_json(TrainConfig{}).contains("ssm_state"));
   TrainConfig c;
   c.model.memory.forget_bias = 3;
-  CHECK(config_to_json(c).at("forget_bias") == 3.0);
   TrainConfig back;
   apply_config_json(back, config_to_json(c));
   CHECK(back.model.memory.forget_bias == 3.0);
-  c.model.method = BackboneMethod::none;
-  const nlohmann::json none = config_to_json(c);
-  CHECK_FALSE(none.contains("forget_bias"));
-  CHECK(none.at("method") == "none");
-  const nlohmann::json defaults = default_config_json();
-  CHECK(defaults.at("forget_bias") == 0.0);
-  CHECK(defaults.at("method") == "tensor");
-  CHECK(defaults.size() == config_to_json(TrainConfig{}).size());
-  // A none cell run at --memory-forget-bias 3 is the cell run at 0.
-  TrainConfig plain;
-  plain.model.method = BackboneMethod::none;
-  nlohmann::json saved = none;
-  saved["forget_bias"] = 3.0;  // written before forget_bias was left out
-  CHECK(config_differences(saved, config_to_json(plain), defaults).empty());
-  // A tensor cell saved before the key existed matches at bias 0 only.
+
+  // An ssm cell matches a run that differs only in other methods' options...
+  TrainConfig ssm_cell;
+  ssm_cell.model.method = ssm;
+  TrainConfig other = ssm_cell;
+  other.model.memory.D = other.model.memory.H = other.model.memory.W = 8;
+  other.model.memory.forget_bias = 3;
+  other.model.linear_features = 32;
+  CHECK(config_differences(config_to_json(ssm_cell), config_to_json(other), defaults).empty());
+  // ...also as saved before the keys were left out, and not in its own.
+  nlohmann::json saved = config_to_json(ssm_cell);
+  saved.update(config_to_json(TrainConfig{}));
+  saved["method"] = "ssm";
+  saved["forget_bias"] = 3.0;
+  CHECK(config_differences(saved, config_to_json(other), defaults).empty());
+  other.model.ssm_state = 2 * ssm_cell.model.ssm_state;
+  CHECK(config_differences(saved, config_to_json(other), defaults).find("ssm_state") != std::string::npos);
+
+  // A tensor cell saved before forget_bias existed matches at bias 0 only.
   nlohmann::json old = config_to_json(TrainConfig{});
   old.erase("forget_bias");
   CHECK(config_differences(old, config_to_json(TrainConfig{}), defaults).empty());
-  TrainConfig biased;
-  biased.model.memory.forget_bias = 3;
-  CHECK(config_differences(old, config_to_json(biased), defaults) == "\n  forget_bias: saved (missing), now 3.0");
+  CHECK(config_differences(old, config_to_json(c), defaults) == "\n  forget_bias: saved (missing), now 3.0");
 }
 
 TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key") {

@@ -204,7 +204,7 @@ void bind_models(py::module_& m) {
       .def_readwrite("dump_grads", &TrainConfig::dump_grads, "Gradient dump file (\"\": none).")
       .def_readwrite("dump_every", &TrainConfig::dump_every, "Steps between gradient dumps.")
       .def("to_dict", [](const TrainConfig& c) { return py_of(config_to_json(c)); },
-           "Every key of the config, as `tmem train` records it in results.json.");
+           "The keys of the config its method reads, as `tmem train` records them in results.json.");
 
   mm.def("train_diagnostic", [](const TrainConfig& cfg, const py::object& progress) {
            std::function<void(const TrainProgress&)> cb;
