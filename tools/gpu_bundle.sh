@@ -4,7 +4,7 @@
 # registry): the programs tools/gpu_check.sh runs (stripped), the shared
 # libraries they load beyond the C/C++ runtime and CUDA's own, and Open MPI's
 # installed files with their libraries for the NCCL check. On the GPU machine,
-# `PREBUILT=DIR bash tools/gpu_check.sh` runs from DIR instead of building.
+# `PREBUILT=FILE.tgz bash tools/gpu_check.sh` runs from it instead of building.
 #
 #   bash tools/gpu_bundle.sh BUILD FILE.tgz
 #
