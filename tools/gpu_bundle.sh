@@ -48,5 +48,5 @@ done > "$DIR/libs.txt"
   to=$DIR/root${f/#\/lib\//\/usr\/lib\/}
   mkdir -p "$(dirname "$to")" && cp -L "$f" "$to"
 done
-tar -czf "$OUT_FILE" -C "$DIR" build root source_dir
+tar -czf "$OUT_FILE.tmp" -C "$DIR" build root source_dir && mv "$OUT_FILE.tmp" "$OUT_FILE"
 ls -la "$OUT_FILE"
