@@ -4,7 +4,7 @@
 # on one thread at nice 10, continued across sessions and machines:
 #   start   restore the kept cells (tools/frontier_cells.sh) and start every
 #           lane that is not running; its output is appended to
-#           runs/lanes/<lane>.log
+#           runs/lanes/<lane>.log; copies of builds no lane runs are removed
 #   status  each lane's process and the step of every unfinished cell
 #   save    keep every finished cell and partial checkpoint in docs/frontier/
 #           (commit them before the machine goes)
@@ -77,6 +77,11 @@ case ${1:-} in
       OMP_WAIT_POLICY=passive nohup nice -n 10 "$bin" frontier $args --threads 1 --name "$name" --resume \
         >> "$lanes/$lane.log" 2>&1 < /dev/null &
       echo "frontier_lanes: started $lane ($(basename "$bin"), log $lanes/$lane.log)"
+    done
+    # Copies of earlier builds that no lane runs any more (the pinned one stays).
+    sleep 1
+    for b in "$lanes"/bin/tmem-*; do
+      [[ $b == */tmem-$mqar_commit* ]] || pgrep -f -- "bin/$(basename "$b") frontier" > /dev/null || rm -f -- "$b"
     done
     ;;
   status)
