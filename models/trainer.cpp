@@ -67,12 +67,12 @@ const std::map<std::string, std::vector<BackboneMethod>>& method_config_keys() {
 
 json default_config_json() {
   json j = json::object();
-  for (const BackboneMethod method : {BackboneMethod::tensor, BackboneMethod::slots, BackboneMethod::xl,
-                                      BackboneMethod::linear, BackboneMethod::ssm, BackboneMethod::rmt}) {
-    TrainConfig d;
-    d.model.method = method;
-    j.update(config_to_json(d));
-  }
+  for (const auto& [key, methods] : method_config_keys())
+    for (const BackboneMethod method : methods) {
+      TrainConfig d;
+      d.model.method = method;
+      j.update(config_to_json(d));
+    }
   j["method"] = TrainConfig{}.model.method;
   return j;
 }

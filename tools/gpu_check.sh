@@ -41,7 +41,8 @@ MPIRUN=mpirun
 if [ -n "${PREBUILT:-}" ]; then
   section "prebuilt programs from $PREBUILT"
   BUILD=$(mktemp -d)
-  tar -xzf "$PREBUILT" -C "$BUILD"
+  tar -xzf "$PREBUILT" -C "$BUILD" ||
+    { echo "FAILED: PREBUILT=$PREBUILT is not a bundle of tools/gpu_bundle.sh"; exit 1; }
   # Open MPI and the libraries, at their paths, replacing nothing there.
   cp -rn "$BUILD/root/." / && ldconfig
   # CUDA's libraries (cuBLAS, NCCL) from this machine's toolkit or its PyTorch.
