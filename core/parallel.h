@@ -18,12 +18,15 @@ int get_num_threads();
 /// underflow. Denormal arithmetic is tens of times slower on x86: the tiny
 /// gradients of Gaussian writes far from a token, carried through the
 /// ConvLSTM3D's forget gate, made convlstm3d_cell's backward 21x slower on
-/// an 8^3 grid (docs/DESIGN.md §5). Applies to the calling thread
-/// and the threads of its OpenMP pool (set in a parallel region of
-/// get_num_threads() threads; threads started later inherit the mode).
+/// an 8^3 grid (docs/DESIGN.md §5). Applies to the calling thread and,
+/// with pool, to the threads of its OpenMP pool (set in a parallel region of
+/// get_num_threads() threads, which starts the pool if none is running).
+/// Threads started later inherit the mode of the thread that starts them, so
+/// a program calling this before its first parallel region can pass pool =
+/// false (the tmem command does, before --threads is known).
 /// Returns false, changing nothing, on a CPU without these modes (builds for
 /// other than x86-64). The tmem command turns it on; the library and the
 /// Python module leave it off until called.
-bool set_flush_denormal(bool on);
+bool set_flush_denormal(bool on, bool pool = true);
 
 }  // namespace tmem

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <sstream>
+#include <thread>
 
 #include "fixture.h"
 #include "tmem/core/parallel.h"
@@ -213,4 +214,29 @@ TEST_CASE("set_flush_denormal makes denormal results and inputs 0 on every kerne
   CHECK(all_equal(mul(tiny, small), product));
   CHECK(all_equal(mul(denormal, big), 1e-40f * 1e30f));
   set_num_threads(before);
+}
+
+TEST_CASE("set_flush_denormal without the pool sets the calling thread, and threads it starts inherit the mode") {
+  // Each std::thread has an OpenMP pool of its own; one thread keeps the ops serial.
+  auto product = [] {
+    set_num_threads(1);
+    return (mul(full({4}, 1e-30f), full({4}, 1e-10f))).to_vector()[0];
+  };
+  double own = -1, inherited = -1, other = -1;
+  std::thread flushed([&] {
+#if defined(__x86_64__)
+    CHECK(set_flush_denormal(true, false));
+#endif
+    own = product();
+    std::thread child([&] { inherited = product(); });
+    child.join();
+  });
+  flushed.join();
+  std::thread plain([&] { other = product(); });
+  plain.join();
+#if defined(__x86_64__)
+  CHECK(own == 0.0);
+  CHECK(inherited == 0.0);
+#endif
+  CHECK(other == static_cast<double>(1e-30f * 1e-10f));  // the process's other threads keep IEEE underflow
 }

@@ -147,7 +147,9 @@ void stop_after_this_step(int) {
 int main(int argc, char** argv) {
   // Denormals only slow training down (tens of times in convlstm3d_cell's
   // backward on an 8^3 grid): every command flushes them (core/parallel.h).
-  tmem::set_flush_denormal(true);
+  // On this thread only: the OpenMP threads, started once --threads is
+  // known, inherit the mode.
+  tmem::set_flush_denormal(true, false);
   // Under mpirun or srun only `tmem train` (the diagnostic tasks, brown,
   // fashion-mnist, moving-fmnist) is data-parallel; any other command would
   // run whole on every rank, writing the same files.

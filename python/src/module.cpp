@@ -133,7 +133,7 @@ PYBIND11_MODULE(_tmem, m) {
   m.def("set_num_threads", &tmem::set_num_threads, py::arg("n"),
         "The OpenMP threads of later ops (as `tmem train --threads n`).");
   m.def("get_num_threads", &tmem::get_num_threads, "The OpenMP threads ops use.");
-  m.def("set_flush_denormal", &tmem::set_flush_denormal, py::arg("mode"),
+  m.def("set_flush_denormal", [](bool mode) { return tmem::set_flush_denormal(mode); }, py::arg("mode"),
         "Flush denormal floats to 0 on the CPU (torch.set_flush_denormal); False where the CPU cannot. The "
         "`tmem` command turns it on; here it is off until called.");
   bind_tensor(m);
