@@ -1,7 +1,8 @@
 // Device-side launch helpers of the nn kernels (cuda/softmax.cu,
-// layer_norm.cu, embedding.cu, loss.cu, dropout.cu): grid-stride kernels
-// that call the functors of cuda/softmax.cuh, layer_norm.cuh, embedding.cuh
-// and dropout.cuh, which hold all the arithmetic. A row program
+// layer_norm.cu, embedding.cu, loss.cu, dropout.cu) and gaussian_splat's
+// backward (cuda/gaussian_splat.cu): grid-stride kernels that call the
+// functors of cuda/softmax.cuh, layer_norm.cuh, embedding.cuh, dropout.cuh
+// and gaussian_splat.cuh, which hold all the arithmetic. A row program
 // (cuda/rows.cuh) runs with one thread per row for short rows and one block
 // per row, combining the threads' partials with warp shuffles and shared
 // memory, for longer ones. CUDA only (nvcc).
@@ -16,16 +17,17 @@ namespace tmem::cuda {
 /// Threads per block of a block-per-row launch at most (a multiple of 32).
 inline constexpr int kRowThreads = 256;
 
-/// v combined with op over the threads of the block, returned to every
-/// thread. blockDim.x must be a multiple of 32 and every thread must call it.
-template <class Op>
-__device__ float block_reduce(float v, Op op) {
-  __shared__ float warp_parts[32];
+/// v (float or double) combined with op over the threads of the block,
+/// returned to every thread. blockDim.x must be a multiple of 32 and every
+/// thread must call it.
+template <class T, class Op>
+__device__ T block_reduce(T v, Op op) {
+  __shared__ T warp_parts[32];
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   if (lane == 0) warp_parts[warp] = v;
   __syncthreads();
-  v = lane < static_cast<int>(blockDim.x >> 5) ? warp_parts[lane] : Op::identity();
+  v = lane < static_cast<int>(blockDim.x >> 5) ? warp_parts[lane] : static_cast<T>(Op::identity());
   for (int o = 16; o > 0; o >>= 1) v = op(v, __shfl_xor_sync(0xffffffffu, v, o));
   __syncthreads();  // warp_parts is reused by the next call
   return v;
@@ -33,8 +35,8 @@ __device__ float block_reduce(float v, Op op) {
 
 /// The reduce of a row handled by a whole block.
 struct BlockReduce {
-  template <class Op>
-  __device__ float operator()(float v, Op op) const {
+  template <class T, class Op>
+  __device__ T operator()(T v, Op op) const {
     return block_reduce(v, op);
   }
 };

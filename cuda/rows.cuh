@@ -7,7 +7,9 @@
 // total to each), and then writes its elements. One thread per row calls it
 // with (0, 1, OneThread{}): the partial is the total. A block per row calls
 // it with (threadIdx.x, blockDim.x, a block reduction of cuda/nn_launch.cuh).
-// Partials accumulate in float. Plain C++17 for g++; no CUDA header.
+// Partials accumulate in float (gaussian_splat's geometry sums in double);
+// a reduce combines partials in their own type. Plain C++17 for g++; no CUDA
+// header.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -23,9 +25,12 @@ inline constexpr int64_t kShortRow = 32;
 /// -inf in float (the value of a masked logit).
 TMEM_HD float neg_inf() { return -INFINITY; }
 
-/// a + b: the sum of two partials.
+/// a + b: the sum of two partials (float or double).
 struct SumOp {
-  TMEM_HD float operator()(float a, float b) const { return a + b; }
+  template <class T>
+  TMEM_HD T operator()(T a, T b) const {
+    return a + b;
+  }
   static TMEM_HD float identity() { return 0.0f; }
 };
 
@@ -38,8 +43,8 @@ struct MaxOp {
 
 /// The reduce of a row handled by one thread: its partial is the total.
 struct OneThread {
-  template <class Op>
-  TMEM_HD float operator()(float v, Op) const {
+  template <class T, class Op>
+  TMEM_HD T operator()(T v, Op) const {
     return v;
   }
 };

@@ -1,17 +1,11 @@
 // Host build of the nn kernels (softmax, log_softmax, layer_norm, embedding,
 // cross_entropy, dropout): the functors of cuda/softmax.cuh, layer_norm.cuh,
 // embedding.cuh and dropout.cuh run over the index space of the launchers in
-// cuda/*.cu. A row program runs with one thread per row when its rows are
-// short, and otherwise as the CUDA block per row does, on a block of host
-// threads that exchange their partials through a barrier, so the
-// block-per-row partition (each thread's strided elements, the combined
-// reductions) is checked too. Also the parity and error tests of these ops
-// on the stand-in device.
-#include <barrier>
+// cuda/*.cu (the row programs as tests/host_rows.h runs them). Also the
+// parity and error tests of these ops on the stand-in device.
 #include <cmath>
 #include <limits>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "tmem/cuda/dropout.cuh"
@@ -20,69 +14,11 @@
 #include "tmem/cuda/softmax.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
+#include "host_rows.h"
 
 namespace tmem::test {
 
 namespace {
-
-// Threads of a host block (any count exercises the same partition).
-constexpr int kHostBlock = 4;
-
-// A block of kHostBlock host threads running a row program over all rows,
-// as row_per_block_kernel of cuda/nn_launch.cuh does with one block.
-class HostBlock {
- public:
-  template <class F>
-  static void run(int64_t rows, const F& f) {
-    HostBlock b;
-    std::vector<std::thread> threads;
-    for (int t = 0; t < kHostBlock; ++t)
-      threads.emplace_back([&b, &f, rows, t] {
-        for (int64_t r = 0; r < rows; ++r) f(r, t, kHostBlock, Reduce{&b, t});
-      });
-    for (std::thread& t : threads) t.join();
-  }
-
- private:
-  // The reduce of a row program: every thread's partial, combined in thread order.
-  struct Reduce {
-    HostBlock* block;
-    int thread;
-    template <class Op>
-    float operator()(float v, Op op) const {
-      return block->reduce(thread, v, op);
-    }
-  };
-
-  template <class Op>
-  float reduce(int thread, float v, Op op) {
-    parts_[thread] = v;
-    barrier_.arrive_and_wait();
-    float s = Op::identity();
-    for (float p : parts_) s = op(s, p);
-    barrier_.arrive_and_wait();  // parts_ is reused by the next call
-    return s;
-  }
-
-  float parts_[kHostBlock] = {};
-  std::barrier<> barrier_{kHostBlock};
-};
-
-// launch_rows of cuda/nn_launch.cuh on the host.
-template <class F>
-void run_rows(int64_t rows, int64_t len, const F& f) {
-  if (len <= cuda::kShortRow) {
-    for (int64_t r = 0; r < rows; ++r) f(r, 0, 1, cuda::OneThread{});
-  } else {
-    HostBlock::run(rows, f);
-  }
-}
-
-// launch_index of cuda/nn_launch.cuh on the host.
-template <class F>
-void run_index(int64_t n, const F& f) {
-  for (int64_t i = 0; i < n; ++i) f(i);
-}
 
 // *dst += v: the host's add of EmbeddingScatter (atomicAdd on the device).
 struct HostAdd {
