@@ -1,6 +1,7 @@
-// The per-thread arithmetic of the gaussian_splat kernels
-// (cuda/gaussian_splat.cu), built for the device by nvcc and for the host by
-// g++ (cuda/hd.h), so tests/host_kernels_spatial.cpp runs it without a GPU.
+// The arithmetic of the gaussian_splat kernels (cuda/gaussian_splat.cu): the
+// forward per element, the backward as row programs (cuda/rows.cuh), built
+// for the device by nvcc and for the host by g++ (cuda/hd.h), so
+// tests/host_kernels_spatial.cpp runs it without a GPU.
 // Shapes as SplatArgs (ops/device_kernels.h): content [B, C], mu
 // [B, 3] (x, y, z), sigma [B], volume [B, C, D, H, W], S = D H W voxels,
 // contiguous float32. Formulas and gradients: ops/gaussian_splat.h; the
@@ -11,6 +12,7 @@
 #include <cstdint>
 
 #include "tmem/cuda/hd.h"
+#include "tmem/cuda/rows.cuh"
 #include "tmem/ops/device_kernels.h"
 
 namespace tmem::cuda {
@@ -70,48 +72,72 @@ TMEM_HD void splat_forward_one(const SplatArgs& a, const float* content, const f
   vol[i] = G * content[bc];
 }
 
-/// gcontent[j] for j of [B, C]: sum over voxels of gvol times the weight.
-TMEM_HD void splat_backward_content_one(const SplatArgs& a, const float* mu, const float* sigma,
-                                        const float* gvol, float* gcontent, int64_t j) {
-  const int64_t S = a.D * a.H * a.W, b = j / a.C;
-  const SplatScale sc = splat_scale(sigma[b], a.truncate);
-  const float* g = gvol + j * S;
-  float d[3];
-  float acc = 0.0f;
-  for (int64_t v = 0; v < S; ++v) acc += g[v] * splat_weight(a, mu + 3 * b, sc, v, d);
-  gcontent[j] = acc;
-}
+/// Row program (cuda/rows.cuh) of gcontent: row j of [B, C] is the sum over
+/// voxels v of gvol[j, v] times the weight G[b, v], accumulated in float.
+struct SplatContentRows {
+  SplatArgs a;
+  const float* mu;
+  const float* sigma;
+  const float* gvol;
+  float* gcontent;
 
-/// gmu[b, :] and gsigma[b] (either may be null) of batch item b: with M[v] =
-/// G[v] sum_c gvol[b, c, v] content[b, c], dL/dmu_a = (2 / den) sum_v M[v]
-/// d_a(v) and dL/dsigma = (4 sigma / den^2) sum_v M[v] |d(v)|^2, the sums in
-/// double as the CPU kernel's.
-TMEM_HD void splat_backward_geometry_one(const SplatArgs& a, const float* content, const float* mu,
-                                         const float* sigma, const float* gvol, float* gmu, float* gsigma,
-                                         int64_t b) {
-  const int64_t S = a.D * a.H * a.W;
-  const float s = sigma[b];
-  const SplatScale sc = splat_scale(s, a.truncate);
-  double sx = 0, sy = 0, sz = 0, s2 = 0;
-  for (int64_t v = 0; v < S; ++v) {
-    float r = 0.0f;
-    for (int64_t c = 0; c < a.C; ++c) r += gvol[(b * a.C + c) * S + v] * content[b * a.C + c];
+  template <class Reduce>
+  TMEM_HD void operator()(int64_t j, int64_t first, int64_t step, Reduce reduce) const {
+    const int64_t S = a.D * a.H * a.W, b = j / a.C;
+    const SplatScale sc = splat_scale(sigma[b], a.truncate);
+    const float* g = gvol + j * S;
     float d[3];
-    const double m = static_cast<double>(r * splat_weight(a, mu + 3 * b, sc, v, d));
-    sx += d[0] * m;
-    sy += d[1] * m;
-    sz += d[2] * m;
-    s2 += (static_cast<double>(d[0]) * d[0] + static_cast<double>(d[1]) * d[1] +
-           static_cast<double>(d[2]) * d[2]) * m;
+    float acc = 0.0f;
+    for (int64_t v = first; v < S; v += step) acc += g[v] * splat_weight(a, mu + 3 * b, sc, v, d);
+    acc = reduce(acc, SumOp{});
+    if (first == 0) gcontent[j] = acc;
   }
-  if (gmu) {
-    const double k = 2.0 / static_cast<double>(sc.den);
-    gmu[3 * b + 0] = static_cast<float>(k * sx);
-    gmu[3 * b + 1] = static_cast<float>(k * sy);
-    gmu[3 * b + 2] = static_cast<float>(k * sz);
+};
+
+/// Row program of gmu[b, :] and gsigma[b] (either may be null), row b over
+/// the voxels v: with M[v] = G[v] sum_c gvol[b, c, v] content[b, c],
+/// dL/dmu_a = (2 / den) sum_v M[v] d_a(v) and dL/dsigma = (4 sigma / den^2)
+/// sum_v M[v] |d(v)|^2, the sums in double as the CPU kernel's.
+struct SplatGeometryRows {
+  SplatArgs a;
+  const float* content;
+  const float* mu;
+  const float* sigma;
+  const float* gvol;
+  float* gmu;
+  float* gsigma;
+
+  template <class Reduce>
+  TMEM_HD void operator()(int64_t b, int64_t first, int64_t step, Reduce reduce) const {
+    const int64_t S = a.D * a.H * a.W;
+    const float s = sigma[b];
+    const SplatScale sc = splat_scale(s, a.truncate);
+    double sx = 0, sy = 0, sz = 0, s2 = 0;
+    for (int64_t v = first; v < S; v += step) {
+      float r = 0.0f;
+      for (int64_t c = 0; c < a.C; ++c) r += gvol[(b * a.C + c) * S + v] * content[b * a.C + c];
+      float d[3];
+      const double m = static_cast<double>(r * splat_weight(a, mu + 3 * b, sc, v, d));
+      sx += d[0] * m;
+      sy += d[1] * m;
+      sz += d[2] * m;
+      s2 += (static_cast<double>(d[0]) * d[0] + static_cast<double>(d[1]) * d[1] +
+             static_cast<double>(d[2]) * d[2]) * m;
+    }
+    sx = reduce(sx, SumOp{});
+    sy = reduce(sy, SumOp{});
+    sz = reduce(sz, SumOp{});
+    s2 = reduce(s2, SumOp{});
+    if (first != 0) return;
+    if (gmu) {
+      const double k = 2.0 / static_cast<double>(sc.den);
+      gmu[3 * b + 0] = static_cast<float>(k * sx);
+      gmu[3 * b + 1] = static_cast<float>(k * sy);
+      gmu[3 * b + 2] = static_cast<float>(k * sz);
+    }
+    // 4 s / den^2, divided twice so a huge den cannot overflow den^2.
+    if (gsigma) gsigma[b] = static_cast<float>(4.0 * s / sc.den / sc.den * s2);
   }
-  // 4 s / den^2, divided twice so a huge den cannot overflow den^2.
-  if (gsigma) gsigma[b] = static_cast<float>(4.0 * s / sc.den / sc.den * s2);
-}
+};
 
 }  // namespace tmem::cuda

@@ -19,6 +19,7 @@
 #include "tmem/cuda/grid_sample.cuh"
 #include "fake_device.h"
 #include "host_kernels.h"
+#include "host_rows.h"
 #include "tmem/ops/conv3d.h"
 #include "tmem/ops/convlstm.h"
 #include "tmem/ops/gaussian_splat.h"
@@ -74,11 +75,9 @@ void host::gaussian_splat_forward(int, const SplatArgs& a, const float* content,
 
 void host::gaussian_splat_backward(int, const SplatArgs& a, const float* content, const float* mu,
                                    const float* sigma, const float* gvol, float* gcontent, float* gmu, float* gsigma) {
-  if (gcontent)
-    for (int64_t j = 0; j < a.B * a.C; ++j) cuda::splat_backward_content_one(a, mu, sigma, gvol, gcontent, j);
-  if (gmu || gsigma)
-    for (int64_t b = 0; b < a.B; ++b)
-      cuda::splat_backward_geometry_one(a, content, mu, sigma, gvol, gmu, gsigma, b);
+  const int64_t S = a.D * a.H * a.W;
+  if (gcontent && a.C > 0) run_rows(a.B * a.C, S, cuda::SplatContentRows{a, mu, sigma, gvol, gcontent});
+  if (gmu || gsigma) run_rows(a.B, S, cuda::SplatGeometryRows{a, content, mu, sigma, gvol, gmu, gsigma});
 }
 
 void host::conv3d_depthwise_forward(int, const Conv3dArgs& a, const float* input, const float* weight,
