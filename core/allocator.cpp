@@ -1,10 +1,14 @@
 #include "tmem/core/allocator.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -17,12 +21,30 @@ namespace {
 constexpr size_t kAlign = 64;
 constexpr size_t kMiB = size_t{1} << 20;
 
-size_t cache_limit() {
-  static const size_t limit = [] {
+// TMEM_CPU_CACHE_MB in bytes, read once; nullopt when unset. Throws
+// ValueError naming the variable when it is not a whole number of MiB.
+std::optional<size_t> env_cache_limit() {
+  static const std::optional<size_t> set = []() -> std::optional<size_t> {
     const char* env = std::getenv("TMEM_CPU_CACHE_MB");
-    return env ? static_cast<size_t>(std::stoull(env)) * kMiB : size_t{1024} * kMiB;
+    if (!env) return std::nullopt;
+    const std::string_view text(env);
+    size_t mb = 0;
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), mb);
+    check<ValueError>(ec == std::errc() && end == text.data() + text.size() && mb <= (SIZE_MAX >> 20),
+                      "TMEM_CPU_CACHE_MB: expected a whole number of MiB, but got \"", text, "\"");
+    return mb * kMiB;
   }();
-  return limit;
+  return set;
+}
+
+// The most bytes the free lists hold with in-use peak `peak`: TMEM_CPU_CACHE_MB
+// when set, else the peak itself (at least 1 GiB), so every block a training
+// step needs at once comes back the next step. With a fixed 1 GiB, an 8^3
+// Tensor Memory step (3.7 GB at once) sent its blocks back to malloc, and
+// its first steps page-faulted 1.9M times instead of 0.95M (bench/RESULTS.md).
+size_t cache_limit(size_t peak) {
+  const std::optional<size_t> set = env_cache_limit();
+  return set ? *set : std::max(size_t{1024} * kMiB, peak);
 }
 
 struct Cache {
@@ -49,6 +71,7 @@ size_t allocator_size_class(size_t n) {
 }
 
 void* cpu_allocate(size_t n) {
+  env_cache_limit();  // a bad TMEM_CPU_CACHE_MB fails here, before any block exists to release
   const size_t cls = allocator_size_class(n);
   Cache& c = cache();
   {
@@ -83,7 +106,7 @@ void cpu_release(void* p, size_t n) {
   {
     std::lock_guard<std::mutex> lock(c.mu);
     c.stats.in_use -= cls;
-    if (c.stats.cached + cls <= cache_limit()) {
+    if (c.stats.cached + cls <= cache_limit(c.stats.peak_in_use)) {
       // Release runs in destructors, also while a bad_alloc unwinds: when
       // the free list cannot grow, the block goes back to the system.
       try {

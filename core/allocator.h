@@ -19,10 +19,13 @@ struct AllocatorStats {
 size_t allocator_size_class(size_t n);
 
 /// A block of at least n bytes (64-byte aligned). Throws tmem::Error naming
-/// the size when the system has no memory for it (after emptying the cache).
+/// the size when the system has no memory for it (after emptying the cache),
+/// and ValueError when TMEM_CPU_CACHE_MB is set to other than a whole number.
 void* cpu_allocate(size_t n);
-/// Returns a block from cpu_allocate(n) (same n). Blocks beyond the cache
-/// limit (1 GiB, or TMEM_CPU_CACHE_MB) go back to the system.
+/// Returns a block from cpu_allocate(n) (same n). It is kept for reuse while
+/// the cached bytes stay within the limit: the peak of bytes in use (at
+/// least 1 GiB), or TMEM_CPU_CACHE_MB when set; beyond it, the block goes
+/// back to the system.
 void cpu_release(void* p, size_t n);
 AllocatorStats cpu_allocator_stats();
 void cpu_allocator_reset_peak();

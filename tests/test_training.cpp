@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <fstream>
+#include <vector>
 
 #include "tmem/core/allocator.h"
 #include "tmem/models/trainer.h"
@@ -70,6 +72,25 @@ TEST_CASE("the caching allocator reuses freed blocks of the same size class") {
   void* q = cpu_allocate(4000);  // same class: the cached block comes back
   CHECK(q == p);
   cpu_release(q, 4000);
+  cpu_empty_cache();
+  CHECK(cpu_allocator_stats().cached == 0);
+}
+
+TEST_CASE("the caching allocator keeps as many bytes as were in use at once, beyond 1 GiB") {
+  if (std::getenv("TMEM_CPU_CACHE_MB")) {
+    MESSAGE("skipped: TMEM_CPU_CACHE_MB sets a fixed limit");
+    return;
+  }
+  cpu_empty_cache();
+  constexpr size_t kBlock = size_t{600} << 20;  // never touched: no resident memory
+  std::vector<void*> blocks;
+  for (int i = 0; i < 3; ++i) blocks.push_back(cpu_allocate(kBlock));
+  CHECK(cpu_allocator_stats().peak_in_use >= 3 * kBlock);
+  for (void* p : blocks) cpu_release(p, kBlock);
+  CHECK(cpu_allocator_stats().cached == 3 * kBlock);  // a fixed 1 GiB would have kept one
+  void* again = cpu_allocate(kBlock);
+  CHECK(std::find(blocks.begin(), blocks.end(), again) != blocks.end());
+  cpu_release(again, kBlock);
   cpu_empty_cache();
   CHECK(cpu_allocator_stats().cached == 0);
 }
