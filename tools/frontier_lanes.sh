@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # The background lanes of the long-horizon frontiers (issue 22; what they
 # have produced: docs/RESULTS.md). Each lane is `tmem frontier ... --resume`
-# on one thread at nice 10, continued across sessions and machines:
+# on one thread at nice 10 or 15, continued across sessions and machines:
 #   start   restore the kept cells (tools/frontier_cells.sh) and start every
-#           lane that is not running; its output is appended to
-#           runs/lanes/<lane>.log; copies of builds no lane runs are removed
+#           lane that is not running, its output appended to
+#           runs/lanes/<lane>.log (a running one gets its nice value);
+#           copies of builds no lane runs are removed
 #   status  each lane's process and the step of every unfinished cell
 #   save    keep every finished cell and partial checkpoint in docs/frontier/
 #           (commit them before the machine goes)
@@ -23,16 +24,22 @@ root=$PWD
 lanes=runs/lanes
 mqar_commit=636e326
 
-# lane name | run name | binary (pinned or current) | frontier arguments
+# lane name | run name | binary (pinned or current) | nice | frontier arguments.
+# Lanes sharing a run name take disjoint methods. The equal-state baselines
+# of coord-recall and map-recall run at nice 10, the rest at nice 15 (a third
+# of the CPU share each), so on a busy machine the comparison the issue asks
+# about comes first.
 table=(
-  "coord-recall|frontier-coord-recall|current|coord-recall --methods none,full,linear,xl,ssm,rmt,tensor"
-  "mqar|frontier-mqar|pinned|mqar --methods ssm,rmt,tensor"
-  "map-recall|frontier-map-recall|current|map-recall --methods none,full,linear,xl,ssm,rmt,tensor"
-  "coord-recall-fb3|frontier-coord-recall-fb3|current|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
-  "mqar-fb3|frontier-mqar-fb3|current|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
-  "map-recall-fb3|frontier-map-recall-fb3|current|map-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
-  "mqar-vs-P|frontier-mqar|pinned|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs P --values 16,32,64,128"
-  "mqar-vs-G|frontier-mqar|pinned|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs G --values 0,1,2,4"
+  "coord-recall|frontier-coord-recall|current|10|coord-recall --methods none,full,linear,xl,tensor"
+  "coord-recall-b|frontier-coord-recall|current|10|coord-recall --methods ssm,rmt"
+  "map-recall|frontier-map-recall|current|10|map-recall --methods none,full,linear,xl,tensor"
+  "map-recall-b|frontier-map-recall|current|10|map-recall --methods ssm,rmt"
+  "mqar|frontier-mqar|pinned|15|mqar --methods ssm,rmt,tensor"
+  "coord-recall-fb3|frontier-coord-recall-fb3|current|15|coord-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "mqar-fb3|frontier-mqar-fb3|current|15|mqar --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "map-recall-fb3|frontier-map-recall-fb3|current|15|map-recall --methods tensor --memory-forget-bias 3 --lr 1e-3"
+  "mqar-vs-P|frontier-mqar|pinned|15|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs P --values 16,32,64,128"
+  "mqar-vs-G|frontier-mqar|pinned|15|mqar --methods none,full,linear,xl,ssm,rmt,tensor --vs G --values 0,1,2,4"
 )
 
 # Whether the lane with frontier arguments $1 and run name $2 is running.
@@ -66,15 +73,17 @@ case ${1:-} in
   start)
     mkdir -p "$lanes"
     for row in "${table[@]}"; do
-      IFS='|' read -r lane name kind args <<< "$row"
+      IFS='|' read -r lane name kind niceness args <<< "$row"
       if running "$args" "$name"; then
-        echo "frontier_lanes: $lane is running"
+        # shellcheck disable=SC2046  # one pid per word
+        renice -n "$niceness" -p $(pgrep -f -- "frontier $args --threads 1 --name $name --resume") > /dev/null
+        echo "frontier_lanes: $lane is running (nice $niceness)"
         continue
       fi
       bash tools/frontier_cells.sh restore "$name"
       if [[ $kind == pinned ]]; then bin=$(pinned_binary); else bin=$(current_binary); fi
       # shellcheck disable=SC2086  # args is a word list
-      OMP_WAIT_POLICY=passive nohup nice -n 10 "$bin" frontier $args --threads 1 --name "$name" --resume \
+      OMP_WAIT_POLICY=passive nohup nice -n "$niceness" "$bin" frontier $args --threads 1 --name "$name" --resume \
         >> "$lanes/$lane.log" 2>&1 < /dev/null &
       echo "frontier_lanes: started $lane ($(basename "$bin"), log $lanes/$lane.log)"
     done
@@ -87,7 +96,7 @@ case ${1:-} in
   status)
     declare -A shown  # run names whose cells are listed (lanes can share one)
     for row in "${table[@]}"; do
-      IFS='|' read -r lane name _ args <<< "$row"
+      IFS='|' read -r lane name _ _ args <<< "$row"
       if running "$args" "$name"; then echo "$lane: running"; else echo "$lane: not running"; fi
       [[ -z ${shown[$name]:-} ]] || continue
       shown[$name]=1
@@ -110,7 +119,7 @@ EOF
   save)
     declare -A saved  # lanes can share a run name
     for row in "${table[@]}"; do
-      IFS='|' read -r _ name _ _ <<< "$row"
+      IFS='|' read -r _ name _ _ _ <<< "$row"
       [[ -z ${saved[$name]:-} && -d runs/$name ]] || continue
       saved[$name]=1
       bash tools/frontier_cells.sh save "$name"
