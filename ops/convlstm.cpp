@@ -108,7 +108,10 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
   // need them.
   const bool keep_gates = needs_grad(inputs);
   Tensor gates;
-  dispatch_kernels(OpId::Convlstm3dCell, x, [&]<class T>(const KernelTable<T>& k) {
+  // An empty grid (D, H or W of 0) has no voxels to update: h' and c' are
+  // empty, and the backward's weight gradients are 0.
+  const bool no_voxels = dm.D * dm.H * dm.W == 0;
+  if (!no_voxels) dispatch_kernels(OpId::Convlstm3dCell, x, [&]<class T>(const KernelTable<T>& k) {
     const int dev = x.device().index;
     if (keep_gates)
       gates = empty({dm.B, 4 * dm.C, k.convlstm3d_cell_gates_row(dev, dm)}, x.dtype(), x.device());
@@ -121,12 +124,15 @@ ConvLSTM3DState convlstm3d_cell(const Tensor& x, const Tensor& h, const Tensor& 
   std::vector<Tensor> saved(cont.begin(), cont.begin() + kPb);
   saved.push_back(cn);
   saved.push_back(gates);
-  record(OpId::Convlstm3dCell, inputs, {hn, cn}, saved, [dm](const Node& n, const Grads& g) {
+  record(OpId::Convlstm3dCell, inputs, {hn, cn}, saved, [dm, no_voxels](const Node& n, const Grads& g) {
     check_output_grads(dm, g);
     Tensor gh = contiguous_data(g[0]), gc = contiguous_data(g[1]);
     Grads out(kNumInputs);
     for (int i = 0; i < kNumInputs; ++i)
-      if (n.needs_input_grad(i)) out[i] = empty(n.input_shapes[i], n.input_dtypes[i], gh.device());
+      if (n.needs_input_grad(i))
+        out[i] = no_voxels ? zeros(n.input_shapes[i], n.input_dtypes[i], gh.device())
+                           : empty(n.input_shapes[i], n.input_dtypes[i], gh.device());
+    if (no_voxels) return out;
     std::vector<Tensor> sv;
     for (int i = 0; i < kPb; ++i) sv.push_back(n.saved_tensor(i));
     dispatch_kernels(OpId::Convlstm3dCell, gh, [&]<class T>(const KernelTable<T>& k) {

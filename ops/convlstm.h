@@ -26,7 +26,8 @@ struct ConvLSTM3DState {
 /// kernels: docs/OPS.md §3): z = cat(x, h) through depthwise kernel-3 convs
 /// along D, H, W and a 1x1x1 conv to gates i, f, o, g;
 /// c' = f c + i g, h' = o tanh(c'). x [B,Cx,D,H,W], h and c [B,C,D,H,W];
-/// returns {h', c'}, each [B,C,D,H,W]. One fused tape node. Throws ShapeError
+/// returns {h', c'}, each [B,C,D,H,W] (empty for an empty grid, whose
+/// weight gradients are 0). One fused tape node. Throws ShapeError
 /// (the shapes at fault) when x, h or c is not 5-D, their batch or spatial
 /// dims differ, h and c differ, or a weight does not have the shape above;
 /// DtypeError for mixed or non-floating dtypes (float32 on a device);

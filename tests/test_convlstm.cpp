@@ -202,3 +202,20 @@ TEST_CASE("convlstm3d_cell: bad shapes raise ShapeError with both shapes") {
   bad.db_w = zeros({5}, DType::Float64);
   CHECK_THROWS_AS(convlstm3d_cell(v[0], v[1], v[2], bad), DtypeError);
 }
+
+TEST_CASE("convlstm3d_cell on an empty grid: empty h' and c', zero weight gradients") {
+  for (const std::array<int64_t, 3> g : {std::array<int64_t, 3>{0, 2, 2}, {2, 0, 2}, {2, 2, 0}})
+    for (const DType dt : {DType::Float32, DType::Float64}) {
+      V v = cell_inputs(1, 2, 3, g, dt, 5);
+      for (Tensor& t : v) t.requires_grad_();
+      ConvLSTM3DState s = convlstm3d_cell(v[0], v[1], v[2], weights_of(v));
+      CHECK(s.h.shape() == Shape{1, 3, g[0], g[1], g[2]});
+      CHECK(s.c.shape() == Shape{1, 3, g[0], g[1], g[2]});
+      (sum(s.h) + sum(s.c)).backward();
+      for (size_t k = 0; k < v.size(); ++k) {
+        REQUIRE(v[k].grad().defined());
+        CHECK(v[k].grad().shape() == v[k].shape());
+        for (double x : v[k].grad().to_vector()) CHECK(x == 0.0);
+      }
+    }
+}
