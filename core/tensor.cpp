@@ -61,7 +61,10 @@ TensorImpl::~TensorImpl() { g_live_tensors.fetch_sub(1, std::memory_order_relaxe
 
 int64_t live_tensor_count() { return g_live_tensors.load(); }
 
-int64_t Tensor::size(int64_t d) const { return shape()[normalize_dim(d, dim(), "size")]; }
+int64_t Tensor::size(int64_t d) const {
+  check<IndexError>(dim() > 0, "size: dim ", d, " given, but the tensor has no dims (0-d)");
+  return shape()[normalize_dim(d, dim(), "size")];
+}
 
 bool Tensor::is_contiguous() const {
   const auto& s = shape();

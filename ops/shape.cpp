@@ -175,8 +175,21 @@ Tensor permute(const Tensor& a, const std::vector<int64_t>& dims) {
 Tensor transpose(const Tensor& a, int64_t d0, int64_t d1) {
   std::vector<int64_t> dims(a.dim());
   for (int64_t i = 0; i < a.dim(); ++i) dims[i] = i;
-  std::swap(dims[normalize_dim(d0, a.dim(), "transpose")], dims[normalize_dim(d1, a.dim(), "transpose")]);
+  const int64_t i0 = normalize_dim(d0, a.dim(), "transpose"), i1 = normalize_dim(d1, a.dim(), "transpose");
+  if (a.dim() > 0) std::swap(dims[i0], dims[i1]);  // a 0-d tensor: dims 0 and -1 name its one element
   return permute(a, dims);
+}
+
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length) {
+  check<ShapeError>(a.dim() > 0, "narrow: cannot narrow a 0-d tensor");
+  const int64_t d = normalize_dim(dim, a.dim(), "narrow"), n = a.shape()[d];
+  check<IndexError>(start >= -n && start <= n, "narrow: start ", start, " is out of range [", -n, ", ", n,
+                    "] for dim ", d, " of size ", n);
+  if (start < 0) start += n;
+  check<ValueError>(length >= 0, "narrow: expected length >= 0, but got ", length);
+  check<IndexError>(length <= n - start, "narrow: start (", start, ") + length (", length,
+                    ") exceeds dim ", d, " of size ", n);
+  return slice(a, d, start, start + length);
 }
 
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step) {
@@ -260,6 +273,7 @@ Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
   check_index(index, a, "index_select");
   check<ShapeError>(index.dim() == 1, "index_select: expected a 1-D index, but got shape ",
                     shape_str(index.shape()));
+  check<ShapeError>(a.dim() > 0, "index_select: expected an input of at least 1 dim, but got a 0-d tensor");
   const int64_t d = normalize_dim(dim, a.dim(), "index_select");
   Shape shape = a.shape();
   shape[d] = index.numel();
@@ -304,6 +318,7 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   const OpRange range(OpId::Gather);
   check_device_runs(OpId::Gather, a);
   check_index(index, a, "gather");
+  check<ShapeError>(a.dim() > 0, "gather: expected an input of at least 1 dim, but got a 0-d tensor");
   const int64_t d = normalize_dim(dim, a.dim(), "gather");
   check<ShapeError>(index.dim() == a.dim(), "gather: expected index of rank ", a.dim(),
                     ", but got index ", shape_str(index.shape()), " for input ", shape_str(a.shape()));
@@ -346,6 +361,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
   check<ValueError>(!ts.empty(), "cat: expected a non-empty list of tensors");
   const Tensor& first = ts[0];
   check_device_runs(OpId::Cat, first);
+  for (size_t k = 0; k < ts.size(); ++k)
+    check<ShapeError>(ts[k].dim() > 0, "cat: zero-dimensional tensor (at position ", k, ") cannot be concatenated");
   int64_t d = normalize_dim(dim, first.dim(), "cat");
   Shape shape = first.shape();
   shape[d] = 0;
@@ -446,6 +463,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
 Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim) {
   const OpRange range(OpId::RepeatInterleave);
   check<ValueError>(repeats >= 1, "repeat_interleave: expected repeats >= 1, but got ", repeats);
+  check<ShapeError>(a.dim() > 0, "repeat_interleave: dim ", dim, " given, but the tensor has no dims (0-d)");
   int64_t d = normalize_dim(dim, a.dim(), "repeat_interleave");
   // [.., n, ..] -> [.., n, r, ..] (expanded) -> [.., n*r, ..]
   Shape exp_shape = a.shape();

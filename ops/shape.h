@@ -21,11 +21,17 @@ Tensor view(const Tensor& a, Shape shape);
 /// Reorders dims: out.shape[i] = a.shape[dims[i]]. Throws IndexError/ValueError
 /// unless dims is a permutation of 0..rank-1.
 Tensor permute(const Tensor& a, const std::vector<int64_t>& dims);
-/// Swaps two dims.
+/// Swaps two dims (a 0-d tensor takes dims 0 and -1 and is returned as a
+/// view, as PyTorch). Throws IndexError for a dim out of range.
 Tensor transpose(const Tensor& a, int64_t dim0, int64_t dim1);
 /// Elements start, start+step, ... < end along dim (negative start/end count
 /// from the end and are clamped to the dim, as Python slicing). step >= 1.
 Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t step = 1);
+/// The `length` elements from `start` along dim, as a view (torch.narrow;
+/// a negative start counts from the end). Unlike slice it does not clamp:
+/// throws IndexError when start is outside [-n, n] or start + length > n,
+/// ValueError for a negative length, ShapeError for a 0-d tensor.
+Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 /// Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a dim.
 /// Throws ShapeError when a cannot be expanded.
 Tensor expand(const Tensor& a, const Shape& shape);
@@ -36,12 +42,14 @@ Tensor unsqueeze(const Tensor& a, int64_t dim);
 Tensor contiguous(const Tensor& a);
 
 /// out = a indexed along dim by the int64 vector `index` [K]: out.shape[dim] = K.
-/// Throws IndexError naming the bad index and the dim size.
+/// Throws IndexError naming the bad index and the dim size, ShapeError for a
+/// 0-d input (and in gather and repeat_interleave too).
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index);
 /// PyTorch gather: out[i][j][k] = a[i][index[i][j][k]][k] for dim 1, etc.;
 /// index has a's rank and index.size(d) <= a.size(d) for d != dim.
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
-/// Concatenates along dim; all other dims must match (ShapeError otherwise).
+/// Concatenates along dim; all other dims must match, and no tensor may be
+/// 0-d (ShapeError otherwise).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 /// Stacks along a new dim.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);

@@ -1,6 +1,8 @@
 // Values of the shape ops (ops/shape.cpp): views sharing storage, reshape and
 // view strides, cat, stack, split, pad, gather, index_select,
 // repeat_interleave. (Gradients are covered by the op-table gradchecks.)
+#include <limits>
+
 #include "test_util.h"
 
 using namespace tmem;
@@ -140,4 +142,41 @@ TEST_CASE("gather and index_select name the first index out of range in row-majo
   // A gathered dim of size 0 has no valid index.
   CHECK(error_of<IndexError>([&] { gather(zeros({3, 0}), 1, tensor_int({0, 0, 0}, {3, 1})); }) ==
         "gather: index 0 is out of range for a dim of size 0");
+}
+
+TEST_CASE("0-d tensors: transpose is the tensor, the ops that index a dim raise instead of reading past the shape") {
+  const Tensor s = full({}, 1.5f);
+  const Tensor t = transpose(s, 0, -1);
+  CHECK(t.dim() == 0);
+  CHECK(t.item() == 1.5);
+  CHECK_THROWS_AS(transpose(s, 0, 1), IndexError);
+  CHECK_THROWS_WITH_AS(cat({ones({1}), s}, 0), "cat: zero-dimensional tensor (at position 1) cannot be concatenated",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(cat({s}, -1), "cat: zero-dimensional tensor (at position 0) cannot be concatenated", ShapeError);
+  CHECK_THROWS_WITH_AS(repeat_interleave(s, 2, 0),
+                       "repeat_interleave: dim 0 given, but the tensor has no dims (0-d)", ShapeError);
+  CHECK_THROWS_WITH_AS(index_select(s, 0, zeros({1}, DType::Int64)),
+                       "index_select: expected an input of at least 1 dim, but got a 0-d tensor", ShapeError);
+  CHECK_THROWS_WITH_AS(gather(s, 0, zeros({}, DType::Int64)),
+                       "gather: expected an input of at least 1 dim, but got a 0-d tensor", ShapeError);
+  CHECK_THROWS_WITH_AS(s.size(0), "size: dim 0 given, but the tensor has no dims (0-d)", IndexError);
+  CHECK_THROWS_WITH_AS(narrow(s, 0, 0, 1), "narrow: cannot narrow a 0-d tensor", ShapeError);
+}
+
+TEST_CASE("narrow is torch.narrow: a view of length elements, and out-of-range arguments raise instead of clamping") {
+  const Tensor x = reshape(arange(12), {3, 4});
+  const Tensor v = narrow(x, 1, 1, 2);
+  CHECK(v.shape() == Shape{3, 2});
+  CHECK(v.to_vector() == std::vector<double>{1, 2, 5, 6, 9, 10});
+  CHECK(narrow(x, -1, -2, 2).to_vector() == std::vector<double>{2, 3, 6, 7, 10, 11});
+  CHECK(narrow(x, 0, 3, 0).shape() == Shape{0, 4});
+  CHECK_THROWS_WITH_AS(narrow(x, 1, 2, 5), "narrow: start (2) + length (5) exceeds dim 1 of size 4", IndexError);
+  CHECK_THROWS_WITH_AS(narrow(x, 1, 10, 2), "narrow: start 10 is out of range [-4, 4] for dim 1 of size 4",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(narrow(x, 1, -5, 1), "narrow: start -5 is out of range [-4, 4] for dim 1 of size 4",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(narrow(x, 1, 1, std::numeric_limits<int64_t>::max()),
+                       "narrow: start (1) + length (9223372036854775807) exceeds dim 1 of size 4", IndexError);
+  CHECK_THROWS_WITH_AS(narrow(x, 1, 0, -1), "narrow: expected length >= 0, but got -1", ValueError);
+  CHECK_THROWS_AS(narrow(x, 2, 0, 1), IndexError);
 }

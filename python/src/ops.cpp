@@ -165,9 +165,8 @@ void bind_ops(py::module_& m) {
   both(m, cls, "squeeze", &squeeze, a, py::arg("dim"), "Removes a size-1 dim (a view).");
   both(m, cls, "unsqueeze", &unsqueeze, a, py::arg("dim"), "Inserts a size-1 dim (a view).");
   both(m, cls, "contiguous", &contiguous, a, "input itself when contiguous, else a contiguous copy.");
-  both(m, cls, "narrow", [](const Tensor& x, int64_t dim, int64_t start, int64_t length) {
-         return slice(x, dim, start, start + length);
-       }, a, py::arg("dim"), py::arg("start"), py::arg("length"), "length elements from start along dim (a view).");
+  both(m, cls, "narrow", &narrow, a, py::arg("dim"), py::arg("start"), py::arg("length"),
+       "length elements from start along dim (a view); out-of-range start or length raise.");
   both(m, cls, "index_select", &index_select, a, py::arg("dim"), py::arg("index"),
        "input indexed along dim by an int64 vector.");
   both(m, cls, "gather", &gather, a, py::arg("dim"), py::arg("index"), "torch.gather.");
