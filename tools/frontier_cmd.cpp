@@ -101,11 +101,13 @@ std::string cell_name(models::BackboneMethod method, const std::string& size, do
   return to_string(method) + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
 }
 
-// Every finished frontier cell under root: its result.json with the keys the
-// report reads, of their types (another is left out with a warning naming
-// it); the cells of --vs sweeps are left out.
-std::vector<json> finished_cells(const std::string& root) {
+// Every finished frontier cell of `task` under root (none when root does not
+// exist): its result.json with the keys the report reads, of their types,
+// and a config of that task that applies (another is left out with a warning
+// naming it); the cells of --vs sweeps are left out.
+std::vector<json> finished_cells(const std::string& root, const std::string& task) {
   std::vector<json> cells;
+  if (!std::filesystem::is_directory(root)) return cells;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     const std::string path = (e.path() / "result.json").string();
     std::ifstream in(path);
@@ -120,14 +122,29 @@ std::vector<json> finished_cells(const std::string& root) {
     const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
       return j.contains(key) && (j[key].*type)();
     };
-    if (is("method", &json::is_string) && is("size", &json::is_string) && is("lr", &json::is_number) &&
-        is("seed", &json::is_number_unsigned) && is("eval_accuracy", &json::is_number) &&
-        is("final_loss", &json::is_number) && is("stopped_at", &json::is_number_integer) &&
-        is("seconds", &json::is_number) && is("config", &json::is_object))
-      cells.push_back(j);
-    else
+    const auto optional = [&j, &is](const char* key, bool (json::*type)() const noexcept) {
+      return !j.contains(key) || is(key, type);
+    };
+    if (!(is("method", &json::is_string) && is("size", &json::is_string) && is("lr", &json::is_number) &&
+          is("seed", &json::is_number_unsigned) && is("eval_accuracy", &json::is_number) &&
+          is("final_loss", &json::is_number) && is("stopped_at", &json::is_number_integer) &&
+          is("seconds", &json::is_number) && is("config", &json::is_object) &&
+          optional("state_floats", &json::is_number_integer) &&
+          optional("eval_accuracy_observed", &json::is_number))) {
       fmt::print(stderr, "warning: {} is not a finished frontier cell (a key is missing or of the wrong type): left out\n",
                  path);
+      continue;
+    }
+    try {
+      models::TrainConfig cfg;
+      models::apply_config_json(cfg, j["config"]);
+      check<ValueError>(j["config"].value("task", "") == task, "its config is of task \"",
+                        j["config"].value("task", ""), "\", not ", task);
+    } catch (const Error& err) {
+      fmt::print(stderr, "warning: {} is not a cell of this frontier ({}): left out\n", path, err.what());
+      continue;
+    }
+    cells.push_back(j);
   }
   return cells;
 }
@@ -176,7 +193,7 @@ double sd_of(const std::vector<double>& v) {
 // (so lanes that trained different methods into one run share one report).
 void report(const FrontierArgs& a, RunRecorder& rec) {
   const std::string& root = rec.dir();
-  const std::vector<json> cells = finished_cells(root);
+  const std::vector<json> cells = finished_cells(root, a.task);
   const uint64_t first_seed = a.seeds.front();
   std::vector<Row> rows;
   json lr_choice = json::object();
@@ -263,11 +280,7 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
 // middle size, its chosen learning rate and the first seed; the cells at the
 // frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg.
 void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
-  const std::string& root = rec.dir();
-  check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
-  check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
-  check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
-  const std::vector<json> cells = finished_cells(root);
+  const std::vector<json> cells = finished_cells(rec.dir(), a.task);
   const uint64_t seed = a.seeds.front();
   json rows = json::array();
   std::vector<PlotSeries> series;
@@ -277,8 +290,6 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
   fmt::print("\n");
   for (const auto method : a.methods) {
     const double lr = chosen_lr(cells, method, seed);
-    check<ValueError>(lr > 0, "frontier: --vs needs the learning rate of ", to_string(method), ": run `tmem frontier ",
-                      a.task, " --name ", a.name, " --methods ", to_string(method), "` first");
     const size_t middle = sizes_of(method).size() / 2;
     const std::string size = sizes_of(method)[middle].label;
     PlotSeries s{to_string(method), {}, {}};
@@ -304,7 +315,7 @@ void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
     rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", accs}});
     series.push_back(s);
   }
-  const std::string base = root + "/vs-" + a.vs;
+  const std::string base = rec.dir() + "/vs-" + a.vs;
   for (const PlotSeries& s : series)
     rec.add_curve("vs-" + a.vs, {a.task + ": accuracy against " + a.vs + " (middle state sizes)", a.vs,
                                  "eval accuracy (%)"}, s);
@@ -324,6 +335,22 @@ int run(FrontierArgs& a) {
   if (a.cfg.task_cfg.W == 0) a.cfg.task_cfg.W = a.task == "coord-recall" ? 32 : models::TaskConfig().W;
   check<ValueError>(a.values.empty() || !a.vs.empty(), "frontier: --values ", shape_str(a.values),
                     " needs --vs P or --vs G");
+  if (a.name.empty()) a.name = "frontier-" + a.task;
+  check<ValueError>(!a.report_only || std::filesystem::exists(run_dir(a.name)), "frontier --report: there is no run ",
+                    run_dir(a.name), " to report (start it without --report)");
+  // --vs is checked whole before the run directory is made.
+  if (!a.vs.empty()) {
+    check<ValueError>(!a.report_only, "frontier: --report trains nothing, but --vs ", a.vs,
+                      " trains its sweep's cells (finished ones are reused): give one of them");
+    check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
+    check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
+    check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
+    const std::vector<json> cells = finished_cells(run_dir(a.name), a.task);
+    for (const auto method : a.methods)
+      check<ValueError>(chosen_lr(cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
+                        to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
+                        to_string(method), "` first");
+  }
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
@@ -338,9 +365,6 @@ int run(FrontierArgs& a) {
       set_sweep(c, a.vs, v);
       models::make_task(c.task, c.task_cfg);
     }
-  if (a.name.empty()) a.name = "frontier-" + a.task;
-  check<ValueError>(!a.report_only || std::filesystem::exists(run_dir(a.name)), "frontier --report: there is no run ",
-                    run_dir(a.name), " to report (start it without --report)");
   RunRecorder rec(a.name, "frontier " + a.task,
                   {{"methods", a.methods}, {"lrs", a.lrs}, {"seeds", a.seeds}, {"all_seeds", a.all_seeds},
                    {"vs", a.vs}, {"values", a.values}, {"cell", models::config_to_json(a.cfg)}});

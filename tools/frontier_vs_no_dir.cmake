@@ -1,0 +1,15 @@
+# `tmem frontier --vs` before the frontier has chosen its learning rates
+# fails with the command to run first and leaves no run directory behind.
+set(run runs/ctest-frontier-vs-nodir)
+file(REMOVE_RECURSE ${run})
+execute_process(COMMAND ${TMEM} frontier mqar --methods linear --name ctest-frontier-vs-nodir --vs G --values 0,2
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+if(rc EQUAL 0)
+  message(FATAL_ERROR "expected a failure, got rc 0: ${out}")
+endif()
+if(NOT err MATCHES "frontier: --vs needs the learning rate of linear: run `tmem frontier mqar --name ctest-frontier-vs-nodir --methods linear` first")
+  message(FATAL_ERROR "unexpected error: ${err}")
+endif()
+if(EXISTS ${run})
+  message(FATAL_ERROR "${run} was made although the command failed")
+endif()
