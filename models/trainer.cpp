@@ -79,12 +79,16 @@ json default_config_json() {
 
 namespace {
 
-// An integer config value: a JSON integer (1.9 is not truncated to 1).
-int64_t int_value(const std::string& key, const json& v) {
+// An integer config value: a JSON integer (1.9 is not truncated to 1) in
+// [lo, hi], the range of the command-line option that sets it.
+int64_t int_value(const std::string& key, const json& v, int64_t lo, int64_t hi) {
   constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
   check<ValueError>(v.is_number_integer() && (!v.is_number_unsigned() || v.get<uint64_t>() <= kMax),
                     "config: key \"", key, "\" expects an integer, but got ", printable(v.dump()));
-  return v.get<int64_t>();
+  const int64_t x = v.get<int64_t>();
+  check<ValueError>(x >= lo && x <= hi, "config: key \"", key, "\" expects an integer in [", lo, ", ", hi,
+                    "], but got ", x);
+  return x;
 }
 
 // A real config value: a JSON number (true is not 1.0) in [lo, hi], the
@@ -113,40 +117,41 @@ void apply_config_json(TrainConfig& c, const json& j) {
     try {
       if (key == "task") c.task = v.get<std::string>();
       else if (key == "device") c.device = v.get<std::string>();
-      else if (key == "W") c.task_cfg.W = int_value(key, v);
+      else if (key == "W") c.task_cfg.W = int_value(key, v, 0, 65536);
       else if (key == "noise") c.task_cfg.noise = real_value(key, v, 0, 100);
-      else if (key == "queries") c.task_cfg.queries = int_value(key, v);
-      else if (key == "T") c.task_cfg.T = int_value(key, v);
-      else if (key == "L") c.task_cfg.L = int_value(key, v);
-      else if (key == "length") c.task_cfg.length = int_value(key, v);
-      else if (key == "P") c.task_cfg.P = int_value(key, v);
-      else if (key == "G") c.task_cfg.G = int_value(key, v);
-      else if (key == "cache_len") m.cache_len = int_value(key, v);
-      else if (key == "linear_features") m.linear_features = int_value(key, v);
-      else if (key == "ssm_state") m.ssm_state = int_value(key, v);
-      else if (key == "memory_tokens") m.memory_tokens = int_value(key, v);
+      else if (key == "queries") c.task_cfg.queries = int_value(key, v, 1, 65536);
+      else if (key == "T") c.task_cfg.T = int_value(key, v, 1, 65536);
+      else if (key == "L") c.task_cfg.L = int_value(key, v, 0, 65536);
+      else if (key == "length") c.task_cfg.length = int_value(key, v, 2, 65536);
+      else if (key == "P") c.task_cfg.P = int_value(key, v, 1, 65536);
+      else if (key == "G") c.task_cfg.G = int_value(key, v, 0, 65536);
+      else if (key == "cache_len") m.cache_len = int_value(key, v, 0, 65536);
+      else if (key == "linear_features") m.linear_features = int_value(key, v, 1, 65536);
+      else if (key == "ssm_state") m.ssm_state = int_value(key, v, 1, 65536);
+      else if (key == "memory_tokens") m.memory_tokens = int_value(key, v, 1, 65536);
       else if (key == "stop_accuracy") c.stop_accuracy = real_value(key, v, 0, 1);
-      else if (key == "steps") c.steps = int_value(key, v);
-      else if (key == "batch") c.batch = int_value(key, v);
+      else if (key == "steps") c.steps = int_value(key, v, 0, 1000000000);
+      else if (key == "batch") c.batch = int_value(key, v, 1, 65536);
       else if (key == "seed") c.seed = seed_value(key, v);
       else if (key == "lr") c.lr = real_value(key, v, 0, 10);
       else if (key == "weight_decay") c.weight_decay = real_value(key, v, 0, 10);
       else if (key == "clip") c.clip = real_value(key, v, 0, 1e9);
-      else if (key == "eval_batches") c.eval_batches = int_value(key, v);
+      else if (key == "eval_batches") c.eval_batches = int_value(key, v, 1, 1000000);
       else if (key == "method") m.method = v.get<BackboneMethod>();
-      else if (key == "dim") m.dim = int_value(key, v);
-      else if (key == "layers") m.layers = int_value(key, v);
-      else if (key == "heads") m.heads = int_value(key, v);
-      else if (key == "max_len") m.max_len = int_value(key, v);
+      else if (key == "dim") m.dim = int_value(key, v, 0, 65536);
+      else if (key == "layers") m.layers = int_value(key, v, 1, 1024);
+      else if (key == "heads") m.heads = int_value(key, v, 1, 1024);
+      else if (key == "max_len") m.max_len = int_value(key, v, 1, 1 << 20);
       else if (key == "dropout") m.dropout = real_value(key, v, 0, 1);
       else if (key == "leaky_memory") m.leaky_memory = v.get<bool>();
-      else if (key == "mem_channels") m.memory.channels = int_value(key, v);
+      else if (key == "mem_channels") m.memory.channels = int_value(key, v, 1, 4096);
       else if (key == "mem_grid") {
         check<ValueError>(v.is_array() && v.size() == 3, "config: mem_grid expects [D, H, W], got ",
                           printable(v.dump()));
-        const int64_t g[3] = {int_value(key, v[0]), int_value(key, v[1]), int_value(key, v[2])};
+        const int64_t g[3] = {int_value(key, v[0], 1, 256), int_value(key, v[1], 1, 256),
+                              int_value(key, v[2], 1, 256)};
         m.memory.D = g[0], m.memory.H = g[1], m.memory.W = g[2];
-      } else if (key == "chunk") m.memory.chunk = int_value(key, v);
+      } else if (key == "chunk") m.memory.chunk = int_value(key, v, 0, 65536);
       else if (key == "sigma_scale") m.memory.sigma_scale = real_value(key, v, 1e-3, 1e3);
       else if (key == "gamma_init") m.memory.gamma_init = real_value(key, v, -20, 20);
       else if (key == "mem_dropout") m.memory.dropout = real_value(key, v, 0, 1);
@@ -221,7 +226,8 @@ TrainResult train_diagnostic(const TrainConfig& config,
   TrainConfig cfg = config;
   resolve_task_defaults(cfg);
   std::unique_ptr<Task> task = make_task(cfg.task, cfg.task_cfg);
-  check<ValueError>(cfg.steps >= 0 && cfg.batch > 0, "train: expected steps >= 0 and batch > 0");
+  check<ValueError>(cfg.steps >= 0 && cfg.batch > 0 && cfg.eval_batches > 0, "train: expected steps >= 0, batch > 0 and "
+                    "eval_batches > 0, but got steps ", cfg.steps, ", batch ", cfg.batch, ", eval_batches ", cfg.eval_batches);
   // Data parallel when launched as several ranks (tmem::dist): every rank
   // draws the whole batch from the same generator and trains on its rows
   // (BatchShard), and DDP averages the gradients, so the run follows the
