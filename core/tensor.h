@@ -210,7 +210,8 @@ Tensor tensor(const std::vector<T>& values) {
 Tensor from_blob(void* data, const Shape& shape, DType dtype = DType::Float32);
 /// 1-D tensor start, start+step, ... < end: ceil((end - start) / step)
 /// values start + i * step (PyTorch torch.arange). Throws ValueError for
-/// step 0.
+/// step 0, a non-finite start, end or step, a count whose bytes an int64
+/// cannot count, and int64 values outside int64's range.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
 /// arange(0, end).
 Tensor arange(double end, DType dtype = DType::Float32);

@@ -48,6 +48,22 @@ class TestFactories(unittest.TestCase):
         np.testing.assert_array_equal(tmem.arange(5).numpy(), np.arange(5, dtype=np.float32))
         np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
 
+    def test_arange_rejects_non_finite_and_huge_ranges(self):
+        # NaN once gave an empty tensor; inf and 2**62 a bare std::vector length error.
+        nan, inf = float("nan"), float("inf")
+        cases = [((0, nan), "arange: expected finite start, end and step, but got start 0, end nan, step 1"),
+                 ((nan,), "arange: expected finite start, end and step, but got start 0, end nan, step 1"),
+                 ((0, 5, nan), "arange: expected finite start, end and step, but got start 0, end 5, step nan"),
+                 ((0, inf), "arange: expected finite start, end and step, but got start 0, end inf, step 1"),
+                 ((0, 2**62), "arange: start 0, end 4.61169e+18, step 1 give 4.61169e+18 values of float32, "
+                              "more bytes than an int64 can count")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    tmem.arange(*args)
+                self.assertEqual(str(cm.exception), message)
+        self.assertEqual(tmem.arange(5, 0).shape, (0,))
+
 
 class TestFlushDenormal(unittest.TestCase):
     def test_flush_denormal_zeroes_denormal_products(self):
