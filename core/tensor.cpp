@@ -1,5 +1,6 @@
 #include "tmem/core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -78,6 +79,12 @@ double Tensor::item() const {
   check<ValueError>(numel() == 1, "item: expected a tensor with one element, but got shape ",
                     shape_str(shape()));
   return to_vector()[0];
+}
+
+int64_t Tensor::item_int() const {
+  check<ValueError>(numel() == 1, "item: expected a tensor with one element, but got shape ",
+                    shape_str(shape()));
+  return to_int_vector()[0];
 }
 
 std::vector<double> Tensor::to_vector() const {
@@ -197,6 +204,12 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   Tensor t = empty(shape, dtype, device);
   fill_data(t, value);
   return t;
+}
+
+Tensor full_int(const Shape& shape, int64_t value, Device device) {
+  Tensor t = empty(shape, DType::Int64);
+  std::fill_n(t.data<int64_t>(), t.numel(), value);
+  return transfer(t, device);
 }
 
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {

@@ -64,6 +64,31 @@ class TestFactories(unittest.TestCase):
                 self.assertEqual(str(cm.exception), message)
         self.assertEqual(tmem.arange(5, 0).shape, (0,))
 
+    def test_int64_values_are_exact(self):
+        big = 2**53 + 1  # the first int a double cannot hold
+        self.assertEqual(tmem.tensor([big]).item(), big)
+        self.assertEqual(tmem.tensor(big, dtype=tmem.int64).item(), big)
+        self.assertEqual(tmem.tensor([-big]).item(), -big)
+        self.assertEqual(tmem.tensor([2**63 - 1]).item(), 2**63 - 1)
+        t = tmem.full([2], big, dtype=tmem.int64)
+        self.assertEqual(t.tolist(), [big, big])
+        self.assertEqual(t[0].item(), big)
+        self.assertEqual(tmem.full([1], np.int64(-big), dtype=tmem.int64).item(), -big)
+        self.assertEqual(tmem.full([1], 2.7, dtype=tmem.int64).item(), 2)  # floats truncate, as before
+        self.assertEqual(tmem.full([1], 3).dtype, tmem.float32)
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.full([1], 2**63, dtype=tmem.int64)
+        self.assertEqual(str(cm.exception), "full: fill_value 9223372036854775808 does not fit int64")
+        # NumPy makes ints above 2**63 - 1 uint64; they once wrapped to negative int64.
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.tensor([2**64 - 1])
+        self.assertEqual(str(cm.exception), "tensor: value 18446744073709551615 does not fit int64")
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.tensor(np.array([[5], [2**63]], np.uint64))  # as float64 it would equal int64's max
+        self.assertEqual(str(cm.exception), "tensor: value 9223372036854775808 does not fit int64")
+        self.assertEqual(tmem.tensor(np.array([7], np.uint64)).tolist(), [7])
+        self.assertEqual(tmem.tensor(np.array([2**64 - 1], np.uint64), dtype=tmem.float64).item(), 2.0**64)
+
 
 class TestFlushDenormal(unittest.TestCase):
     def test_flush_denormal_zeroes_denormal_products(self):
@@ -120,6 +145,19 @@ class TestNumpyInterop(unittest.TestCase):
         ro = np.arange(3, dtype=np.float32)
         ro.flags.writeable = False
         np.testing.assert_array_equal(tmem.from_numpy(ro).numpy(), ro)
+
+    def test_from_numpy_rejects_uint64(self):
+        # 2**64 - 1 once became tensor([-1]); torch.from_numpy refuses uint64 too.
+        with self.assertRaises(tmem.DtypeError) as cm:
+            tmem.from_numpy(np.array([2**64 - 1], np.uint64))
+        self.assertIsInstance(cm.exception, TypeError)
+        self.assertIn("from_numpy: uint64 arrays are not supported", str(cm.exception))
+        with self.assertRaises(TypeError):
+            tmem.from_numpy(np.array([1], np.uint64))
+        # Narrower unsigned ints always fit: copied to int64.
+        t = tmem.from_numpy(np.array([2**32 - 1, 0], np.uint32))
+        self.assertEqual(t.dtype, tmem.int64)
+        self.assertEqual(t.tolist(), [2**32 - 1, 0])
 
     def test_from_numpy_keeps_array_alive(self):
         t = tmem.from_numpy(np.full(100, 3.0))
