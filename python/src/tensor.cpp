@@ -169,6 +169,7 @@ Tensor from_dlpack(const py::object& obj) {
 // ---- indexing ----
 
 /// t[index] for ints, slices (step >= 1), None and Ellipsis, as views.
+/// Throws TypeError for a bool index.
 Tensor get_item(const Tensor& t, const py::object& index) {
   py::tuple items = py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
   int64_t consumed = 0;
@@ -189,6 +190,11 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ", step);
       out = slice(out, dim++, start, start + length * step, step);
     } else {
+      // bool is an int to Python (x[True] would read row 1); PyTorch's
+      // x[True] means x[None], a mask, which tmem does not have.
+      if (PyBool_Check(it.ptr()) || py::isinstance(it, py::module_::import("numpy").attr("bool_")))
+        throw py::type_error("index: bool indices are not supported, but got " + py::repr(it).cast<std::string>() +
+                             "; use an int, a slice, None or ...");
       int64_t i = it.cast<int64_t>();
       const int64_t n = out.size(dim);
       check<IndexError>(i >= -n && i < n, "index: ", i, " is out of range for dim ", dim, " of size ", n);
@@ -243,6 +249,13 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 }
 
 void release_buffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*>(view->internal); }
+
+/// Throws ValueError naming `op` (float, int) unless t has one element, as
+/// PyTorch's "only one element tensors can be converted to Python scalars".
+void check_one_element(const Tensor& t, const char* op) {
+  check<ValueError>(t.numel() == 1, op, ": only one element tensors can be converted to Python scalars, but got shape ",
+                    shape_str(t.shape()));
+}
 
 /// A tensor argument of a binary operator: a Tensor, or a Python number
 /// made into a 0-d tensor of t's dtype and device.
@@ -390,6 +403,21 @@ void bind_tensor(py::module_& m) {
              if (t.dtype() == DType::Int64) return py::int_(t.item_int());
              return py::float_(t.item());
            }, "The value of a one-element tensor as a Python number (an int64 one as an exact int).")
+      .def("__float__", [](const Tensor& t) {
+             check_one_element(t, "float");
+             return t.item();
+           }, "float(t) of a one-element tensor.")
+      .def("__int__", [](const Tensor& t) -> py::int_ {
+             check_one_element(t, "int");
+             if (t.dtype() == DType::Int64) return py::int_(t.item_int());
+             return py::int_(py::float_(t.item()));  // truncates; NaN and inf raise as int(float) does
+           }, "int(t) of a one-element tensor (floats truncated toward zero).")
+      .def("__index__", [](const Tensor& t) {
+             if (t.dtype() != DType::Int64 || t.numel() != 1)
+               throw py::type_error("only integer tensors of a single element can be converted to an index, but got " +
+                                    std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.shape()));
+             return t.item_int();
+           }, "operator.index(t) of a one-element int64 tensor (lst[t], range(t)).")
       .def("numpy", [](const Tensor& t) { return numpy_view(t); },
            "A NumPy array sharing this CPU tensor's memory (no autograd).")
       .def("tolist", [](const Tensor& t) { return numpy_view(t.cpu()).attr("tolist")(); },

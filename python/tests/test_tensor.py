@@ -240,6 +240,50 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         with self.assertRaises(IndexError):
             self.ta[0, 0, 0]
 
+    def test_bool_index_is_refused(self):
+        # x[True] once read row 1 (bool is an int to Python).
+        for index in (True, False, np.True_, (0, True)):
+            with self.subTest(index=index):
+                with self.assertRaises(TypeError) as cm:
+                    self.ta[index]
+                self.assertIn("index: bool indices are not supported, but got", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.ta[False] = 1.0
+        np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
+
+    def test_python_scalar_conversions(self):
+        # float() and int() once parsed the raw bytes of the buffer: int(...) of the
+        # int64 whose bytes spell "12345678" gave 12345678.
+        spelled = tmem.from_numpy(np.frombuffer(b"12345678", np.int64).copy())
+        self.assertEqual(int(spelled), int(np.frombuffer(b"12345678", np.int64)[0]))
+        self.assertEqual(float(tmem.tensor([2.5])), 2.5)
+        self.assertEqual(float(tmem.tensor(3)), 3.0)
+        self.assertIsInstance(float(tmem.tensor(3)), float)
+        self.assertEqual(int(tmem.tensor([[-2.7]])), -2)
+        self.assertEqual(int(tmem.tensor(2**53 + 1)), 2**53 + 1)
+        with self.assertRaises(ValueError):
+            int(tmem.tensor(float("nan")))
+        for f in (float, int):
+            with self.subTest(f=f):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    f(tmem.zeros(2))
+                self.assertEqual(str(cm.exception), f"{f.__name__}: only one element tensors can be converted to "
+                                                    "Python scalars, but got shape [2]")
+                with self.assertRaises(tmem.ValueError):
+                    f(tmem.zeros(0))
+        # __index__: one-element int64 tensors only.
+        self.assertEqual([10, 11, 12][tmem.tensor(2)], 12)
+        self.assertEqual(list(range(tmem.tensor([3]))), [0, 1, 2])
+        self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
+        for bad, message in ((tmem.tensor(1.0), "float32 of shape []"), (tmem.tensor([1, 2]), "int64 of shape [2]")):
+            with self.subTest(message):
+                with self.assertRaises(TypeError) as cm:
+                    [0, 1][bad]
+                self.assertEqual(str(cm.exception), "only integer tensors of a single element can be converted to "
+                                                    "an index, but got " + message)
+        self.assertTrue(bool(tmem.tensor([3])))
+        self.assertFalse(bool(tmem.tensor(0.0)))
+
     def test_item_assignment(self):
         # y[i] op= v writes through the view (a missing __setitem__ once raised
         # TypeError after the view had already been updated).
