@@ -1,5 +1,6 @@
 #include "tmem/core/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -81,6 +82,12 @@ double Tensor::item() const {
   check<ValueError>(numel() == 1, "item: expected a tensor with one element, but got shape ",
                     shape_str(shape()));
   return to_vector()[0];
+}
+
+int64_t Tensor::item_int() const {
+  check<ValueError>(numel() == 1, "item: expected a tensor with one element, but got shape ",
+                    shape_str(shape()));
+  return to_int_vector()[0];
 }
 
 std::vector<double> Tensor::to_vector() const {
@@ -202,6 +209,12 @@ Tensor full(const Shape& shape, double value, DType dtype, Device device) {
   return t;
 }
 
+Tensor full_int(const Shape& shape, int64_t value, Device device) {
+  Tensor t = empty(shape, DType::Int64);
+  std::fill_n(t.data<int64_t>(), t.numel(), value);
+  return transfer(t, device);
+}
+
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor: got ",
                     values.size(), " values for shape ", shape_str(shape));
@@ -261,12 +274,29 @@ Tensor linspace(double start, double end, int64_t steps, DType dtype) {
 }
 
 Tensor arange(double start, double end, double step, DType dtype) {
+  check<ValueError>(std::isfinite(start) && std::isfinite(end) && std::isfinite(step),
+                    "arange: expected finite start, end and step, but got start ", start, ", end ", end, ", step ",
+                    step);
   check<ValueError>(step != 0.0, "arange: step must be non-zero");
-  double span = (end - start) / step;
-  int64_t n = span > 0 ? static_cast<int64_t>(std::ceil(span)) : 0;
-  std::vector<double> v(n);
-  for (int64_t i = 0; i < n; ++i) v[i] = start + i * step;
-  return tensor(v, {n}, dtype);
+  // The count in double first: (end - start) / step can be far beyond int64
+  // (or inf when end - start overflows), and casting that is undefined.
+  const double span = std::ceil((end - start) / step);
+  const double max_count =
+      static_cast<double>(std::numeric_limits<int64_t>::max() / static_cast<int64_t>(dtype_size(dtype)));
+  check<ValueError>(span < max_count, "arange: start ", start, ", end ", end, ", step ", step, " give ", span,
+                    " values of ", dtype_name(dtype), ", more bytes than an int64 can count");
+  const int64_t n = span > 0 ? static_cast<int64_t>(span) : 0;
+  if (dtype == DType::Int64 && n > 0) {
+    const double last = start + static_cast<double>(n - 1) * step, lim = 0x1p63;
+    check<ValueError>(start >= -lim && start < lim && last >= -lim && last < lim, "arange: values from ", start,
+                      " to ", last, " do not fit int64");
+  }
+  Tensor t = empty({n}, dtype);
+  dispatch_all(dtype, [&]<class T>() {
+    T* p = t.data<T>();
+    for (int64_t i = 0; i < n; ++i) p[i] = static_cast<T>(start + static_cast<double>(i) * step);
+  });
+  return t;
 }
 
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }

@@ -109,6 +109,10 @@ class Tensor {
   /// The single value of a one-element tensor, as double (copied from the
   /// device when t is not on the CPU). Throws ValueError.
   double item() const;
+  /// The single value of a one-element int64 tensor, exactly (item() rounds
+  /// values beyond 2^53 to a double). Throws ValueError for another element
+  /// count, DtypeError for another dtype.
+  int64_t item_int() const;
   /// All elements in row-major order, as double (any layout and device; a
   /// device tensor is copied to the host first).
   std::vector<double> to_vector() const;
@@ -180,8 +184,12 @@ class Tensor {
 Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+/// A tensor filled with `value` cast to dtype (an int64 tensor holds the
+/// double's value: use full_int for integers beyond 2^53).
 Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
             Device device = Device::cpu());
+/// An int64 tensor filled with `value` exactly.
+Tensor full_int(const Shape& shape, int64_t value, Device device = Device::cpu());
 /// A tensor of the given shape holding `values` (row-major). Throws ShapeError
 /// when the counts differ.
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype = DType::Float32);
@@ -210,7 +218,8 @@ Tensor tensor(const std::vector<T>& values) {
 Tensor from_blob(void* data, const Shape& shape, DType dtype = DType::Float32);
 /// 1-D tensor start, start+step, ... < end: ceil((end - start) / step)
 /// values start + i * step (PyTorch torch.arange). Throws ValueError for
-/// step 0.
+/// step 0, a non-finite start, end or step, a count whose bytes an int64
+/// cannot count, and int64 values outside int64's range.
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
 /// arange(0, end).
 Tensor arange(double end, DType dtype = DType::Float32);

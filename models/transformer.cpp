@@ -6,6 +6,7 @@
 
 #include "tmem/core/enum_names.h"
 #include "tmem/core/json_dump.h"
+#include "tmem/nn/container.h"
 #include "tmem/ops/elementwise.h"
 #include "tmem/ops/shape.h"
 
@@ -216,9 +217,13 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   if (cfg.method == BackboneMethod::rmt)
     memory_init_ = register_parameter("memory_tokens", randn({cfg.memory_tokens, cfg.dim}, 0.0, 0.02,
                                                              DType::Float32, gen));
-  for (int64_t l = 0; l < cfg.layers; ++l)
-    blocks_.push_back(register_module("blocks." + std::to_string(l),
-                                      std::make_shared<Block>(cfg, gen, (l + 1) % cfg.memory_every == 0)));
+  // A ModuleList, so the blocks' names stay "blocks.<l>.*" (a '.' is no
+  // module name of its own).
+  auto blocks = register_module("blocks", std::make_shared<nn::ModuleList>());
+  for (int64_t l = 0; l < cfg.layers; ++l) {
+    blocks_.push_back(std::make_shared<Block>(cfg, gen, (l + 1) % cfg.memory_every == 0));
+    blocks->push_back(blocks_.back());
+  }
   ln_f_ = register_module("ln_f", std::make_shared<nn::LayerNorm>(cfg.dim));
 }
 

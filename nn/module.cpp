@@ -1,5 +1,6 @@
 #include "tmem/nn/module.h"
 
+#include <algorithm>
 #include <set>
 
 #include "tmem/core/autograd.h"
@@ -79,15 +80,46 @@ Module& Module::to(Device device) {
   return *this;
 }
 
+void Module::check_name(const char* op, const char* kind, const std::string& name) const {
+  check<ValueError>(!name.empty(), op, ": ", kind, " name can't be empty string \"\"");
+  check<ValueError>(name.find('.') == std::string::npos, op, ": ", kind, " name can't contain \".\", but got \"",
+                    printable(name), "\"");
+  auto taken = [&](const auto& list) {
+    return std::any_of(list.begin(), list.end(), [&](const auto& e) { return e.first == name; });
+  };
+  check<ValueError>(!taken(params_) && !taken(buffers_) && !taken(children_), op, ": attribute '", printable(name),
+                    "' already exists");
+}
+
+bool Module::in_subtree(const Module* target) const {
+  std::set<const Module*> seen;
+  std::vector<const Module*> todo{this};
+  while (!todo.empty()) {
+    const Module* m = todo.back();
+    todo.pop_back();
+    if (m == target) return true;
+    if (!seen.insert(m).second) continue;
+    for (const auto& [n, c] : m->children_) todo.push_back(c.get());
+  }
+  return false;
+}
+
+void Module::check_child(const std::string& name, const Module* child) const {
+  check_name("register_module", "module", name);
+  check<ValueError>(child != nullptr, "register_module: module \"", printable(name), "\" is null");
+  check<ValueError>(!child->in_subtree(this), "register_module: module \"", printable(name),
+                    "\" is this module or contains it; registering it would make a cycle");
+}
+
 Tensor Module::register_parameter(const std::string& name, Tensor t) {
-  for (const auto& [n, p] : params_)
-    check<ValueError>(n != name, "register_parameter: \"", name, "\" is already registered");
+  check_name("register_parameter", "parameter", name);
   t.requires_grad_();
   params_.emplace_back(name, t);
   return t;
 }
 
 Tensor Module::register_buffer(const std::string& name, Tensor t) {
+  check_name("register_buffer", "buffer", name);
   buffers_.emplace_back(name, t);
   return t;
 }

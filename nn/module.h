@@ -45,18 +45,35 @@ class Module {
   Module& to(Device device);
 
  protected:
-  /// Registers a parameter (marked requires_grad) and returns it.
+  /// Registers a parameter (marked requires_grad) and returns it. Throws
+  /// ValueError naming register_parameter for an empty name, a name with a
+  /// '.' (it would read as a child's parameter in state_dict), or a name
+  /// this module already gives a parameter, buffer or child (PyTorch's
+  /// "attribute 'bias' already exists").
   Tensor register_parameter(const std::string& name, Tensor t);
   /// Registers a buffer: state saved in state_dict that is not trained.
+  /// Throws ValueError naming register_buffer for a name as register_parameter.
   Tensor register_buffer(const std::string& name, Tensor t);
-  /// Registers a child module and returns it.
+  /// Registers a child module and returns it. Throws ValueError naming
+  /// register_module and `name` for a name as register_parameter, a null
+  /// module, or a module that is this one or has it anywhere among its
+  /// descendants (the cycle would make every walk of the tree, state_dict
+  /// included, recurse forever).
   template <class M>
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
+    check_child(name, m.get());
     children_.emplace_back(name, m);
     return m;
   }
 
  private:
+  /// Throws ValueError naming `op` when `name` is empty, has a '.', or is
+  /// taken by a parameter, buffer or child of this module.
+  void check_name(const char* op, const char* kind, const std::string& name) const;
+  /// The checks of register_module: the name, a non-null child, no cycle.
+  void check_child(const std::string& name, const Module* child) const;
+  /// Whether `target` is this module or one of its descendants.
+  bool in_subtree(const Module* target) const;
   void collect(const std::string& prefix, NamedTensors& params, NamedTensors* buffers) const;
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;

@@ -132,6 +132,8 @@ Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tens
   check<ValueError>(window >= 0, kOp, ": expected window >= 0 (0 = unlimited), but got ", window);
   check<ValueError>(dropout_p >= 0.0 && dropout_p <= 1.0, kOp,
                     ": expected dropout_p in [0, 1], but got ", dropout_p);
+  check<ValueError>(!scale || std::isfinite(*scale), kOp, ": expected a finite scale, but got scale ",
+                    scale.value_or(0.0));
   const int64_t T = qs[2], S = ks[2];
   const Shape score_shape{qs[0], qs[1], T, S};
   if (attn_mask.defined()) {

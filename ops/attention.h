@@ -29,8 +29,9 @@ namespace tmem {
 /// "FlashAttention"; docs/OPS.md §5); otherwise matmul, softmax and dropout.
 /// Throws ShapeError when q, k, v are not 4-D with matching B, H, Dh and S, or
 /// when attn_mask does not broadcast to [B, H, T, S] (naming both shapes);
-/// DtypeError for mixed dtypes; ValueError for window < 0 or dropout_p
-/// outside [0, 1].
+/// DtypeError for mixed dtypes; ValueError for window < 0, dropout_p
+/// outside [0, 1] or a non-finite scale (NaN or inf would give NaN or zero
+/// outputs silently).
 Tensor scaled_dot_product_attention(const Tensor& q, const Tensor& k, const Tensor& v,
                                     const Tensor& attn_mask = Tensor(), bool is_causal = false,
                                     int64_t window = 0, double dropout_p = 0.0,

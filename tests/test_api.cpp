@@ -152,6 +152,28 @@ TEST_CASE("arange and linspace as PyTorch") {
   CHECK_THROWS_WITH_AS(linspace(0, 1, -1), "linspace: expected steps >= 0, but got -1", ValueError);
 }
 
+TEST_CASE("arange: non-finite arguments and counts too large to allocate raise ValueError naming arange") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  CHECK_THROWS_WITH_AS(arange(0, nan), "arange: expected finite start, end and step, but got start 0, end nan, step 1",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(arange(nan, 5), doctest::Contains("but got start nan, end 5, step 1"), ValueError);
+  CHECK_THROWS_WITH_AS(arange(0, 5, nan), doctest::Contains("step nan"), ValueError);
+  CHECK_THROWS_WITH_AS(arange(0, inf), doctest::Contains("arange: expected finite start, end and step"), ValueError);
+  CHECK_THROWS_WITH_AS(arange(-inf, 0, -1), doctest::Contains("start -inf"), ValueError);
+  CHECK_THROWS_WITH_AS(arange(0, 0x1p62), "arange: start 0, end 4.61169e+18, step 1 give 4.61169e+18 values of "
+                       "float32, more bytes than an int64 can count", ValueError);
+  // end - start overflows double to inf: still the count check, not a cast of inf.
+  CHECK_THROWS_WITH_AS(arange(-1e308, 1e308, 1e-300), doctest::Contains("more bytes than an int64 can count"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(arange(0, 1e30, 1e10, DType::Int64), doctest::Contains("arange:"), ValueError);
+  CHECK_THROWS_WITH_AS(arange(1e19, 2e19, 1e19, DType::Int64), "arange: values from 1e+19 to 1e+19 do not fit int64",
+                       ValueError);
+  // The limits leave ordinary ranges alone; an empty range stays empty.
+  CHECK(arange(5, 0).numel() == 0);
+  CHECK(arange(0, 1e300, 1e299).numel() == 10);
+  CHECK(arange(-3, 3, 2, DType::Int64).to_int_vector() == std::vector<int64_t>{-3, -1, 1});
+}
+
 TEST_CASE("argmax and argmin: with dim and keepdim, over the flattened tensor, ties to the first index") {
   Tensor a = tensor({1, 5, 5, 0,
                      7, 2, 7, -1,

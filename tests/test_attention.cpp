@@ -250,6 +250,23 @@ TEST_CASE("scaled_dot_product_attention: shape errors name both shapes") {
   check_throws_with<ValueError>([&] { attend(small, Tensor(), false, -1); }, {"window"});
 }
 
+TEST_CASE("scaled_dot_product_attention: a non-finite scale raises ValueError naming scale") {
+  const Tensor q = ones({1, 1, 2, 2});
+  for (double s : {std::numeric_limits<double>::quiet_NaN(), std::numeric_limits<double>::infinity(),
+                   -std::numeric_limits<double>::infinity()}) {
+    const std::string got = s != s ? "nan" : s > 0 ? "inf" : "-inf";
+    CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, q, q, Tensor(), false, 0, 0.0, s),
+                         ("scaled_dot_product_attention: expected a finite scale, but got scale " + got).c_str(),
+                         ValueError);
+    // The composed path (dropout) checks it too.
+    CHECK_THROWS_WITH_AS(scaled_dot_product_attention(q, q, q, Tensor(), false, 0, 0.5, s),
+                         doctest::Contains("expected a finite scale"), ValueError);
+  }
+  // Finite scales, 0 included, still work: scale 0 gives uniform weights, the mean of v.
+  const Tensor v = tensor({1.0, 2.0, 3.0, 5.0}, {1, 1, 2, 2});
+  check_close(scaled_dot_product_attention(q, q, v, Tensor(), false, 0, 0.0, 0.0), {2, 3.5, 2, 3.5});
+}
+
 TEST_CASE("scaled_dot_product_attention: PyTorch fixtures") {
   nlohmann::json fx = load_fixture("nn");
   SUBCASE("causal") {

@@ -95,6 +95,25 @@ TEST_CASE("ablation variants: pointwise-only has no depthwise parameters - hard 
   CHECK(v[125 + (2 * 5 + 1) * 5 + 3] == 1.0);             // x=0.49 -> 3, y=-0.51 -> 1, z=0 -> 2
 }
 
+TEST_CASE("Backbone: block parameters keep their checkpoint names blocks.<l>.*, in registration order") {
+  // The blocks sit in a ModuleList "blocks" (a module name has no '.'); the
+  // names and order are those of checkpoints written before.
+  Generator gen(3);
+  Backbone model(tiny(BackboneMethod::tensor), gen);
+  const nn::NamedTensors named = model.named_parameters();
+  REQUIRE(named.size() > 4);
+  CHECK(named.front().first == "pos");
+  CHECK(named[1].first.rfind("blocks.0.", 0) == 0);
+  CHECK(named[named.size() - 2].first == "ln_f.weight");
+  CHECK(named.back().first == "ln_f.bias");
+  const nn::NamedTensors second = model.blocks()[1]->named_parameters();
+  auto at = std::find_if(named.begin(), named.end(), [](const auto& e) { return e.first.rfind("blocks.1.", 0) == 0; });
+  REQUIRE(at != named.end());
+  CHECK(at->first == "blocks.1." + second.front().first);
+  CHECK(at->second.impl_ptr() == second.front().second.impl_ptr());
+  CHECK(std::all_of(named.begin() + 1, at, [](const auto& e) { return e.first.rfind("blocks.0.", 0) == 0; }));
+}
+
 TEST_CASE("causality check has teeth: --leaky-memory lets tokens read later writes") {
   CHECK(change_before(tiny(BackboneMethod::tensor, /*leaky=*/true), 6) > 1e-6);
 }

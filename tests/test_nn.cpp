@@ -12,6 +12,13 @@ using tmem::test::load_fixture;
 
 namespace {
 
+/// A Module whose protected registration functions a test can call.
+struct Open : nn::Module {
+  using nn::Module::register_buffer;
+  using nn::Module::register_module;
+  using nn::Module::register_parameter;
+};
+
 struct TwoLayer : nn::Module {
   std::shared_ptr<nn::Linear> fc1, fc2;
   TwoLayer() {
@@ -58,6 +65,73 @@ TEST_CASE("Module: dotted parameter names, state_dict round trip, strict key che
   CHECK_THROWS_WITH_AS(other.load_state_dict(wrong), doctest::Contains("fc1.bias"), ShapeError);
   m.eval();
   CHECK(!m.fc1->is_training());
+}
+
+TEST_CASE("Module: register_module refuses a cycle (the module itself, or one that contains it)") {
+  auto a = std::make_shared<Open>();
+  a->register_parameter("w", zeros({2}));
+  CHECK_THROWS_WITH_AS(a->register_module("me", a),
+                       "register_module: module \"me\" is this module or contains it; registering it would make a cycle",
+                       ValueError);
+  auto b = std::make_shared<Open>();
+  b->register_module("a", a);
+  CHECK_THROWS_WITH_AS(a->register_module("b", b), doctest::Contains("register_module: module \"b\" is this module"),
+                       ValueError);
+  // Deeper: a -> x -> y, then y -> a.
+  auto x = std::make_shared<Open>(), y = std::make_shared<Open>();
+  a->register_module("x", x);
+  x->register_module("y", y);
+  CHECK_THROWS_WITH_AS(y->register_module("top", a), doctest::Contains("would make a cycle"), ValueError);
+  CHECK_THROWS_WITH_AS(a->register_module("none", std::shared_ptr<Open>()),
+                       "register_module: module \"none\" is null", ValueError);
+  // The refused registrations left the tree as it was: walks end.
+  CHECK(a->state_dict().size() == 1);
+  CHECK(b->num_parameters() == 2);
+  CHECK(b->named_parameters()[0].first == "a.w");
+  b->train(false);
+  CHECK(!a->is_training());
+  // One module under two names (shared, no cycle) is allowed, as in PyTorch.
+  auto shared = std::make_shared<nn::Linear>(1, 1);
+  a->register_module("s1", shared);
+  a->register_module("s2", shared);
+  CHECK(a->state_dict().count("s2.weight") == 1);
+}
+
+TEST_CASE("Module: parameter, buffer and module names are non-empty, dot-free and unique") {
+  Open m;
+  m.register_parameter("weight", zeros({2}));
+  m.register_buffer("count", zeros({1}));
+  m.register_module("sub", std::make_shared<nn::Linear>(1, 1));
+  CHECK_THROWS_WITH_AS(m.register_parameter("sub.weight", zeros({5})),
+                       "register_parameter: parameter name can't contain \".\", but got \"sub.weight\"", ValueError);
+  CHECK_THROWS_WITH_AS(m.register_buffer("a.b", zeros({1})),
+                       "register_buffer: buffer name can't contain \".\", but got \"a.b\"", ValueError);
+  CHECK_THROWS_WITH_AS(m.register_module("x.y", std::make_shared<nn::Linear>(1, 1)),
+                       "register_module: module name can't contain \".\", but got \"x.y\"", ValueError);
+  CHECK_THROWS_WITH_AS(m.register_parameter("", zeros({1})),
+                       "register_parameter: parameter name can't be empty string \"\"", ValueError);
+  CHECK_THROWS_WITH_AS(m.register_buffer("", zeros({1})), "register_buffer: buffer name can't be empty string \"\"",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.register_module("", std::make_shared<nn::Linear>(1, 1)),
+                       "register_module: module name can't be empty string \"\"", ValueError);
+  // Every kind against every other.
+  CHECK_THROWS_WITH_AS(m.register_parameter("weight", zeros({2})), "register_parameter: attribute 'weight' already exists",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.register_parameter("count", zeros({2})), "register_parameter: attribute 'count' already exists",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.register_parameter("sub", zeros({2})), "register_parameter: attribute 'sub' already exists",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.register_buffer("weight", zeros({2})), "register_buffer: attribute 'weight' already exists",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.register_module("count", std::make_shared<nn::Linear>(1, 1)),
+                       "register_module: attribute 'count' already exists", ValueError);
+  CHECK_THROWS_WITH_AS(m.register_module("sub", std::make_shared<nn::Linear>(1, 1)),
+                       "register_module: attribute 'sub' already exists", ValueError);
+  const auto sd = m.state_dict();
+  std::vector<std::string> keys;
+  for (const auto& [k, t] : sd) keys.push_back(k);
+  CHECK(keys == std::vector<std::string>{"count", "sub.bias", "sub.weight", "weight"});
+  CHECK(sd.at("sub.weight").shape() == Shape{1, 1});
 }
 
 TEST_CASE("Linear: y = x W^T + b, PyTorch init bounds, shape errors") {

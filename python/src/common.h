@@ -32,7 +32,9 @@ Tensor optional_tensor(const py::object& obj);
 py::object tensor_or_none(const Tensor& t);
 /// A tensor from a NumPy array, sharing its memory when the array is a
 /// writeable, aligned float32/float64/int64 array with non-negative strides
-/// (else a copy, int/bool arrays as int64 and float16 as float32).
+/// (else a copy, int/bool arrays as int64 and float16 as float32). Throws
+/// DtypeError for uint64 arrays (torch.from_numpy refuses them too: values
+/// above 2^63 - 1 would wrap) and other dtypes tmem cannot hold.
 Tensor from_numpy(const py::array& array);
 
 /// A Python object (dict, list, number, string) as JSON, through Python's

@@ -169,6 +169,7 @@ Tensor from_dlpack(const py::object& obj) {
 // ---- indexing ----
 
 /// t[index] for ints, slices (step >= 1), None and Ellipsis, as views.
+/// Throws TypeError for a bool index.
 Tensor get_item(const Tensor& t, const py::object& index) {
   py::tuple items = py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
   int64_t consumed = 0;
@@ -189,6 +190,11 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ", step);
       out = slice(out, dim++, start, start + length * step, step);
     } else {
+      // bool is an int to Python (x[True] would read row 1); PyTorch's
+      // x[True] means x[None], a mask, which tmem does not have.
+      if (PyBool_Check(it.ptr()) || py::isinstance(it, py::module_::import("numpy").attr("bool_")))
+        throw py::type_error("index: bool indices are not supported, but got " + py::repr(it).cast<std::string>() +
+                             "; use an int, a slice, None or ...");
       int64_t i = it.cast<int64_t>();
       const int64_t n = out.size(dim);
       check<IndexError>(i >= -n && i < n, "index: ", i, " is out of range for dim ", dim, " of size ", n);
@@ -244,6 +250,13 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
 
 void release_buffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*>(view->internal); }
 
+/// Throws ValueError naming `op` (float, int) unless t has one element, as
+/// PyTorch's "only one element tensors can be converted to Python scalars".
+void check_one_element(const Tensor& t, const char* op) {
+  check<ValueError>(t.numel() == 1, op, ": only one element tensors can be converted to Python scalars, but got shape ",
+                    shape_str(t.shape()));
+}
+
 /// A tensor argument of a binary operator: a Tensor, or a Python number
 /// made into a 0-d tensor of t's dtype and device.
 Tensor operand(const Tensor& t, const py::object& other) {
@@ -293,6 +306,10 @@ Tensor from_numpy(const py::array& array) {
   const py::dtype dt = array.dtype();
   const char kind = dt.kind();
   const bool native = dt.attr("isnative").cast<bool>();
+  // As torch.from_numpy: uint64 values above 2^63 - 1 would wrap to negative int64.
+  if (kind == 'u' && dt.itemsize() == 8)
+    throw DtypeError("from_numpy: uint64 arrays are not supported (values above 2**63 - 1 do not fit int64); "
+                     "convert with astype(numpy.int64) if the values fit");
   std::optional<DType> dtype;
   if (native && kind == 'f' && dt.itemsize() == 4) dtype = DType::Float32;
   if (native && kind == 'f' && dt.itemsize() == 8) dtype = DType::Float64;
@@ -383,9 +400,24 @@ void bind_tensor(py::module_& m) {
            "Backpropagates from this tensor into the leaves' .grad (frees the graph unless retain_graph).")
       .def_property_readonly("_version", &Tensor::version, "The storage's in-place write counter.")
       .def("item", [](const Tensor& t) -> py::object {
-             if (t.dtype() == DType::Int64) return py::int_(static_cast<int64_t>(t.item()));
+             if (t.dtype() == DType::Int64) return py::int_(t.item_int());
              return py::float_(t.item());
-           }, "The value of a one-element tensor as a Python number.")
+           }, "The value of a one-element tensor as a Python number (an int64 one as an exact int).")
+      .def("__float__", [](const Tensor& t) {
+             check_one_element(t, "float");
+             return t.item();
+           }, "float(t) of a one-element tensor.")
+      .def("__int__", [](const Tensor& t) -> py::int_ {
+             check_one_element(t, "int");
+             if (t.dtype() == DType::Int64) return py::int_(t.item_int());
+             return py::int_(py::float_(t.item()));  // truncates; NaN and inf raise as int(float) does
+           }, "int(t) of a one-element tensor (floats truncated toward zero).")
+      .def("__index__", [](const Tensor& t) {
+             if (t.dtype() != DType::Int64 || t.numel() != 1)
+               throw py::type_error("only integer tensors of a single element can be converted to an index, but got " +
+                                    std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.shape()));
+             return t.item_int();
+           }, "operator.index(t) of a one-element int64 tensor (lst[t], range(t)).")
       .def("numpy", [](const Tensor& t) { return numpy_view(t); },
            "A NumPy array sharing this CPU tensor's memory (no autograd).")
       .def("tolist", [](const Tensor& t) { return numpy_view(t.cpu()).attr("tolist")(); },
@@ -477,7 +509,7 @@ void bind_tensor(py::module_& m) {
   m.def("from_numpy", &from_numpy, py::arg("array"),
         "A tensor sharing a NumPy array's memory when it is a writeable, aligned float32/float64/int64 "
         "array with non-negative strides; otherwise a copy (integer and bool arrays as int64, "
-        "float16 as float32).");
+        "float16 as float32). uint64 arrays raise DtypeError, as in torch.");
   m.def("from_dlpack", &from_dlpack, py::arg("obj"),
         "A tensor sharing the memory of a DLPack-capable object (numpy, torch; CPU) or capsule.");
   m.def("tensor", [](const py::object& data, const py::object& dtype, bool requires_grad) {
@@ -492,6 +524,13 @@ void bind_tensor(py::module_& m) {
           else
             throw DtypeError("tensor: expected numbers, but got NumPy dtype " +
                              py::str(py::handle(a.dtype())).cast<std::string>());
+          // uint64 (NumPy's type for ints above 2^63 - 1) would wrap to negative int64.
+          if (target == DType::Int64 && kind == 'u' && a.dtype().itemsize() == 8) {
+            py::array big = a.attr("__getitem__")(a.attr("__gt__")(np.attr("uint64")(np.attr("iinfo")(np.attr("int64")).attr("max"))));
+            if (big.size() > 0)
+              throw ValueError("tensor: value " + py::str(big.attr("item")(0)).cast<std::string>() +
+                               " does not fit int64");
+          }
           // asarray keeps a 0-d shape (ascontiguousarray makes it [1]), as torch.tensor(3.0).
           Tensor t = from_numpy(np.attr("asarray")(a, numpy_dtype(target), py::arg("order") = "C"));
           if (requires_grad) t.requires_grad_();
@@ -512,14 +551,26 @@ void bind_tensor(py::module_& m) {
   factory("zeros", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); }, "A tensor of zeros.");
   factory("ones", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); }, "A tensor of ones.");
   factory("empty", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); }, "An uninitialised tensor.");
-  m.def("full", [](const Shape& shape, double value, const py::object& dtype, const py::object& device,
+  m.def("full", [](const Shape& shape, const py::object& value, const py::object& dtype, const py::object& device,
                    bool requires_grad) {
-          Tensor t = full(shape, value, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                          device_from_py(device));
+          const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
+          Tensor t;
+          if (d == DType::Int64 && PyIndex_Check(value.ptr())) {  // Python and NumPy ints, exactly
+            int overflow = 0;
+            const py::int_ v = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
+            if (!v) throw py::error_already_set();
+            const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
+            check<ValueError>(overflow == 0, "full: fill_value ", py::repr(v).cast<std::string>(),
+                              " does not fit int64");
+            t = full_int(shape, x, device_from_py(device));
+          } else {
+            t = full(shape, value.cast<double>(), d, device_from_py(device));
+          }
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
-        py::arg("device") = py::none(), py::arg("requires_grad") = false, "A tensor filled with one value.");
+        py::arg("device") = py::none(), py::arg("requires_grad") = false,
+        "A tensor filled with one value (an int fill_value of an int64 tensor exactly).");
   m.def("zeros_like", &zeros_like, py::arg("input"), "Zeros of input's shape, dtype and device.");
   m.def("ones_like", &ones_like, py::arg("input"), "Ones of input's shape, dtype and device.");
   m.def("arange", [](double start, const py::object& end, double step, const py::object& dtype) {

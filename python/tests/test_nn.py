@@ -116,6 +116,56 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertEqual(len(outer.parameters()), 5)
         self.assertTrue(all(n.startswith("inner.") for n, _ in outer.named_parameters()))
 
+    def test_module_cycles_are_refused(self):
+        # A cycle once overflowed the stack (a segfault) in state_dict, parameters, train, ...
+        m = nn.Linear(3, 2)
+        with self.assertRaises(tmem.ValueError) as cm:
+            m.register_module("me", m)
+        self.assertEqual(str(cm.exception),
+                         'register_module: module "me" is this module or contains it; registering it would make a cycle')
+        a, b = nn.Module(), nn.Module()
+        a.register_module("b", b)
+        with self.assertRaises(ValueError) as cm:
+            b.register_module("a", a)
+        self.assertIn('register_module: module "a" is this module or contains it', str(cm.exception))
+        with self.assertRaises(ValueError):
+            b.child = a  # attribute registration goes through register_module too
+        self.assertEqual(sorted(m.state_dict()), ["bias", "weight"])
+        self.assertEqual(len(m.parameters()), 2)
+        self.assertEqual([n for n, _ in m.named_parameters()], ["weight", "bias"])
+        self.assertEqual(m.num_parameters(), 8)
+        self.assertFalse(a.train(False).training)
+        self.assertEqual(a.state_dict(), {})
+
+    def test_registration_names(self):
+        m = nn.Linear(1, 1)
+        m.register_module("sub", nn.Linear(1, 1))
+        cases = [
+            (lambda: m.register_parameter("sub.weight", tmem.zeros(5)),
+             'register_parameter: parameter name can\'t contain ".", but got "sub.weight"'),
+            (lambda: m.register_buffer("a.b", tmem.zeros(1)),
+             'register_buffer: buffer name can\'t contain ".", but got "a.b"'),
+            (lambda: m.register_module("x.y", nn.Linear(1, 1)),
+             'register_module: module name can\'t contain ".", but got "x.y"'),
+            (lambda: m.register_parameter("", tmem.zeros(1)),
+             'register_parameter: parameter name can\'t be empty string ""'),
+            (lambda: m.register_module("", nn.Linear(1, 1)), 'register_module: module name can\'t be empty string ""'),
+            (lambda: m.register_parameter("bias", tmem.zeros(1)),
+             "register_parameter: attribute 'bias' already exists"),
+            (lambda: m.register_buffer("sub", tmem.zeros(1)), "register_buffer: attribute 'sub' already exists"),
+            (lambda: m.register_module("weight", nn.Linear(1, 1)), "register_module: attribute 'weight' already exists"),
+            (lambda: m.register_module("none", None), 'register_module: module "none" is null'),
+        ]
+        for f, message in cases:
+            with self.subTest(message):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    f()
+                self.assertEqual(str(cm.exception), message)
+        # Nothing was hidden or replaced: the state is the four tensors, sub's weight [1, 1].
+        sd = m.state_dict()
+        self.assertEqual(sorted(sd), ["bias", "sub.bias", "sub.weight", "weight"])
+        self.assertEqual(sd["sub.weight"].shape, (1, 1))
+
     def test_trains_on_the_spiral(self):
         x, y = spiral()
         tx, ty = tmem.from_numpy(x), tmem.from_numpy(y)

@@ -165,6 +165,18 @@ class TestValues(unittest.TestCase):
                                                    is_causal=True).numpy()
         np.testing.assert_allclose(causal[:, :, 0], v[:, :, 0], rtol=1e-12)
 
+    def test_sdpa_rejects_a_non_finite_scale(self):
+        # NaN or inf once gave all-zero outputs silently.
+        q = tmem.ones(1, 1, 2, 2)
+        for scale in (float("nan"), float("inf"), -float("inf")):
+            with self.assertRaises(tmem.ValueError) as cm:
+                tmem.scaled_dot_product_attention(q, q, q, scale=scale)
+            self.assertEqual(str(cm.exception),
+                             f"scaled_dot_product_attention: expected a finite scale, but got scale {scale}")
+        v = tmem.tensor([[[[1.0, 2.0], [3.0, 5.0]]]])
+        np.testing.assert_allclose(tmem.scaled_dot_product_attention(q, q, v, scale=0.0).numpy(),
+                                   [[[[2.0, 3.5], [2.0, 3.5]]]])
+
     def test_selective_scan_matches_the_recurrence(self):
         u, delta = randn(2, 4, 3), np.abs(randn(2, 4, 3))
         A, Bm, Cm, D = -np.abs(randn(3, 2)), randn(2, 4, 2), randn(2, 4, 2), randn(3)

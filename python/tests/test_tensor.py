@@ -48,6 +48,47 @@ class TestFactories(unittest.TestCase):
         np.testing.assert_array_equal(tmem.arange(5).numpy(), np.arange(5, dtype=np.float32))
         np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
 
+    def test_arange_rejects_non_finite_and_huge_ranges(self):
+        # NaN once gave an empty tensor; inf and 2**62 a bare std::vector length error.
+        nan, inf = float("nan"), float("inf")
+        cases = [((0, nan), "arange: expected finite start, end and step, but got start 0, end nan, step 1"),
+                 ((nan,), "arange: expected finite start, end and step, but got start 0, end nan, step 1"),
+                 ((0, 5, nan), "arange: expected finite start, end and step, but got start 0, end 5, step nan"),
+                 ((0, inf), "arange: expected finite start, end and step, but got start 0, end inf, step 1"),
+                 ((0, 2**62), "arange: start 0, end 4.61169e+18, step 1 give 4.61169e+18 values of float32, "
+                              "more bytes than an int64 can count")]
+        for args, message in cases:
+            with self.subTest(args=args):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    tmem.arange(*args)
+                self.assertEqual(str(cm.exception), message)
+        self.assertEqual(tmem.arange(5, 0).shape, (0,))
+
+    def test_int64_values_are_exact(self):
+        big = 2**53 + 1  # the first int a double cannot hold
+        self.assertEqual(tmem.tensor([big]).item(), big)
+        self.assertEqual(tmem.tensor(big, dtype=tmem.int64).item(), big)
+        self.assertEqual(tmem.tensor([-big]).item(), -big)
+        self.assertEqual(tmem.tensor([2**63 - 1]).item(), 2**63 - 1)
+        t = tmem.full([2], big, dtype=tmem.int64)
+        self.assertEqual(t.tolist(), [big, big])
+        self.assertEqual(t[0].item(), big)
+        self.assertEqual(tmem.full([1], np.int64(-big), dtype=tmem.int64).item(), -big)
+        self.assertEqual(tmem.full([1], 2.7, dtype=tmem.int64).item(), 2)  # floats truncate, as before
+        self.assertEqual(tmem.full([1], 3).dtype, tmem.float32)
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.full([1], 2**63, dtype=tmem.int64)
+        self.assertEqual(str(cm.exception), "full: fill_value 9223372036854775808 does not fit int64")
+        # NumPy makes ints above 2**63 - 1 uint64; they once wrapped to negative int64.
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.tensor([2**64 - 1])
+        self.assertEqual(str(cm.exception), "tensor: value 18446744073709551615 does not fit int64")
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.tensor(np.array([[5], [2**63]], np.uint64))  # as float64 it would equal int64's max
+        self.assertEqual(str(cm.exception), "tensor: value 9223372036854775808 does not fit int64")
+        self.assertEqual(tmem.tensor(np.array([7], np.uint64)).tolist(), [7])
+        self.assertEqual(tmem.tensor(np.array([2**64 - 1], np.uint64), dtype=tmem.float64).item(), 2.0**64)
+
 
 class TestFlushDenormal(unittest.TestCase):
     def test_flush_denormal_zeroes_denormal_products(self):
@@ -104,6 +145,19 @@ class TestNumpyInterop(unittest.TestCase):
         ro = np.arange(3, dtype=np.float32)
         ro.flags.writeable = False
         np.testing.assert_array_equal(tmem.from_numpy(ro).numpy(), ro)
+
+    def test_from_numpy_rejects_uint64(self):
+        # 2**64 - 1 once became tensor([-1]); torch.from_numpy refuses uint64 too.
+        with self.assertRaises(tmem.DtypeError) as cm:
+            tmem.from_numpy(np.array([2**64 - 1], np.uint64))
+        self.assertIsInstance(cm.exception, TypeError)
+        self.assertIn("from_numpy: uint64 arrays are not supported", str(cm.exception))
+        with self.assertRaises(TypeError):
+            tmem.from_numpy(np.array([1], np.uint64))
+        # Narrower unsigned ints always fit: copied to int64.
+        t = tmem.from_numpy(np.array([2**32 - 1, 0], np.uint32))
+        self.assertEqual(t.dtype, tmem.int64)
+        self.assertEqual(t.tolist(), [2**32 - 1, 0])
 
     def test_from_numpy_keeps_array_alive(self):
         t = tmem.from_numpy(np.full(100, 3.0))
@@ -185,6 +239,50 @@ class TestOperatorsAndIndexing(unittest.TestCase):
             self.ta[3]
         with self.assertRaises(IndexError):
             self.ta[0, 0, 0]
+
+    def test_bool_index_is_refused(self):
+        # x[True] once read row 1 (bool is an int to Python).
+        for index in (True, False, np.True_, (0, True)):
+            with self.subTest(index=index):
+                with self.assertRaises(TypeError) as cm:
+                    self.ta[index]
+                self.assertIn("index: bool indices are not supported, but got", str(cm.exception))
+        with self.assertRaises(TypeError):
+            self.ta[False] = 1.0
+        np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
+
+    def test_python_scalar_conversions(self):
+        # float() and int() once parsed the raw bytes of the buffer: int(...) of the
+        # int64 whose bytes spell "12345678" gave 12345678.
+        spelled = tmem.from_numpy(np.frombuffer(b"12345678", np.int64).copy())
+        self.assertEqual(int(spelled), int(np.frombuffer(b"12345678", np.int64)[0]))
+        self.assertEqual(float(tmem.tensor([2.5])), 2.5)
+        self.assertEqual(float(tmem.tensor(3)), 3.0)
+        self.assertIsInstance(float(tmem.tensor(3)), float)
+        self.assertEqual(int(tmem.tensor([[-2.7]])), -2)
+        self.assertEqual(int(tmem.tensor(2**53 + 1)), 2**53 + 1)
+        with self.assertRaises(ValueError):
+            int(tmem.tensor(float("nan")))
+        for f in (float, int):
+            with self.subTest(f=f):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    f(tmem.zeros(2))
+                self.assertEqual(str(cm.exception), f"{f.__name__}: only one element tensors can be converted to "
+                                                    "Python scalars, but got shape [2]")
+                with self.assertRaises(tmem.ValueError):
+                    f(tmem.zeros(0))
+        # __index__: one-element int64 tensors only.
+        self.assertEqual([10, 11, 12][tmem.tensor(2)], 12)
+        self.assertEqual(list(range(tmem.tensor([3]))), [0, 1, 2])
+        self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
+        for bad, message in ((tmem.tensor(1.0), "float32 of shape []"), (tmem.tensor([1, 2]), "int64 of shape [2]")):
+            with self.subTest(message):
+                with self.assertRaises(TypeError) as cm:
+                    [0, 1][bad]
+                self.assertEqual(str(cm.exception), "only integer tensors of a single element can be converted to "
+                                                    "an index, but got " + message)
+        self.assertTrue(bool(tmem.tensor([3])))
+        self.assertFalse(bool(tmem.tensor(0.0)))
 
     def test_item_assignment(self):
         # y[i] op= v writes through the view (a missing __setitem__ once raised
