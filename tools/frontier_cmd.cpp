@@ -338,18 +338,14 @@ int run(FrontierArgs& a) {
   if (a.name.empty()) a.name = "frontier-" + a.task;
   check<ValueError>(!a.report_only || std::filesystem::exists(run_dir(a.name)), "frontier --report: there is no run ",
                     run_dir(a.name), " to report (start it without --report)");
-  // --vs is checked whole before the run directory is made.
+  // --vs is checked whole (below: its values and learning rates) before the
+  // run directory is made.
   if (!a.vs.empty()) {
     check<ValueError>(!a.report_only, "frontier: --report trains nothing, but --vs ", a.vs,
                       " trains its sweep's cells (finished ones are reused): give one of them");
     check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
     check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
     check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
-    const std::vector<json> cells = finished_cells(run_dir(a.name), a.task);
-    for (const auto method : a.methods)
-      check<ValueError>(chosen_lr(cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
-                        to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
-                        to_string(method), "` first");
   }
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
@@ -359,12 +355,18 @@ int run(FrontierArgs& a) {
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
-  if (a.vs == "P" || a.vs == "G")
+  if (!a.vs.empty()) {
     for (int64_t v : a.values) {  // each --vs value makes a valid task
       models::TrainConfig c = cell_config(a, a.methods.front(), 0, a.lrs[0], a.seeds[0]);
       set_sweep(c, a.vs, v);
       models::make_task(c.task, c.task_cfg);
     }
+    const std::vector<json> cells = finished_cells(run_dir(a.name), a.task);
+    for (const auto method : a.methods)
+      check<ValueError>(chosen_lr(cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
+                        to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
+                        to_string(method), "` first");
+  }
   RunRecorder rec(a.name, "frontier " + a.task,
                   {{"methods", a.methods}, {"lrs", a.lrs}, {"seeds", a.seeds}, {"all_seeds", a.all_seeds},
                    {"vs", a.vs}, {"values", a.values}, {"cell", models::config_to_json(a.cfg)}});
