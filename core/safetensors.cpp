@@ -1,5 +1,6 @@
 #include "tmem/core/safetensors.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -141,6 +142,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   check<IOError>(header.is_object(), "load_safetensors: ", path, ": the header is not a JSON object");
   const uint64_t data_start = 8 + hlen, data_size = size - data_start;
   SafetensorsFile out;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;  // each tensor's bytes in the data section
   try {
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
@@ -149,10 +155,13 @@ SafetensorsFile load_safetensors(const std::string& path) {
       }
       const std::string st = entry.at("dtype").get<std::string>();
       const auto [item_size, dt] = from_st_dtype(st, path, name);
-      Shape shape = entry.at("shape").get<Shape>();
+      const nlohmann::json& dims = entry.at("shape");
+      check<IOError>(dims.is_array() && std::all_of(dims.begin(), dims.end(),
+                                                     [](const nlohmann::json& d) { return d.is_number_unsigned(); }),
+                     "load_safetensors: ", path, ": tensor \"", printable(name),
+                     "\" has a shape that is not a list of integers >= 0: ", printable(dims.dump()));
+      const Shape shape = dims.get<Shape>();
       auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
-      for (int64_t d : shape)
-        check<IOError>(d >= 0, "load_safetensors: ", path, ": tensor \"", printable(name), "\" has a negative dim");
       uint64_t n = 0;
       try {
         check<IOError>(!__builtin_mul_overflow(static_cast<uint64_t>(numel_of(shape)), item_size, &n),
@@ -165,6 +174,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
                          offs[1] - offs[0] == n,
                      "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
                      " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
+      spans.push_back({offs[0], offs[1], name});
       Tensor t = empty(shape, dt);
       const bool same = st == "F32" || st == "F64" || st == "I64";  // stored as tmem stores it: read in place
       std::vector<unsigned char> raw(same ? 0 : n);
@@ -178,6 +188,20 @@ SafetensorsFile load_safetensors(const std::string& path) {
   } catch (const nlohmann::json::exception& e) {
     throw IOError("load_safetensors: " + path + ": malformed header entry: " + e.what());
   }
+  // As the format's reference loader: the tensors tile the data section, in
+  // some order, with no overlap and no gap.
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) {
+    return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
+  });
+  uint64_t at = 0;
+  for (const Span& sp : spans) {
+    check<IOError>(sp.begin == at, "load_safetensors: ", path, ": tensor \"", printable(sp.name), "\" starts at byte ",
+                   sp.begin, " of the data, but the tensors before it end at ", at,
+                   sp.begin < at ? " (overlapping data)" : " (a gap)");
+    at = sp.end;
+  }
+  check<IOError>(at == data_size, "load_safetensors: ", path, ": the tensors cover ", at, " of the ", data_size,
+                 " data bytes");
   return out;
 }
 

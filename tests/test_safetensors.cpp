@@ -151,3 +151,34 @@ TEST_CASE("safetensors: an unknown dtype or a size that does not fit the dtype i
   CHECK(load_safetensors(p).tensors.at("x").to_vector() == std::vector<double>{1.0, -2.0});
   fs::remove(p);
 }
+
+TEST_CASE("safetensors: a fractional shape, overlapping or missing data bytes are IOErrors, as the reference loader's") {
+  std::string p = tmp_path("tmem_st_layout.safetensors");
+  auto write = [&](const std::string& header, const std::string& data) {
+    std::string h = header;
+    h.append((8 - h.size() % 8) % 8, ' ');
+    std::string len(8, '\0');
+    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
+    write_all(p, len + h + data);
+  };
+  const std::string eight(8, '\0'), sixteen(16, '\0');
+  write(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", eight);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("\"x\" has a shape that is not a list of integers >= 0: [2.5]"),
+                       IOError);
+  write(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight);
+  CHECK_THROWS_AS(load_safetensors(p), IOError);
+  write(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})",
+        sixteen);
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("\"b\" starts at byte 4 of the data, but the tensors before it end at 8 (overlapping data)"),
+                       IOError);
+  write(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})", sixteen);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("\"a\" starts at byte 8 of the data, but the tensors before it end at 0 (a gap)"),
+                       IOError);
+  write(R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})", sixteen);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("the tensors cover 8 of the 16 data bytes"), IOError);
+  write(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
+        sixteen);
+  CHECK(load_safetensors(p).tensors.size() == 2);  // any order of the header
+  fs::remove(p);
+}
