@@ -22,6 +22,7 @@ Embedding::Embedding(int64_t n, int64_t dim, Generator& gen) {
 Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices); }
 
 LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
+  check<ValueError>(dim >= 0, "LayerNorm: expected normalized_shape >= 0, but got ", dim);
   weight = register_parameter("weight", ones({dim}));
   bias = register_parameter("bias", zeros({dim}));
 }

@@ -179,6 +179,7 @@ Tensor causal_linear_attention(const Tensor& q, const Tensor& k, const Tensor& v
   check<ValueError>(chunk >= 1 && eps >= 0, op, ": expected chunk >= 1 and eps >= 0, but got chunk ",
                     chunk, " eps ", eps);
   const int64_t T = qs[2];
+  if (T == 0) return mul(v, 0.0);  // [B,H,0,Dv], on v's tape
   Tensor S, z;  // running sum_s k[s]^T v[s] [B,H,Dh,Dv] and sum_s k[s] [B,H,1,Dh] of earlier chunks
   std::vector<Tensor> outs;
   for (int64_t t0 = 0; t0 < T; t0 += chunk) {

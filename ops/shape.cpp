@@ -447,7 +447,10 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
   for (size_t k = 0; k < pads.size() / 2; ++k) {
     int64_t d = a.dim() - 1 - static_cast<int64_t>(k);
     lefts[d] = pads[2 * k];
-    shape[d] += pads[2 * k] + pads[2 * k + 1];
+    check<ValueError>(!__builtin_add_overflow(shape[d], pads[2 * k], &shape[d]) &&
+                          !__builtin_add_overflow(shape[d], pads[2 * k + 1], &shape[d]),
+                      "pad: pads ", pads[2 * k], " and ", pads[2 * k + 1], " make dim ", d, " of shape ",
+                      shape_str(a.shape()), " larger than an int64 holds");
   }
   Tensor out = full(shape, value, a.dtype(), a.device());
   for (int64_t d = 0; d < a.dim(); ++d) off += lefts[d] * out.strides()[d];

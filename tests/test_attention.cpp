@@ -285,3 +285,13 @@ TEST_CASE("scaled_dot_product_attention: PyTorch fixtures") {
     });
   }
 }
+
+TEST_CASE("causal_linear_attention over no tokens is an empty output on v's tape") {
+  Tensor q = zeros({2, 3, 0, 4}), k = zeros({2, 3, 0, 4}), v = zeros({2, 3, 0, 5});
+  v.requires_grad_();
+  const Tensor out = causal_linear_attention(q, k, v);
+  CHECK(out.shape() == Shape{2, 3, 0, 5});
+  CHECK(out.requires_grad());
+  sum(out).backward();
+  CHECK(v.grad().shape() == v.shape());
+}

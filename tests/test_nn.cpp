@@ -1,5 +1,6 @@
 // nn/: Module bookkeeping, Linear, and the optimizers against torch.optim.
 #include "fixture.h"
+#include "tmem/nn/layers.h"
 #include "tmem/nn/linear.h"
 #include "tmem/nn/optim.h"
 #include "test_util.h"
@@ -182,4 +183,9 @@ TEST_CASE("clip_grad_norm_ matches PyTorch - a non-finite norm raises and leaves
   accumulate_grad(big.impl(), tensor({3e30, 4e30}, {2}), "test");
   CHECK(nn::clip_grad_norm_({big}, 1.0) == doctest::Approx(5e30));
   check_close(big.grad(), {0.6, 0.8}, 1e-6);
+}
+
+TEST_CASE("LayerNorm: a negative normalized_shape is a ValueError naming LayerNorm") {
+  CHECK_THROWS_WITH_AS(nn::LayerNorm(-3), "LayerNorm: expected normalized_shape >= 0, but got -3", ValueError);
+  CHECK(nn::LayerNorm(0).weight.numel() == 0);  // as torch.nn.LayerNorm(0)
 }

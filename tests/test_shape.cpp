@@ -180,3 +180,11 @@ TEST_CASE("narrow is torch.narrow: a view of length elements, and out-of-range a
   CHECK_THROWS_WITH_AS(narrow(x, 1, 0, -1), "narrow: expected length >= 0, but got -1", ValueError);
   CHECK_THROWS_AS(narrow(x, 2, 0, 1), IndexError);
 }
+
+TEST_CASE("pad: padding that overflows a dim's size is a ValueError naming pad") {
+  const int64_t big = int64_t{1} << 62;
+  CHECK_THROWS_WITH_AS(pad(ones({2, 3}), {big, big}),
+                       "pad: pads 4611686018427387904 and 4611686018427387904 make dim 1 of shape [2,3] larger than an "
+                       "int64 holds",
+                       ValueError);
+}
