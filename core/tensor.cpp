@@ -182,7 +182,19 @@ void check_cpu(const Tensor& t, const char* op) {
   if (!t.device().is_cpu()) throw_not_implemented(op, t.device());
 }
 
+namespace {
+
+// Throws ValueError naming op unless value converts to int64 exactly enough
+// (finite and inside int64's range; a cast otherwise is undefined).
+void check_int64_value(double value, const char* op) {
+  check<ValueError>(std::isfinite(value) && value >= -0x1p63 && value < 0x1p63, op, ": value ", value,
+                    " cannot be converted to int64 without overflow");
+}
+
+}  // namespace
+
 void fill_data(const Tensor& t, double value) {
+  if (t.dtype() == DType::Int64) check_int64_value(value, "fill");
   if (!t.device().is_cpu()) {
     const Device d = t.device();
     device_backend(d, "fill").fill(
@@ -218,6 +230,8 @@ Tensor full_int(const Shape& shape, int64_t value, Device device) {
 Tensor tensor(const std::vector<double>& values, const Shape& shape, DType dtype) {
   check<ShapeError>(static_cast<int64_t>(values.size()) == numel_of(shape), "tensor: got ",
                     values.size(), " values for shape ", shape_str(shape));
+  if (dtype == DType::Int64)
+    for (double v : values) check_int64_value(v, "tensor");
   Tensor t = empty(shape, dtype);
   dispatch_all(dtype, [&]<class T>() {
     T* p = t.data<T>();

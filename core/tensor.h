@@ -185,7 +185,9 @@ Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = D
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 /// A tensor filled with `value` cast to dtype (an int64 tensor holds the
-/// double's value: use full_int for integers beyond 2^53).
+/// double's value: use full_int for integers beyond 2^53). Throws
+/// ValueError for an int64 dtype and a value that is not finite or outside
+/// int64's range (as tensor() and fill_data).
 Tensor full(const Shape& shape, double value, DType dtype = DType::Float32,
             Device device = Device::cpu());
 /// An int64 tensor filled with `value` exactly.
@@ -250,6 +252,8 @@ Tensor reshape_data(const Tensor& t, const Shape& shape);
 /// version. No autograd.
 void copy_data(const Tensor& dst, const Tensor& src);
 /// Fills every element of t with value (any device); bumps the version.
+/// Throws ValueError when t is int64 and value does not fit it (NaN, inf,
+/// beyond +-2^63).
 void fill_data(const Tensor& t, double value);
 /// Writes t's values as PyTorch's repr does (torch/_tensor_str.py with the
 /// default printoptions: precision 4, line width 80, integer / fixed /

@@ -262,3 +262,14 @@ TEST_CASE("set_flush_denormal without the pool sets the calling thread, and thre
 #endif
   CHECK(other == static_cast<double>(1e-30f * 1e-10f));  // the process's other threads keep IEEE underflow
 }
+
+TEST_CASE("int64 tensors refuse a fill or value that does not fit int64, instead of an undefined cast") {
+  for (const double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}, 0x1p63, -0x1p64}) {
+    INFO(bad);
+    CHECK_THROWS_WITH_AS(full({2}, bad, DType::Int64), doctest::Contains("fill: value"), ValueError);
+    CHECK_THROWS_WITH_AS(tensor({1.0, bad}, {2}, DType::Int64), doctest::Contains("cannot be converted to int64"),
+                         ValueError);
+  }
+  CHECK(full({1}, -0x1p63, DType::Int64).to_int_vector()[0] == std::numeric_limits<int64_t>::min());
+  CHECK(full({2}, 3.0, DType::Int64).to_int_vector() == std::vector<int64_t>{3, 3});
+}
