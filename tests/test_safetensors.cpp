@@ -16,6 +16,14 @@ namespace fs = std::filesystem;
 
 namespace {
 
+// A safetensors file at p from its header text (padded to 8 bytes) and data.
+void write_raw(const std::string& p, std::string header, const std::string& data) {
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string len(8, '\0');
+  for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((header.size() >> (8 * i)) & 0xff);
+  write_all(p, len + header + data);
+}
+
 }  // namespace
 
 TEST_CASE("safetensors: round trip of float32, float64 and int64 with metadata") {
@@ -136,13 +144,7 @@ TEST_CASE("safetensors: a file written from PyTorch loads F16, BF16 as float32 a
 
 TEST_CASE("safetensors: an unknown dtype or a size that does not fit the dtype is an IOError") {
   std::string p = tmp_path("tmem_st_dtypes.safetensors");
-  auto write = [&](const std::string& header, const std::string& data) {
-    std::string h = header;
-    h.append((8 - h.size() % 8) % 8, ' ');
-    std::string len(8, '\0');
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
-    write_all(p, len + h + data);
-  };
+  auto write = [&](const std::string& header, const std::string& data) { write_raw(p, header, data); };
   write(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "ab");
   CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("unsupported dtype \"U8\""), IOError);
   write(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,2]}})", "ab");  // 2 halves need 4 bytes
@@ -154,13 +156,7 @@ TEST_CASE("safetensors: an unknown dtype or a size that does not fit the dtype i
 
 TEST_CASE("safetensors: a fractional shape, overlapping or missing data bytes are IOErrors, as the reference loader's") {
   std::string p = tmp_path("tmem_st_layout.safetensors");
-  auto write = [&](const std::string& header, const std::string& data) {
-    std::string h = header;
-    h.append((8 - h.size() % 8) % 8, ' ');
-    std::string len(8, '\0');
-    for (int i = 0; i < 8; ++i) len[i] = static_cast<char>((h.size() >> (8 * i)) & 0xff);
-    write_all(p, len + h + data);
-  };
+  auto write = [&](const std::string& header, const std::string& data) { write_raw(p, header, data); };
   const std::string eight(8, '\0'), sixteen(16, '\0');
   write(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", eight);
   CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("\"x\" has a shape that is not a list of integers >= 0: [2.5]"),
