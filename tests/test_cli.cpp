@@ -286,17 +286,17 @@ TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep t
   CHECK(r.output.find("key \"lr\" expects a number, but got true") != std::string::npos);
   // Integers take the range of their command-line options: an eval over no
   // batches reported 0% accuracy, and the run directory was made first.
-  for (const auto& [json_text, expected] : std::vector<std::pair<std::string, std::string>>{
+  for (const auto& bad : std::vector<std::pair<std::string, std::string>>{
            {R"({"eval_batches": 0})", R"(key "eval_batches" expects an integer in [1, 1000000], but got 0)"},
            {R"({"eval_batches": -1})", R"(key "eval_batches" expects an integer in [1, 1000000], but got -1)"},
            {R"({"steps": -1})", R"(key "steps" expects an integer in [0, 1000000000], but got -1)"},
            {R"({"batch": 0})", R"(key "batch" expects an integer in [1, 65536], but got 0)"},
            {R"({"mem_grid": [2, 0, 2]})", R"(key "mem_grid" expects an integer in [1, 256], but got 0)"}}) {
-    tmem::test::write_all(dir + "/range.json", json_text);
+    tmem::test::write_all(dir + "/range.json", bad.first);
     r = run_tmem({"train", "no-harm", "--config=range.json", "--name", "range"}, dir);
-    INFO(json_text << "\n" << r.output);
+    INFO(bad.first << "\n" << r.output);
     CHECK(r.status == 1);
-    CHECK(r.output.find(expected) != std::string::npos);
+    CHECK(r.output.find(bad.second) != std::string::npos);
     CHECK(!fs::exists(dir + "/runs/range"));
   }
   fs::remove_all(dir);
