@@ -107,7 +107,6 @@ using namespace tmem;
 namespace {
 
 using V = std::vector<Tensor>;
-constexpr double kInf = std::numeric_limits<double>::infinity();
 
 using test::error_of;
 
