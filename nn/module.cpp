@@ -1,7 +1,6 @@
 #include "tmem/nn/module.h"
 
 #include <algorithm>
-#include <set>
 
 #include "tmem/core/autograd.h"
 
@@ -91,16 +90,11 @@ void Module::check_name(const char* op, const char* kind, const std::string& nam
                     "' already exists");
 }
 
+// Every registration checks, so the tree it walks has no cycle.
 bool Module::in_subtree(const Module* target) const {
-  std::set<const Module*> seen;
-  std::vector<const Module*> todo{this};
-  while (!todo.empty()) {
-    const Module* m = todo.back();
-    todo.pop_back();
-    if (m == target) return true;
-    if (!seen.insert(m).second) continue;
-    for (const auto& [n, c] : m->children_) todo.push_back(c.get());
-  }
+  if (this == target) return true;
+  for (const auto& [n, c] : children_)
+    if (c->in_subtree(target)) return true;
   return false;
 }
 
