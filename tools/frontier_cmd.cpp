@@ -278,9 +278,9 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
 
 // Accuracy against the task parameter a.vs (P or G) for every method at its
 // middle size, its chosen learning rate and the first seed; the cells at the
-// frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg.
-void run_vs(const FrontierArgs& a, RunRecorder& rec, bool tty) {
-  const std::vector<json> cells = finished_cells(rec.dir(), a.task);
+// frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg; cells: the
+// frontier's finished cells, read once by run().
+void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& rec, bool tty) {
   const uint64_t seed = a.seeds.front();
   json rows = json::array();
   std::vector<PlotSeries> series;
@@ -355,15 +355,16 @@ int run(FrontierArgs& a) {
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
     }
+  std::vector<json> vs_cells;  // the frontier's finished cells, whose learning rates --vs takes
   if (!a.vs.empty()) {
     for (int64_t v : a.values) {  // each --vs value makes a valid task
       models::TrainConfig c = cell_config(a, a.methods.front(), 0, a.lrs[0], a.seeds[0]);
       set_sweep(c, a.vs, v);
       models::make_task(c.task, c.task_cfg);
     }
-    const std::vector<json> cells = finished_cells(run_dir(a.name), a.task);
+    vs_cells = finished_cells(run_dir(a.name), a.task);
     for (const auto method : a.methods)
-      check<ValueError>(chosen_lr(cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
+      check<ValueError>(chosen_lr(vs_cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
                         to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
                         to_string(method), "` first");
   }
@@ -373,7 +374,7 @@ int run(FrontierArgs& a) {
   const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
   if (!a.vs.empty()) {
-    run_vs(a, rec, tty);
+    run_vs(a, vs_cells, rec, tty);
     return 0;
   }
   if (!a.report_only) {
