@@ -9,6 +9,7 @@
 #include "tmem/ops/dispatch.h"
 #include "tmem/ops/op_table.h"
 #include "tmem/ops/reduction.h"
+#include "tmem/ops/shape.h"
 
 namespace tmem {
 
@@ -242,8 +243,15 @@ Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
 Tensor& copy_(Tensor& a, const Tensor& src) {
   // a's new history must end in a's dtype and device; an int64 a gets none (PyTorch).
   Tensor s = src.to(a.device());
-  s = is_floating(a.dtype()) ? to_dtype(s, a.dtype()) : s.detach();
-  commit_inplace(a, add(zeros(a.shape(), s.dtype(), a.device()), s), "copy_");
+  if (!is_floating(a.dtype())) {
+    // No arithmetic (add refuses int64): a fresh copy of src's values (cast
+    // as tensor() casts: truncated, range-checked), broadcast to a's shape.
+    Tensor v = empty(s.shape(), a.dtype(), a.device());
+    copy_data(v, s.dtype() == a.dtype() ? s : tensor(s.to_vector(), s.shape(), a.dtype()).to(a.device()));
+    commit_inplace(a, expand(v, a.shape()), "copy_");
+    return a;
+  }
+  commit_inplace(a, add(zeros(a.shape(), a.dtype(), a.device()), to_dtype(s, a.dtype())), "copy_");
   return a;
 }
 

@@ -68,6 +68,8 @@ Tensor& fill_(Tensor& a, double value);
 Tensor& zero_(Tensor& a);
 /// Copies src (broadcast to a's shape, cast to its dtype, moved to its
 /// device) into a; the gradient goes back to src in its own dtype and device.
+/// An int64 a gets src's values exactly (floats truncated toward zero; a
+/// ValueError for NaN, inf or a value outside int64) and no history.
 Tensor& copy_(Tensor& a, const Tensor& src);
 
 // ---- operators ----

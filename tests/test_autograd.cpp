@@ -190,6 +190,20 @@ TEST_CASE("copy_ from another dtype sends the gradient back in the source's dtyp
   copy_(n, f * 1.0);
   CHECK(!n.requires_grad());
   CHECK(n.to_int_vector() == std::vector<int64_t>{1, 2});
+
+  // int64 into int64 ran through add, which refuses int64: now exact and
+  // broadcast, also from an overlapping view of the same tensor.
+  const int64_t big = (int64_t{1} << 53) + 1;
+  Tensor m = zeros({2, 2}, DType::Int64);
+  copy_(m, tensor_int({big, -big}, {2}));
+  CHECK(m.to_int_vector() == std::vector<int64_t>{big, -big, big, -big});
+  Tensor r = tensor_int({1, 2, 3}, {3});
+  Tensor tail = narrow(r, 0, 1, 2);
+  copy_(tail, narrow(r, 0, 0, 2));
+  CHECK(r.to_int_vector() == std::vector<int64_t>{1, 1, 2});
+  CHECK_THROWS_AS(copy_(n, tensor({std::nan(""), 1.0}, {2})), ValueError);
+  CHECK_THROWS_AS(copy_(n, tensor_int({1, 2, 3}, {3})), ShapeError);
+  CHECK(n.to_int_vector() == std::vector<int64_t>{1, 2});
 }
 
 TEST_CASE("a view of a tensor that needs grad cannot be overwritten by a constant") {
