@@ -313,6 +313,19 @@ Tensor arange(double start, double end, double step, DType dtype) {
   return t;
 }
 
+Tensor arange_int(int64_t start, int64_t end, int64_t step) {
+  check<ValueError>(step != 0, "arange: step must be non-zero");
+  // In 128 bits: end - start can overflow int64.
+  const __int128 span = static_cast<__int128>(end) - start;
+  const __int128 n = (span > 0) == (step > 0) && span != 0 ? (span + step - (step > 0 ? 1 : -1)) / step : 0;
+  check<ValueError>(n < std::numeric_limits<int64_t>::max() / 8, "arange: start ", start, ", end ", end, ", step ",
+                    step, " give ", static_cast<double>(n), " values of int64, more bytes than an int64 can count");
+  Tensor t = empty({static_cast<int64_t>(n)}, DType::Int64);
+  int64_t* p = t.data<int64_t>();
+  for (int64_t i = 0; i < static_cast<int64_t>(n); ++i) p[i] = static_cast<int64_t>(start + static_cast<__int128>(i) * step);
+  return t;
+}
+
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), t.dtype(), t.device()); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), t.dtype(), t.device()); }
 Tensor empty_like(const Tensor& t) { return empty(t.shape(), t.dtype(), t.device()); }

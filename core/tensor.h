@@ -225,6 +225,11 @@ Tensor from_blob(void* data, const Shape& shape, DType dtype = DType::Float32);
 Tensor arange(double start, double end, double step = 1.0, DType dtype = DType::Float32);
 /// arange(0, end).
 Tensor arange(double end, DType dtype = DType::Float32);
+/// The int64 arange, exact for every int64 start, end and step (PyTorch's
+/// torch.arange of integers): ceil((end - start) / step) values start + i *
+/// step. Throws ValueError for step 0 and a count whose bytes an int64
+/// cannot count.
+Tensor arange_int(int64_t start, int64_t end, int64_t step = 1);
 /// `steps` evenly spaced values from start to end inclusive (PyTorch
 /// torch.linspace): with step = (end - start) / (steps - 1), value i is
 /// start + i * step for i < steps / 2 and end - (steps - 1 - i) * step after

@@ -131,6 +131,21 @@ TEST_CASE("arange and linspace as PyTorch") {
   CHECK(arange(3, 0, -1).to_vector() == std::vector<double>{3, 2, 1});
   CHECK(arange(0).numel() == 0);
   CHECK_THROWS_AS(arange(0, 1, 0), ValueError);
+  // arange_int is exact where a double is not (2^60 + 1 rounds to 2^60).
+  const int64_t big = int64_t{1} << 60, lo = std::numeric_limits<int64_t>::min();
+  CHECK(arange_int(big, big + 3).to_int_vector() == std::vector<int64_t>{big, big + 1, big + 2});
+  CHECK(arange_int(7, 0, -3).to_int_vector() == std::vector<int64_t>{7, 4, 1});
+  CHECK(arange_int(0, 5, 9).to_int_vector() == std::vector<int64_t>{0});
+  CHECK(arange_int(5, 5).numel() == 0);
+  CHECK(arange_int(0, 5, -1).numel() == 0);
+  // end - start overflows int64: 4 values.
+  CHECK(arange_int(lo, std::numeric_limits<int64_t>::max(), int64_t{1} << 62).to_int_vector() ==
+        std::vector<int64_t>{lo, -(int64_t{1} << 62), 0, int64_t{1} << 62});
+  CHECK_THROWS_WITH_AS(arange_int(0, 1, 0), "arange: step must be non-zero", ValueError);
+  CHECK_THROWS_WITH_AS(arange_int(lo, std::numeric_limits<int64_t>::max()),
+                       "arange: start -9223372036854775808, end 9223372036854775807, step 1 give 1.84467e+19 "
+                       "values of int64, more bytes than an int64 can count",
+                       ValueError);
   // torch.linspace values (torch 1.13); float32 may differ in the last bit
   // (PyTorch computes it in float32 vector lanes), the ends are exact.
   CHECK(linspace(0, 1, 5).to_vector() == std::vector<double>{0, 0.25, 0.5, 0.75, 1});

@@ -257,11 +257,38 @@ void check_one_element(const Tensor& t, const char* op) {
                     shape_str(t.shape()));
 }
 
+/// v as an int64 when it is a Python or NumPy integer (bool included), none
+/// for other objects. Throws ValueError naming `op` and its argument `arg`
+/// for an integer outside int64's range.
+std::optional<int64_t> exact_int(const py::object& v, const char* op, const char* arg) {
+  if (!PyIndex_Check(v.ptr()) || py::isinstance<Tensor>(v)) return std::nullopt;
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  check<ValueError>(overflow == 0, op, ": ", arg, " ", py::repr(i).cast<std::string>(), " does not fit int64");
+  return x;
+}
+
+/// The Python number v as a 0-d tensor of t's dtype and device: an integer
+/// into an int64 tensor exactly (a double holds integers only up to 2^53).
+Tensor scalar_like(const Tensor& t, const py::object& v, const char* op) {
+  if (t.dtype() == DType::Int64)
+    if (const std::optional<int64_t> x = exact_int(v, op, "value")) return full_int({}, *x, t.device());
+  return full({}, v.cast<double>(), t.dtype(), t.device());
+}
+
 /// A tensor argument of a binary operator: a Tensor, or a Python number
 /// made into a 0-d tensor of t's dtype and device.
 Tensor operand(const Tensor& t, const py::object& other) {
   if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
-  return full({}, other.cast<double>(), t.dtype(), t.device());
+  return scalar_like(t, other, "operator");
+}
+
+/// Fills t with the Python number v, an integer into an int64 tensor exactly.
+Tensor& fill_value_(Tensor& t, const py::object& v) {
+  if (t.dtype() == DType::Int64 && exact_int(v, "fill_", "value")) return copy_(t, scalar_like(t, v, "fill_"));
+  return fill_(t, v.cast<double>());
 }
 
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
@@ -447,7 +474,7 @@ void bind_tensor(py::module_& m) {
       .def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
              Tensor view = get_item(t, index);
              if (py::isinstance<Tensor>(value)) copy_(view, value.cast<Tensor>());
-             else fill_(view, value.cast<double>());
+             else fill_value_(view, value);
            }, "Writes a tensor (broadcast; copy_) or a number (fill_) into the view __getitem__ gives.")
       .def("__repr__", [](const Tensor& t) {
              std::ostringstream s;
@@ -501,7 +528,7 @@ void bind_tensor(py::module_& m) {
            }, py::is_operator())
       .def("add_", [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); }, "In-place a += b.")
       .def("mul_", [](Tensor& a, double s) -> Tensor& { return mul_(a, s); }, "In-place a *= s.")
-      .def("fill_", [](Tensor& a, double v) -> Tensor& { return fill_(a, v); }, "In-place fill with a value.")
+      .def("fill_", &fill_value_, "In-place fill with a value (an int into an int64 tensor exactly).")
       .def("zero_", [](Tensor& a) -> Tensor& { return zero_(a); }, "In-place fill with zeros.")
       .def("copy_", [](Tensor& a, const Tensor& src) -> Tensor& { return copy_(a, src); },
            "Copies src (broadcast) into this tensor in place.");
@@ -555,17 +582,8 @@ void bind_tensor(py::module_& m) {
                    bool requires_grad) {
           const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
           Tensor t;
-          if (d == DType::Int64 && PyIndex_Check(value.ptr())) {  // Python and NumPy ints, exactly
-            int overflow = 0;
-            const py::int_ v = py::reinterpret_steal<py::int_>(PyNumber_Index(value.ptr()));
-            if (!v) throw py::error_already_set();
-            const long long x = PyLong_AsLongLongAndOverflow(v.ptr(), &overflow);
-            check<ValueError>(overflow == 0, "full: fill_value ", py::repr(v).cast<std::string>(),
-                              " does not fit int64");
-            t = full_int(shape, x, device_from_py(device));
-          } else {
-            t = full(shape, value.cast<double>(), d, device_from_py(device));
-          }
+          const std::optional<int64_t> x = d == DType::Int64 ? exact_int(value, "full", "fill_value") : std::nullopt;
+          t = x ? full_int(shape, *x, device_from_py(device)) : full(shape, value.cast<double>(), d, device_from_py(device));
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
@@ -573,12 +591,18 @@ void bind_tensor(py::module_& m) {
         "A tensor filled with one value (an int fill_value of an int64 tensor exactly).");
   m.def("zeros_like", &zeros_like, py::arg("input"), "Zeros of input's shape, dtype and device.");
   m.def("ones_like", &ones_like, py::arg("input"), "Ones of input's shape, dtype and device.");
-  m.def("arange", [](double start, const py::object& end, double step, const py::object& dtype) {
-          const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
-          if (end.is_none()) return arange(0, start, step, d);
-          return arange(start, end.cast<double>(), step, d);
-        }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1.0, py::kw_only(),
-        py::arg("dtype") = py::none(), "start, start+step, ... < end (arange(n): 0 .. n-1).");
+  m.def("arange", [](const py::object& start, const py::object& end, const py::object& step, const py::object& dtype) {
+          const py::object lo = end.is_none() ? py::int_(0) : start, hi = end.is_none() ? start : end;
+          const std::optional<int64_t> a = exact_int(lo, "arange", "start"), b = exact_int(hi, "arange", "end"),
+                                       s = exact_int(step, "arange", "step");
+          const bool ints = a && b && s;
+          const DType d = dtype.is_none() ? (ints ? DType::Int64 : DType::Float32) : dtype_from_py(dtype);
+          if (ints && d == DType::Int64) return arange_int(*a, *b, *s);
+          return arange(lo.cast<double>(), hi.cast<double>(), step.cast<double>(), d);
+        }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(),
+        py::arg("dtype") = py::none(),
+        "start, start+step, ... < end (arange(n): 0 .. n-1); int64 when start, end and step are all ints "
+        "(exactly), else float32, as torch.arange.");
 
   py::class_<Generator>(m, "Generator", "A seeded random number generator (mt19937_64).")
       .def(py::init<uint64_t>(), py::arg("seed") = 0)

@@ -45,8 +45,31 @@ class TestFactories(unittest.TestCase):
         self.assertTrue(0 <= u.min() and u.max() < 1)
 
     def test_arange(self):
-        np.testing.assert_array_equal(tmem.arange(5).numpy(), np.arange(5, dtype=np.float32))
+        # As torch.arange: int64 when start, end and step are all ints, else float32.
+        self.assertEqual(tmem.arange(5).dtype, tmem.int64)
+        self.assertEqual(tmem.arange(5).tolist(), [0, 1, 2, 3, 4])
+        np.testing.assert_array_equal(tmem.arange(5.0).numpy(), np.arange(5, dtype=np.float32))
+        np.testing.assert_array_equal(tmem.arange(5, dtype=tmem.float32).numpy(), np.arange(5, dtype=np.float32))
         np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
+        self.assertEqual(tmem.arange(5, 0, -2).tolist(), [5, 3, 1])
+        self.assertEqual(tmem.arange(0, 5, 7).tolist(), [0])
+        self.assertEqual(tmem.arange(3, 3).shape, (0,))
+        self.assertEqual(tmem.arange(0, -5).shape, (0,))
+
+    def test_arange_of_ints_is_exact(self):
+        # Through a double, 2**60 + 3 rounded to 2**60 and this was empty.
+        big = 2**60
+        self.assertEqual(tmem.arange(big, big + 3).tolist(), [big, big + 1, big + 2])
+        self.assertEqual(tmem.arange(2**63 - 3, 2**63 - 1).tolist(), [2**63 - 3, 2**63 - 2])
+        # end - start overflows int64 here: four values, the last 2**62.
+        self.assertEqual(tmem.arange(-2**63, 2**63 - 1, 2**62).tolist(), [-2**63, -2**62, 0, 2**62])
+        self.assertEqual(tmem.arange(-2**63 + 1, -2**63, -1).tolist(), [-2**63 + 1])
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.arange(0, 5, 0)
+        self.assertEqual(str(cm.exception), "arange: step must be non-zero")
+        with self.assertRaises(tmem.ValueError) as cm:
+            tmem.arange(0, 2**63)
+        self.assertEqual(str(cm.exception), "arange: end 9223372036854775808 does not fit int64")
 
     def test_arange_rejects_non_finite_and_huge_ranges(self):
         # NaN once gave an empty tensor; inf and 2**62 a bare std::vector length error.
@@ -55,7 +78,9 @@ class TestFactories(unittest.TestCase):
                  ((nan,), "arange: expected finite start, end and step, but got start 0, end nan, step 1"),
                  ((0, 5, nan), "arange: expected finite start, end and step, but got start 0, end 5, step nan"),
                  ((0, inf), "arange: expected finite start, end and step, but got start 0, end inf, step 1"),
-                 ((0, 2**62), "arange: start 0, end 4.61169e+18, step 1 give 4.61169e+18 values of float32, "
+                 ((0.0, 2.0**62), "arange: start 0, end 4.61169e+18, step 1 give 4.61169e+18 values of float32, "
+                                  "more bytes than an int64 can count"),
+                 ((0, 2**62), "arange: start 0, end 4611686018427387904, step 1 give 4.61169e+18 values of int64, "
                               "more bytes than an int64 can count")]
         for args, message in cases:
             with self.subTest(args=args):
@@ -76,6 +101,21 @@ class TestFactories(unittest.TestCase):
         self.assertEqual(tmem.full([1], np.int64(-big), dtype=tmem.int64).item(), -big)
         self.assertEqual(tmem.full([1], 2.7, dtype=tmem.int64).item(), 2)  # floats truncate, as before
         self.assertEqual(tmem.full([1], 3).dtype, tmem.float32)
+        # Writes of ints into an int64 tensor went through a double: 2**53 + 1 became 2**53.
+        t = tmem.zeros([3], dtype=tmem.int64)
+        t[0] = big
+        t[1:] = np.int64(-big)
+        self.assertEqual(t.tolist(), [big, -big, -big])
+        t.fill_(2**63 - 1)
+        self.assertEqual(t.tolist(), [2**63 - 1] * 3)
+        self.assertEqual((t == 2**63 - 1).tolist(), [1, 1, 1])
+        self.assertEqual((t == 2**63 - 2).tolist(), [0, 0, 0])
+        t[2] = 2.7  # floats truncate, as in PyTorch
+        self.assertEqual(t[2].item(), 2)
+        with self.assertRaises(tmem.ValueError) as cm:
+            t[0] = 2**63
+        self.assertEqual(str(cm.exception), "fill_: value 9223372036854775808 does not fit int64")
+        self.assertEqual(t[0].item(), 2**63 - 1)
         with self.assertRaises(tmem.ValueError) as cm:
             tmem.full([1], 2**63, dtype=tmem.int64)
         self.assertEqual(str(cm.exception), "full: fill_value 9223372036854775808 does not fit int64")
