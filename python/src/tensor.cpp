@@ -592,17 +592,28 @@ void bind_tensor(py::module_& m) {
         "The process-wide generator used when none is given.");
   m.def("manual_seed", &manual_seed, py::arg("seed"), "Reseeds the default generator.");
   auto gen_or_default = [](Generator* g) -> Generator& { return g ? *g : default_generator(); };
-  m.def("rand", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator) {
+  // rand and randn take *args, and pybind11 2.10 loads the last keyword-only
+  // argument after *args without conversion (its flags shift by one), so a
+  // Generator* there refuses None: rand(2) was a TypeError. They take the
+  // generator as an object.
+  auto generator_arg = [](const py::object& g, const char* op) -> Generator& {
+    if (g.is_none()) return default_generator();
+    if (!py::isinstance<Generator>(g))
+      throw py::type_error(std::string(op) + ": expected generator to be a tmem.Generator or None, but got " +
+                           py::str(py::type::of(g).attr("__name__")).cast<std::string>());
+    return g.cast<Generator&>();
+  };
+  m.def("rand", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator) {
           return rand(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                      gen_or_default(generator));
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr, "U[0, 1) samples.");
-  m.def("randn", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator,
-                                  bool requires_grad) {
+                      generator_arg(generator, "rand"));
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(), "U[0, 1) samples.");
+  m.def("randn", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator,
+                                 bool requires_grad) {
           Tensor t = randn(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                           gen_or_default(generator));
+                           generator_arg(generator, "randn"));
           if (requires_grad) t.requires_grad_();
           return t;
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(),
         py::arg("requires_grad") = false, "Standard normal samples.");
   m.def("randint", [gen_or_default](int64_t high, const Shape& size, Generator* generator) {
           return randint(size, high, gen_or_default(generator));

@@ -44,6 +44,21 @@ class TestFactories(unittest.TestCase):
         u = tmem.rand(1000, generator=g).numpy()
         self.assertTrue(0 <= u.min() and u.max() < 1)
 
+    def test_rand_without_a_generator(self):
+        # rand(2, 3) was a TypeError unless a generator was given (pybind11
+        # loaded the keyword after *args without converting None).
+        tmem.manual_seed(5)
+        a = tmem.rand(2, 3)
+        self.assertEqual(a.shape, (2, 3))
+        tmem.manual_seed(5)
+        np.testing.assert_array_equal(tmem.rand((2, 3), generator=None).numpy(), a.numpy())
+        self.assertEqual(tmem.rand(4, dtype=tmem.float64).dtype, tmem.float64)
+        self.assertEqual(tmem.randn(2, generator=None).shape, (2,))
+        for f in (tmem.rand, tmem.randn):
+            with self.assertRaisesRegex(TypeError, f.__name__ + ": expected generator to be a tmem.Generator or None, "
+                                        "but got int"):
+                f(2, generator=3)
+
     def test_arange(self):
         np.testing.assert_array_equal(tmem.arange(5).numpy(), np.arange(5, dtype=np.float32))
         np.testing.assert_array_equal(tmem.arange(1, 2, 0.25, dtype=tmem.float64).numpy(), np.arange(1, 2, 0.25))
