@@ -167,6 +167,15 @@ TEST_CASE("AdamW and SGD parameter groups match torch.optim's param_groups") {
   CHECK_THROWS_AS(nn::SGD({{{a}, -1.0, std::nullopt}}, 0.1), ValueError);
 }
 
+TEST_CASE("AdamW and SGD refuse a non-leaf tensor, which they would never update") {
+  Tensor w = ones({2, 3}).requires_grad_();
+  Tensor twice = mul(w, full({}, 2.0));
+  const std::string why = ": can't optimize a non-leaf Tensor (a parameter of shape [2,3] is the output of an op; "
+                          "pass the leaf it was computed from)";
+  CHECK_THROWS_WITH_AS(nn::AdamW({twice}), ("AdamW" + why).c_str(), ValueError);
+  CHECK_THROWS_WITH_AS(nn::SGD({w, twice}, 0.1), ("SGD" + why).c_str(), ValueError);
+}
+
 TEST_CASE("weight_decay_groups: no decay on biases, gains and the memory gate") {
   Generator gen(0);
   nn::TensorMemoryOptions o;
