@@ -250,6 +250,34 @@ class TestOptim(unittest.TestCase):
         self.assertAlmostEqual(norm, 5.0, places=5)
         self.assertAlmostEqual(float(np.linalg.norm(p.grad.numpy())), 1.0, places=4)
 
+    def test_params_that_are_one_tensor_or_not_tensors(self):
+        # A lone tensor was iterated row by row: clip_grad_norm_(w, 1.0)
+        # returned 0 and clipped nothing, SGD(w) made an optimizer of rows;
+        # other objects gave pybind11's "Unable to cast" RuntimeError.
+        w = tmem.tensor([3.0, 4.0], requires_grad=True)
+        tmem.sum(w * tmem.tensor([3.0, 4.0])).backward()
+        self.assertAlmostEqual(nn.clip_grad_norm_(w, 1.0), 5.0, places=5)
+        self.assertAlmostEqual(float(np.linalg.norm(w.grad.numpy())), 1.0, places=4)
+        opt = optim.SGD([{"params": w}], lr=0.5)
+        self.assertEqual(len(opt.param_groups[0]["params"]), 1)
+        opt.step()
+        np.testing.assert_allclose(w.numpy(), [3.0 - 0.5 * 0.6, 4.0 - 0.5 * 0.8], rtol=1e-5)
+        with self.assertRaisesRegex(TypeError, r"optim.SGD: params should be an iterable of Tensors or dicts, "
+                                               r"but got a Tensor \(pass \[tensor\]\)"):
+            optim.SGD(w, lr=0.1)
+        with self.assertRaisesRegex(TypeError, "optim.AdamW: optimizer can only optimize Tensors, but one of the "
+                                               "params is int"):
+            optim.AdamW([w, 3])
+        with self.assertRaisesRegex(TypeError, "optim.SGD: expected tensors, but one of the params is str"):
+            optim.SGD([{"params": [w, "b"]}], lr=0.1)
+        with self.assertRaisesRegex(TypeError, "optim.SGD: expected a tensor or an iterable of tensors, but got int"):
+            optim.SGD([{"params": 3}], lr=0.1)
+        with self.assertRaisesRegex(TypeError, "clip_grad_norm_: expected tensors, but one of the params is NoneType"):
+            nn.clip_grad_norm_([w, None], 1.0)
+        with self.assertRaisesRegex(TypeError, "weight_decay_groups: expected tensors, but one of the params is "
+                                               "float"):
+            optim.weight_decay_groups([w, 1.5], 0.1)
+
 
 class TestFiles(unittest.TestCase):
     def setUp(self):
