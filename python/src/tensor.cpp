@@ -169,12 +169,17 @@ Tensor from_dlpack(const py::object& obj) {
 // ---- indexing ----
 
 /// t[index] for ints, slices (step >= 1), None and Ellipsis, as views.
-/// Throws TypeError for a bool index.
+/// Throws TypeError for a bool index, IndexError for a second Ellipsis, a
+/// tensor index that is not 0-d (PyTorch's advanced indexing, which tmem
+/// does not have) or an index of another type (a list, a float, a string).
 Tensor get_item(const Tensor& t, const py::object& index) {
   py::tuple items = py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
-  int64_t consumed = 0;
-  for (auto it : items)
-    if (!it.is_none() && !it.is(py::ellipsis())) ++consumed;
+  int64_t consumed = 0, ellipses = 0;
+  for (auto it : items) {
+    if (it.is(py::ellipsis())) ++ellipses;
+    else if (!it.is_none()) ++consumed;
+  }
+  check<IndexError>(ellipses <= 1, "index: an index can only have a single ellipsis ('...'), but got ", ellipses);
   check<IndexError>(consumed <= t.dim(), "index: too many indices (", consumed, ") for a tensor of rank ", t.dim());
   Tensor out = t;
   int64_t dim = 0;
@@ -195,9 +200,20 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       if (PyBool_Check(it.ptr()) || py::isinstance(it, py::module_::import("numpy").attr("bool_")))
         throw py::type_error("index: bool indices are not supported, but got " + py::repr(it).cast<std::string>() +
                              "; use an int, a slice, None or ...");
-      int64_t i = it.cast<int64_t>();
+      if (py::isinstance<Tensor>(it)) {
+        const Tensor& ti = it.cast<const Tensor&>();
+        check<IndexError>(ti.dim() == 0, "index: tensor indices (advanced indexing) are not supported, but got ",
+                          "a tensor of shape ", shape_str(ti.shape()), "; use index_select, or a 0-d tensor as an int");
+      }
+      check<IndexError>(PyIndex_Check(it.ptr()),
+                        "index: only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got ",
+                        py::str(py::type::of(it).attr("__name__")).cast<std::string>(), ")");
+      // Clamped to the Py_ssize_t range on overflow; the check below reports the value as given.
+      int64_t i = PyNumber_AsSsize_t(it.ptr(), nullptr);
+      if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
       const int64_t n = out.size(dim);
-      check<IndexError>(i >= -n && i < n, "index: ", i, " is out of range for dim ", dim, " of size ", n);
+      check<IndexError>(i >= -n && i < n, "index: ", py::repr(it).cast<std::string>(), " is out of range for dim ",
+                        dim, " of size ", n);
       if (i < 0) i += n;
       out = squeeze(slice(out, dim, i, i + 1), dim);
     }

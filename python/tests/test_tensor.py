@@ -266,6 +266,27 @@ class TestOperatorsAndIndexing(unittest.TestCase):
             self.ta[False] = 1.0
         np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
 
+    def test_unsupported_indices_are_refused(self):
+        # x[..., ...] and x[tmem.tensor([1])] (PyTorch: an error, and a [1, 4]
+        # gather) quietly gave x and x[1]; lists, floats and 2**63 gave
+        # pybind11's bare "Unable to cast" RuntimeError.
+        cases = [((Ellipsis, Ellipsis), r"index: an index can only have a single ellipsis \('...'\), but got 2"),
+                 (tmem.tensor([1]), r"index: tensor indices \(advanced indexing\) are not supported, but got a "
+                                    r"tensor of shape \[1\]; use index_select"),
+                 ([0, 2], r"index: only integers, slices \(`:`\), ellipsis \(`...`\) and None are valid "
+                          r"indices \(got list\)"),
+                 ((0, 1.5), r"valid indices \(got float\)"),
+                 ("a", r"valid indices \(got str\)"),
+                 (2**63, r"index: 9223372036854775808 is out of range for dim 0 of size 3")]
+        for index, message in cases:
+            with self.subTest(index=index):
+                with self.assertRaisesRegex(IndexError, message):
+                    self.ta[index]
+        with self.assertRaisesRegex(IndexError, "single ellipsis"):
+            self.ta[..., ...] = 1.0
+        self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
+        self.assertEqual(self.ta[np.int64(-1), 0].item(), self.a[-1, 0])
+
     def test_python_scalar_conversions(self):
         # float() and int() once parsed the raw bytes of the buffer: int(...) of the
         # int64 whose bytes spell "12345678" gave 12345678.
