@@ -38,8 +38,9 @@ py::object tensor_or_none(const Tensor& t);
 Tensor from_numpy(const py::array& array);
 
 /// A Python object (dict, list, number, string) as JSON, through Python's
-/// json module.
-nlohmann::json json_of(py::handle obj);
+/// json module. Throws ValueError naming `who` for a NaN or infinite float
+/// (JSON has none: nlohmann would fail to parse Python's NaN token).
+nlohmann::json json_of(py::handle obj, const std::string& who);
 /// JSON as the Python object json.loads gives.
 py::object py_of(const nlohmann::json& j);
 

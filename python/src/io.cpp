@@ -9,9 +9,10 @@ namespace tmem::py_bind {
 
 namespace {
 
-std::vector<nlohmann::json> steps_from_py(const py::iterable& steps) {
+/// Dump steps given from Python, as JSON; `who` names the caller in errors.
+std::vector<nlohmann::json> steps_from_py(const py::iterable& steps, const std::string& who) {
   std::vector<nlohmann::json> out;
-  for (auto s : steps) out.push_back(json_of(s));
+  for (auto s : steps) out.push_back(json_of(s, who + ": step object " + std::to_string(out.size())));
   return out;
 }
 
@@ -52,7 +53,7 @@ void bind_io(py::module_& m) {
       .def("write_step", [](GradDumpWriter& w, int64_t step, double loss, const py::object& tensors, bool values,
                             const py::object& extra) {
              const auto named = named_tensors(tensors);
-             const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra);
+             const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra, "GradDumpWriter.write_step: extra");
              py::gil_scoped_release release;
              w.write_step(step, loss, named, values, x);
            }, py::arg("step"), py::arg("loss"), py::arg("tensors"), py::arg("values") = false,
@@ -76,7 +77,7 @@ void bind_io(py::module_& m) {
       .def_readonly("inf", &GradSeries::inf)
       .def_readonly("vanishing", &GradSeries::vanishing);
   m.def("summarize_grad_dump", [](const py::iterable& steps, double vanish_threshold) {
-          return summarize_grad_dump(steps_from_py(steps), vanish_threshold);
+          return summarize_grad_dump(steps_from_py(steps, "summarize_grad_dump"), vanish_threshold);
         }, py::arg("steps"), py::arg("vanish_threshold") = 1e-10,
         "Per-tensor norm series of the steps of read_grad_dump.");
   py::class_<DumpDifference>(m, "DumpDifference", "One difference between two dumps.")
@@ -87,7 +88,7 @@ void bind_io(py::module_& m) {
       .def_readonly("b", &DumpDifference::b)
       .def_readonly("rel", &DumpDifference::rel);
   m.def("diff_grad_dumps", [](const py::iterable& a, const py::iterable& b, size_t top) {
-          return diff_grad_dumps(steps_from_py(a), steps_from_py(b), top);
+          return diff_grad_dumps(steps_from_py(a, "diff_grad_dumps"), steps_from_py(b, "diff_grad_dumps"), top);
         }, py::arg("a"), py::arg("b"), py::arg("top") = 10,
         "The top largest relative differences between two dumps' steps.");
 }

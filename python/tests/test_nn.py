@@ -319,6 +319,20 @@ class TestFiles(unittest.TestCase):
         self.assertTrue(all(d.rel == 0 for d in diffs))
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
 
+    def test_non_finite_floats_in_json_arguments(self):
+        # A NaN in extra (or in steps built in Python) reached nlohmann as
+        # Python's NaN token: a bare RuntimeError "parse error ... last read".
+        w = tmem.GradDumpWriter(os.path.join(self.dir.name, "g.jsonl"))
+        message = r'JSON has no NaN or infinities \(write them as the strings "NaN", "Infinity", "-Infinity"\)'
+        with self.assertRaisesRegex(tmem.ValueError, r"GradDumpWriter.write_step: extra: " + message +
+                                    r", but got \['gap'\]\[1\] = nan"):
+            w.write_step(1, 0.5, {"w": tmem.ones(2)}, extra={"lr": 0.1, "gap": [1.0, float("nan")]})
+        steps = [{"step": 1, "loss": 0.5, "tensors": [tmem.tensor_summary("w", tmem.ones(2))]}]
+        steps[0]["tensors"][0]["norm"] = float("inf")
+        with self.assertRaisesRegex(tmem.ValueError, r"summarize_grad_dump: step object 0: " + message +
+                                    r", but got \['tensors'\]\[0\]\['norm'\] = inf"):
+            tmem.summarize_grad_dump(steps)
+
 
 if __name__ == "__main__":
     unittest.main()
