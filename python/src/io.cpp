@@ -16,14 +16,24 @@ std::vector<nlohmann::json> steps_from_py(const py::iterable& steps, const std::
   return out;
 }
 
-/// (name, tensor) pairs from a dict or an iterable of pairs.
-std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tensors) {
-  if (py::isinstance<py::dict>(tensors)) {
-    std::vector<std::pair<std::string, Tensor>> out;
-    for (auto [k, v] : tensors.cast<py::dict>()) out.emplace_back(k.cast<std::string>(), v.cast<Tensor>());
-    return out;
+/// (name, tensor) pairs from a dict or an iterable of pairs; None (the grad
+/// of a parameter that got none) is an undefined tensor, which write_step
+/// names in "no_grad". Throws TypeError naming `who` for anything else.
+std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tensors, const std::string& who) {
+  const py::object pairs = py::isinstance<py::dict>(tensors) ? tensors.attr("items")() : tensors;
+  if (!py::isinstance<py::iterable>(pairs))
+    throw py::type_error(who + ": expected a dict or (name, tensor) pairs, but got " +
+                         py::str(py::type::of(tensors).attr("__name__")).cast<std::string>());
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto item : pairs) {
+    const bool pair = py::isinstance<py::sequence>(item) && py::len(item) == 2 &&
+                      py::isinstance<py::str>(item[py::int_(0)]);
+    const py::object t = pair ? item[py::int_(1)] : py::object(py::none());
+    if (!pair || (!t.is_none() && !py::isinstance<Tensor>(t)))
+      throw py::type_error(who + ": expected (name, tensor or None) pairs, but got " + py::repr(item).cast<std::string>());
+    out.emplace_back(item[py::int_(0)].cast<std::string>(), optional_tensor(t));
   }
-  return tensors.cast<std::vector<std::pair<std::string, Tensor>>>();
+  return out;
 }
 
 }  // namespace
@@ -52,7 +62,7 @@ void bind_io(py::module_& m) {
            "steps before first_step.")
       .def("write_step", [](GradDumpWriter& w, int64_t step, double loss, const py::object& tensors, bool values,
                             const py::object& extra) {
-             const auto named = named_tensors(tensors);
+             const auto named = named_tensors(tensors, "GradDumpWriter.write_step");
              const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra, "GradDumpWriter.write_step: extra");
              py::gil_scoped_release release;
              w.write_step(step, loss, named, values, x);

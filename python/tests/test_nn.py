@@ -319,6 +319,24 @@ class TestFiles(unittest.TestCase):
         self.assertTrue(all(d.rel == 0 for d in diffs))
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
 
+    def test_grad_dump_of_a_parameter_without_grad(self):
+        # {name: p.grad} with a None grad was pybind11's "incompatible
+        # function arguments"; the C++ writer names such tensors in no_grad.
+        path = os.path.join(self.dir.name, "g.jsonl")
+        w = tmem.GradDumpWriter(path)
+        w.write_step(1, 0.5, {"a": tmem.ones(2), "b": None})
+        w.write_step(2, 0.5, [("b", None)])
+        steps = tmem.read_grad_dump(path)
+        self.assertEqual([t["name"] for t in steps[0]["tensors"]], ["a"])
+        self.assertEqual(steps[0]["no_grad"], ["b"])
+        self.assertEqual(steps[1]["no_grad"], ["b"])
+        with self.assertRaisesRegex(TypeError, r"GradDumpWriter.write_step: expected \(name, tensor or None\) "
+                                               r"pairs, but got \('a', 3\)"):
+            w.write_step(3, 0.5, {"a": 3})
+        with self.assertRaisesRegex(TypeError, "GradDumpWriter.write_step: expected a dict or \\(name, tensor\\) "
+                                               "pairs, but got int"):
+            w.write_step(3, 0.5, 7)
+
     def test_non_finite_floats_in_json_arguments(self):
         # A NaN in extra (or in steps built in Python) reached nlohmann as
         # Python's NaN token: a bare RuntimeError "parse error ... last read".
