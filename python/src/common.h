@@ -26,8 +26,10 @@ Device device_from_py(py::handle obj);
 /// A shape from the positional arguments of a factory: zeros(2, 3),
 /// zeros((2, 3)) or zeros([2, 3]).
 Shape shape_from_args(const py::args& args);
-/// An optional tensor argument: None gives an undefined Tensor.
-Tensor optional_tensor(const py::object& obj);
+/// An optional tensor argument: None gives an undefined Tensor. Throws
+/// TypeError "<who> to be a tensor or None, but got <type>" for any other
+/// object; `who` reads "<op>: expected <argument>".
+Tensor optional_tensor(const py::object& obj, const std::string& who);
 /// An undefined tensor as None, any other as the Python Tensor.
 py::object tensor_or_none(const Tensor& t);
 /// A tensor from a NumPy array, sharing its memory when the array is a

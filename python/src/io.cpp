@@ -31,7 +31,7 @@ std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tens
     const py::object t = pair ? item[py::int_(1)] : py::object(py::none());
     if (!pair || (!t.is_none() && !py::isinstance<Tensor>(t)))
       throw py::type_error(who + ": expected (name, tensor or None) pairs, but got " + py::repr(item).cast<std::string>());
-    out.emplace_back(item[py::int_(0)].cast<std::string>(), optional_tensor(t));
+    out.emplace_back(item[py::int_(0)].cast<std::string>(), optional_tensor(t, who + ": expected a gradient"));
   }
   return out;
 }

@@ -105,7 +105,13 @@ Shape shape_from_args(const py::args& args) {
   return args.cast<Shape>();
 }
 
-Tensor optional_tensor(const py::object& obj) { return obj.is_none() ? Tensor() : obj.cast<Tensor>(); }
+Tensor optional_tensor(const py::object& obj, const std::string& who) {
+  if (obj.is_none()) return Tensor();
+  if (!py::isinstance<Tensor>(obj))
+    throw py::type_error(who + " to be a tensor or None, but got " +
+                         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  return obj.cast<Tensor>();
+}
 
 py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 

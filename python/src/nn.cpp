@@ -201,7 +201,9 @@ void bind_nn(py::module_& m) {
            py::arg("generator") = nullptr, py::keep_alive<1, 8>())
       .def("forward", [](const nn::MultiheadAttention& mha, const Tensor& x, bool causal, const py::object& kpm,
                          const py::object& context, const py::object& attn_mask) {
-             const Tensor k = optional_tensor(kpm), c = optional_tensor(context), am = optional_tensor(attn_mask);
+             const Tensor k = optional_tensor(kpm, "MultiheadAttention: expected key_padding_mask"),
+                          c = optional_tensor(context, "MultiheadAttention: expected context"),
+                          am = optional_tensor(attn_mask, "MultiheadAttention: expected attn_mask");
              py::gil_scoped_release release;
              return mha.forward(x, causal, k, c, am);
            }, py::arg("x"), py::arg("causal") = true, py::arg("key_padding_mask") = py::none(),

@@ -273,11 +273,15 @@ void check_one_element(const Tensor& t, const char* op) {
                     shape_str(t.shape()));
 }
 
-/// A tensor argument of a binary operator: a Tensor, or a Python number
-/// made into a 0-d tensor of t's dtype and device.
-Tensor operand(const Tensor& t, const py::object& other) {
-  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
-  return full({}, other.cast<double>(), t.dtype(), t.device());
+/// t <op> other for a Python operator: other a Tensor, or a Python number
+/// made into a 0-d tensor of t's dtype and device. NotImplemented for any
+/// other object, so Python raises its TypeError ("unsupported operand
+/// type(s)") as for torch.Tensor.
+py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&)) {
+  if (py::isinstance<Tensor>(other)) return py::cast(f(t, other.cast<Tensor>()));
+  py::detail::make_caster<double> number;
+  if (!number.load(other, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(f(t, full({}, py::detail::cast_op<double>(number), t.dtype(), t.device())));
 }
 
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
@@ -409,7 +413,7 @@ void bind_tensor(py::module_& m) {
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
       .def("detach", &Tensor::detach, "The same data without autograd history.")
       .def("backward", [](const Tensor& t, const py::object& gradient, bool retain_graph) {
-             const Tensor g = optional_tensor(gradient);
+             const Tensor g = optional_tensor(gradient, "backward: expected gradient");
              py::gil_scoped_release release;
              t.backward(g, retain_graph);
            }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
@@ -471,17 +475,19 @@ void bind_tensor(py::module_& m) {
              return s.str();
            }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.")
       // Python operators; numbers on either side.
-      .def("__add__", [](const Tensor& a, const py::object& b) { return add(a, operand(a, b)); }, py::is_operator())
+      .def("__add__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add); }, py::is_operator())
       .def("__radd__", [](const Tensor& a, double b) { return add(a, b); }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, const py::object& b) { return sub(a, operand(a, b)); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub); }, py::is_operator())
       .def("__rsub__", [](const Tensor& a, double b) { return add(neg(a), b); }, py::is_operator())
-      .def("__mul__", [](const Tensor& a, const py::object& b) { return mul(a, operand(a, b)); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul); }, py::is_operator())
       .def("__rmul__", [](const Tensor& a, double b) { return mul(a, b); }, py::is_operator())
-      .def("__truediv__", [](const Tensor& a, const py::object& b) { return div(a, operand(a, b)); }, py::is_operator())
+      .def("__truediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div); }, py::is_operator())
       .def("__rtruediv__", [](const Tensor& a, double b) { return mul(reciprocal(a), b); }, py::is_operator())
-      .def("__pow__", [](const Tensor& a, const py::object& b) -> Tensor {
-             if (py::isinstance<Tensor>(b)) return pow(a, b.cast<Tensor>());
-             return pow(a, b.cast<double>());
+      .def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
+             if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
+             py::detail::make_caster<double> number;
+             if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             return py::cast(pow(a, py::detail::cast_op<double>(number)));
            }, py::is_operator())
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator(),
            py::call_guard<py::gil_scoped_release>())
