@@ -45,6 +45,7 @@ MultiheadAttention::MultiheadAttention(int64_t dim_, int64_t heads_, double drop
   check<ValueError>(o.window >= 0 && o.rel_distances >= 0,
                     "MultiheadAttention: expected window >= 0 and rel_distances >= 0, but got window ",
                     o.window, " rel_distances ", o.rel_distances);
+  check<ValueError>(dropout >= 0 && dropout <= 1, "MultiheadAttention: expected dropout in [0, 1], but got ", dropout);
   check<ValueError>(!o.linear || (o.window == 0 && o.rel_distances == 0),
                     "MultiheadAttention: linear attention takes no window or relative positions, but got window ",
                     o.window, " rel_distances ", o.rel_distances);

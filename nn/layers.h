@@ -63,8 +63,8 @@ struct AttentionOptions {
 /// Multi-head self-attention (Vaswani et al. 2017): one Linear(C, 3C) for
 /// q, k, v, heads of width C / heads, scaled dot-product attention (or the
 /// kinds of AttentionOptions), and an output Linear(C, C). Throws ValueError
-/// when C % heads != 0, for a negative window or rel_distances, and for
-/// linear together with a window or rel_distances.
+/// when C % heads != 0, for a negative window or rel_distances, dropout
+/// outside [0, 1], and for linear together with a window or rel_distances.
 class MultiheadAttention : public Module {
  public:
   MultiheadAttention(int64_t dim, int64_t heads, double dropout = 0.0,

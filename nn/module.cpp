@@ -36,20 +36,31 @@ std::map<std::string, Tensor> Module::state_dict() const {
 
 void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::map<std::string, Tensor> own = state_dict();
+  // Every fault is listed (as PyTorch does) before anything is copied, so a
+  // state that does not fit leaves the module as it was.
+  std::string missing, unexpected, shapes;
+  auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
   if (strict)
-    for (const auto& [n, t] : state)
-      check<ValueError>(own.count(n) > 0, "load_state_dict: unexpected key \"", n, "\"");
-  NoGradGuard no_grad;
-  for (auto& [n, t] : own) {
+    for (const auto& kv : state)
+      if (own.count(kv.first) == 0) add(unexpected, "\"" + printable(kv.first) + "\"");
+  for (const auto& [n, t] : own) {
     auto it = state.find(n);
     if (it == state.end()) {
-      check<ValueError>(!strict, "load_state_dict: missing key \"", n, "\"");
-      continue;
+      if (strict) add(missing, "\"" + n + "\"");
+    } else if (it->second.shape() != t.shape()) {
+      add(shapes, "\"" + n + "\" expected shape " + shape_str(t.shape()) + ", but got " +
+                      shape_str(it->second.shape()));
     }
-    check<ShapeError>(it->second.shape() == t.shape(), "load_state_dict: \"", n, "\" expected shape ",
-                      shape_str(t.shape()), ", but got ", shape_str(it->second.shape()));
-    copy_data(t, it->second);
   }
+  std::string faults;
+  if (!missing.empty()) faults += " missing key(s) " + missing + ".";
+  if (!unexpected.empty()) faults += " unexpected key(s) " + unexpected + ".";
+  if (!shapes.empty()) faults += " size mismatch for " + shapes + ".";
+  if (!missing.empty() || !unexpected.empty()) throw ValueError("load_state_dict:" + faults);
+  if (!shapes.empty()) throw ShapeError("load_state_dict:" + faults);
+  NoGradGuard no_grad;
+  for (auto& [n, t] : own)
+    if (auto it = state.find(n); it != state.end()) copy_data(t, it->second);
 }
 
 void Module::train(bool on) {

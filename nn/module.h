@@ -25,8 +25,9 @@ class Module {
   /// Parameters and buffers by dotted name (PyTorch state_dict).
   std::map<std::string, Tensor> state_dict() const;
   /// Copies values into this module's parameters and buffers. strict: every
-  /// key must match both ways. Throws ValueError naming a missing or unexpected
-  /// key, ShapeError naming the key and both shapes.
+  /// key must match both ways. Throws, having copied nothing, ValueError
+  /// listing every missing and unexpected key (and any shape mismatch), or
+  /// ShapeError listing every key whose shape differs, with both shapes.
   void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   /// Training mode (dropout active) for this module and all children.
   void train(bool on = true);

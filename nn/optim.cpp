@@ -21,6 +21,9 @@ void check_param(const Tensor& p, const char* op) {
                     ": parameters must be floating, got ", dtype_name(p.dtype()));
   check<ValueError>(p.is_contiguous(), op, ": parameters must be contiguous, got strides ",
                     shape_str(p.strides()));
+  // An op's output keeps no gradient, so the optimizer would never move it.
+  check<ValueError>(p.is_leaf(), op, ": can't optimize a non-leaf Tensor (a parameter of shape ",
+                    shape_str(p.shape()), " is the output of an op; pass the leaf it was computed from)");
 }
 
 // Whether a device's kernel table holds the optimizer kernels.

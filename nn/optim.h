@@ -41,7 +41,7 @@ std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay
 /// SGD with momentum (PyTorch): b = momentum * b + g (b = g on the first
 /// step); p -= lr * b. weight_decay adds wd * p to g first. lr and
 /// weight_decay are per group. Throws ValueError for a negative lr, momentum
-/// or weight_decay, or a parameter given twice.
+/// or weight_decay, or a parameter given twice or not a leaf.
 class SGD {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
@@ -68,7 +68,7 @@ class SGD {
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
 /// after the square root). lr and weight_decay are per group. Throws
 /// ValueError for lr < 0, betas outside [0,1), eps < 0, weight_decay < 0, or a
-/// parameter given twice.
+/// parameter given twice or not a leaf.
 class AdamW {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,

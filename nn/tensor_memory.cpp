@@ -13,6 +13,8 @@ namespace tmem::nn {
 
 ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen, double forget_bias)
     : in_channels(cx), channels(c) {
+  check<ValueError>(cx > 0 && c > 0, "ConvLSTM3D: expected positive in_channels and channels, but got in_channels ",
+                    cx, " channels ", c);
   check<ValueError>(std::isfinite(static_cast<float>(forget_bias)),
                     "ConvLSTM3D: expected a forget_bias finite in float32, but got ", forget_bias);
   const int64_t cz = cx + c;
@@ -48,6 +50,9 @@ TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator
                     "TensorMemory: expected positive channels, grid and chunk, but got C ", o.channels,
                     " grid ", o.D, "x", o.H, "x", o.W, " chunk ", o.chunk);
   check<ValueError>(o.sigma_scale > 0, "TensorMemory: expected sigma_scale > 0, but got ", o.sigma_scale);
+  check<ValueError>(o.dropout >= 0 && o.dropout <= 1, "TensorMemory: expected dropout in [0, 1], but got ", o.dropout);
+  check<ValueError>(std::isfinite(static_cast<float>(o.gamma_init)),
+                    "TensorMemory: expected a gamma_init finite in float32, but got ", o.gamma_init);
   write_proj = register_module("write_proj", std::make_shared<Linear>(o.chunk * dim, dim, true, gen));
   coord = register_module("coord", std::make_shared<Linear>(dim, 3, true, gen));
   if (!o.shared_coords) coord_write = register_module("coord_write", std::make_shared<Linear>(dim, 3, true, gen));
@@ -101,6 +106,8 @@ TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState&
                     "TensorMemory: expected state h, c ", shape_str(state_shape), ", but got h ",
                     shape_str(state_in.h.shape()), " c ", shape_str(state_in.c.shape()));
   const int64_t nc = (N + K - 1) / K;
+  // No token: no chunk to read or write, and the state stays as it was.
+  if (nc == 0) return {zeros({B, 0, dim}, x.dtype(), x.device()), state_in};
   Tensor xp = nc * K == N ? x : pad(x, {0, 0, 0, nc * K - N});
   Tensor chunks = reshape(xp, {B, nc, K, dim});
   Tensor r = squeeze(slice(chunks, 2, 0, 1), 2);                      // [B, nc, C]

@@ -20,8 +20,8 @@ namespace tmem::nn {
 /// biases at 0 as constants (not parameters): a pointwise-only update.
 /// forget_bias starts the forget gate's C pointwise biases (rows C..2C of
 /// pb, gate order i, f, o, g) at that value instead of 0, as LSTM recipes do
-/// (Gers et al. 2000; Jozefowicz et al. 2015 use 1); throws ValueError when
-/// it is not finite as a float32.
+/// (Gers et al. 2000; Jozefowicz et al. 2015 use 1). Throws ValueError when
+/// it is not finite as a float32 or a channel count is not positive.
 class ConvLSTM3D : public Module {
  public:
   ConvLSTM3D(int64_t in_channels, int64_t channels, bool factorized = true,
@@ -60,8 +60,11 @@ struct TensorMemoryOptions {
 ///          in the cell nearest mu(w_k) only)
 ///   update: (h_k, c_k) = ConvLSTM3D(v_k, (h_{k-1}, c_{k-1}))
 /// Read happens before write, so out_k depends only on chunks before k: the
-/// layer is causal. The last chunk is right-padded with zeros.
-/// Throws ShapeError for x not [B, N, C] or a state of the wrong shape.
+/// layer is causal. The last chunk is right-padded with zeros; N = 0 gives
+/// out [B, 0, C] and the state unchanged. The constructor throws ValueError
+/// for a size that is not positive, sigma_scale <= 0, dropout outside [0, 1]
+/// or a gamma_init not finite in float32; forward throws ShapeError for x not
+/// [B, N, C] or a state of the wrong shape.
 class TensorMemory;
 
 /// What forward returns: the gated read out [B, N, C] for the residual

@@ -64,6 +64,29 @@ TEST_CASE("Module: dotted parameter names, state_dict round trip, strict key che
   auto wrong = m.state_dict();
   wrong["fc1.bias"] = zeros({3});
   CHECK_THROWS_WITH_AS(other.load_state_dict(wrong), doctest::Contains("fc1.bias"), ShapeError);
+}
+
+TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a state that does not fit") {
+  // It once stopped at the first fault, having copied the keys before it.
+  TwoLayer m, other;
+  const std::vector<double> before = other.fc1->weight.to_vector();
+  auto state = m.state_dict();
+  state["fc2.weight"] = zeros({3, 8});
+  state["fc1.bias"] = zeros({3});
+  CHECK_THROWS_WITH_AS(other.load_state_dict(state),
+                       "load_state_dict: size mismatch for \"fc1.bias\" expected shape [8], but got [3], "
+                       "\"fc2.weight\" expected shape [2,8], but got [3,8].", ShapeError);
+  CHECK(other.fc1->weight.to_vector() == before);
+  state = m.state_dict();
+  state.erase("fc1.bias");
+  state.erase("fc2.weight");
+  state["fc3.weight"] = zeros({1});
+  CHECK_THROWS_WITH_AS(other.load_state_dict(state),
+                       "load_state_dict: missing key(s) \"fc1.bias\", \"fc2.weight\". unexpected key(s) \"fc3.weight\".",
+                       ValueError);
+  CHECK(other.fc1->weight.to_vector() == before);
+  other.load_state_dict(state, false);
+  CHECK(other.fc1->weight.to_vector() == m.fc1->weight.to_vector());
   m.eval();
   CHECK(!m.fc1->is_training());
 }

@@ -167,6 +167,15 @@ TEST_CASE("AdamW and SGD parameter groups match torch.optim's param_groups") {
   CHECK_THROWS_AS(nn::SGD({{{a}, -1.0, std::nullopt}}, 0.1), ValueError);
 }
 
+TEST_CASE("AdamW and SGD refuse a non-leaf tensor, which they would never update") {
+  Tensor w = ones({2, 3}).requires_grad_();
+  Tensor twice = mul(w, full({}, 2.0));
+  const std::string why = ": can't optimize a non-leaf Tensor (a parameter of shape [2,3] is the output of an op; "
+                          "pass the leaf it was computed from)";
+  CHECK_THROWS_WITH_AS(nn::AdamW({twice}), ("AdamW" + why).c_str(), ValueError);
+  CHECK_THROWS_WITH_AS(nn::SGD({w, twice}, 0.1), ("SGD" + why).c_str(), ValueError);
+}
+
 TEST_CASE("weight_decay_groups: no decay on biases, gains and the memory gate") {
   Generator gen(0);
   nn::TensorMemoryOptions o;
@@ -359,4 +368,36 @@ TEST_CASE("ConvLSTM3D forget_bias starts the forget gate's biases there, and the
   o.forget_bias = -1.5;
   nn::TensorMemory mem(8, o);
   CHECK(mem.cell->w.pb.to_vector()[static_cast<size_t>(o.channels)] == -1.5);
+}
+
+TEST_CASE("TensorMemory, ConvLSTM3D and MultiheadAttention check their options when built") {
+  // Negative channels, a NaN gate or dropout 2 were taken, failing at the
+  // first forward with another op's message (or giving NaN outputs).
+  CHECK_THROWS_WITH_AS(nn::ConvLSTM3D(-1, 4), "ConvLSTM3D: expected positive in_channels and channels, but got "
+                                              "in_channels -1 channels 4", ValueError);
+  CHECK_THROWS_WITH_AS(nn::ConvLSTM3D(4, 0), "ConvLSTM3D: expected positive in_channels and channels, but got "
+                                             "in_channels 4 channels 0", ValueError);
+  nn::TensorMemoryOptions o;
+  o.dropout = 2;
+  CHECK_THROWS_WITH_AS(nn::TensorMemory(8, o), "TensorMemory: expected dropout in [0, 1], but got 2", ValueError);
+  o.dropout = 0;
+  o.gamma_init = std::nan("");
+  CHECK_THROWS_WITH_AS(nn::TensorMemory(8, o), "TensorMemory: expected a gamma_init finite in float32, but got nan",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::MultiheadAttention(8, 2, -0.5), "MultiheadAttention: expected dropout in [0, 1], but got -0.5",
+                       ValueError);
+}
+
+TEST_CASE("TensorMemory: no tokens give an empty output and leave the state as it was") {
+  // N = 0 once failed inside stack ("expected a non-empty list of tensors").
+  nn::TensorMemoryOptions o;
+  o.channels = 2;
+  o.D = o.H = o.W = 3;
+  o.chunk = 2;
+  nn::TensorMemory mem(8, o);
+  const ConvLSTM3DState s0 = {ones({2, 2, 3, 3, 3}), full({2, 2, 3, 3, 3}, 2.0)};
+  const nn::TensorMemoryOutput r = mem.forward(zeros({2, 0, 8}), s0);
+  CHECK(r.out.shape() == Shape{2, 0, 8});
+  CHECK(r.state.h.to_vector() == s0.h.to_vector());
+  CHECK(r.state.c.to_vector() == s0.c.to_vector());
 }

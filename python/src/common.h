@@ -26,8 +26,10 @@ Device device_from_py(py::handle obj);
 /// A shape from the positional arguments of a factory: zeros(2, 3),
 /// zeros((2, 3)) or zeros([2, 3]).
 Shape shape_from_args(const py::args& args);
-/// An optional tensor argument: None gives an undefined Tensor.
-Tensor optional_tensor(const py::object& obj);
+/// An optional tensor argument: None gives an undefined Tensor. Throws
+/// TypeError "<who> to be a tensor or None, but got <type>" for any other
+/// object; `who` reads "<op>: expected <argument>".
+Tensor optional_tensor(const py::object& obj, const std::string& who);
 /// An undefined tensor as None, any other as the Python Tensor.
 py::object tensor_or_none(const Tensor& t);
 /// A tensor from a NumPy array, sharing its memory when the array is a
@@ -38,8 +40,9 @@ py::object tensor_or_none(const Tensor& t);
 Tensor from_numpy(const py::array& array);
 
 /// A Python object (dict, list, number, string) as JSON, through Python's
-/// json module.
-nlohmann::json json_of(py::handle obj);
+/// json module. Throws ValueError naming `who` for a NaN or infinite float
+/// (JSON has none: nlohmann would fail to parse Python's NaN token).
+nlohmann::json json_of(py::handle obj, const std::string& who);
 /// JSON as the Python object json.loads gives.
 py::object py_of(const nlohmann::json& j);
 

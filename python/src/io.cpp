@@ -9,20 +9,31 @@ namespace tmem::py_bind {
 
 namespace {
 
-std::vector<nlohmann::json> steps_from_py(const py::iterable& steps) {
+/// Dump steps given from Python, as JSON; `who` names the caller in errors.
+std::vector<nlohmann::json> steps_from_py(const py::iterable& steps, const std::string& who) {
   std::vector<nlohmann::json> out;
-  for (auto s : steps) out.push_back(json_of(s));
+  for (auto s : steps) out.push_back(json_of(s, who + ": step object " + std::to_string(out.size())));
   return out;
 }
 
-/// (name, tensor) pairs from a dict or an iterable of pairs.
-std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tensors) {
-  if (py::isinstance<py::dict>(tensors)) {
-    std::vector<std::pair<std::string, Tensor>> out;
-    for (auto [k, v] : tensors.cast<py::dict>()) out.emplace_back(k.cast<std::string>(), v.cast<Tensor>());
-    return out;
+/// (name, tensor) pairs from a dict or an iterable of pairs; None (the grad
+/// of a parameter that got none) is an undefined tensor, which write_step
+/// names in "no_grad". Throws TypeError naming `who` for anything else.
+std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tensors, const std::string& who) {
+  const py::object pairs = py::isinstance<py::dict>(tensors) ? tensors.attr("items")() : tensors;
+  if (!py::isinstance<py::iterable>(pairs))
+    throw py::type_error(who + ": expected a dict or (name, tensor) pairs, but got " +
+                         py::str(py::type::of(tensors).attr("__name__")).cast<std::string>());
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto item : pairs) {
+    const bool pair = py::isinstance<py::sequence>(item) && py::len(item) == 2 &&
+                      py::isinstance<py::str>(item[py::int_(0)]);
+    const py::object t = pair ? item[py::int_(1)] : py::object(py::none());
+    if (!pair || (!t.is_none() && !py::isinstance<Tensor>(t)))
+      throw py::type_error(who + ": expected (name, tensor or None) pairs, but got " + py::repr(item).cast<std::string>());
+    out.emplace_back(item[py::int_(0)].cast<std::string>(), optional_tensor(t, who + ": expected a gradient"));
   }
-  return tensors.cast<std::vector<std::pair<std::string, Tensor>>>();
+  return out;
 }
 
 }  // namespace
@@ -51,8 +62,8 @@ void bind_io(py::module_& m) {
            "steps before first_step.")
       .def("write_step", [](GradDumpWriter& w, int64_t step, double loss, const py::object& tensors, bool values,
                             const py::object& extra) {
-             const auto named = named_tensors(tensors);
-             const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra);
+             const auto named = named_tensors(tensors, "GradDumpWriter.write_step");
+             const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra, "GradDumpWriter.write_step: extra");
              py::gil_scoped_release release;
              w.write_step(step, loss, named, values, x);
            }, py::arg("step"), py::arg("loss"), py::arg("tensors"), py::arg("values") = false,
@@ -76,7 +87,7 @@ void bind_io(py::module_& m) {
       .def_readonly("inf", &GradSeries::inf)
       .def_readonly("vanishing", &GradSeries::vanishing);
   m.def("summarize_grad_dump", [](const py::iterable& steps, double vanish_threshold) {
-          return summarize_grad_dump(steps_from_py(steps), vanish_threshold);
+          return summarize_grad_dump(steps_from_py(steps, "summarize_grad_dump"), vanish_threshold);
         }, py::arg("steps"), py::arg("vanish_threshold") = 1e-10,
         "Per-tensor norm series of the steps of read_grad_dump.");
   py::class_<DumpDifference>(m, "DumpDifference", "One difference between two dumps.")
@@ -87,7 +98,7 @@ void bind_io(py::module_& m) {
       .def_readonly("b", &DumpDifference::b)
       .def_readonly("rel", &DumpDifference::rel);
   m.def("diff_grad_dumps", [](const py::iterable& a, const py::iterable& b, size_t top) {
-          return diff_grad_dumps(steps_from_py(a), steps_from_py(b), top);
+          return diff_grad_dumps(steps_from_py(a, "diff_grad_dumps"), steps_from_py(b, "diff_grad_dumps"), top);
         }, py::arg("a"), py::arg("b"), py::arg("top") = 10,
         "The top largest relative differences between two dumps' steps.");
 }

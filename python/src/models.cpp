@@ -185,7 +185,7 @@ void bind_models(py::module_& m) {
       "(results.json, --config): task, W, noise, steps, batch, seed, lr, method, dim, chunk, ...")
       .def(py::init([](const py::dict& keys) {
              TrainConfig c;
-             apply_config_json(c, json_of(keys));
+             apply_config_json(c, json_of(keys, "TrainConfig"));
              resolve_task_defaults(c);
              return c;
            }), py::arg("keys") = py::dict(),

@@ -1,5 +1,6 @@
 // The extension module tmem._tmem: tmem's exceptions as Python exceptions,
 // dtypes, the conversions of common.h, and the parts bound in the other files.
+#include <cmath>
 #include <string>
 
 #include "common.h"
@@ -104,11 +105,45 @@ Shape shape_from_args(const py::args& args) {
   return args.cast<Shape>();
 }
 
-Tensor optional_tensor(const py::object& obj) { return obj.is_none() ? Tensor() : obj.cast<Tensor>(); }
+Tensor optional_tensor(const py::object& obj, const std::string& who) {
+  if (obj.is_none()) return Tensor();
+  if (!py::isinstance<Tensor>(obj))
+    throw py::type_error(who + " to be a tensor or None, but got " +
+                         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  return obj.cast<Tensor>();
+}
 
 py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
-nlohmann::json json_of(py::handle obj) {
+namespace {
+
+// Where the first NaN or infinite float of obj (through dicts, lists and
+// tuples) sits, as its keys and value ("['lr'] = nan"); empty if none.
+std::string first_non_finite(py::handle obj) {
+  if (PyFloat_Check(obj.ptr()))
+    return std::isfinite(PyFloat_AS_DOUBLE(obj.ptr())) ? "" : " = " + py::repr(obj).cast<std::string>();
+  if (py::isinstance<py::dict>(obj)) {
+    for (auto kv : obj.cast<py::dict>()) {
+      const std::string at = first_non_finite(kv.second);
+      if (!at.empty()) return "[" + py::repr(kv.first).cast<std::string>() + "]" + at;
+    }
+  } else if (py::isinstance<py::list>(obj) || py::isinstance<py::tuple>(obj)) {
+    int64_t i = 0;
+    for (auto v : obj) {
+      const std::string at = first_non_finite(v);
+      if (!at.empty()) return "[" + std::to_string(i) + "]" + at;
+      ++i;
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
+nlohmann::json json_of(py::handle obj, const std::string& who) {
+  const std::string at = first_non_finite(obj);
+  check<ValueError>(at.empty(), who, ": JSON has no NaN or infinities (write them as the strings \"NaN\", ",
+                    "\"Infinity\", \"-Infinity\"), but got ", at.substr(at[0] == ' ' ? 3 : 0));
   return nlohmann::json::parse(py::module_::import("json").attr("dumps")(obj).cast<std::string>());
 }
 

@@ -31,22 +31,41 @@ struct ModuleAccess : Module {
   }
 };
 
-/// The tensors of a Python iterable (a list, a generator of parameters).
-std::vector<Tensor> tensor_list(const py::iterable& params) {
+/// The name of a Python object's type, for error messages.
+std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
+
+/// The tensors of `params`: one tensor (as torch's clip_grad_norm_ and a
+/// parameter group's "params" take it; iterating it would give its rows), or
+/// an iterable of tensors (a list, a generator of parameters). Throws
+/// TypeError naming `who` for anything else.
+std::vector<Tensor> tensor_list(const py::handle& params, const std::string& who) {
+  if (py::isinstance<Tensor>(params)) return {params.cast<Tensor>()};
+  if (!py::isinstance<py::iterable>(params))
+    throw py::type_error(who + ": expected a tensor or an iterable of tensors, but got " + type_name(params));
   std::vector<Tensor> out;
-  for (auto p : params) out.push_back(p.cast<Tensor>());
+  for (auto p : params) {
+    if (!py::isinstance<Tensor>(p))
+      throw py::type_error(who + ": expected tensors, but one of the params is " + type_name(p));
+    out.push_back(p.cast<Tensor>());
+  }
   return out;
 }
 
 /// torch.optim's `params`: tensors (one group), or dicts {"params": tensors,
 /// "lr": x, "weight_decay": y} (one group each; an option left out takes the
 /// optimizer's default). Throws ValueError for a mix of the two, a dict
-/// without "params" or with another key.
+/// without "params" or with another key, TypeError for a single tensor (as
+/// torch.optim) or an item that is neither a tensor nor a dict.
 std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const std::string& who) {
+  if (py::isinstance<Tensor>(params))
+    throw py::type_error(who + ": params should be an iterable of Tensors or dicts, but got a Tensor (pass [tensor])");
   std::vector<nn::ParamGroup> groups;
   std::vector<Tensor> loose;
   for (auto item : params) {
     if (!py::isinstance<py::dict>(item)) {
+      if (!py::isinstance<Tensor>(item))
+        throw py::type_error(who + ": optimizer can only optimize Tensors, but one of the params is " +
+                             type_name(item));
       loose.push_back(item.cast<Tensor>());
       continue;
     }
@@ -58,7 +77,7 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
     }
     check<ValueError>(d.contains("params"), who, ": parameter group ", groups.size(), " has no 'params'");
     nn::ParamGroup g;
-    g.params = tensor_list(d["params"]);
+    g.params = tensor_list(d["params"], who);
     if (d.contains("lr")) g.lr = d["lr"].cast<double>();
     if (d.contains("weight_decay")) g.weight_decay = d["weight_decay"].cast<double>();
     groups.push_back(std::move(g));
@@ -182,7 +201,9 @@ void bind_nn(py::module_& m) {
            py::arg("generator") = nullptr, py::keep_alive<1, 8>())
       .def("forward", [](const nn::MultiheadAttention& mha, const Tensor& x, bool causal, const py::object& kpm,
                          const py::object& context, const py::object& attn_mask) {
-             const Tensor k = optional_tensor(kpm), c = optional_tensor(context), am = optional_tensor(attn_mask);
+             const Tensor k = optional_tensor(kpm, "MultiheadAttention: expected key_padding_mask"),
+                          c = optional_tensor(context, "MultiheadAttention: expected context"),
+                          am = optional_tensor(attn_mask, "MultiheadAttention: expected attn_mask");
              py::gil_scoped_release release;
              return mha.forward(x, causal, k, c, am);
            }, py::arg("x"), py::arg("causal") = true, py::arg("key_padding_mask") = py::none(),
@@ -289,7 +310,7 @@ void bind_nn(py::module_& m) {
            "[B, nchunks, 3], sigma [B, nchunks, 1]; None if it did not run.");
 
   nnm.def("clip_grad_norm_", [](const py::iterable& params, double max_norm) {
-            const auto ps = tensor_list(params);
+            const auto ps = tensor_list(params, "clip_grad_norm_");
             py::gil_scoped_release release;
             return nn::clip_grad_norm_(ps, max_norm);
           }, py::arg("parameters"), py::arg("max_norm"),
@@ -326,7 +347,7 @@ void bind_nn(py::module_& m) {
 
   optim.def("weight_decay_groups", [](const py::iterable& params, double weight_decay) {
               py::list out;
-              for (const nn::ParamGroup& g : nn::weight_decay_groups(tensor_list(params), weight_decay))
+              for (const nn::ParamGroup& g : nn::weight_decay_groups(tensor_list(params, "weight_decay_groups"), weight_decay))
                 out.append(py::dict(py::arg("params") = g.params, py::arg("weight_decay") = *g.weight_decay));
               return out;
             }, py::arg("params"), py::arg("weight_decay"),

@@ -48,11 +48,16 @@ GridSamplePadding grid_padding(const std::string& s) {
                    printable(s) + "\"");
 }
 
-/// The 1-D binary ops taking a tensor or a number as the second operand.
-Tensor binary(const Tensor& a, const py::object& b, Tensor (*tt)(const Tensor&, const Tensor&),
-              const std::function<Tensor(const Tensor&, double)>& ts) {
+/// The binary ops taking a tensor or a number as the second operand `arg`
+/// (ts for a number). Throws TypeError naming op and arg for anything else.
+Tensor binary(const Tensor& a, const py::object& b, const char* op, const char* arg,
+              Tensor (*tt)(const Tensor&, const Tensor&), const std::function<Tensor(const Tensor&, double)>& ts) {
   if (py::isinstance<Tensor>(b)) return tt(a, b.cast<Tensor>());
-  return ts(a, b.cast<double>());
+  py::detail::make_caster<double> number;
+  if (!number.load(b, true))
+    throw py::type_error(std::string(op) + ": expected " + arg + " to be a tensor or a number, but got " +
+                         py::str(py::type::of(b).attr("__name__")).cast<std::string>());
+  return ts(a, py::detail::cast_op<double>(number));
 }
 
 /// Binds a function both as tmem.<name>(input, ...) and as the method
@@ -72,19 +77,19 @@ void bind_ops(py::module_& m) {
 
   // ---- elementwise ----
   both(m, cls, "add", [](const Tensor& x, const py::object& y) {
-         return binary(x, y, &add, [](const Tensor& t, double s) { return add(t, s); });
+         return binary(x, y, "add", "other", &add, [](const Tensor& t, double s) { return add(t, s); });
        }, a, py::arg("other"), "input + other (broadcast; other may be a number).");
   both(m, cls, "sub", [](const Tensor& x, const py::object& y) {
-         return binary(x, y, &sub, [](const Tensor& t, double s) { return add(t, -s); });
+         return binary(x, y, "sub", "other", &sub, [](const Tensor& t, double s) { return add(t, -s); });
        }, a, py::arg("other"), "input - other (broadcast).");
   both(m, cls, "mul", [](const Tensor& x, const py::object& y) {
-         return binary(x, y, &mul, [](const Tensor& t, double s) { return mul(t, s); });
+         return binary(x, y, "mul", "other", &mul, [](const Tensor& t, double s) { return mul(t, s); });
        }, a, py::arg("other"), "input * other (broadcast).");
   both(m, cls, "div", [](const Tensor& x, const py::object& y) {
-         return binary(x, y, &div, [](const Tensor& t, double s) { return mul(t, 1.0 / s); });
+         return binary(x, y, "div", "other", &div, [](const Tensor& t, double s) { return mul(t, 1.0 / s); });
        }, a, py::arg("other"), "input / other (broadcast, IEEE division).");
   both(m, cls, "pow", [](const Tensor& x, const py::object& y) {
-         return binary(x, y, &pow, [](const Tensor& t, double s) { return pow(t, s); });
+         return binary(x, y, "pow", "exponent", &pow, [](const Tensor& t, double s) { return pow(t, s); });
        }, a, py::arg("exponent"), "input ** exponent (broadcast).");
   const auto unary = [&](const char* name, Tensor (*f)(const Tensor&), const char* doc) {
     both(m, cls, name, f, py::arg("input"), doc);
@@ -189,7 +194,7 @@ void bind_ops(py::module_& m) {
           check<ShapeError>(normalized_shape.size() == 1 && x.dim() > 0 && normalized_shape[0] == x.size(-1),
                             "layer_norm: tmem normalises over the last dim only: expected normalized_shape [",
                             x.dim() > 0 ? x.size(-1) : 0, "], but got ", shape_str(normalized_shape));
-          const Tensor w = optional_tensor(weight), b = optional_tensor(bias);
+          const Tensor w = optional_tensor(weight, "layer_norm: expected weight"), b = optional_tensor(bias, "layer_norm: expected bias");
           py::gil_scoped_release release;
           return layer_norm(x, w, b, eps);
         }, a, py::arg("normalized_shape"), py::arg("weight") = py::none(), py::arg("bias") = py::none(),
@@ -212,7 +217,7 @@ void bind_ops(py::module_& m) {
                                            const py::object& attn_mask,
                                            double dropout_p, bool is_causal, std::optional<double> scale,
                                            int64_t window, Generator* generator) {
-          const Tensor mask = optional_tensor(attn_mask);
+          const Tensor mask = optional_tensor(attn_mask, "scaled_dot_product_attention: expected attn_mask");
           Generator& gen = generator ? *generator : default_generator();
           py::gil_scoped_release release;
           return scaled_dot_product_attention(q, k, v, mask, is_causal, window, dropout_p, scale, gen);
@@ -240,7 +245,7 @@ void bind_ops(py::module_& m) {
         "content [B,C] splatted at mu [B,3] (x,y,z) with width sigma [B] into a [B,C,D,H,W] volume.");
   m.def("conv3d_depthwise", [](const Tensor& x, const Tensor& weight, const py::object& bias, const py::object& stride,
                                const py::object& padding) {
-          const Tensor b = optional_tensor(bias);
+          const Tensor b = optional_tensor(bias, "conv3d_depthwise: expected bias");
           const auto s = triple(stride), p = triple(padding);
           py::gil_scoped_release release;
           return conv3d_depthwise(x, weight, b, s, p);
@@ -260,7 +265,7 @@ void bind_ops(py::module_& m) {
         "One fused ConvLSTM3D step; returns (h', c'). Weights as in ops/convlstm.h.");
   m.def("selective_scan", [](const Tensor& u, const Tensor& delta, const Tensor& A, const Tensor& B,
                              const Tensor& C, const Tensor& D, const py::object& h0) {
-          const Tensor h = optional_tensor(h0);
+          const Tensor h = optional_tensor(h0, "selective_scan: expected h0");
           SelectiveScanResult r;
           {
             py::gil_scoped_release release;

@@ -169,12 +169,17 @@ Tensor from_dlpack(const py::object& obj) {
 // ---- indexing ----
 
 /// t[index] for ints, slices (step >= 1), None and Ellipsis, as views.
-/// Throws TypeError for a bool index.
+/// Throws TypeError for a bool index, IndexError for a second Ellipsis, a
+/// tensor index that is not 0-d (PyTorch's advanced indexing, which tmem
+/// does not have) or an index of another type (a list, a float, a string).
 Tensor get_item(const Tensor& t, const py::object& index) {
   py::tuple items = py::isinstance<py::tuple>(index) ? index.cast<py::tuple>() : py::make_tuple(index);
-  int64_t consumed = 0;
-  for (auto it : items)
-    if (!it.is_none() && !it.is(py::ellipsis())) ++consumed;
+  int64_t consumed = 0, ellipses = 0;
+  for (auto it : items) {
+    if (it.is(py::ellipsis())) ++ellipses;
+    else if (!it.is_none()) ++consumed;
+  }
+  check<IndexError>(ellipses <= 1, "index: an index can only have a single ellipsis ('...'), but got ", ellipses);
   check<IndexError>(consumed <= t.dim(), "index: too many indices (", consumed, ") for a tensor of rank ", t.dim());
   Tensor out = t;
   int64_t dim = 0;
@@ -195,9 +200,20 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       if (PyBool_Check(it.ptr()) || py::isinstance(it, py::module_::import("numpy").attr("bool_")))
         throw py::type_error("index: bool indices are not supported, but got " + py::repr(it).cast<std::string>() +
                              "; use an int, a slice, None or ...");
-      int64_t i = it.cast<int64_t>();
+      if (py::isinstance<Tensor>(it)) {
+        const Tensor& ti = it.cast<const Tensor&>();
+        check<IndexError>(ti.dim() == 0, "index: tensor indices (advanced indexing) are not supported, but got ",
+                          "a tensor of shape ", shape_str(ti.shape()), "; use index_select, or a 0-d tensor as an int");
+      }
+      check<IndexError>(PyIndex_Check(it.ptr()),
+                        "index: only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got ",
+                        py::str(py::type::of(it).attr("__name__")).cast<std::string>(), ")");
+      // Clamped to the Py_ssize_t range on overflow; the check below reports the value as given.
+      int64_t i = PyNumber_AsSsize_t(it.ptr(), nullptr);
+      if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
       const int64_t n = out.size(dim);
-      check<IndexError>(i >= -n && i < n, "index: ", i, " is out of range for dim ", dim, " of size ", n);
+      check<IndexError>(i >= -n && i < n, "index: ", py::repr(it).cast<std::string>(), " is out of range for dim ",
+                        dim, " of size ", n);
       if (i < 0) i += n;
       out = squeeze(slice(out, dim, i, i + 1), dim);
     }
@@ -270,25 +286,23 @@ std::optional<int64_t> exact_int(const py::object& v, const char* op, const char
   return x;
 }
 
-/// The Python number v as a 0-d tensor of t's dtype and device: an integer
-/// into an int64 tensor exactly (a double holds integers only up to 2^53).
-Tensor scalar_like(const Tensor& t, const py::object& v, const char* op) {
-  if (t.dtype() == DType::Int64)
-    if (const std::optional<int64_t> x = exact_int(v, op, "value")) return full_int({}, *x, t.device());
-  return full({}, v.cast<double>(), t.dtype(), t.device());
-}
-
-/// A tensor argument of a binary operator: a Tensor, or a Python number
-/// made into a 0-d tensor of t's dtype and device.
-Tensor operand(const Tensor& t, const py::object& other) {
-  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
-  return scalar_like(t, other, "operator");
-}
-
-/// Fills t with the Python number v, an integer into an int64 tensor exactly.
+/// Fills t with the Python number v, an integer into an int64 tensor exactly
+/// (a double holds integers only up to 2^53).
 Tensor& fill_value_(Tensor& t, const py::object& v) {
-  if (t.dtype() == DType::Int64 && exact_int(v, "fill_", "value")) return copy_(t, scalar_like(t, v, "fill_"));
+  if (t.dtype() == DType::Int64)
+    if (const std::optional<int64_t> x = exact_int(v, "fill_", "value")) return copy_(t, full_int({}, *x, t.device()));
   return fill_(t, v.cast<double>());
+}
+
+/// t <op> other for a Python operator: other a Tensor, or a Python number
+/// made into a 0-d tensor of t's dtype and device. NotImplemented for any
+/// other object, so Python raises its TypeError ("unsupported operand
+/// type(s)") as for torch.Tensor.
+py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&)) {
+  if (py::isinstance<Tensor>(other)) return py::cast(f(t, other.cast<Tensor>()));
+  py::detail::make_caster<double> number;
+  if (!number.load(other, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(f(t, full({}, py::detail::cast_op<double>(number), t.dtype(), t.device())));
 }
 
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
@@ -420,7 +434,7 @@ void bind_tensor(py::module_& m) {
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
       .def("detach", &Tensor::detach, "The same data without autograd history.")
       .def("backward", [](const Tensor& t, const py::object& gradient, bool retain_graph) {
-             const Tensor g = optional_tensor(gradient);
+             const Tensor g = optional_tensor(gradient, "backward: expected gradient");
              py::gil_scoped_release release;
              t.backward(g, retain_graph);
            }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
@@ -482,17 +496,19 @@ void bind_tensor(py::module_& m) {
              return s.str();
            }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.")
       // Python operators; numbers on either side.
-      .def("__add__", [](const Tensor& a, const py::object& b) { return add(a, operand(a, b)); }, py::is_operator())
+      .def("__add__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add); }, py::is_operator())
       .def("__radd__", [](const Tensor& a, double b) { return add(a, b); }, py::is_operator())
-      .def("__sub__", [](const Tensor& a, const py::object& b) { return sub(a, operand(a, b)); }, py::is_operator())
+      .def("__sub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub); }, py::is_operator())
       .def("__rsub__", [](const Tensor& a, double b) { return add(neg(a), b); }, py::is_operator())
-      .def("__mul__", [](const Tensor& a, const py::object& b) { return mul(a, operand(a, b)); }, py::is_operator())
+      .def("__mul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul); }, py::is_operator())
       .def("__rmul__", [](const Tensor& a, double b) { return mul(a, b); }, py::is_operator())
-      .def("__truediv__", [](const Tensor& a, const py::object& b) { return div(a, operand(a, b)); }, py::is_operator())
+      .def("__truediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div); }, py::is_operator())
       .def("__rtruediv__", [](const Tensor& a, double b) { return mul(reciprocal(a), b); }, py::is_operator())
-      .def("__pow__", [](const Tensor& a, const py::object& b) -> Tensor {
-             if (py::isinstance<Tensor>(b)) return pow(a, b.cast<Tensor>());
-             return pow(a, b.cast<double>());
+      .def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
+             if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
+             py::detail::make_caster<double> number;
+             if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+             return py::cast(pow(a, py::detail::cast_op<double>(number)));
            }, py::is_operator())
       .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator(),
            py::call_guard<py::gil_scoped_release>())
@@ -616,17 +632,28 @@ void bind_tensor(py::module_& m) {
         "The process-wide generator used when none is given.");
   m.def("manual_seed", &manual_seed, py::arg("seed"), "Reseeds the default generator.");
   auto gen_or_default = [](Generator* g) -> Generator& { return g ? *g : default_generator(); };
-  m.def("rand", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator) {
+  // rand and randn take *args, and pybind11 2.10 loads the last keyword-only
+  // argument after *args without conversion (its flags shift by one), so a
+  // Generator* there refuses None: rand(2) was a TypeError. They take the
+  // generator as an object.
+  auto generator_arg = [](const py::object& g, const char* op) -> Generator& {
+    if (g.is_none()) return default_generator();
+    if (!py::isinstance<Generator>(g))
+      throw py::type_error(std::string(op) + ": expected generator to be a tmem.Generator or None, but got " +
+                           py::str(py::type::of(g).attr("__name__")).cast<std::string>());
+    return g.cast<Generator&>();
+  };
+  m.def("rand", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator) {
           return rand(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                      gen_or_default(generator));
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr, "U[0, 1) samples.");
-  m.def("randn", [gen_or_default](const py::args& args, const py::object& dtype, Generator* generator,
-                                  bool requires_grad) {
+                      generator_arg(generator, "rand"));
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(), "U[0, 1) samples.");
+  m.def("randn", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator,
+                                 bool requires_grad) {
           Tensor t = randn(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                           gen_or_default(generator));
+                           generator_arg(generator, "randn"));
           if (requires_grad) t.requires_grad_();
           return t;
-        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = nullptr,
+        }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(),
         py::arg("requires_grad") = false, "Standard normal samples.");
   m.def("randint", [gen_or_default](int64_t high, const Shape& size, Generator* generator) {
           return randint(size, high, gen_or_default(generator));

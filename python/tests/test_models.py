@@ -73,6 +73,10 @@ class TestTrainConfig(unittest.TestCase):
         self.assertIn("stpes", str(cm.exception))
         with self.assertRaises(tmem.ValueError):
             models.TrainConfig({"steps": 1.5})
+        # NaN once gave nlohmann's bare parse error (a RuntimeError).
+        with self.assertRaisesRegex(tmem.ValueError, r"TrainConfig: JSON has no NaN or infinities .*, but got "
+                                                     r"\['lr'\] = nan"):
+            models.TrainConfig({"lr": float("nan")})
 
     def test_method_names(self):
         cfg = models.BackboneConfig(method="base", attention="xl")

@@ -250,6 +250,34 @@ class TestOptim(unittest.TestCase):
         self.assertAlmostEqual(norm, 5.0, places=5)
         self.assertAlmostEqual(float(np.linalg.norm(p.grad.numpy())), 1.0, places=4)
 
+    def test_params_that_are_one_tensor_or_not_tensors(self):
+        # A lone tensor was iterated row by row: clip_grad_norm_(w, 1.0)
+        # returned 0 and clipped nothing, SGD(w) made an optimizer of rows;
+        # other objects gave pybind11's "Unable to cast" RuntimeError.
+        w = tmem.tensor([3.0, 4.0], requires_grad=True)
+        tmem.sum(w * tmem.tensor([3.0, 4.0])).backward()
+        self.assertAlmostEqual(nn.clip_grad_norm_(w, 1.0), 5.0, places=5)
+        self.assertAlmostEqual(float(np.linalg.norm(w.grad.numpy())), 1.0, places=4)
+        opt = optim.SGD([{"params": w}], lr=0.5)
+        self.assertEqual(len(opt.param_groups[0]["params"]), 1)
+        opt.step()
+        np.testing.assert_allclose(w.numpy(), [3.0 - 0.5 * 0.6, 4.0 - 0.5 * 0.8], rtol=1e-5)
+        with self.assertRaisesRegex(TypeError, r"optim.SGD: params should be an iterable of Tensors or dicts, "
+                                               r"but got a Tensor \(pass \[tensor\]\)"):
+            optim.SGD(w, lr=0.1)
+        with self.assertRaisesRegex(TypeError, "optim.AdamW: optimizer can only optimize Tensors, but one of the "
+                                               "params is int"):
+            optim.AdamW([w, 3])
+        with self.assertRaisesRegex(TypeError, "optim.SGD: expected tensors, but one of the params is str"):
+            optim.SGD([{"params": [w, "b"]}], lr=0.1)
+        with self.assertRaisesRegex(TypeError, "optim.SGD: expected a tensor or an iterable of tensors, but got int"):
+            optim.SGD([{"params": 3}], lr=0.1)
+        with self.assertRaisesRegex(TypeError, "clip_grad_norm_: expected tensors, but one of the params is NoneType"):
+            nn.clip_grad_norm_([w, None], 1.0)
+        with self.assertRaisesRegex(TypeError, "weight_decay_groups: expected tensors, but one of the params is "
+                                               "float"):
+            optim.weight_decay_groups([w, 1.5], 0.1)
+
 
 class TestFiles(unittest.TestCase):
     def setUp(self):
@@ -290,6 +318,38 @@ class TestFiles(unittest.TestCase):
         diffs = tmem.diff_grad_dumps(steps, steps)
         self.assertTrue(all(d.rel == 0 for d in diffs))
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
+
+    def test_grad_dump_of_a_parameter_without_grad(self):
+        # {name: p.grad} with a None grad was pybind11's "incompatible
+        # function arguments"; the C++ writer names such tensors in no_grad.
+        path = os.path.join(self.dir.name, "g.jsonl")
+        w = tmem.GradDumpWriter(path)
+        w.write_step(1, 0.5, {"a": tmem.ones(2), "b": None})
+        w.write_step(2, 0.5, [("b", None)])
+        steps = tmem.read_grad_dump(path)
+        self.assertEqual([t["name"] for t in steps[0]["tensors"]], ["a"])
+        self.assertEqual(steps[0]["no_grad"], ["b"])
+        self.assertEqual(steps[1]["no_grad"], ["b"])
+        with self.assertRaisesRegex(TypeError, r"GradDumpWriter.write_step: expected \(name, tensor or None\) "
+                                               r"pairs, but got \('a', 3\)"):
+            w.write_step(3, 0.5, {"a": 3})
+        with self.assertRaisesRegex(TypeError, "GradDumpWriter.write_step: expected a dict or \\(name, tensor\\) "
+                                               "pairs, but got int"):
+            w.write_step(3, 0.5, 7)
+
+    def test_non_finite_floats_in_json_arguments(self):
+        # A NaN in extra (or in steps built in Python) reached nlohmann as
+        # Python's NaN token: a bare RuntimeError "parse error ... last read".
+        w = tmem.GradDumpWriter(os.path.join(self.dir.name, "g.jsonl"))
+        message = r'JSON has no NaN or infinities \(write them as the strings "NaN", "Infinity", "-Infinity"\)'
+        with self.assertRaisesRegex(tmem.ValueError, r"GradDumpWriter.write_step: extra: " + message +
+                                    r", but got \['gap'\]\[1\] = nan"):
+            w.write_step(1, 0.5, {"w": tmem.ones(2)}, extra={"lr": 0.1, "gap": [1.0, float("nan")]})
+        steps = [{"step": 1, "loss": 0.5, "tensors": [tmem.tensor_summary("w", tmem.ones(2))]}]
+        steps[0]["tensors"][0]["norm"] = float("inf")
+        with self.assertRaisesRegex(tmem.ValueError, r"summarize_grad_dump: step object 0: " + message +
+                                    r", but got \['tensors'\]\[0\]\['norm'\] = inf"):
+            tmem.summarize_grad_dump(steps)
 
 
 if __name__ == "__main__":

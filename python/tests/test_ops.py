@@ -177,6 +177,28 @@ class TestValues(unittest.TestCase):
         np.testing.assert_allclose(tmem.scaled_dot_product_attention(q, q, v, scale=0.0).numpy(),
                                    [[[[2.0, 3.5], [2.0, 3.5]]]])
 
+    def test_operands_of_the_wrong_type_are_type_errors(self):
+        # x + "a", tmem.add(x, None), layer_norm(x, [2], 3) once gave
+        # pybind11's bare "Unable to cast Python instance" RuntimeError.
+        x = tmem.ones(2)
+        for f, message in [(lambda: x + "a", r"unsupported operand type\(s\) for \+: 'tmem._tmem.Tensor' and 'str'"),
+                           (lambda: x * None, r"unsupported operand type\(s\) for \*: "),
+                           (lambda: x ** "a", r"unsupported operand type\(s\) for \*\* or pow\(\): "),
+                           (lambda: tmem.add(x, "a"), "add: expected other to be a tensor or a number, but got str"),
+                           (lambda: x.div([1, 2]), "div: expected other to be a tensor or a number, but got list"),
+                           (lambda: tmem.pow(x, None), "pow: expected exponent to be a tensor or a number, but got "
+                                                       "NoneType"),
+                           (lambda: tmem.layer_norm(x, [2], 3), "layer_norm: expected weight to be a tensor or None, "
+                                                                "but got int"),
+                           (lambda: tmem.conv3d_depthwise(tmem.ones(1, 1, 3, 3, 3), tmem.ones(1, 1, 3, 3, 3), bias=[0]),
+                            "conv3d_depthwise: expected bias to be a tensor or None, but got list"),
+                           (lambda: x.backward(gradient=1.0), "backward: expected gradient to be a tensor or None, "
+                                                             "but got float")]:
+            with self.assertRaisesRegex(TypeError, message):
+                f()
+        self.assertEqual((x + np.float32(2)).tolist(), [3.0, 3.0])
+        self.assertEqual(tmem.sub(x, True).tolist(), [0.0, 0.0])
+
     def test_selective_scan_matches_the_recurrence(self):
         u, delta = randn(2, 4, 3), np.abs(randn(2, 4, 3))
         A, Bm, Cm, D = -np.abs(randn(3, 2)), randn(2, 4, 2), randn(2, 4, 2), randn(3)

@@ -44,6 +44,21 @@ class TestFactories(unittest.TestCase):
         u = tmem.rand(1000, generator=g).numpy()
         self.assertTrue(0 <= u.min() and u.max() < 1)
 
+    def test_rand_without_a_generator(self):
+        # rand(2, 3) was a TypeError unless a generator was given (pybind11
+        # loaded the keyword after *args without converting None).
+        tmem.manual_seed(5)
+        a = tmem.rand(2, 3)
+        self.assertEqual(a.shape, (2, 3))
+        tmem.manual_seed(5)
+        np.testing.assert_array_equal(tmem.rand((2, 3), generator=None).numpy(), a.numpy())
+        self.assertEqual(tmem.rand(4, dtype=tmem.float64).dtype, tmem.float64)
+        self.assertEqual(tmem.randn(2, generator=None).shape, (2,))
+        for f in (tmem.rand, tmem.randn):
+            with self.assertRaisesRegex(TypeError, f.__name__ + ": expected generator to be a tmem.Generator or None, "
+                                        "but got int"):
+                f(2, generator=3)
+
     def test_arange(self):
         # As torch.arange: int64 when start, end and step are all ints, else float32.
         self.assertEqual(tmem.arange(5).dtype, tmem.int64)
@@ -290,6 +305,27 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         with self.assertRaises(TypeError):
             self.ta[False] = 1.0
         np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
+
+    def test_unsupported_indices_are_refused(self):
+        # x[..., ...] and x[tmem.tensor([1])] (PyTorch: an error, and a [1, 4]
+        # gather) quietly gave x and x[1]; lists, floats and 2**63 gave
+        # pybind11's bare "Unable to cast" RuntimeError.
+        cases = [((Ellipsis, Ellipsis), r"index: an index can only have a single ellipsis \('...'\), but got 2"),
+                 (tmem.tensor([1]), r"index: tensor indices \(advanced indexing\) are not supported, but got a "
+                                    r"tensor of shape \[1\]; use index_select"),
+                 ([0, 2], r"index: only integers, slices \(`:`\), ellipsis \(`...`\) and None are valid "
+                          r"indices \(got list\)"),
+                 ((0, 1.5), r"valid indices \(got float\)"),
+                 ("a", r"valid indices \(got str\)"),
+                 (2**63, r"index: 9223372036854775808 is out of range for dim 0 of size 3")]
+        for index, message in cases:
+            with self.subTest(index=index):
+                with self.assertRaisesRegex(IndexError, message):
+                    self.ta[index]
+        with self.assertRaisesRegex(IndexError, "single ellipsis"):
+            self.ta[..., ...] = 1.0
+        self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
+        self.assertEqual(self.ta[np.int64(-1), 0].item(), self.a[-1, 0])
 
     def test_python_scalar_conversions(self):
         # float() and int() once parsed the raw bytes of the buffer: int(...) of the
