@@ -68,6 +68,7 @@ struct FrontierArgs {
   bool all_seeds = false, report_only = false;
   std::string vs;              // P or G: accuracy against that task parameter at the middle sizes
   std::vector<int64_t> values;  // its values
+  std::vector<std::string> with;  // NAME=LABEL: other runs of the task reported beside this one
   int threads = 0;
   std::string name;
   models::TrainConfig cfg;
@@ -189,14 +190,27 @@ double sd_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
-// The table, results.json and frontier.svg over every finished cell in root
-// (so lanes that trained different methods into one run share one report).
-void report(const FrontierArgs& a, RunRecorder& rec) {
-  const std::string& root = rec.dir();
-  const std::vector<json> cells = finished_cells(root, a.task);
-  const uint64_t first_seed = a.seeds.front();
+// A --with run: another frontier run of the task and its label.
+struct WithRun {
+  std::string name, label;
+};
+
+// "NAME=LABEL" as a WithRun; throws ValueError unless both parts are given
+// and runs/NAME exists.
+WithRun parse_with(const std::string& arg) {
+  const size_t eq = arg.find('=');
+  check<ValueError>(eq != std::string::npos && eq > 0 && eq + 1 < arg.size(),
+                    "frontier: --with expects NAME=LABEL (e.g. frontier-mqar-fb3=forget bias 3), but got \"", arg, "\"");
+  WithRun w{arg.substr(0, eq), arg.substr(eq + 1)};
+  check<ValueError>(std::filesystem::is_directory(run_dir(w.name)), "frontier: --with ", arg, ": there is no run ",
+                    run_dir(w.name));
+  return w;
+}
+
+// A row per (method, size) with finished cells at the method's chosen rate
+// (the learning rates go into lr_choice).
+std::vector<Row> rows_of(const std::vector<json>& cells, uint64_t first_seed, json& lr_choice) {
   std::vector<Row> rows;
-  json lr_choice = json::object();
   for (const auto method : models::segmented_methods()) {
     const double lr = chosen_lr(cells, method, first_seed);
     if (lr == 0) continue;
@@ -225,11 +239,12 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
       if (!r.acc.empty()) rows.push_back(r);
     }
   }
-  const bool observed = a.task == "map-recall";
-  fmt::print("\n{} frontier (eval accuracy %, mean +- sd over seeds; steps to {:.0f}% train accuracy)\n",
-             a.task, 100 * a.cfg.stop_accuracy);
-  fmt::print("{:<7} {:<9} {:>8} {:>7} {:>15} {:>5}{} {:>14} {:>9}\n", "method", "size", "floats", "lr", "accuracy",
-             "seeds", observed ? "   observed" : "", "steps to stop", "seconds");
+  return rows;
+}
+
+// Prints the table rows (observed: map-recall's accuracy on observed cells
+// too) and returns them as JSON.
+json print_rows(const std::vector<Row>& rows, bool observed) {
   json table = json::array();
   for (const Row& r : rows) {
     const std::string steps = r.stopped.empty() ? "never"
@@ -244,35 +259,78 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
     if (observed) row["observed_accuracy_mean"] = mean_of(r.observed);
     table.push_back(row);
   }
+  return table;
+}
+
+bool bounded(models::BackboneMethod m) {
+  return m != models::BackboneMethod::none && m != models::BackboneMethod::full;
+}
+
+// The table, results.json and frontier.svg over every finished cell in root
+// (so lanes that trained different methods into one run share one report),
+// and the bounded methods of each --with run beside them, labelled.
+void report(const FrontierArgs& a, RunRecorder& rec) {
+  const std::string& root = rec.dir();
+  const std::vector<json> cells = finished_cells(root, a.task);
+  const uint64_t first_seed = a.seeds.front();
+  json lr_choice = json::object();
+  const std::vector<Row> rows = rows_of(cells, first_seed, lr_choice);
+  const bool observed = a.task == "map-recall";
+  fmt::print("\n{} frontier (eval accuracy %, mean +- sd over seeds; steps to {:.0f}% train accuracy)\n",
+             a.task, 100 * a.cfg.stop_accuracy);
+  fmt::print("{:<7} {:<9} {:>8} {:>7} {:>15} {:>5}{} {:>14} {:>9}\n", "method", "size", "floats", "lr", "accuracy",
+             "seeds", observed ? "   observed" : "", "steps to stop", "seconds");
+  const json table = print_rows(rows, observed);
+  json with = json::array();
+  std::vector<std::pair<std::string, std::vector<Row>>> extra;  // label, bounded rows
+  for (const std::string& arg : a.with) {
+    const WithRun w = parse_with(arg);
+    json w_lr = json::object();
+    std::vector<Row> w_rows = rows_of(finished_cells(run_dir(w.name), a.task), first_seed, w_lr);
+    std::erase_if(w_rows, [](const Row& r) { return !bounded(r.method); });
+    fmt::print("{} ({}):\n", w.label, run_dir(w.name));
+    with.push_back({{"run", w.name}, {"label", w.label}, {"lr_choice", w_lr}, {"table", print_rows(w_rows, observed)}});
+    extra.emplace_back(w.label, std::move(w_rows));
+  }
   // The plot: accuracy against log10 state floats, a line per bounded
-  // method; none (floor) and full (ceiling) as horizontal lines.
+  // method (and per bounded method of each --with run); none (floor) and
+  // full (ceiling) as horizontal lines.
   std::vector<PlotSeries> series;
   double lo = 1e300, hi = -1e300;
-  for (const Row& r : rows)
-    if (r.method != models::BackboneMethod::none && r.method != models::BackboneMethod::full && r.floats > 0)
-      lo = std::min(lo, std::log10(static_cast<double>(r.floats))), hi = std::max(hi, std::log10(static_cast<double>(r.floats)));
-  for (const auto method : models::segmented_methods()) {
-    PlotSeries s{to_string(method), {}, {}};
-    for (const Row& r : rows) {
-      if (r.method != method) continue;
-      if (method == models::BackboneMethod::none || method == models::BackboneMethod::full) {
-        if (lo > hi) continue;
-        s.label += method == models::BackboneMethod::none ? " (floor)" : " (ceiling)";
-        s.x = {lo, hi};
-        s.y = {100 * mean_of(r.acc), 100 * mean_of(r.acc)};
-      } else {
-        s.x.push_back(std::log10(static_cast<double>(r.floats)));
-        s.y.push_back(100 * mean_of(r.acc));
+  auto span = [&lo, &hi](const std::vector<Row>& rs) {
+    for (const Row& r : rs)
+      if (bounded(r.method) && r.floats > 0)
+        lo = std::min(lo, std::log10(static_cast<double>(r.floats))), hi = std::max(hi, std::log10(static_cast<double>(r.floats)));
+  };
+  span(rows);
+  for (const auto& e : extra) span(e.second);
+  auto add_series = [&](const std::vector<Row>& rs, const std::string& suffix) {
+    for (const auto method : models::segmented_methods()) {
+      PlotSeries s{to_string(method) + suffix, {}, {}};
+      for (const Row& r : rs) {
+        if (r.method != method) continue;
+        if (!bounded(method)) {
+          if (lo > hi) continue;
+          s.label += method == models::BackboneMethod::none ? " (floor)" : " (ceiling)";
+          s.x = {lo, hi};
+          s.y = {100 * mean_of(r.acc), 100 * mean_of(r.acc)};
+        } else {
+          s.x.push_back(std::log10(static_cast<double>(r.floats)));
+          s.y.push_back(100 * mean_of(r.acc));
+        }
       }
+      if (!s.x.empty()) series.push_back(s);
     }
-    if (!s.x.empty()) series.push_back(s);
-  }
-  if (!series.empty())
-    for (const PlotSeries& s : series)
-      rec.add_curve("frontier", {a.task + ": accuracy vs state size at equal backbone",
-                                 "log10 floats of state carried across segments", "eval accuracy (%)"}, s);
+  };
+  add_series(rows, "");
+  for (const auto& e : extra) add_series(e.second, " (" + e.first + ")");
+  for (const PlotSeries& s : series)
+    rec.add_curve("frontier", {a.task + ": accuracy vs state size at equal backbone",
+                               "log10 floats of state carried across segments", "eval accuracy (%)"}, s);
   rec.draw();
-  rec.write_json("results.json", {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}});
+  json out = {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}};
+  if (!with.empty()) out["with"] = with;
+  rec.write_json("results.json", out);
   fmt::print("results written to {}/results.json{}\n", root, series.empty() ? "" : (" and " + root + "/frontier.svg"));
 }
 
@@ -346,7 +404,10 @@ int run(FrontierArgs& a) {
     check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
     check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
     check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
+    check<ValueError>(a.with.empty(), "frontier: --with adds runs to the frontier's table and plot, not to --vs ", a.vs);
   }
+  for (const std::string& w : a.with)
+    check<ValueError>(parse_with(w).name != a.name, "frontier: --with ", w, " names this run itself");
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
@@ -465,6 +526,9 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far");
   f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
                                "size, chosen learning rate and first seed (needs the frontier's learning rates)");
+  f->add_option("--with", a->with,
+                "Also table and plot the bounded methods of another frontier run of this task, labelled: NAME=LABEL "
+                "(e.g. frontier-coord-recall-fb3=forget bias 3); repeatable");
   f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',')
       ->check(int_range(0, 65536));
   add_debug_options(*f, a->debug);

@@ -1,0 +1,27 @@
+# `tmem frontier --report --with NAME=LABEL` tables and plots the bounded
+# methods of another run beside this run's (runs in the runs of
+# tmem_frontier_tiny and tmem_frontier_forget_bias), and refuses a run that
+# does not exist or an argument without its label.
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with "ctest-frontier-fb=forget bias 2"
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "report failed (rc ${rc}): ${err}")
+endif()
+if(NOT out MATCHES "linear +f32 +4352 .*forget bias 2 \\(runs/ctest-frontier-fb\\):\ntensor +C2_4\\^3 +512 .*tensor +C16_4\\^3 +4096 +0.001 ")
+  message(FATAL_ERROR "the other run's tensor row is not under its label: ${out}")
+endif()
+file(READ runs/ctest-frontier/frontier.svg svg)
+if(NOT svg MATCHES ">linear<" OR NOT svg MATCHES ">tensor \\(forget bias 2\\)<")
+  message(FATAL_ERROR "the plot lacks the linear line or the labelled tensor line: ${svg}")
+endif()
+file(READ runs/ctest-frontier/results.json results)
+if(NOT results MATCHES "\"label\": \"forget bias 2\"")
+  message(FATAL_ERROR "results.json lacks the --with run: ${results}")
+endif()
+foreach(bad "ctest-no-such-run=x" "ctest-frontier-fb" "=x")
+  execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with ${bad}
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0 OR NOT err MATCHES "frontier: --with")
+    message(FATAL_ERROR "--with ${bad} was not refused (rc ${rc}): ${err}")
+  endif()
+endforeach()
