@@ -294,24 +294,36 @@ Tensor& fill_value_(Tensor& t, const py::object& v) {
   return fill_(t, v.cast<double>());
 }
 
-/// t <op> other for a Python operator: other a Tensor, or a Python number
-/// made into a 0-d tensor of t's dtype and device. NotImplemented for any
-/// other object, so Python raises its TypeError ("unsupported operand
-/// type(s)") as for torch.Tensor.
-py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&)) {
-  if (py::isinstance<Tensor>(other)) return py::cast(f(t, other.cast<Tensor>()));
+/// other as the tensor operand of a Python operator on t: a Tensor, a
+/// Python or NumPy number (a 0-d tensor of t's dtype and device) or a NumPy
+/// array (its values, as torch takes them; dtypes must still match); none
+/// for any other object.
+std::optional<Tensor> operator_operand(const Tensor& t, const py::object& other) {
+  if (py::isinstance<Tensor>(other)) return other.cast<Tensor>();
+  if (py::isinstance<py::array>(other)) return from_numpy(other.cast<py::array>()).to(t.device());
   py::detail::make_caster<double> number;
-  if (!number.load(other, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  return py::cast(f(t, full({}, py::detail::cast_op<double>(number), t.dtype(), t.device())));
+  if (!number.load(other, true)) return std::nullopt;
+  return full({}, py::detail::cast_op<double>(number), t.dtype(), t.device());
+}
+
+/// t <op> other (reflected: other <op> t) for a Python operator.
+/// NotImplemented for an operand operator_operand does not take, so Python
+/// raises its TypeError ("unsupported operand type(s)") as for torch.Tensor.
+py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&),
+                           bool reflected = false) {
+  const std::optional<Tensor> o = operator_operand(t, other);
+  if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  return py::cast(reflected ? f(*o, t) : f(t, *o));
 }
 
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
 /// comparison: an int64 tensor of 0 and 1 (tmem has no bool dtype) without
 /// gradient, computed by NumPy over views of CPU tensors. NotImplemented for
-/// an operand that is neither a tensor nor a number (so t == None is False).
+/// an operand that is neither a tensor, a NumPy array nor a number (so
+/// t == None is False).
 py::object compare(const Tensor& a, const py::object& b, const char* ufunc, const char* op) {
   const bool tensor = py::isinstance<Tensor>(b);
-  if (!tensor && !py::isinstance<py::int_>(b) && !py::isinstance<py::float_>(b))
+  if (!tensor && !py::isinstance<py::int_>(b) && !py::isinstance<py::float_>(b) && !py::isinstance<py::array>(b))
     return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   py::object rhs = b;
   if (tensor) {
@@ -396,6 +408,9 @@ void bind_tensor(py::module_& m) {
   auto* heap = reinterpret_cast<PyHeapTypeObject*>(cls.ptr());
   heap->as_buffer.bf_getbuffer = &get_buffer;
   heap->as_buffer.bf_releasebuffer = &release_buffer;
+  // Above ndarray's 0, so `array <op> tensor` calls the tensor's reflected
+  // operator instead of making an ndarray of it (torch.Tensor does the same).
+  cls.attr("__array_priority__") = 1000;
   cls.def_property_readonly("shape", [](const Tensor& t) { return py::tuple(py::cast(t.shape())); },
                              "The shape as a tuple.")
       .def("size", [](const Tensor& t, std::optional<int64_t> dim) -> py::object {
@@ -497,13 +512,17 @@ void bind_tensor(py::module_& m) {
            }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.")
       // Python operators; numbers on either side.
       .def("__add__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add); }, py::is_operator())
-      .def("__radd__", [](const Tensor& a, double b) { return add(a, b); }, py::is_operator())
+      .def("__radd__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add, true); },
+           py::is_operator())
       .def("__sub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub); }, py::is_operator())
-      .def("__rsub__", [](const Tensor& a, double b) { return add(neg(a), b); }, py::is_operator())
+      .def("__rsub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub, true); },
+           py::is_operator())
       .def("__mul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul); }, py::is_operator())
-      .def("__rmul__", [](const Tensor& a, double b) { return mul(a, b); }, py::is_operator())
+      .def("__rmul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul, true); },
+           py::is_operator())
       .def("__truediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div); }, py::is_operator())
-      .def("__rtruediv__", [](const Tensor& a, double b) { return mul(reciprocal(a), b); }, py::is_operator())
+      .def("__rtruediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div, true); },
+           py::is_operator())
       .def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
              if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
              py::detail::make_caster<double> number;

@@ -197,6 +197,22 @@ class TestValues(unittest.TestCase):
             with self.assertRaisesRegex(TypeError, message):
                 f()
         self.assertEqual((x + np.float32(2)).tolist(), [3.0, 3.0])
+        # NumPy arrays are operands, on either side, as in torch: x - array
+        # once returned an ndarray (without x's autograd history).
+        w = tmem.tensor([1.0, 2.0], requires_grad=True)
+        a = np.array([10.0, 20.0], np.float32)
+        for r, want in [(w - a, [-9.0, -18.0]), (a - w, [9.0, 18.0]), (a * w, [10.0, 40.0]), (a / w, [10.0, 10.0]),
+                        (w + a, [11.0, 22.0]), (a + w, [11.0, 22.0]), (2 - w, [1.0, 0.0]), (4 / w, [4.0, 2.0])]:
+            self.assertIsInstance(r, tmem.Tensor)
+            self.assertEqual(r.tolist(), want)
+        (a - w).sum().backward()
+        self.assertEqual(w.grad.tolist(), [-1.0, -1.0])
+        with self.assertRaisesRegex(tmem.DtypeError, "sub: "):
+            x - np.ones(2)  # float64: tmem does not promote
+        # Comparisons with an array are elementwise on either side (NumPy defers to the tensor).
+        self.assertEqual((x == np.array([1.0, 2.0])).tolist(), [1, 0])
+        self.assertEqual((np.array([1.0, 2.0]) == x).tolist(), [1, 0])
+        self.assertEqual((np.array([0.5, 2.0]) < x).tolist(), [1, 0])
         self.assertEqual(tmem.sub(x, True).tolist(), [0.0, 0.0])
 
     def test_selective_scan_matches_the_recurrence(self):
