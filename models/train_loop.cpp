@@ -118,7 +118,7 @@ struct MetricWindow {
 std::string config_differences(const json& saved, const json& now, const json& defaults, const std::string& except) {
   std::string diff;
   for (const auto& [key, v] : now.items()) {
-    if (key == except) continue;
+    if (key == except || key == "device") continue;
     const bool same = saved.contains(key) ? saved[key] == v : defaults.contains(key) && defaults[key] == v;
     if (!same)
       diff += "\n  " + key + ": saved " +

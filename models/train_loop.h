@@ -121,9 +121,12 @@ struct LoopResult {
 
 /// How a saved config (a checkpoint's, a result.json's) differs from the
 /// run's `now`, one "\n  key: saved X, now Y" line per key of `now`
-/// (but `except`); empty when it describes the same run. A key missing from
-/// `saved` (written by a tmem from before the key) matches when now's value
-/// is the one in `defaults`, the key's default, which that tmem used.
+/// (but `except`, and "device": where a run computes, not what it computes,
+/// so a run continues or is reused on another device, as PyTorch's
+/// map_location moves a checkpoint); empty when it describes the same run. A
+/// key missing from `saved` (written by a tmem from before the key) matches
+/// when now's value is the one in `defaults`, the key's default, which that
+/// tmem used.
 std::string config_differences(const nlohmann::json& saved, const nlohmann::json& now,
                                const nlohmann::json& defaults, const std::string& except = "");
 

@@ -307,6 +307,14 @@ TEST_CASE("config JSON: a cell records the keys its method reads, and a default 
   old.erase("forget_bias");
   CHECK(config_differences(old, config_to_json(TrainConfig{}), defaults).empty());
   CHECK(config_differences(old, config_to_json(c), defaults) == "\n  forget_bias: saved (missing), now 3.0");
+
+  // The device is where a run computes, not what: a cell from CUDA is the
+  // same run on the CPU, and another key still differs.
+  nlohmann::json on_cuda = config_to_json(TrainConfig{});
+  on_cuda["device"] = "cuda:0";
+  CHECK(config_differences(on_cuda, config_to_json(TrainConfig{}), defaults).empty());
+  on_cuda["lr"] = 1.0;
+  CHECK(config_differences(on_cuda, config_to_json(TrainConfig{}), defaults).find("lr: saved 1.0") != std::string::npos);
 }
 
 TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key") {

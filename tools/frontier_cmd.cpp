@@ -12,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
 #include "tmem/models/diagnostic.h"
@@ -393,6 +394,8 @@ int run(FrontierArgs& a) {
   if (a.cfg.task_cfg.W == 0) a.cfg.task_cfg.W = a.task == "coord-recall" ? 32 : models::TaskConfig().W;
   check<ValueError>(a.values.empty() || !a.vs.empty(), "frontier: --values ", shape_str(a.values),
                     " needs --vs P or --vs G");
+  // A bad or absent device fails before the run directory is made.
+  if (const Device d = parse_device(a.cfg.device); !d.is_cpu()) device_backend(d, "frontier");
   if (a.name.empty()) a.name = "frontier-" + a.task;
   check<ValueError>(!a.report_only || std::filesystem::exists(run_dir(a.name)), "frontier --report: there is no run ",
                     run_dir(a.name), " to report (start it without --report)");
@@ -520,6 +523,10 @@ std::function<int()> add_frontier_command(CLI::App& app) {
                 "tensor: initial bias of the memory's forget gate (the method: 0); a variant, so give it its own --name")
       ->capture_default_str()->check(real_range(-20, 20));
   f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  f->add_option("--device", c.device,
+                "Train on cpu, cuda or cuda:<index> (a cell's device is recorded in its result.json; a cell finished "
+                "or checkpointed on one device is reused or continued on another)")
+      ->capture_default_str();
   f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
   f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
   f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(int_range(0, 1000000000));
