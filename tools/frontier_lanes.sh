@@ -9,6 +9,8 @@
 #   status  each lane's process and the step of every unfinished cell
 #   save    keep every finished cell and partial checkpoint in docs/frontier/
 #           (commit them before the machine goes)
+#   stop    interrupt every lane (SIGINT: each saves its checkpoint) and wait
+#           for them to exit
 # Each lane runs a copy of its binary, so rebuilding build/ does not touch a
 # running lane. The mqar frontier and its --vs P and --vs G sweeps (lanes
 # sharing its run, whose cells at P 64 and G 1 are the frontier's) run on a
@@ -17,7 +19,7 @@
 # values below 1e-38: denormals flushed to 0 (tools/lanes/636e326-flush-
 # denormal.patch; without it a tensor cell on an 8^3 grid is several times
 # slower). start builds it in runs/lanes/src-636e326 when missing.
-# Usage: tools/frontier_lanes.sh start|status|save
+# Usage: tools/frontier_lanes.sh start|status|save|stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -125,8 +127,24 @@ EOF
       bash tools/frontier_cells.sh save "$name"
     done
     ;;
+  stop)
+    for row in "${table[@]}"; do
+      IFS='|' read -r lane name _ _ args <<< "$row"
+      running "$args" "$name" || continue
+      pkill -INT -f -- "frontier $args --threads 1 --name $name --resume"
+      echo "frontier_lanes: interrupted $lane"
+    done
+    # A lane saves its checkpoint at the end of its current step; a tensor
+    # step at nice 15 beside nine other lanes can take a minute.
+    for _ in $(seq 600); do
+      pgrep -f -- "lanes/bin/tmem-.* frontier" > /dev/null || { echo "frontier_lanes: every lane has stopped"; exit 0; }
+      sleep 1
+    done
+    echo "frontier_lanes: lanes still running after 10 minutes: $(pgrep -af -- "lanes/bin/tmem-.* frontier")" >&2
+    exit 1
+    ;;
   *)
-    echo "usage: $0 start|status|save" >&2
+    echo "usage: $0 start|status|save|stop" >&2
     exit 2
     ;;
 esac

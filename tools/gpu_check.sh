@@ -40,20 +40,8 @@ git rev-parse --short HEAD 2>/dev/null || true
 MPIRUN=mpirun
 if [ -n "${PREBUILT:-}" ]; then
   section "prebuilt programs from $PREBUILT"
-  BUILD=$(mktemp -d)
-  tar -xzf "$PREBUILT" -C "$BUILD" ||
-    { echo "FAILED: PREBUILT=$PREBUILT is not a bundle of tools/gpu_bundle.sh"; exit 1; }
-  # Open MPI and the libraries, at their paths, replacing nothing there.
-  cp -rn "$BUILD/root/." / && ldconfig
-  # CUDA's libraries (cuBLAS, NCCL) from this machine's toolkit or its PyTorch.
-  cuda_dirs=$(find /usr/local/cuda/lib64 /usr/local/cuda/targets /usr/lib /opt \
-    \( -name 'libcublas.so.*' -o -name 'libnccl.so.2' \) -printf '%h\n' 2>/dev/null | sort -u | tr '\n' :)
-  export LD_LIBRARY_PATH="${cuda_dirs}${LD_LIBRARY_PATH:-}"
-  echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
-  MPIRUN=/usr/bin/orterun
-  src=$(cat "$BUILD/source_dir")
-  [ -e "$src" ] || { mkdir -p "$(dirname "$src")" && ln -s "$PWD" "$src"; }
-  BUILD=$BUILD/build
+  source tools/gpu_prebuilt.sh
+  unpack_prebuilt || exit 1
   if ldd "$BUILD/tests/tmem_cuda_tests" "$BUILD/tests/tmem_dist_tests" | grep "not found"; then
     echo "FAILED: libraries missing"; FAILED+=(libraries)
   fi
