@@ -20,8 +20,9 @@ namespace py = pybind11;
 DType dtype_from_py(py::handle obj);
 /// The NumPy dtype of a tmem dtype.
 py::dtype numpy_dtype(DType dtype);
-/// A Device from "cpu", "cuda", "cuda:<index>" (or None: the CPU). Throws
-/// ValueError for any other text.
+/// A Device from "cpu", "cuda", "cuda:<index>" (or None: the CPU), as
+/// parse_device. Throws ValueError for any other text, an index too large
+/// for an int included.
 Device device_from_py(py::handle obj);
 /// The ints of obj: an int gives one, a sequence of ints (not a str) its
 /// items. Throws TypeError "<who>: expected <what>, but got <repr>" for

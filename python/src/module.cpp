@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
 
 namespace tmem::py_bind {
@@ -91,13 +92,7 @@ py::dtype numpy_dtype(DType dtype) {
 
 Device device_from_py(py::handle obj) {
   if (obj.is_none()) return Device::cpu();
-  const auto s = py::str(obj).cast<std::string>();
-  if (s == "cpu") return Device::cpu();
-  if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
-      s.find_first_not_of("0123456789", 5) == std::string::npos)
-    return Device::cuda(std::stoi(s.substr(5)));
-  throw ValueError("expected a device \"cpu\", \"cuda\" or \"cuda:<index>\", but got \"" + printable(s) + "\"");
+  return parse_device(py::str(obj).cast<std::string>());
 }
 
 std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what) {
