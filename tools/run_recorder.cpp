@@ -31,6 +31,7 @@ void check_same_command(const std::string& dir, const std::string& command) {
 
 RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
     : dir_(run_dir(name)), writer_(dist::rank() == 0), config_({{"command", command}, {"config", config}}) {
+  models::check_ranks_agree(config_, command);
   if (!writer_) return;
   check_same_command(dir_, command);
   ensure_writable_dir(dir_);
