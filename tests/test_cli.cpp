@@ -240,6 +240,8 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
        "--results: \".\" is not a regular file; expected the markdown file the table is appended to"},
       {{"bench", "--quick", "--no-peers", "--areas", "gemm", "--results", "/dev/null"},
        "--results: \"/dev/null\" is not a regular file"},
+      {{"bench", "--quick", "--no-peers", "--areas", "gemm", "--results", "x.md", "--no-append"},
+       "--results excludes --no-append"},
       {{"grads", "diff", "a", "b", "--top", "-1"}, "--top: expected an integer in [0, "},
       {{"train", "brown", "--dim", "abc"}, "--dim: expected an integer in [1, 65536]"},
       {{"train", "fashion-mnist", "--lr", "inf"}, "--lr: expected a finite number"},
