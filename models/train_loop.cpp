@@ -130,6 +130,44 @@ std::string config_differences(const json& saved, const json& now, const json& d
 
 void request_stop() noexcept { g_stop_requested.store(true); }
 
+void check_ranks_agree(const json& mine, const std::string& what) {
+  const int world = dist::world_size();
+  if (!dist::is_initialized() || world < 2) return;
+  const std::string text = mine.dump();
+  uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bit
+  for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+  const std::vector<int64_t> hashes = dist::all_gather(tensor_int({static_cast<int64_t>(h)}, {1})).to_int_vector();
+  int r = 1;
+  while (r < world && hashes[r] == hashes[0]) ++r;
+  if (r == world) return;
+  // Every rank learns rank 0's and rank r's options, so all throw one message.
+  const auto options_of = [&](int root) {
+    Tensor n = tensor_int({static_cast<int64_t>(text.size())}, {1});
+    dist::broadcast(n, root);
+    std::vector<int64_t> bytes(static_cast<size_t>(n.to_int_vector()[0]));
+    if (dist::rank() == root)
+      for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<unsigned char>(text[i]);
+    Tensor b = tensor_int(bytes, {static_cast<int64_t>(bytes.size())});
+    dist::broadcast(b, root);
+    std::string s;
+    for (const int64_t c : b.to_int_vector()) s += static_cast<char>(c);
+    return parse_json(s, what + ": the options of rank " + std::to_string(root)).flatten();
+  };
+  const json first = options_of(0), other = options_of(r);
+  std::string diff;
+  const auto add = [&](const std::string& key) {
+    const auto value = [&](const json& j) { return j.contains(key) ? printable(j[key].dump()) : "(missing)"; };
+    diff += (diff.empty() ? " " : "; ") + key + ": rank 0 " + value(first) + ", rank " + std::to_string(r) + " " +
+            value(other);
+  };
+  for (const auto& [key, v] : first.items())
+    if (!other.contains(key) || other[key] != v) add(key);
+  for (const auto& [key, v] : other.items())
+    if (!first.contains(key)) add(key);
+  throw ValueError(what + ": rank " + std::to_string(r) + " of " + std::to_string(world) +
+                   " was started with other options than rank 0 (every rank must be given the same):" + diff);
+}
+
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks) {
   const CheckpointOptions& files = cfg.files;
   const std::string ckpt = files.run_dir.empty() ? "" : files.run_dir + "/" + kCheckpointFile;
@@ -265,6 +303,11 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
 
   std::unique_ptr<GradDumpWriter> dump;
   if (!files.dump_grads.empty() && writer) dump = std::make_unique<GradDumpWriter>(files.dump_grads, res.start_step);
+  if (data_parallel)
+    check_ranks_agree({{"config", cfg.config}, {"steps", cfg.steps}, {"start_step", res.start_step},
+                       {"checkpoint_every", ckpt.empty() ? 0 : files.checkpoint_every}, {"window", cfg.window},
+                       {"stop_metric", cfg.stop_metric}},
+                      "train");
   std::unique_ptr<dist::DistributedDataParallel> ddp;
   if (data_parallel) ddp = std::make_unique<dist::DistributedDataParallel>(model);
   const auto named = model.named_parameters();

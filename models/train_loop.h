@@ -130,6 +130,14 @@ struct LoopResult {
 std::string config_differences(const nlohmann::json& saved, const nlohmann::json& now,
                                const nlohmann::json& defaults, const std::string& except = "");
 
+/// Checks that every rank of a distributed job was given the same `mine`
+/// (a run's options, a training loop's config and steps): a rank of other
+/// steps would wait forever in a collective, one of another seed would train
+/// on other rows. All-gathers a hash of mine.dump(); collective, a no-op on
+/// one process. Throws ValueError on every rank naming `what`, the first rank
+/// that differs from rank 0, and each differing key with both values.
+void check_ranks_agree(const nlohmann::json& mine, const std::string& what);
+
 /// Trains `model` (in training mode) for cfg.steps steps: hooks.step(step),
 /// backward, the gradient dump (before clipping), ScheduledAdamW::step,
 /// then the metric window, the checkpoint every files.checkpoint_every steps
@@ -138,7 +146,9 @@ std::string config_differences(const nlohmann::json& saved, const nlohmann::json
 /// bit-exactly (model "model.<name>", optimizer "optim.<key>", generators,
 /// extra state, losses, metrics, window, curve). Throws ValueError for bad
 /// options, a dump naming the checkpoint or a checkpoint of another config
-/// (listing the keys that differ); IOError naming the checkpoint and the
+/// (listing the keys that differ) or, data parallel, ranks of other configs,
+/// steps, start steps or checkpoint intervals (check_ranks_agree); IOError
+/// naming the checkpoint and the
 /// entry for a malformed or unfitting checkpoint, or when a file cannot be
 /// written. Throws Interrupted after a stop request (request_stop).
 LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks& hooks);

@@ -3,7 +3,12 @@
 # EXPECT (the failing rank's message). Usage:
 #   cmake -D "CMD=mpirun|-np|2|prog|args" -D EXPECT=regex -D LIMIT=seconds -P dist_expect_abort.cmake
 # (CMD's arguments are separated by '|': a ';' would split the CTest command).
+# With -D NO_PATH=dir, dir is removed first and must not exist afterwards (a
+# job refused before any work leaves no run directory).
 string(REPLACE "|" ";" cmd "${CMD}")
+if(DEFINED NO_PATH)
+  file(REMOVE_RECURSE "${NO_PATH}")
+endif()
 string(TIMESTAMP t0 "%s")
 execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err TIMEOUT ${LIMIT})
 string(TIMESTAMP t1 "%s")
@@ -19,3 +24,6 @@ if(NOT "${out}${err}" MATCHES "${EXPECT}")
   message(FATAL_ERROR "the output does not name the failure (expected a match of \"${EXPECT}\")")
 endif()
 message(STATUS "the job ended after ${seconds} s with exit status ${rc}")
+if(DEFINED NO_PATH AND EXISTS "${NO_PATH}")
+  message(FATAL_ERROR "${NO_PATH} exists: the refused job left it behind")
+endif()

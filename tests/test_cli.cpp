@@ -240,6 +240,8 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
        "--results: \".\" is not a regular file; expected the markdown file the table is appended to"},
       {{"bench", "--quick", "--no-peers", "--areas", "gemm", "--results", "/dev/null"},
        "--results: \"/dev/null\" is not a regular file"},
+      {{"bench", "--quick", "--no-peers", "--areas", "gemm", "--results", "x.md", "--no-append"},
+       "--results excludes --no-append"},
       {{"grads", "diff", "a", "b", "--top", "-1"}, "--top: expected an integer in [0, "},
       {{"train", "brown", "--dim", "abc"}, "--dim: expected an integer in [1, 65536]"},
       {{"train", "fashion-mnist", "--lr", "inf"}, "--lr: expected a finite number"},
@@ -311,6 +313,37 @@ TEST_CASE("cli: --resume without --name is an error, not a fresh run") {
   CHECK(r.status == 1);
   CHECK(r.output.find("--resume needs --name") != std::string::npos);
   CHECK(!fs::exists(dir + "/runs"));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: a run name of another command is refused, and that run's files are kept") {
+  // `tmem ablate --resume --name X` on X of `tmem train` once overwrote X's
+  // results.json and config.json, and mixed its cells with the variants.
+  const std::string dir = fresh_cli_dir("tmem_cli_other_command");
+  const auto first = run_tmem(tiny_train_args("x"), dir);
+  REQUIRE(first.status == 0);
+  const auto read = [&](const std::string& f) {
+    std::ifstream in(dir + "/runs/x/" + f);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string results = read("results.json"), config = read("config.json");
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"ablate", "--resume", "--variants", "7", "--steps", "1", "--batch", "2", "--threads",
+                                 "1", "--name", "x"},
+        std::vector<std::string>{"stream", "--tokens", "4", "--dim", "8", "--layers", "1", "--heads", "1", "--seq", "2",
+                                 "--vocab", "4", "--threads", "1", "--name", "x"}}) {
+    const auto r = run_tmem(args, dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output == "tmem: error: --name: runs/x holds a run of `tmem train no-harm`, not of `tmem " + args[0] +
+                          "`; give this run another --name\n");
+  }
+  CHECK(read("results.json") == results);
+  CHECK(read("config.json") == config);
+  CHECK(!fs::exists(dir + "/runs/x/variant7"));
+  auto again = tiny_train_args("x");
+  again.push_back("--resume");
+  CHECK(run_tmem(again, dir).status == 0);  // the same command may continue it
   fs::remove_all(dir);
 }
 

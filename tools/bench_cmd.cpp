@@ -396,9 +396,10 @@ std::function<int()> add_bench_command(CLI::App& app) {
       ->check(CLI::IsMember({"gemm", "ops", "scaling", "models", "lm"}))
       ->capture_default_str();
   cmd->add_flag("!--no-peers", opt->peers, "Skip the PyTorch peer scripts");
-  cmd->add_option("--results", opt->results,
-                  "Markdown file the table is appended to (default: bench/RESULTS.md unless --quick)");
-  cmd->add_flag("--no-append", opt->no_append, "Print the table only");
+  auto* results = cmd->add_option("--results", opt->results,
+                                  "Markdown file the table is appended to (default: bench/RESULTS.md unless --quick)");
+  // --no-append would silently drop a --results file asked for.
+  cmd->add_flag("--no-append", opt->no_append, "Print the table only")->excludes(results);
   return [cmd, opt]() -> int {
     if (!*cmd) return -1;
     if (opt->results.empty() && !opt->quick)

@@ -11,9 +11,30 @@
 
 namespace tmem::tools {
 
+namespace {
+
+// Refuses a run directory whose config.json names another command: this
+// run would overwrite that run's results.json and mix its cells with them.
+void check_same_command(const std::string& dir, const std::string& command) {
+  const std::string p = dir + "/config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(p, ec)) return;
+  std::ifstream in(p, std::ios::binary);
+  const nlohmann::json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), p);
+  if (!j.is_object() || !j.contains("command") || !j["command"].is_string()) return;
+  const std::string earlier = j["command"].get<std::string>();
+  check<ValueError>(earlier == command, "--name: ", dir, " holds a run of `tmem ", printable(earlier),
+                    "`, not of `tmem ", command, "`; give this run another --name");
+}
+
+}  // namespace
+
 RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
     : dir_(run_dir(name)), writer_(dist::rank() == 0), config_({{"command", command}, {"config", config}}) {
-  if (writer_) ensure_writable_dir(dir_);
+  models::check_ranks_agree(config_, command);
+  if (!writer_) return;
+  check_same_command(dir_, command);
+  ensure_writable_dir(dir_);
 }
 
 void RunRecorder::record_config() const {

@@ -24,7 +24,11 @@ class RunRecorder {
   /// run's first file of its own (write_json, place, record_config), so that
   /// a run refused before any work (a --resume of another config) leaves the
   /// earlier run's config.json as it was. Throws ValueError naming --name for
-  /// a bad name, IOError naming the directory when it cannot be written.
+  /// a bad name or a directory whose config.json is of another command (its
+  /// results would be overwritten), or when the ranks of a distributed job
+  /// were given other options (models::check_ranks_agree; collective);
+  /// IOError naming the directory when it cannot be written or its
+  /// config.json is not JSON.
   RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config);
   /// Writes config.json when this run has not yet. Throws IOError.
   void record_config() const;

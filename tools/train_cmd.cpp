@@ -16,6 +16,7 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
+#include "tmem/dist/sampler.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
@@ -190,6 +191,7 @@ namespace {
 
 int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
+  dist::BatchShard(a.cfg.batch, "train: --batch");  // the batch splits over the ranks: checked before runs/<name>
   auto [sweep, values] = sweep_of(a);
   check<ValueError>(!values.empty(), "train: --", sweep, " needs at least one value");
   std::unique_ptr<models::Task> task;  // validates the name early, with the sweep's first value

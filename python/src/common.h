@@ -20,12 +20,18 @@ namespace py = pybind11;
 DType dtype_from_py(py::handle obj);
 /// The NumPy dtype of a tmem dtype.
 py::dtype numpy_dtype(DType dtype);
-/// A Device from "cpu", "cuda", "cuda:<index>" (or None: the CPU). Throws
-/// ValueError for any other text.
+/// A Device from "cpu", "cuda", "cuda:<index>" (or None: the CPU), as
+/// parse_device. Throws ValueError for any other text, an index too large
+/// for an int included.
 Device device_from_py(py::handle obj);
-/// A shape from the positional arguments of a factory: zeros(2, 3),
-/// zeros((2, 3)) or zeros([2, 3]).
-Shape shape_from_args(const py::args& args);
+/// The ints of obj: an int gives one, a sequence of ints (not a str) its
+/// items. Throws TypeError "<who>: expected <what>, but got <repr>" for
+/// anything else, an int outside int64 included.
+std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what);
+/// A shape (or the dims of permute: noun "dims") from the positional
+/// arguments of a factory or method `who`: zeros(2, 3), zeros((2, 3)) or
+/// zeros([2, 3]). Throws TypeError naming `who` when they are not ints.
+Shape shape_from_args(const py::args& args, const std::string& who, const std::string& noun = "a shape");
 /// An optional tensor argument: None gives an undefined Tensor. Throws
 /// TypeError "<who> to be a tensor or None, but got <type>" for any other
 /// object; `who` reads "<op>: expected <argument>".

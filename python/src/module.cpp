@@ -4,6 +4,7 @@
 #include <string>
 
 #include "common.h"
+#include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
 
 namespace tmem::py_bind {
@@ -91,18 +92,25 @@ py::dtype numpy_dtype(DType dtype) {
 
 Device device_from_py(py::handle obj) {
   if (obj.is_none()) return Device::cpu();
-  const auto s = py::str(obj).cast<std::string>();
-  if (s == "cpu") return Device::cpu();
-  if (s == "cuda") return Device::cuda(0);
-  if (s.rfind("cuda:", 0) == 0 && s.size() > 5 &&
-      s.find_first_not_of("0123456789", 5) == std::string::npos)
-    return Device::cuda(std::stoi(s.substr(5)));
-  throw ValueError("expected a device \"cpu\", \"cuda\" or \"cuda:<index>\", but got \"" + printable(s) + "\"");
+  return parse_device(py::str(obj).cast<std::string>());
 }
 
-Shape shape_from_args(const py::args& args) {
-  if (args.size() == 1 && !py::isinstance<py::int_>(args[0])) return args[0].cast<Shape>();
-  return args.cast<Shape>();
+std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what) {
+  const auto fail = [&] {
+    return py::type_error(who + ": expected " + what + ", but got " + py::repr(obj).cast<std::string>());
+  };
+  try {
+    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) throw fail();
+    if (py::isinstance<py::sequence>(obj)) return obj.cast<std::vector<int64_t>>();
+    return {obj.cast<int64_t>()};
+  } catch (const py::cast_error&) {
+    throw fail();
+  }
+}
+
+Shape shape_from_args(const py::args& args, const std::string& who, const std::string& noun) {
+  if (args.size() == 1) return ints_from_py(args[0], who, noun + " of ints (an int, a tuple or a list)");
+  return ints_from_py(args, who, noun + " of ints");
 }
 
 Tensor optional_tensor(const py::object& obj, const std::string& who) {

@@ -168,12 +168,10 @@ void bind_nn(py::module_& m) {
   py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>>(nnm, "LayerNorm",
                                                                     "Layer normalisation over the last dim.")
       .def(py::init([](const py::object& shape, double eps) {
-             const int64_t dim = py::isinstance<py::int_>(shape) ? shape.cast<int64_t>() : [&] {
-               const auto s = shape.cast<Shape>();
-               check<ShapeError>(s.size() == 1, "LayerNorm: tmem normalises over the last dim only, but got "
-                                 "normalized_shape ", shape_str(s));
-               return s[0];
-             }();
+             const Shape s = ints_from_py(shape, "LayerNorm", "normalized_shape to be an int or a sequence of ints");
+             check<ShapeError>(s.size() == 1, "LayerNorm: tmem normalises over the last dim only, but got "
+                               "normalized_shape ", shape_str(s));
+             const int64_t dim = s[0];
              return std::make_shared<nn::LayerNorm>(dim, eps);
            }), py::arg("normalized_shape"), py::arg("eps") = 1e-5)
       .def("forward", &nn::LayerNorm::forward, py::arg("input"), release_gil())

@@ -13,11 +13,11 @@ namespace {
 
 using release_gil = py::call_guard<py::gil_scoped_release>;
 
-/// A dim argument of a reduction: None (every dim), an int or a sequence.
-std::vector<int64_t> dims_from_py(const py::object& dim) {
+/// A dim argument of reduction `op`: None (every dim), an int or a sequence.
+/// Throws TypeError naming op for anything else.
+std::vector<int64_t> dims_from_py(const py::object& dim, const char* op) {
   if (dim.is_none()) return {};
-  if (py::isinstance<py::int_>(dim)) return {dim.cast<int64_t>()};
-  return dim.cast<std::vector<int64_t>>();
+  return ints_from_py(dim, op, "dim to be None, an int or a sequence of ints");
 }
 
 /// The (values, indices) pair of max/min along a dim, as tmem.return_types.
@@ -25,13 +25,14 @@ py::object values_indices(const ValuesIndices& r) {
   return py::module_::import("tmem._tmem").attr("ValuesIndices")(r.values, r.indices);
 }
 
-/// A per-axis triple from an int or a 3-sequence.
-std::array<int64_t, 3> triple(const py::object& v) {
-  if (py::isinstance<py::int_>(v)) {
-    const auto i = v.cast<int64_t>();
-    return {i, i, i};
-  }
-  return v.cast<std::array<int64_t, 3>>();
+/// A per-axis triple of argument `arg` of op from an int or a 3-sequence.
+/// Throws TypeError naming both for anything else.
+std::array<int64_t, 3> triple(const py::object& v, const std::string& op, const std::string& arg) {
+  const std::string what = arg + " to be an int or a sequence of 3 ints";
+  const std::vector<int64_t> i = ints_from_py(v, op, what);
+  if (py::isinstance<py::int_>(v)) return {i[0], i[0], i[0]};
+  if (i.size() != 3) throw py::type_error(op + ": expected " + what + ", but got " + py::repr(v).cast<std::string>());
+  return {i[0], i[1], i[2]};
 }
 
 GridSampleMode grid_mode(const std::string& s) {
@@ -122,13 +123,13 @@ void bind_ops(py::module_& m) {
 
   // ---- reductions ----
   both(m, cls, "sum", [](const Tensor& x, const py::object& dim, bool keepdim) {
-         return sum(x, dims_from_py(dim), keepdim);
+         return sum(x, dims_from_py(dim, "sum"), keepdim);
        }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Sum over dims (all when None).");
   both(m, cls, "mean", [](const Tensor& x, const py::object& dim, bool keepdim) {
-         return mean(x, dims_from_py(dim), keepdim);
+         return mean(x, dims_from_py(dim, "mean"), keepdim);
        }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Mean over dims (all when None).");
   both(m, cls, "var", [](const Tensor& x, const py::object& dim, int64_t correction, bool keepdim) {
-         return var(x, dims_from_py(dim), correction, keepdim);
+         return var(x, dims_from_py(dim, "var"), correction, keepdim);
        }, a, py::arg("dim") = py::none(), py::kw_only(), py::arg("correction") = 1, py::arg("keepdim") = false,
        "Variance over dims with Bessel's correction (1: unbiased).");
   m.attr("ValuesIndices") = py::module_::import("collections").attr("namedtuple")("ValuesIndices", "values indices");
@@ -149,14 +150,15 @@ void bind_ops(py::module_& m) {
   both(m, cls, "bmm", &bmm, a, py::arg("mat2"), release_gil(), "Batched [B,M,K] @ [B,K,N].");
 
   // ---- shapes ----
-  const auto shape_arg = [](const py::args& args) { return shape_from_args(args); };
   m.def("reshape", &reshape, a, py::arg("shape"), "input with a new shape (a view when possible; -1 inferred).");
-  cls.def("reshape", [shape_arg](const Tensor& x, const py::args& s) { return reshape(x, shape_arg(s)); },
+  cls.def("reshape", [](const Tensor& x, const py::args& s) { return reshape(x, shape_from_args(s, "reshape")); },
           "This tensor with a new shape (a view when possible; -1 inferred).");
-  cls.def("view", [shape_arg](const Tensor& x, const py::args& s) { return view(x, shape_arg(s)); },
+  cls.def("view", [](const Tensor& x, const py::args& s) { return view(x, shape_from_args(s, "view")); },
           "A view with a new shape (ShapeError when the strides allow none).");
   m.def("permute", &permute, a, py::arg("dims"), "input with its dims reordered (a view).");
-  cls.def("permute", [shape_arg](const Tensor& x, const py::args& d) { return permute(x, shape_arg(d)); },
+  cls.def("permute", [](const Tensor& x, const py::args& d) {
+            return permute(x, shape_from_args(d, "permute", "dims"));
+          },
           "This tensor with its dims reordered (a view).");
   both(m, cls, "transpose", &transpose, a, py::arg("dim0"), py::arg("dim1"), "Swaps two dims (a view).");
   cls.def_property_readonly("T", [](const Tensor& x) {
@@ -165,7 +167,7 @@ void bind_ops(py::module_& m) {
     return permute(x, d);
   }, "The dims reversed (a view).");
   m.def("expand", &expand, a, py::arg("size"), "Broadcasts size-1 dims to size (a view).");
-  cls.def("expand", [shape_arg](const Tensor& x, const py::args& s) { return expand(x, shape_arg(s)); },
+  cls.def("expand", [](const Tensor& x, const py::args& s) { return expand(x, shape_from_args(s, "expand")); },
           "Broadcasts size-1 dims (a view; -1 keeps a dim).");
   both(m, cls, "squeeze", &squeeze, a, py::arg("dim"), "Removes a size-1 dim (a view).");
   both(m, cls, "unsqueeze", &unsqueeze, a, py::arg("dim"), "Inserts a size-1 dim (a view).");
@@ -246,7 +248,8 @@ void bind_ops(py::module_& m) {
   m.def("conv3d_depthwise", [](const Tensor& x, const Tensor& weight, const py::object& bias, const py::object& stride,
                                const py::object& padding) {
           const Tensor b = optional_tensor(bias, "conv3d_depthwise: expected bias");
-          const auto s = triple(stride), p = triple(padding);
+          const auto s = triple(stride, "conv3d_depthwise", "stride");
+          const auto p = triple(padding, "conv3d_depthwise", "padding");
           py::gil_scoped_release release;
           return conv3d_depthwise(x, weight, b, s, p);
         }, a, py::arg("weight"), py::arg("bias") = py::none(), py::arg("stride") = 1, py::arg("padding") = 0,

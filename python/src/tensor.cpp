@@ -602,8 +602,9 @@ void bind_tensor(py::module_& m) {
         "float32, ints and bools int64, NumPy arrays keep float64.");
 
   auto factory = [&m](const char* name, auto make, const char* doc) {
-    m.def(name, [make](const py::args& args, const py::object& dtype, const py::object& device, bool requires_grad) {
-            Tensor t = make(shape_from_args(args), dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+    m.def(name, [make, name](const py::args& args, const py::object& dtype, const py::object& device,
+                             bool requires_grad) {
+            Tensor t = make(shape_from_args(args, name), dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
                             device_from_py(device));
             if (requires_grad) t.requires_grad_();
             return t;
@@ -663,13 +664,13 @@ void bind_tensor(py::module_& m) {
     return g.cast<Generator&>();
   };
   m.def("rand", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator) {
-          return rand(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
+          return rand(shape_from_args(args, "rand"), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
                       generator_arg(generator, "rand"));
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(), "U[0, 1) samples.");
   m.def("randn", [generator_arg](const py::args& args, const py::object& dtype, const py::object& generator,
                                  bool requires_grad) {
-          Tensor t = randn(shape_from_args(args), 0.0, 1.0, dtype.is_none() ? DType::Float32 : dtype_from_py(dtype),
-                           generator_arg(generator, "randn"));
+          Tensor t = randn(shape_from_args(args, "randn"), 0.0, 1.0,
+                           dtype.is_none() ? DType::Float32 : dtype_from_py(dtype), generator_arg(generator, "randn"));
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(),

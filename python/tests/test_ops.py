@@ -215,6 +215,35 @@ class TestValues(unittest.TestCase):
         self.assertEqual((np.array([0.5, 2.0]) < x).tolist(), [1, 0])
         self.assertEqual(tmem.sub(x, True).tolist(), [0.0, 0.0])
 
+    def test_int_arguments_of_the_wrong_type_are_type_errors(self):
+        # dims, shapes, strides and paddings that are not ints once gave
+        # pybind11's bare "Unable to cast Python instance" RuntimeError.
+        x = tmem.ones(2, 3)
+        v = tmem.ones(1, 2, 3, 3, 3)
+        w = tmem.ones(2, 1, 1, 1, 1)
+        for f, message in [(lambda: tmem.sum(x, "a"), "sum: expected dim to be None, an int or a sequence of ints, "
+                                                      "but got 'a'"),
+                           (lambda: x.mean([0.5]), r"mean: expected dim .*, but got \[0.5\]"),
+                           (lambda: tmem.var(x, 2 ** 70), "var: expected dim .*, but got 1180591620717411303424"),
+                           (lambda: tmem.conv3d_depthwise(v, w, stride=(1, 1)),
+                            r"conv3d_depthwise: expected stride to be an int or a sequence of 3 ints, "
+                            r"but got \(1, 1\)"),
+                           (lambda: tmem.conv3d_depthwise(v, w, padding=1.0),
+                            "conv3d_depthwise: expected padding to be an int or a sequence of 3 ints, but got 1.0"),
+                           (lambda: x.reshape(6.0), "reshape: expected a shape of ints .*, but got 6.0"),
+                           (lambda: x.view("ab"), "view: expected a shape of ints .*, but got 'ab'"),
+                           (lambda: x.permute("ab"), "permute: expected dims of ints .*, but got 'ab'"),
+                           (lambda: x.expand(2, None), r"expand: expected a shape of ints, but got \(2, None\)"),
+                           (lambda: tmem.zeros(2, "a"), r"zeros: expected a shape of ints, but got \(2, 'a'\)"),
+                           (lambda: tmem.randn((2.0, 3)), r"randn: expected a shape of ints .*, but got \(2.0, 3\)"),
+                           (lambda: tmem.nn.LayerNorm("a"), "LayerNorm: expected normalized_shape to be an int or a "
+                                                            "sequence of ints, but got 'a'")]:
+            with self.assertRaisesRegex(TypeError, message):
+                f()
+        self.assertEqual(tuple(tmem.conv3d_depthwise(v, w, stride=(1, 2, 3)).shape), (1, 2, 3, 2, 1))
+        self.assertEqual(tuple(x.permute(1, 0).shape), (3, 2))
+        self.assertEqual(tuple(tmem.zeros((2, 3)).shape), (2, 3))
+
     def test_selective_scan_matches_the_recurrence(self):
         u, delta = randn(2, 4, 3), np.abs(randn(2, 4, 3))
         A, Bm, Cm, D = -np.abs(randn(3, 2)), randn(2, 4, 2), randn(2, 4, 2), randn(3)
