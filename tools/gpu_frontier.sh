@@ -9,7 +9,9 @@
 #   PREBUILT=.gpu/bundle.tgz bash tools/gpu_frontier.sh run SECONDS [OUT_DIR]   # on the GPU machine
 #   bash tools/gpu_frontier.sh import DIR                                        # here, lanes stopped
 #
-# run: restores the kept cells (tools/frontier_cells.sh restore), starts the
+# run: runs the CUDA parity tests (tests/cuda_tests.cpp: no lane runs on
+# kernels that do not match the CPU's), restores the kept cells
+# (tools/frontier_cells.sh restore), starts the
 # lanes, sends them SIGINT after SECONDS (each saves its checkpoint and
 # exits; SIGKILL 60 s later), then packs what they made into OUT_DIR
 # (default $OUT): frontier-cells.tgz, the result.json and losses.json of every
@@ -74,6 +76,13 @@ case ${1:-} in
       tmem=$(realpath "${TMEM:-build/tools/tmem}")
     fi
     nvidia-smi --query-gpu=name,memory.total --format=csv 2> /dev/null || true
+    # Cells are trusted only from kernels that match the CPU's on this GPU.
+    if [[ ${DEVICE:-cuda} != cpu ]]; then
+      parity=$(mktemp)
+      "$(dirname "$(dirname "$tmem")")/tests/tmem_cuda_tests" > "$parity" 2>&1 ||
+        { tail -40 "$parity"; echo "gpu_frontier: the CUDA parity tests failed: no lanes run"; exit 1; }
+      echo "gpu_frontier: CUDA parity tests passed ($(grep -m1 'test cases' "$parity"))"
+    fi
     for name in $(run_names); do bash tools/frontier_cells.sh restore "$name"; done
     marker=$(mktemp)
     pids=()
@@ -104,7 +113,7 @@ case ${1:-} in
     echo "gpu_frontier: $(grep -c result.json "$list") cells finished, $(wc -l < "$ckpts") in progress:"
     sed 's|^|  |' "$list" "$ckpts" | grep -v losses.json
     parts=$(find "$out" -name 'frontier-ckpt.tgz.*' | wc -l)
-    (( parts <= 6 )) || echo "gpu_frontier: $parts checkpoint parts: more than the 8 files that come back" >&2
+    (( parts <= 6 )) || echo "gpu_frontier: $parts checkpoint parts: with the log and the cells, more than the 8 files that come back" >&2
     exec >&3 2>&3  # the log is whole when run returns
     wait "$tee_pid"
     ;;
