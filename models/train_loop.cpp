@@ -133,7 +133,15 @@ void request_stop() noexcept { g_stop_requested.store(true); }
 void check_ranks_agree(const json& mine, const std::string& what) {
   const int world = dist::world_size();
   if (!dist::is_initialized() || world < 2) return;
-  const std::string text = mine.dump();
+  // Ranks may compute on devices of their own (one GPU each): "device" is
+  // where, not what, as for config_differences.
+  json flat = mine.flatten();
+  for (auto it = flat.begin(); it != flat.end();) {
+    const std::string& key = it.key();
+    if (key == "/device" || (key.size() > 7 && key.compare(key.size() - 7, 7, "/device") == 0)) it = flat.erase(it);
+    else ++it;
+  }
+  const std::string text = flat.dump();
   uint64_t h = 14695981039346656037ull;  // FNV-1a, 64 bit
   for (const char c : text) h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
   const std::vector<int64_t> hashes = dist::all_gather(tensor_int({static_cast<int64_t>(h)}, {1})).to_int_vector();
@@ -151,7 +159,7 @@ void check_ranks_agree(const json& mine, const std::string& what) {
     dist::broadcast(b, root);
     std::string s;
     for (const int64_t c : b.to_int_vector()) s += static_cast<char>(c);
-    return parse_json(s, what + ": the options of rank " + std::to_string(root)).flatten();
+    return parse_json(s, what + ": the options of rank " + std::to_string(root));
   };
   const json first = options_of(0), other = options_of(r);
   std::string diff;

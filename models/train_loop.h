@@ -133,8 +133,9 @@ std::string config_differences(const nlohmann::json& saved, const nlohmann::json
 /// Checks that every rank of a distributed job was given the same `mine`
 /// (a run's options, a training loop's config and steps): a rank of other
 /// steps would wait forever in a collective, one of another seed would train
-/// on other rows. All-gathers a hash of mine.dump(); collective, a no-op on
-/// one process. Throws ValueError on every rank naming `what`, the first rank
+/// on other rows. Keys named "device" are left out (a rank may have a GPU of
+/// its own). All-gathers a hash of the rest; collective, a no-op on one
+/// process. Throws ValueError on every rank naming `what`, the first rank
 /// that differs from rank 0, and each differing key with both values.
 void check_ranks_agree(const nlohmann::json& mine, const std::string& what);
 

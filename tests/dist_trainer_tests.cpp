@@ -234,3 +234,15 @@ TEST_CASE("trainers on 2 ranks: a step that trains the whole batch on every rank
                        ValueError);
   dist::barrier();
 }
+
+TEST_CASE("trainers on 2 ranks: check_ranks_agree leaves out each rank's device and names another key") {
+  REQUIRE(dist::world_size() == 2);
+  // One GPU per rank is a legitimate difference; other steps are not.
+  const std::string dev = "cuda:" + std::to_string(dist::rank());
+  CHECK_NOTHROW(check_ranks_agree({{"device", dev}, {"cell", {{"steps", 3}, {"device", dev}}}}, "test"));
+  CHECK_THROWS_WITH_AS(check_ranks_agree({{"cell", {{"steps", 3 + dist::rank()}, {"device", dev}}}}, "test"),
+                       "test: rank 1 of 2 was started with other options than rank 0 (every rank must be given the "
+                       "same): /cell/steps: rank 0 3, rank 1 4",
+                       ValueError);
+  dist::barrier();
+}
