@@ -465,7 +465,7 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
 
 Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim) {
   const OpRange range(OpId::RepeatInterleave);
-  check<ValueError>(repeats >= 1, "repeat_interleave: expected repeats >= 1, but got ", repeats);
+  check<ValueError>(repeats >= 0, "repeat_interleave: repeats can not be negative, but got ", repeats);
   check<ShapeError>(a.dim() > 0, "repeat_interleave: dim ", dim, " given, but the tensor has no dims (0-d)");
   int64_t d = normalize_dim(dim, a.dim(), "repeat_interleave");
   // [.., n, ..] -> [.., n, r, ..] (expanded) -> [.., n*r, ..]

@@ -66,7 +66,8 @@ std::vector<Tensor> unbind(const Tensor& a, int64_t dim);
 /// Constant padding as torch.nn.functional.pad: pads = (left, right) for the
 /// last dim, then (left, right) for the one before, ...; pads >= 0.
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0.0);
-/// Repeats each element `repeats` times along dim (torch.repeat_interleave).
+/// Repeats each element `repeats` times along dim (torch.repeat_interleave;
+/// repeats 0 gives an empty dim). Throws ValueError for repeats < 0.
 Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim);
 
 }  // namespace tmem

@@ -71,6 +71,16 @@ TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_inter
   check_close(gather(a, 1, tensor_int({2, 0, 1, 1}, {2, 2})), {2, 0, 4, 4});
   check_close(index_select(a, 0, tensor_int({1, 1, 0}, {3})), {3, 4, 5, 3, 4, 5, 0, 1, 2});
   check_close(repeat_interleave(tensor({1, 2}, {2}), 3, 0), {1, 1, 1, 2, 2, 2});
+  // repeats 0 empties the dim, as torch.repeat_interleave (it was refused),
+  // and the gradient is zeros; a negative count is refused with torch's words.
+  Tensor r = tensor({1, 2, 3, 4}, {2, 2});
+  r.requires_grad_();
+  Tensor none = repeat_interleave(r, 0, 1);
+  CHECK(none.shape() == Shape{2, 0});
+  sum(none).backward();
+  check_close(r.grad(), {0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(repeat_interleave(r, -1, 0), "repeat_interleave: repeats can not be negative, but got -1",
+                       ValueError);
   CHECK_THROWS_AS(index_select(a, 0, tensor_int({2}, {1})), IndexError);
   CHECK_THROWS_AS(gather(a, 1, tensor_int({3, 0}, {2, 1})), IndexError);
   CHECK_THROWS_AS(cat({a, zeros({2, 2})}, 0), ShapeError);
