@@ -440,7 +440,22 @@ Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value) {
   check<ValueError>(pads.size() % 2 == 0 && static_cast<int64_t>(pads.size()) <= 2 * a.dim(),
                     "pad: expected an even number of pads, at most 2 per dim, but got ", pads.size(),
                     " for shape ", shape_str(a.shape()));
-  for (int64_t p : pads) check<ValueError>(p >= 0, "pad: negative padding ", p, " is not supported");
+  if (std::any_of(pads.begin(), pads.end(), [](int64_t p) { return p < 0; })) {
+    // Negative padding crops (torch.nn.functional.pad): slice, then pad the rest.
+    Tensor cropped = a;
+    std::vector<int64_t> rest(pads);
+    for (size_t k = 0; k < pads.size() / 2; ++k) {
+      const int64_t d = a.dim() - 1 - static_cast<int64_t>(k), n = a.shape()[d];
+      const int64_t lo = pads[2 * k], hi = pads[2 * k + 1];
+      const bool fits = lo >= -n && hi >= -n && (lo < 0 ? -lo : 0) <= (hi < 0 ? n + hi : n);
+      check<ShapeError>(fits, "pad: dim ", d, " of size ", n, " with padding ", lo, " and ", hi,
+                        " would have a negative size");
+      cropped = slice(cropped, d, lo < 0 ? -lo : 0, hi < 0 ? n + hi : n);
+      rest[2 * k] = std::max<int64_t>(lo, 0);
+      rest[2 * k + 1] = std::max<int64_t>(hi, 0);
+    }
+    return pad(cropped, rest, value);
+  }
   Shape shape = a.shape();
   int64_t off = 0;
   std::vector<int64_t> lefts(a.dim(), 0);

@@ -64,7 +64,9 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim);
 /// Throws ShapeError for a 0-d tensor, IndexError for dim out of range.
 std::vector<Tensor> unbind(const Tensor& a, int64_t dim);
 /// Constant padding as torch.nn.functional.pad: pads = (left, right) for the
-/// last dim, then (left, right) for the one before, ...; pads >= 0.
+/// last dim, then (left, right) for the one before, ...; a negative pad
+/// crops that side. Throws ValueError for an odd count or more than 2 per
+/// dim, ShapeError when cropping would leave a negative size.
 Tensor pad(const Tensor& a, const std::vector<int64_t>& pads, double value = 0.0);
 /// Repeats each element `repeats` times along dim (torch.repeat_interleave;
 /// repeats 0 gives an empty dim). Throws ValueError for repeats < 0.

@@ -243,6 +243,8 @@ TEST_CASE("device kernels: cat, stack and pad on the device are the backend's co
                V{input({2, 3, 4, 5})});
   check_parity("pad a permuted view", [](const V& v) { return pad(permute(v[0], {1, 0}), {0, 0, 1, 1}); },
                V{input({3, 4})});
+  check_parity("pad with negative pads (cropping)", [](const V& v) { return pad(v[0], {-1, 2, 1, -2}, 0.5); },
+               V{input({3, 4})});
   const Tensor i = tensor_int({1, 2, 3}, {3}).to(Device::cuda());
   CHECK(cat({i, i}, 0).to_int_vector() == std::vector<int64_t>{1, 2, 3, 1, 2, 3});
   CHECK(pad(i, {1, 0}, 7).to_int_vector() == std::vector<int64_t>{7, 1, 2, 3});
@@ -276,7 +278,7 @@ TEST_CASE("device kernels: reductions and shape ops raise the CPU's errors on th
   same("max of an empty dim", [](const Tensor& t) { max(t, 1); }, empty({2, 0}),
        empty({2, 0}, DType::Float32, Device::cuda()));
   same("cat of mismatched shapes", [](const Tensor& t) { cat({t, slice(t, 1, 0, 2)}, 0); }, x, d);
-  same("negative pad", [](const Tensor& t) { pad(t, {-1, 0}); }, x, d);
+  same("pad cropping more than a dim holds", [](const Tensor& t) { pad(t, {-5, 0}); }, x, d);
   CHECK_THROWS_AS(index_select(d, 1, tensor_int({0, 4}, {2})), IndexError);
   CHECK_THROWS_AS(gather(d, 0, tensor_int({0, 1, 3, 0}, {1, 4}).to(Device::cuda())), IndexError);
   CHECK(error_of<DeviceError>([&] { cat({d, x}, 0); }) ==

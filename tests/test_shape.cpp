@@ -68,6 +68,19 @@ TEST_CASE("shape ops: cat, stack, split, pad, gather, index_select, repeat_inter
   REQUIRE(parts.size() == 3);
   check_close(parts[2], {4});
   check_close(pad(tensor({1, 2}, {1, 2}), {1, 0, 0, 1}, -1), {-1, 1, 2, -1, -1, -1});
+  // Negative pads crop (it was refused); values and gradient from torch 1.13:
+  // F.pad(arange(12.).reshape(3, 4), (-1, 1, 0, -2), value=-1) = [[1, 2, 3, -1]],
+  // and the gradient of F.pad(x, (-1, 1, 1, -2)).sum() is 1 on row 0, cols 1-3.
+  Tensor grid = reshape(arange(0, 12), {3, 4});
+  grid.requires_grad_();
+  Tensor cropped = pad(grid, {-1, 1, 0, -2}, -1);
+  CHECK(cropped.shape() == Shape{1, 4});
+  check_close(cropped, {1, 2, 3, -1});
+  sum(pad(grid, {-1, 1, 1, -2})).backward();
+  check_close(grid.grad(), {0, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK(pad(grid, {-2, -2}).shape() == Shape{3, 0});
+  CHECK_THROWS_WITH_AS(pad(grid, {-3, -2}), "pad: dim 1 of size 4 with padding -3 and -2 would have a negative size",
+                       ShapeError);
   check_close(gather(a, 1, tensor_int({2, 0, 1, 1}, {2, 2})), {2, 0, 4, 4});
   check_close(index_select(a, 0, tensor_int({1, 1, 0}, {3})), {3, 4, 5, 3, 4, 5, 0, 1, 2});
   check_close(repeat_interleave(tensor({1, 2}, {2}), 3, 0), {1, 1, 1, 2, 2, 2});
@@ -197,4 +210,5 @@ TEST_CASE("pad: padding that overflows a dim's size is a ValueError naming pad")
                        "pad: pads 4611686018427387904 and 4611686018427387904 make dim 1 of shape [2,3] larger than an "
                        "int64 holds",
                        ValueError);
+  CHECK_THROWS_AS(pad(ones({2, 3}), {std::numeric_limits<int64_t>::min(), 0}), ShapeError);
 }
