@@ -270,7 +270,7 @@ bool bounded(models::BackboneMethod m) {
 // The table, results.json and frontier.svg over every finished cell in root
 // (so lanes that trained different methods into one run share one report),
 // and the bounded methods of each --with run beside them, labelled.
-void report(const FrontierArgs& a, RunRecorder& rec) {
+void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>& with_runs) {
   const std::string& root = rec.dir();
   const std::vector<json> cells = finished_cells(root, a.task);
   const uint64_t first_seed = a.seeds.front();
@@ -284,8 +284,7 @@ void report(const FrontierArgs& a, RunRecorder& rec) {
   const json table = print_rows(rows, observed);
   json with = json::array();
   std::vector<std::pair<std::string, std::vector<Row>>> extra;  // label, bounded rows
-  for (const std::string& arg : a.with) {
-    const WithRun w = parse_with(arg);
+  for (const WithRun& w : with_runs) {
     json w_lr = json::object();
     std::vector<Row> w_rows = rows_of(finished_cells(run_dir(w.name), a.task), first_seed, w_lr);
     std::erase_if(w_rows, [](const Row& r) { return !bounded(r.method); });
@@ -409,8 +408,11 @@ int run(FrontierArgs& a) {
     check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
     check<ValueError>(a.with.empty(), "frontier: --with adds runs to the frontier's table and plot, not to --vs ", a.vs);
   }
-  for (const std::string& w : a.with)
-    check<ValueError>(parse_with(w).name != a.name, "frontier: --with ", w, " names this run itself");
+  std::vector<WithRun> with_runs;
+  for (const std::string& w : a.with) {
+    with_runs.push_back(parse_with(w));
+    check<ValueError>(with_runs.back().name != a.name, "frontier: --with ", w, " names this run itself");
+  }
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
@@ -472,7 +474,7 @@ int run(FrontierArgs& a) {
             if (i != middle) train(method, i, lr, a.seeds[s]);
     }
   }
-  report(a, rec);
+  report(a, rec, with_runs);
   return 0;
 }
 

@@ -509,21 +509,21 @@ void bind_tensor(py::module_& m) {
              std::ostringstream s;
              s << t;
              return s.str();
-           }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.")
-      // Python operators; numbers on either side.
-      .def("__add__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add); }, py::is_operator())
-      .def("__radd__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &add, true); },
-           py::is_operator())
-      .def("__sub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub); }, py::is_operator())
-      .def("__rsub__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &sub, true); },
-           py::is_operator())
-      .def("__mul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul); }, py::is_operator())
-      .def("__rmul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &mul, true); },
-           py::is_operator())
-      .def("__truediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div); }, py::is_operator())
-      .def("__rtruediv__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &div, true); },
-           py::is_operator())
-      .def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
+           }, "PyTorch's repr, written by the C++ printer (operator<<, core/tensor.h): the same text as C++.");
+  // Python operators: tensors, numbers and NumPy arrays on either side.
+  struct BinaryOperator {
+    const char* name;
+    Tensor (*f)(const Tensor&, const Tensor&);
+    bool reflected;
+  };
+  for (const BinaryOperator& o : {BinaryOperator{"__add__", &add, false}, BinaryOperator{"__radd__", &add, true},
+                                  BinaryOperator{"__sub__", &sub, false}, BinaryOperator{"__rsub__", &sub, true},
+                                  BinaryOperator{"__mul__", &mul, false}, BinaryOperator{"__rmul__", &mul, true},
+                                  BinaryOperator{"__truediv__", &div, false},
+                                  BinaryOperator{"__rtruediv__", &div, true}})
+    cls.def(o.name, [o](const Tensor& a, const py::object& b) { return operator_result(a, b, o.f, o.reflected); },
+            py::is_operator());
+  cls.def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
              if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
              py::detail::make_caster<double> number;
              if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
