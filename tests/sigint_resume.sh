@@ -1,17 +1,17 @@
 #!/usr/bin/env bash
 # Ctrl-C during `tmem train` (tools/tmem.cpp, models::request_stop): the run
-# stops between two steps with its checkpoint saved and says how to continue;
-# `--resume` then continues from that step. 1000 steps, so that the resumed
+# stops between two steps with its checkpoint saved and says how to continue,
+# naming the run name it generated (no --name is given); `--name <it>
+# --resume` then continues from that step. 1000 steps, so that the resumed
 # run ends well inside the timeout under ASan on 2 busy cores (at 4000 it
 # took over 300 s there). Usage: sigint_resume.sh TMEM
 set -euo pipefail
 tmem=$1
-name=ctest-sigint
 args=(train no-harm --method base --batch 4 --eval-batches 1 --dim 16 --layers 1 --heads 2 --threads 1
-      --steps 1000 --name "$name")
-rm -rf "runs/$name"
+      --steps 1000)
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+name=
+trap 'rm -f "$log"; [[ -z $name ]] || rm -rf "runs/$name"' EXIT
 "$tmem" "${args[@]}" > "$log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q "step 100/1000" "$log" && break; sleep 0.1; done
@@ -23,10 +23,11 @@ cat "$log"
 grep -q "stopping after this step" "$log" || { echo "FAIL: no notice of the stop"; exit 1; }
 grep -Eq "interrupted after step [0-9]+ of 1000; the checkpoint .*checkpoint.safetensors holds it: run the same command with --resume" "$log" ||
   { echo "FAIL: no resume hint"; exit 1; }
+name=$(grep -Eo "this run's generated name is no-harm-[0-9]{8}-[0-9]{6}, so add --name no-harm-[0-9]{8}-[0-9]{6}" "$log" |
+       grep -Eo -m1 "no-harm-[0-9]{8}-[0-9]{6}" | head -1) || { echo "FAIL: no generated run name in the hint"; exit 1; }
 step=$(grep -Eo "interrupted after step [0-9]+" "$log" | grep -Eo "[0-9]+$")
 [[ $step -ge 100 && $step -lt 1000 ]] || { echo "FAIL: stopped at step $step"; exit 1; }
-"$tmem" "${args[@]}" --resume > "$log" 2>&1
+"$tmem" "${args[@]}" --name "$name" --resume > "$log" 2>&1
 resumed=$(grep -Eo '"resumed_from": *[0-9]+' "runs/$name"/*/result.json | grep -Eo "[0-9]+$")
 [[ $resumed -eq $step ]] || { echo "FAIL: resumed from $resumed, not $step"; exit 1; }
-echo "stopped at step $step, resumed from it"
-rm -rf "runs/$name"
+echo "$name stopped at step $step, resumed from it"

@@ -190,6 +190,10 @@ void check_every_option(CLI::App& app) {
   for (CLI::App* sub : app.get_subcommands({})) check_every_option(*sub);
 }
 
+namespace {
+std::string generated_name;  // the run name timestamped_name made, if any
+}  // namespace
+
 std::string timestamped_name(const std::string& prefix) {
   char buf[64];
   std::time_t now = std::time(nullptr);
@@ -199,7 +203,13 @@ std::string timestamped_name(const std::string& prefix) {
     now = static_cast<std::time_t>(t.to_int_vector()[0]);
   }
   std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::localtime(&now));
-  return prefix + "-" + buf;
+  generated_name = prefix + "-" + buf;
+  return generated_name;
+}
+
+std::string interrupted_message(const models::Interrupted& e) {
+  if (generated_name.empty()) return e.what();
+  return fmt::format("{}; this run's generated name is {}, so add --name {}", e.what(), generated_name, generated_name);
 }
 
 void add_checkpoint_options(CLI::App& app, models::CheckpointOptions& o, const std::string& resume_help) {
@@ -291,7 +301,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   try {
     return run();
   } catch (const models::Interrupted& e) {
-    fmt::print(stderr, "tmem: {}\n", e.what());
+    fmt::print(stderr, "tmem: {}\n", interrupted_message(e));
     return 130;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());

@@ -79,8 +79,14 @@ class RunEta {
 
 /// "<prefix>-YYYYmmdd-HHMMSS" in local time: the default run name. In a
 /// tmem::dist job it is rank 0's time on every rank (a collective), so the
-/// ranks agree on the run directory.
+/// ranks agree on the run directory. The name is remembered for
+/// interrupted_message.
 std::string timestamped_name(const std::string& prefix);
+
+/// The line printed when a run stops on Ctrl-C: e's message and, when the
+/// run's name was generated (timestamped_name: the user gave no --name),
+/// that name as the --name to pass with --resume.
+std::string interrupted_message(const models::Interrupted& e);
 
 /// "runs/<name>", the directory of a run. Throws ValueError naming --name
 /// unless name is a plain directory name (not empty, ".", "..", and without

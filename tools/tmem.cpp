@@ -226,7 +226,7 @@ int main(int argc, char** argv) {
     if (int rc = bench(); rc >= 0) return rc;
     if (int rc = stream(); rc >= 0) return rc;
   } catch (const tmem::models::Interrupted& e) {
-    fmt::print(stderr, "tmem: {}\n", e.what());
+    fmt::print(stderr, "tmem: {}\n", tmem::tools::interrupted_message(e));
     return 130;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());
