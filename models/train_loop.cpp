@@ -12,6 +12,7 @@
 #include <limits>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include <fmt/format.h>
 
@@ -113,12 +114,17 @@ struct MetricWindow {
   }
 };
 
+// Whether a config key says where a run computes rather than what it
+// computes: left out of config_differences and check_ranks_agree, so a run
+// continues on another device and ranks may each have a GPU of their own.
+bool is_placement_key(std::string_view key) { return key == "device"; }
+
 }  // namespace
 
 std::string config_differences(const json& saved, const json& now, const json& defaults, const std::string& except) {
   std::string diff;
   for (const auto& [key, v] : now.items()) {
-    if (key == except || key == "device") continue;
+    if (key == except || is_placement_key(key)) continue;
     const bool same = saved.contains(key) ? saved[key] == v : defaults.contains(key) && defaults[key] == v;
     if (!same)
       diff += "\n  " + key + ": saved " +
@@ -133,12 +139,10 @@ void request_stop() noexcept { g_stop_requested.store(true); }
 void check_ranks_agree(const json& mine, const std::string& what) {
   const int world = dist::world_size();
   if (!dist::is_initialized() || world < 2) return;
-  // Ranks may compute on devices of their own (one GPU each): "device" is
-  // where, not what, as for config_differences.
-  json flat = mine.flatten();
+  json flat = mine.flatten();  // keys are JSON pointers: "/config/device"
   for (auto it = flat.begin(); it != flat.end();) {
     const std::string& key = it.key();
-    if (key == "/device" || (key.size() > 7 && key.compare(key.size() - 7, 7, "/device") == 0)) it = flat.erase(it);
+    if (is_placement_key(std::string_view(key).substr(key.rfind('/') + 1))) it = flat.erase(it);
     else ++it;
   }
   const std::string text = flat.dump();
