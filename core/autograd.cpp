@@ -526,6 +526,15 @@ void Tensor::rebase_view() const {
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
   check<ShapeError>(result.shape() == self.shape(), op, ": the result of shape ", shape_str(result.shape()),
                     " does not fit in the tensor of shape ", shape_str(self.shape()), " it would be written into");
+  // An expanded tensor (stride 0 along a dim of size > 1) holds each stored
+  // element at several indices: writing it keeps one of their values and
+  // drops the rest (PyTorch refuses it alike).
+  for (int64_t d = 0; d < self.dim(); ++d)
+    check<ValueError>(self.strides()[d] != 0 || self.shape()[d] <= 1, op, ": the tensor of shape ",
+                      shape_str(self.shape()), " and strides ", shape_str(self.strides()),
+                      " (an expand) has several elements at one memory location (dim ", d,
+                      "), so an in-place write would keep only one of their values; write into a copy "
+                      "(contiguous()) or into the tensor before expand");
   const bool new_history = t_grad_mode && (self.requires_grad() || result.requires_grad());
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,

@@ -130,8 +130,10 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// copy_ of a constant), so no gradient flows through overwritten values.
 /// Views taken of self before then re-base on their next use
 /// (Tensor::sync_view). Throws ShapeError when result's shape is not self's
-/// (an operand that broadcasts past self), ValueError for a leaf that
-/// requires grad (in grad mode) or a view when self or result needs grad.
+/// (an operand that broadcasts past self), ValueError for self with several
+/// elements at one memory location (a stride 0 along a dim of size > 1: an
+/// expand), a leaf that requires grad (in grad mode) or a view when self or
+/// result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 /// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf

@@ -242,6 +242,10 @@ Tensor& fill_(Tensor& a, double value) {
 Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
 Tensor& copy_(Tensor& a, const Tensor& src) {
   // a's new history must end in a's dtype and device; an int64 a gets none (PyTorch).
+  // Checked here, so the error names copy_, not the add or expand below.
+  check<ShapeError>(broadcast_shapes(a.shape(), src.shape(), "copy_") == a.shape(), "copy_: the source of shape ",
+                    shape_str(src.shape()), " does not broadcast to the tensor of shape ", shape_str(a.shape()),
+                    " it would be written into");
   Tensor s = src.to(a.device());
   if (!is_floating(a.dtype())) {
     // No arithmetic (add refuses int64): a fresh copy of src's values (cast

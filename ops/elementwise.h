@@ -60,6 +60,8 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 Tensor to_dtype(const Tensor& a, DType dtype);
 
 // ---- in-place forms (bump the version counter; see commit_inplace) ----
+// Each throws ValueError naming the op when `a` has several elements at one
+// memory location (an expand), as commit_inplace does.
 Tensor& add_(Tensor& a, const Tensor& b);
 Tensor& add_(Tensor& a, double s);
 Tensor& mul_(Tensor& a, double s);
@@ -69,7 +71,8 @@ Tensor& zero_(Tensor& a);
 /// Copies src (broadcast to a's shape, cast to its dtype, moved to its
 /// device) into a; the gradient goes back to src in its own dtype and device.
 /// An int64 a gets src's values exactly (floats truncated toward zero; a
-/// ValueError for NaN, inf or a value outside int64) and no history.
+/// ValueError for NaN, inf or a value outside int64) and no history. Throws
+/// ShapeError naming copy_ and both shapes when src does not broadcast to a.
 Tensor& copy_(Tensor& a, const Tensor& src);
 
 // ---- operators ----

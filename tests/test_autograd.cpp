@@ -110,8 +110,37 @@ TEST_CASE("an in-place op whose operand broadcasts past self is refused naming t
                        "add_: the result of shape [2,2] does not fit in the tensor of shape [2] it "
                        "would be written into",
                        ShapeError);
-  CHECK_THROWS_WITH_AS(copy_(a, b), doctest::Contains("copy_: the result of shape [2,2]"), ShapeError);
+  CHECK_THROWS_WITH_AS(copy_(a, b), doctest::Contains("copy_: the source of shape [2,2] does not broadcast"), ShapeError);
   check_close(a, {0, 0});
+}
+
+TEST_CASE("copy_ from a source that does not broadcast names copy_, not the add inside it") {
+  Tensor a = zeros({3});
+  CHECK_THROWS_WITH_AS(copy_(a, zeros({4})), doctest::Contains("copy_: shapes [3] and [4] cannot be broadcast"),
+                       ShapeError);
+  Tensor i = zeros({3}, DType::Int64);
+  CHECK_THROWS_WITH_AS(copy_(i, zeros({2, 3})), doctest::Contains("copy_: the source of shape [2,3]"), ShapeError);
+  check_close(a, {0, 0, 0});
+}
+
+TEST_CASE("in-place ops refuse an expanded tensor, whose elements share memory") {
+  // copy_ into zeros({1,3}).expand({2,3}) kept the second row in both and
+  // dropped the first without a word (PyTorch refuses it).
+  Tensor base = zeros({1, 3});
+  Tensor x = expand(base, {2, 3});
+  const Tensor rows = tensor({1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK_THROWS_WITH_AS(copy_(x, rows),
+                       doctest::Contains("copy_: the tensor of shape [2,3] and strides [0,1] (an expand) has several "
+                                         "elements at one memory location (dim 0)"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(add_(x, rows), doctest::Contains("add_: the tensor of shape [2,3]"), ValueError);
+  CHECK_THROWS_WITH_AS(mul_(x, 2.0), doctest::Contains("mul_:"), ValueError);
+  CHECK_THROWS_WITH_AS(fill_(x, 1.0), doctest::Contains("fill_:"), ValueError);
+  check_close(base, {0, 0, 0});
+  // A size-1 dim with stride 0 holds one element: still writable.
+  Tensor y = make_view(zeros({3}), {1, 3}, {0, 1}, 0);
+  fill_(y, 2.0);
+  check_close(y, {2, 2, 2});
 }
 
 TEST_CASE("mul_ by a tensor is differentiated through, with the factor it overwrote") {
