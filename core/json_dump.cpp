@@ -36,29 +36,34 @@ json tensor_summary(const std::string& name, const Tensor& t, bool values) {
   std::vector<double> v = t.to_vector();
   int64_t nan = 0, inf = 0, n = 0;
   double mx = -std::numeric_limits<double>::infinity(), mn = -mx;
-  double scale = 0;  // max |x|: the norm is scale * sqrt(sum((x/scale)^2)), which cannot overflow
-  double mean = 0, m2 = 0;  // Welford
+  double scale = 0;  // max |x|: the sums below run over x / scale, so none overflows
   for (double x : v) {
     if (std::isnan(x)) { ++nan; continue; }
     if (std::isinf(x)) { ++inf; continue; }
     ++n;
-    double d = x - mean;
-    mean += d / n;
-    m2 += d * (x - mean);
     mx = std::max(mx, x);
     mn = std::min(mn, x);
     scale = std::max(scale, std::abs(x));
   }
-  double ss = 0;
-  if (scale > 0)
-    for (double x : v)
-      if (std::isfinite(x)) ss += (x / scale) * (x / scale);
+  // Welford over x / scale (x - mean of +-1e308 overflowed to a mean of
+  // -Infinity and a NaN std), and the norm as scale * sqrt(sum((x/scale)^2)).
+  double ss = 0, mean = 0, m2 = 0;
+  if (scale > 0) {
+    int64_t k = 0;
+    for (double x : v) {
+      if (!std::isfinite(x)) continue;
+      const double y = x / scale, d = y - mean;
+      ss += y * y;
+      mean += d / static_cast<double>(++k);
+      m2 += d * (y - mean);
+    }
+  }
   json j;
   j["name"] = name;
   j["shape"] = t.shape();
   j["norm"] = number_to_json(scale * std::sqrt(ss));
-  j["mean"] = n ? number_to_json(mean) : json("NaN");
-  j["std"] = n > 1 ? number_to_json(std::sqrt(m2 / (n - 1))) : json("NaN");
+  j["mean"] = n ? number_to_json(scale * mean) : json("NaN");
+  j["std"] = n > 1 ? number_to_json(scale * std::sqrt(m2 / static_cast<double>(n - 1))) : json("NaN");
   j["min"] = n ? number_to_json(mn) : json("NaN");
   j["max"] = n ? number_to_json(mx) : json("NaN");
   j["nan"] = nan;
@@ -119,6 +124,8 @@ GradDumpWriter::GradDumpWriter(const std::string& path, int64_t first_step)
 void GradDumpWriter::write_step(int64_t step, double loss,
                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
                                 bool values, const json& extra) {
+  check<ValueError>(extra.is_object(), "GradDumpWriter::write_step: extra must be a JSON object (its keys are merged "
+                    "into the step object), but got ", printable(extra.dump()));
   json j = extra;
   j["step"] = step;
   j["loss"] = number_to_json(loss);
@@ -180,7 +187,10 @@ double rel_diff(double a, double b, double scale = 0) {
   if (std::isnan(a) && std::isnan(b)) return 0;
   if (a == b) return 0;
   if (!std::isfinite(a) || !std::isfinite(b)) return std::numeric_limits<double>::infinity();
-  return std::abs(a - b) / std::max({std::abs(a), std::abs(b), scale, 1e-30});
+  // a - b overflows for finite values of opposite signs near the double range
+  // (1e308 against -1e308 read as an infinite difference); a / m - b / m cannot.
+  const double m = std::max({std::abs(a), std::abs(b), scale, 1e-30});
+  return std::abs(a / m - b / m);
 }
 
 // A dump is untrusted input: a missing key or a field of the wrong type

@@ -25,7 +25,9 @@ nlohmann::json number_to_json(double v);
 double number_from_json(const nlohmann::json& j);
 
 /// Summary of one tensor: name, shape, norm (L2), mean, std (unbiased), min,
-/// max over its finite elements, and the counts of NaN and of +-Inf elements;
+/// max over its finite elements (computed on the elements scaled by their
+/// largest magnitude, so values near the double range do not overflow the
+/// sums), and the counts of NaN and of +-Inf elements;
 /// with `values`, every element in row-major order. Throws ValueError naming
 /// the tensor when t is undefined.
 nlohmann::json tensor_summary(const std::string& name, const Tensor& t, bool values = false);
@@ -49,7 +51,8 @@ class GradDumpWriter {
   /// naming the line when a complete line is not a step object with an
   /// integer "step".
   explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
-  /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`.
+  /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`
+  /// (a JSON object; anything else is a ValueError naming it).
   /// An undefined tensor (a parameter's grad() when it got no gradient) is
   /// not summarized but named in "no_grad", in the given order (the key is
   /// left out when there is none). Throws IOError naming the file when the

@@ -296,7 +296,7 @@ nlohmann::json memory_internals(const Backbone& backbone, const nn::TensorMemory
     if (!mem) continue;
     nlohmann::json j;
     j["layer"] = l;
-    j["gate"] = 1.0 / (1.0 + std::exp(-mem->gamma.item()));
+    j["gate"] = number_to_json(1.0 / (1.0 + std::exp(-mem->gamma.item())));  // "NaN", not null, once diverged
     if (const nn::TensorMemoryProbe::Record* r = probe.last(*mem)) {
       j["write_sigma"] = tensor_summary("write_sigma", r->sigma);
       j["read_coords"] = tensor_summary("read_coords", r->mu_read);

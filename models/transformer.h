@@ -229,7 +229,8 @@ class Backbone : public nn::Module {
 /// (empty without memory layers).
 std::vector<double> memory_gates(const Backbone& backbone);
 /// The Tensor Memory layers' internals for gradient dumps: per memory layer
-/// {"layer", "gate" (sigmoid(gamma)), and, from the layer's last forward
+/// {"layer", "gate" (sigmoid(gamma) as number_to_json: "NaN" when gamma is
+/// NaN, where a plain double would be written as null), and, from the layer's last forward
 /// recorded by `probe`, the tensor_summary of "write_sigma", "read_coords",
 /// "write_coords"}.
 nlohmann::json memory_internals(const Backbone& backbone, const nn::TensorMemoryProbe& probe);

@@ -1,5 +1,6 @@
 // JSON gradient dumps: statistics, values, and exact round trips of
 // non-finite numbers.
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,46 @@ TEST_CASE("dump statistics: norm without overflow, mean, unbiased std, min, max"
   CHECK(number_from_json(k["min"]) == 1);
   CHECK(number_from_json(k["max"]) == 4);
   CHECK(k["shape"] == std::vector<int64_t>{4});
+}
+
+TEST_CASE("dump statistics near the double range: mean and std do not overflow") {
+  // Welford's x - mean overflowed for {1e308, -1e308}: mean -Infinity, std NaN.
+  auto j = tensor_summary("huge", tensor({1e308, -1e308}, {2}, DType::Float64));
+  CHECK(number_from_json(j["mean"]) == 0);
+  CHECK(number_from_json(j["std"]) == doctest::Approx(std::sqrt(2.0) * 1e308));
+  CHECK(number_from_json(j["min"]) == -1e308);
+  auto k = tensor_summary("mixed", tensor({1e308, 1e308, std::numeric_limits<double>::infinity()}, {3}, DType::Float64));
+  CHECK(number_from_json(k["mean"]) == 1e308);
+  CHECK(number_from_json(k["std"]) == 0);
+  CHECK(k["inf"] == 1);
+  auto z = tensor_summary("zeros", zeros({3}));
+  CHECK(number_from_json(z["mean"]) == 0);
+  CHECK(number_from_json(z["std"]) == 0);
+  CHECK(number_from_json(z["norm"]) == 0);
+}
+
+TEST_CASE("diff_grad_dumps: finite values near the double range differ by a finite amount") {
+  // |1e308 - (-1e308)| overflowed: a relative difference of inf, the same as
+  // a NaN against a number.
+  const nlohmann::json a = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", 1e308}}}}};
+  const nlohmann::json b = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", -1e308}}}}};
+  const auto d = diff_grad_dumps({a}, {b}, 1);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].field == "norm");
+  CHECK(d[0].rel == 2);
+}
+
+TEST_CASE("GradDumpWriter refuses an extra that is not a JSON object, naming it") {
+  // A list went into json's operator[] and escaped as nlohmann's type_error.
+  const std::string path = (std::filesystem::temp_directory_path() / "tmem_dump_extra.jsonl").string();
+  GradDumpWriter w(path);
+  CHECK_THROWS_WITH_AS(w.write_step(0, 1.0, {{"w", zeros({2})}}, false, nlohmann::json::array({1, 2})),
+                       "GradDumpWriter::write_step: extra must be a JSON object (its keys are merged into the step "
+                       "object), but got [1,2]",
+                       ValueError);
+  w.write_step(0, 1.0, {{"w", zeros({2})}}, false, {{"note", 1}});
+  CHECK(read_grad_dump(path).at(0)["note"] == 1);
+  std::filesystem::remove(path);
 }
 
 TEST_CASE("finite doubles round-trip bit-exactly - bad strings are rejected") {

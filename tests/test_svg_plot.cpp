@@ -5,6 +5,8 @@
 
 #include "test_util.h"
 #include "tmem/core/json_dump.h"
+#include "tmem/models/transformer.h"
+#include "tmem/nn/tensor_memory.h"
 #include "tmem/tools/grads_plot.h"
 #include "tmem/tools/svg_plot.h"
 
@@ -92,4 +94,39 @@ TEST_CASE("grads plot: a panel per layer with the NaN steps marked, and the memo
   CHECK(tmem::test::read_all(out) == svg);
   std::filesystem::remove(path);
   std::filesystem::remove(out);
+}
+
+TEST_CASE("grads plot: a diverged memory gate is dumped as NaN and drawn as a gap") {
+  // A NaN gate went into the dump as JSON null (nlohmann's dump of a NaN
+  // double), and the plot refused the file tmem wrote as mistyped.
+  Generator gen(1);
+  models::BackboneConfig bc;
+  bc.dim = 8;
+  bc.layers = 1;
+  bc.heads = 2;
+  bc.max_len = 8;
+  models::Backbone backbone(bc, gen);
+  REQUIRE(backbone.blocks()[0]->memory);
+  {
+    NoGradGuard ng;
+    fill_data(backbone.blocks()[0]->memory->gamma, NAN);
+  }
+  const nn::TensorMemoryProbe probe;  // no forward under it: no write_sigma or coordinates
+  const nlohmann::json memory = models::memory_internals(backbone, probe);
+  REQUIRE(memory.size() == 1);
+  CHECK(memory[0]["gate"] == "NaN");
+  CHECK(nlohmann::json::parse(memory.dump())[0]["gate"] == "NaN");
+  const std::string path = tmem::test::tmp_path("tmem_grads_plot_nan_gate.jsonl");
+  {
+    GradDumpWriter w(path);
+    w.write_step(0, 1.0, {{"head.w", full({2}, 1.0)}}, false, {{"memory", memory}});
+  }
+  const std::string svg = grad_dump_svg(read_grad_dump(path), "nan_gate");
+  CHECK(svg.find("memory gates") != std::string::npos);
+  // A layer that is not an integer >= 0 is named, not cast.
+  const nlohmann::json bad = {{"step", 0},
+                              {"tensors", nlohmann::json::array()},
+                              {"memory", {{{"layer", 1e300}, {"gate", 0.5}}}}};
+  CHECK_THROWS_WITH_AS(grad_dump_svg({bad}, "bad"), doctest::Contains("\"layer\" is 1e+300"), IOError);
+  std::filesystem::remove(path);
 }

@@ -34,14 +34,19 @@ double stat(const json& summary, const char* key) {
 }
 
 // A memory-internals panel: per memory layer, value(layer object) over the
-// dumped steps.
+// dumped steps (NaN, e.g. a diverged gate or a layer the probe did not see,
+// leaves a gap). Throws IOError for a "layer" that is not an integer >= 0.
 PlotPanel memory_panel(const std::vector<json>& steps, const std::string& title, const std::string& y_label,
                        double (*value)(const json&)) {
   std::map<int64_t, PlotSeries> layers;
   for (const json& s : steps) {
     if (!s.contains("memory")) continue;
     for (const json& m : s.at("memory")) {
-      const int64_t l = m.at("layer").get<int64_t>();
+      const json& layer = m.at("layer");
+      check<IOError>(layer.is_number_integer() && layer.get<int64_t>() >= 0, "grads plot: step ",
+                     s.at("step").get<int64_t>(), ": a memory entry's \"layer\" is ", printable(layer.dump()),
+                     ", not an integer >= 0");
+      const int64_t l = layer.get<int64_t>();
       PlotSeries& series = layers[l];
       series.label = "layer " + std::to_string(l);
       series.x.push_back(static_cast<double>(s.at("step").get<int64_t>()));
@@ -61,7 +66,7 @@ std::string grad_dump_svg(const std::vector<json>& steps, const std::string& tit
   std::map<std::string, std::set<int64_t>> bad_steps;
   for (const json& s : steps)
     for (const json& t : s.at("tensors"))
-      if (t.at("nan").get<int64_t>() > 0 || t.at("inf").get<int64_t>() > 0)
+      if (t.value("nan", int64_t{0}) > 0 || t.value("inf", int64_t{0}) > 0)  // both checked, or absent
         bad_steps[layer_of(t.at("name").get<std::string>())].insert(s.at("step").get<int64_t>());
   // One panel per layer, in first-seen order, one norm curve per tensor.
   std::vector<PlotPanel> panels;
@@ -81,13 +86,13 @@ std::string grad_dump_svg(const std::vector<json>& steps, const std::string& tit
   }
   if (std::any_of(steps.begin(), steps.end(), [](const json& s) { return s.contains("memory") && !s.at("memory").empty(); })) {
     panels.push_back(memory_panel(steps, "memory gates sigmoid(gamma)", "gate",
-                                  [](const json& m) { return m.at("gate").get<double>(); }));
+                                  [](const json& m) { return number_from_json(m.at("gate")); }));
     panels.push_back(memory_panel(steps, "write widths sigma (mean)", "sigma",
-                                  [](const json& m) { return stat(m.at("write_sigma"), "mean"); }));
+                                  [](const json& m) { return stat(m.value("write_sigma", json::object()), "mean"); }));
     panels.push_back(memory_panel(steps, "read coordinates (std over batch, chunks, axes)", "std",
-                                  [](const json& m) { return stat(m.at("read_coords"), "std"); }));
+                                  [](const json& m) { return stat(m.value("read_coords", json::object()), "std"); }));
     panels.push_back(memory_panel(steps, "write coordinates (std over batch, chunks, axes)", "std",
-                                  [](const json& m) { return stat(m.at("write_coords"), "std"); }));
+                                  [](const json& m) { return stat(m.value("write_coords", json::object()), "std"); }));
   }
   return svg_panels(panels, 2);
 }

@@ -17,8 +17,13 @@ namespace tmem::tools {
 std::string layer_of(const std::string& name);
 
 /// The SVG of a dump's steps (read_grad_dump): the panels described above,
-/// two to a row, titled `title`. Throws IOError for a step or tensor with a
-/// field missing or of the wrong type (summarize_grad_dump's checks).
+/// two to a row, titled `title`. A memory entry's "gate" and statistics are
+/// read with number_from_json ("NaN" of a diverged run is drawn as a gap), and
+/// an entry without write_sigma/read_coords/write_coords (the probe did not
+/// see the layer) leaves a gap too. Throws IOError for a step or tensor with a
+/// field missing or of the wrong type (summarize_grad_dump's checks), and for
+/// a memory entry whose "layer" is not an integer >= 0 or whose "gate" is not
+/// a number_from_json value.
 std::string grad_dump_svg(const std::vector<nlohmann::json>& steps, const std::string& title);
 
 /// Runs `tmem grads plot DUMP [--out FILE]`: writes grad_dump_svg of the
