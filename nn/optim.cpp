@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numbers>
 
 #include <set>
@@ -192,25 +193,49 @@ std::map<std::string, Tensor> AdamW::state_dict() const {
 }
 
 void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
+  // Every entry is checked before any is copied: a state that does not fit
+  // leaves the optimizer as it was.
+  constexpr const char* kFn = "AdamW::load_state_dict";
   auto get = [&](const std::string& k) -> const Tensor& {
     auto it = s.find(k);
-    check<ValueError>(it != s.end(), "AdamW::load_state_dict: missing key \"", k, "\"");
+    check<ValueError>(it != s.end(), kFn, ": missing key \"", k, "\"");
     return it->second;
+  };
+  // An int64 vector entry (a float "step" would have been read as int64 bits).
+  auto int_entry = [&](const std::string& k) {
+    const Tensor& t = get(k);
+    check<DtypeError>(t.dtype() == DType::Int64, kFn, ": \"", k, "\" must be int64, but got ", dtype_name(t.dtype()));
+    check<ShapeError>(t.dim() == 1, kFn, ": \"", k, "\" must be 1-D, but got shape ", shape_str(t.shape()));
+    return t.to_int_vector();
   };
   std::vector<int64_t> own, saved{static_cast<int64_t>(params_.size())};
   for (const ParamGroup& g : groups_) own.push_back(static_cast<int64_t>(g.params.size()));
-  if (s.count("group_sizes")) saved = get("group_sizes").to_int_vector();
-  check<ValueError>(saved == own, "AdamW::load_state_dict: the state has groups of ", shape_str(saved),
+  if (s.count("group_sizes")) saved = int_entry("group_sizes");
+  check<ValueError>(saved == own, kFn, ": the state has groups of ", shape_str(saved),
                     " parameters, but this optimizer has ", shape_str(own));
+  const std::vector<int64_t> step = int_entry("step");
+  check<ValueError>(step.size() == 1 && step[0] >= 0 && step[0] < std::numeric_limits<int64_t>::max(), kFn,
+                    ": \"step\" must hold one count in [0, 2^63 - 1), but got ", shape_str(step));
   for (size_t i = 0; i < params_.size(); ++i)
-    for (auto* moments : {&m_, &v_}) {
-      const std::string key = (moments == &m_ ? "m." : "v.") + std::to_string(i);
+    for (const char* kind : {"m.", "v."}) {
+      const std::string key = kind + std::to_string(i);
       const Tensor& t = get(key);
-      check<ShapeError>(t.shape() == params_[i].shape(), "AdamW::load_state_dict: \"", key,
-                        "\" expected shape ", shape_str(params_[i].shape()), ", but got ", shape_str(t.shape()));
-      copy_data((*moments)[i], t);
+      check<ShapeError>(t.shape() == params_[i].shape(), kFn, ": \"", key, "\" expected shape ",
+                        shape_str(params_[i].shape()), ", but got ", shape_str(t.shape()));
+      check<DtypeError>(is_floating(t.dtype()), kFn, ": \"", key, "\" must be floating, but got ",
+                        dtype_name(t.dtype()));
+      if (kind[0] == 'v') {  // a running mean of squares: a negative one makes sqrt(v) NaN in step()
+        const std::vector<double> v = t.to_vector();
+        const auto neg = std::find_if(v.begin(), v.end(), [](double x) { return x < 0; });
+        check<ValueError>(neg == v.end(), kFn, ": \"", key, "\" holds ", neg == v.end() ? 0.0 : *neg, " at flat index ",
+                          neg - v.begin(), ", but a second moment cannot be negative");
+      }
     }
-  t_ = get("step").to_int_vector().at(0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    copy_data(m_[i], get("m." + std::to_string(i)));
+    copy_data(v_[i], get("v." + std::to_string(i)));
+  }
+  t_ = step[0];
 }
 
 void AdamW::zero_grad() {

@@ -87,10 +87,14 @@ class AdamW {
   /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters
   /// of all groups in order), the step count as "step" [1] and the
   /// parameters per group as "group_sizes" [G] (int64). load_state_dict
-  /// throws ValueError on a missing key or group sizes other than this
-  /// optimizer's (a state without "group_sizes" is one group: the form
-  /// before groups), ShapeError for a moment whose shape is not parameter
-  /// i's.
+  /// checks the whole state before copying any of it (a state that does not
+  /// fit leaves the optimizer unchanged) and throws ValueError on a missing
+  /// key, group sizes other than this optimizer's (a state without
+  /// "group_sizes" is one group: the form before groups), a "step" that is
+  /// not one count in [0, 2^63 - 1), or a negative value in a "v.<i>";
+  /// DtypeError for a "step" or "group_sizes" that is not int64 or a moment
+  /// that is not floating; ShapeError for a "step" or "group_sizes" that is
+  /// not 1-D or a moment whose shape is not parameter i's.
   std::map<std::string, Tensor> state_dict() const;
   void load_state_dict(const std::map<std::string, Tensor>& state);
 

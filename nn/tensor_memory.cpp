@@ -49,11 +49,17 @@ TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator
   check<ValueError>(o.channels > 0 && o.D > 0 && o.H > 0 && o.W > 0 && o.chunk > 0,
                     "TensorMemory: expected positive channels, grid and chunk, but got C ", o.channels,
                     " grid ", o.D, "x", o.H, "x", o.W, " chunk ", o.chunk);
-  check<ValueError>(o.sigma_scale > 0, "TensorMemory: expected sigma_scale > 0, but got ", o.sigma_scale);
+  int64_t write_in = 0;  // write_proj's input width chunk * dim (a huge chunk wrapped to 0 or a negative width)
+  check<ValueError>(dim_ > 0 && !__builtin_mul_overflow(o.chunk, dim_, &write_in), "TensorMemory: expected dim > 0 "
+                    "and chunk * dim within int64, but got dim ", dim_, " chunk ", o.chunk);
+  // sigma_scale multiplies float32 widths: inf (or 1e300, inf in float32)
+  // made every write width inf, which gaussian_splat refused at forward.
+  check<ValueError>(o.sigma_scale > 0 && std::isfinite(static_cast<float>(o.sigma_scale)),
+                    "TensorMemory: expected a sigma_scale > 0 and finite in float32, but got ", o.sigma_scale);
   check<ValueError>(o.dropout >= 0 && o.dropout <= 1, "TensorMemory: expected dropout in [0, 1], but got ", o.dropout);
   check<ValueError>(std::isfinite(static_cast<float>(o.gamma_init)),
                     "TensorMemory: expected a gamma_init finite in float32, but got ", o.gamma_init);
-  write_proj = register_module("write_proj", std::make_shared<Linear>(o.chunk * dim, dim, true, gen));
+  write_proj = register_module("write_proj", std::make_shared<Linear>(write_in, dim, true, gen));
   coord = register_module("coord", std::make_shared<Linear>(dim, 3, true, gen));
   if (!o.shared_coords) coord_write = register_module("coord_write", std::make_shared<Linear>(dim, 3, true, gen));
   read_out = register_module("read_out", std::make_shared<Linear>(o.channels, dim, true, gen));

@@ -62,7 +62,8 @@ struct TensorMemoryOptions {
 /// Read happens before write, so out_k depends only on chunks before k: the
 /// layer is causal. The last chunk is right-padded with zeros; N = 0 gives
 /// out [B, 0, C] and the state unchanged. The constructor throws ValueError
-/// for a size that is not positive, sigma_scale <= 0, dropout outside [0, 1]
+/// for a size that is not positive, chunk * dim past int64, a sigma_scale
+/// that is not > 0 and finite in float32, dropout outside [0, 1]
 /// or a gamma_init not finite in float32; forward throws ShapeError for x not
 /// [B, N, C] or a state of the wrong shape.
 class TensorMemory;

@@ -388,6 +388,27 @@ TEST_CASE("TensorMemory, ConvLSTM3D and MultiheadAttention check their options w
                        ValueError);
 }
 
+TEST_CASE("TensorMemory refuses a chunk * dim past int64 and a sigma_scale that is infinite in float32") {
+  // chunk 2^61 with dim 8 wrapped to a write_proj of width 0 ("Linear:
+  // expected positive sizes, but got in 0"), and sigma_scale inf was taken.
+  nn::TensorMemoryOptions o;
+  o.chunk = int64_t{1} << 61;
+  CHECK_THROWS_WITH_AS(nn::TensorMemory(8, o),
+                       "TensorMemory: expected dim > 0 and chunk * dim within int64, but got dim 8 chunk "
+                       "2305843009213693952",
+                       ValueError);
+  o.chunk = 1;
+  CHECK_THROWS_WITH_AS(nn::TensorMemory(0, o), doctest::Contains("expected dim > 0"), ValueError);
+  o.sigma_scale = INFINITY;
+  CHECK_THROWS_WITH_AS(nn::TensorMemory(8, o),
+                       "TensorMemory: expected a sigma_scale > 0 and finite in float32, but got inf", ValueError);
+  o.sigma_scale = 1e300;
+  CHECK_THROWS_AS(nn::TensorMemory(8, o), ValueError);
+  o.sigma_scale = 0.5;
+  nn::TensorMemory ok(8, o);
+  CHECK(ok.write_proj->in_features == 8);
+}
+
 TEST_CASE("TensorMemory: no tokens give an empty output and leave the state as it was") {
   // N = 0 once failed inside stack ("expected a non-empty list of tensors").
   nn::TensorMemoryOptions o;
@@ -400,4 +421,43 @@ TEST_CASE("TensorMemory: no tokens give an empty output and leave the state as i
   CHECK(r.out.shape() == Shape{2, 0, 8});
   CHECK(r.state.h.to_vector() == s0.h.to_vector());
   CHECK(r.state.c.to_vector() == s0.c.to_vector());
+}
+
+TEST_CASE("AdamW load_state_dict refuses a corrupt step or moment and copies nothing from it") {
+  // A negative "step" or "v" was loaded and made the next step's parameters
+  // NaN; a "step" of two entries or of float32 was read silently; a state
+  // refused at "v.1" had already overwritten "m.0".
+  std::vector<Tensor> ps{tensor({1, 2}, {2}).requires_grad_(), tensor({3}, {1}).requires_grad_()};
+  nn::AdamW a(ps, 1e-2);
+  set_grads(ps, 0.5);
+  a.step();
+  const auto good = a.state_dict();
+  const std::vector<double> m0 = good.at("m.0").to_vector();
+  auto has = [](const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; };
+  auto refused = [&](const std::string& key, const Tensor& value) {
+    auto bad = good;
+    bad[key] = value;
+    std::string what;
+    try {
+      a.load_state_dict(bad);
+    } catch (const Error& e) {
+      what = e.what();
+    }
+    CHECK(a.steps() == 1);
+    CHECK(a.state_dict().at("m.0").to_vector() == m0);
+    return what;
+  };
+  CHECK(has(refused("step", tensor_int({-5}, {1})), "\"step\" must hold one count in [0, 2^63 - 1), but got [-5]"));
+  CHECK(has(refused("step", tensor_int({INT64_MAX}, {1})), "\"step\" must hold one count"));
+  CHECK(has(refused("step", tensor_int({1, 2}, {2})), "but got [1,2]"));
+  CHECK(has(refused("step", tensor({1.0}, {1})), "AdamW::load_state_dict: \"step\" must be int64, but got float32"));
+  CHECK(has(refused("group_sizes", zeros({1})), "\"group_sizes\" must be int64"));
+  CHECK(has(refused("v.1", tensor({-1.0}, {1})), "\"v.1\" holds -1 at flat index 0, but a second moment cannot be negative"));
+  auto partial = good;
+  partial["m.0"] = zeros({2});
+  partial.erase("v.1");
+  CHECK_THROWS_WITH_AS(a.load_state_dict(partial), doctest::Contains("missing key \"v.1\""), ValueError);
+  CHECK(a.state_dict().at("m.0").to_vector() == m0);
+  a.load_state_dict(good);
+  CHECK(a.steps() == 1);
 }
