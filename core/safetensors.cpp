@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -156,12 +157,22 @@ SafetensorsFile load_safetensors(const std::string& path) {
       const std::string st = entry.at("dtype").get<std::string>();
       const auto [item_size, dt] = from_st_dtype(st, path, name);
       const nlohmann::json& dims = entry.at("shape");
-      check<IOError>(dims.is_array() && std::all_of(dims.begin(), dims.end(),
-                                                     [](const nlohmann::json& d) { return d.is_number_unsigned(); }),
-                     "load_safetensors: ", path, ": tensor \"", printable(name),
-                     "\" has a shape that is not a list of integers >= 0: ", printable(dims.dump()));
+      // Unsigned integers that fit int64: nlohmann reads 4.5 as 4 and 2^64 - 1
+      // as int64 -1 without a word.
+      auto all_uint = [](const nlohmann::json& list, uint64_t max) {
+        return list.is_array() && std::all_of(list.begin(), list.end(), [&](const nlohmann::json& d) {
+                 return d.is_number_unsigned() && d.get<uint64_t>() <= max;
+               });
+      };
+      check<IOError>(all_uint(dims, static_cast<uint64_t>(std::numeric_limits<int64_t>::max())), "load_safetensors: ",
+                     path, ": tensor \"", printable(name),
+                     "\" has a shape that is not a list of integers in [0, 2^63): ", printable(dims.dump()));
       const Shape shape = dims.get<Shape>();
-      auto offs = entry.at("data_offsets").get<std::vector<uint64_t>>();
+      const nlohmann::json& offsets = entry.at("data_offsets");
+      check<IOError>(all_uint(offsets, std::numeric_limits<uint64_t>::max()) && offsets.size() == 2,
+                     "load_safetensors: ", path, ": tensor \"", printable(name),
+                     "\" has data_offsets that are not two integers >= 0: ", printable(offsets.dump()));
+      auto offs = offsets.get<std::vector<uint64_t>>();
       uint64_t n = 0;
       try {
         check<IOError>(!__builtin_mul_overflow(static_cast<uint64_t>(numel_of(shape)), item_size, &n),

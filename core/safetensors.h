@@ -32,8 +32,9 @@ struct SafetensorsFile {
 /// a path that is not a regular file (a directory, a FIFO: never opened), a
 /// truncated file, an oversized or malformed header (or one nested deeper
 /// than parse_json's 64 levels), an unknown dtype, or
-/// a shape that is not a list of integers >= 0, data offsets that do not
-/// match the shape or lie outside the file, or tensors that do not tile the
+/// a shape that is not a list of integers in [0, 2^63), data_offsets that are
+/// not two integers >= 0 (4.5 or -4 included) or do not match the shape or
+/// lie outside the file, or tensors that do not tile the
 /// data section exactly (overlapping bytes or gaps, as the format's
 /// reference loader refuses).
 SafetensorsFile load_safetensors(const std::string& path);

@@ -53,7 +53,12 @@ Conv3dArgs check_inputs(const Tensor& input, const Tensor& weight, const Tensor&
   args.C = C;
   for (int a = 0; a < 3; ++a) {
     const int64_t n = input.size(2 + a), k = weight.size(2 + a);
-    check<ShapeError>(n + 2 * padding[a] >= k, kOp,
+    int64_t padded = 0;  // n + 2 padding, which a huge padding would overflow
+    check<ShapeError>(!__builtin_mul_overflow(padding[a], int64_t{2}, &padded) &&
+                          !__builtin_add_overflow(padded, n, &padded),
+                      kOp, ": padding ", padding[a], " on axis ", a, " makes the padded size (", n,
+                      " + 2 * padding) larger than an int64 holds (input", shape_str(input.shape()), ")");
+    check<ShapeError>(padded >= k, kOp,
                       ": expected the padded input to be at least the kernel size on every "
                       "axis, but got input",
                       shape_str(input.shape()), " weight", shape_str(weight.shape()),
@@ -62,7 +67,7 @@ Conv3dArgs check_inputs(const Tensor& input, const Tensor& weight, const Tensor&
     args.kernel[a] = k;
     args.stride[a] = stride[a];
     args.padding[a] = padding[a];
-    args.out[a] = (n + 2 * padding[a] - k) / stride[a] + 1;
+    args.out[a] = (padded - k) / stride[a] + 1;
   }
   return args;
 }

@@ -24,7 +24,8 @@ namespace tmem {
 ///
 /// Throws ShapeError (naming the op and the shapes involved) when input is not
 /// 5-D, when weight is not [C,1,kD,kH,kW] for input's C, when bias is not [C],
-/// or when the padded input is smaller than the kernel along some axis;
+/// or when the padded input is smaller than the kernel along some axis or its
+/// size (D + 2 pD, ...) overflows int64;
 /// ValueError for a stride < 1 or a padding < 0; DtypeError for mixed or
 /// non-floating dtypes (float32 on a device); DeviceError when the inputs are
 /// on different devices or the device's backend has no kernel for this op.

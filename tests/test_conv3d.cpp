@@ -116,3 +116,16 @@ TEST_CASE("conv3d_depthwise: bad shapes raise ShapeError with both shapes - bad 
   CHECK_THROWS_AS(conv3d_depthwise(x, w, Tensor(), {1, 1, 1}, {-1, 1, 1}), ValueError);
   CHECK_THROWS_AS(conv3d_depthwise(x, zeros({3, 1, 3, 3, 3}, DType::Float64), Tensor()), DtypeError);
 }
+
+TEST_CASE("conv3d_depthwise: a padding whose padded size overflows int64 is named, not wrapped") {
+  // D + 2 * padding wrapped (signed overflow) and was reported as a padded
+  // input smaller than the kernel.
+  Tensor x = zeros({1, 2, 3, 3, 3});
+  Tensor w = zeros({2, 1, 3, 3, 3});
+  const int64_t big = (int64_t{1} << 62) + (int64_t{1} << 61);
+  std::string m = shape_error([&] { conv3d_depthwise(x, w, Tensor(), {1, 1, 1}, {big, 0, 0}); });
+  CHECK(contains(m, "conv3d_depthwise: padding 6917529027641081856 on axis 0"));
+  CHECK(contains(m, "larger than an int64 holds"));
+  m = shape_error([&] { conv3d_depthwise(x, w, Tensor(), {1, 1, 1}, {0, 0, INT64_MAX}); });
+  CHECK(contains(m, "on axis 2"));
+}

@@ -159,7 +159,7 @@ TEST_CASE("safetensors: a fractional shape, overlapping or missing data bytes ar
   auto write = [&](const std::string& header, const std::string& data) { write_raw(p, header, data); };
   const std::string eight(8, '\0'), sixteen(16, '\0');
   write(R"({"x":{"dtype":"F32","shape":[2.5],"data_offsets":[0,8]}})", eight);
-  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("\"x\" has a shape that is not a list of integers >= 0: [2.5]"),
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("\"x\" has a shape that is not a list of integers in [0, 2^63): [2.5]"),
                        IOError);
   write(R"({"x":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", eight);
   CHECK_THROWS_AS(load_safetensors(p), IOError);
@@ -176,5 +176,28 @@ TEST_CASE("safetensors: a fractional shape, overlapping or missing data bytes ar
   write(R"({"b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]},"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}})",
         sixteen);
   CHECK(load_safetensors(p).tensors.size() == 2);  // any order of the header
+  fs::remove(p);
+}
+
+TEST_CASE("safetensors: fractional or negative data_offsets and a dim past int64 are IOErrors naming them") {
+  // data_offsets [0, 4.5] loaded as [0, 4]; a dim of 2^64 - 1 was reported as
+  // the shape [-1].
+  std::string p = tmp_path("tmem_st_offsets.safetensors");
+  auto write = [&](const std::string& header, const std::string& data) { write_raw(p, header, data); };
+  const std::string four(4, '\0');
+  write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4.5]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("\"x\" has data_offsets that are not two integers >= 0: [0,4.5]"), IOError);
+  write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0.0,4.0]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("[0.0,4.0]"), IOError);
+  write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[-4,0]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("not two integers >= 0: [-4,0]"), IOError);
+  write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4,8]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("[0,4,8]"), IOError);
+  write(R"({"x":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,0]}})", "");
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("not a list of integers in [0, 2^63): [18446744073709551615]"), IOError);
+  write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four);
+  CHECK(load_safetensors(p).tensors.at("x").shape() == Shape{1});
   fs::remove(p);
 }
