@@ -12,6 +12,12 @@ namespace tmem {
 
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, double eps, double atol, double rtol) {
+  // eps 0 made every numeric derivative 0/0 and reported correct gradients
+  // as wrong; atol = inf passed any gradient.
+  check<ValueError>(std::isfinite(eps) && eps > 0 && std::isfinite(atol) && atol >= 0 && std::isfinite(rtol) &&
+                        rtol >= 0,
+                    "gradcheck: expected a finite eps > 0 and finite atol, rtol >= 0, but got eps ", eps, " atol ",
+                    atol, " rtol ", rtol);
   for (size_t i = 0; i < inputs.size(); ++i)
     if (inputs[i].defined() && inputs[i].requires_grad()) {
       check<DtypeError>(inputs[i].dtype() == DType::Float64, "gradcheck: input ", i,
@@ -21,6 +27,7 @@ GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)
       inputs[i].zero_grad();
     }
   Tensor out = f(inputs);
+  check<ValueError>(out.defined(), "gradcheck: f returned an undefined tensor");
   Generator gen(1234);
   Tensor w = rand(out.shape(), 0.5, 1.5, out.dtype(), gen);
   auto loss_of = [&](const Tensor& y) { return sum(to_dtype(mul(y, w), DType::Float64)).item(); };

@@ -21,7 +21,10 @@ struct GradcheckResult {
 /// element x, numeric dL/dx = (L(x+eps) - L(x-eps)) / (2 eps), and the check
 /// is |analytic - numeric| <= atol + rtol |numeric|. The failure message names
 /// the input, the element's index, and both values at the worst element.
-/// Throws DtypeError for a checked input that is not float64.
+/// Throws DtypeError for a checked input that is not float64; ValueError for
+/// an eps that is not finite and > 0, an atol or rtol that is not finite and
+/// >= 0, a checked input that is not a contiguous leaf, or an f that returns
+/// an undefined tensor.
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, double eps = 1e-6,
                           double atol = 1e-5, double rtol = 1e-3);

@@ -35,7 +35,7 @@ RowLayout row_layout(const Tensor& x, int64_t dim, const char* op) {
   L.shape = x.shape();
   const int64_t r = x.dim();
   if (r == 0) {
-    normalize_dim(dim, 1, op);
+    normalize_dim(dim, 0, op);  // dims -1 and 0, as torch; the error says rank 0
     return L;
   }
   const int64_t d = normalize_dim(dim, r, op);

@@ -31,3 +31,20 @@ TEST_CASE("op table: gradcheck of every registered case") {
       }
     }
 }
+
+TEST_CASE("gradcheck refuses an eps, atol or rtol that would decide its answer") {
+  // eps 0 turned every numeric derivative into 0/0 and reported x * 2 as
+  // wrong; atol = inf passed any gradient.
+  Tensor x = tensor({1, 2}, {2}, DType::Float64).requires_grad_();
+  auto f = [](const std::vector<Tensor>& v) { return mul(v[0], 2.0); };
+  CHECK_THROWS_WITH_AS(gradcheck(f, {x}, 0.0),
+                       "gradcheck: expected a finite eps > 0 and finite atol, rtol >= 0, but got eps 0 atol 1e-05 rtol 0.001",
+                       ValueError);
+  CHECK_THROWS_AS(gradcheck(f, {x}, -1e-6), ValueError);
+  CHECK_THROWS_AS(gradcheck(f, {x}, NAN), ValueError);
+  CHECK_THROWS_AS(gradcheck(f, {x}, 1e-6, INFINITY), ValueError);
+  CHECK_THROWS_AS(gradcheck(f, {x}, 1e-6, 1e-5, -1.0), ValueError);
+  CHECK_THROWS_WITH_AS(gradcheck([](const std::vector<Tensor>&) { return Tensor(); }, {x}),
+                       "gradcheck: f returned an undefined tensor", ValueError);
+  CHECK(gradcheck(f, {x}, 1e-6, 0.0, 1e-6).ok);
+}

@@ -82,6 +82,10 @@ TEST_CASE("softmax: errors name the op") {
   check_throws_with<DtypeError>([] { log_softmax(tensor_int({1, 2}, {2}), 0); },
                                 {"log_softmax", "int64"});
   check_close(softmax(full({}, 5.0), 0), {1.0});
+  // A 0-d input takes dims -1 and 0; the error said "a tensor of rank 1".
+  check_close(softmax(full({}, 5.0), -1), {1.0});
+  check_throws_with<IndexError>([] { softmax(full({}, 5.0), 1); },
+                                {"softmax: dim 1 is out of range for a tensor of rank 0"});
 }
 
 TEST_CASE("softmax / log_softmax: PyTorch fixtures") {

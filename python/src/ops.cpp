@@ -287,10 +287,17 @@ void bind_ops(py::module_& m) {
       .def("__bool__", [](const GradcheckResult& r) { return r.ok; });
   m.def("gradcheck", [](const py::function& fn, const std::vector<Tensor>& inputs, double eps, double atol,
                         double rtol) {
-          return gradcheck([&fn](const std::vector<Tensor>& xs) { return fn(*py::cast(xs)).cast<Tensor>(); }, inputs,
-                           eps, atol, rtol);
+          return gradcheck([&fn](const std::vector<Tensor>& xs) {
+                             const py::object out = fn(*py::cast(xs));
+                             if (!py::isinstance<Tensor>(out))
+                               throw py::type_error("gradcheck: expected fn to return a tensor, but it returned " +
+                                                    py::repr(out).cast<std::string>());
+                             return out.cast<Tensor>();
+                           }, inputs, eps, atol, rtol);
         }, py::arg("fn"), py::arg("inputs"), py::arg("eps") = 1e-6, py::arg("atol") = 1e-5, py::arg("rtol") = 1e-3,
-        "Checks fn's gradients at float64 inputs against central differences.");
+        "Checks fn's gradients at float64 inputs against central differences. Raises TypeError when fn "
+        "returns something other than a tensor, ValueError for eps not finite and > 0 or atol, rtol not finite "
+        "and >= 0.");
   m.def("op_names", [] {
     std::vector<std::string> names;
     for (const OpInfo& op : op_table()) names.emplace_back(op.name());

@@ -303,6 +303,16 @@ class TestGradients(unittest.TestCase):
         result = tmem.gradcheck(lambda *xs: tmem.cat([t.reshape(-1) for t in tmem.convlstm3d_cell(*xs)], 0), inputs)
         self.assertTrue(result.ok, result.message)
 
+    def test_gradcheck_refuses_a_result_that_is_not_a_tensor_and_bad_tolerances(self):
+        # fn returning a list was pybind's "Unable to cast Python instance to C++ type" RuntimeError,
+        # and eps=0 reported x * 2 as a wrong gradient.
+        x = tmem.tensor([1.0, 2.0], dtype=tmem.float64, requires_grad=True)
+        with self.assertRaisesRegex(TypeError, r"gradcheck: expected fn to return a tensor, but it returned \[5\]"):
+            tmem.gradcheck(lambda t: [5], [x])
+        with self.assertRaisesRegex(tmem.ValueError, "gradcheck: expected a finite eps > 0"):
+            tmem.gradcheck(lambda t: t * 2, [x], eps=0)
+        self.assertTrue(tmem.gradcheck(lambda t: t * 2, [x]).ok)
+
 
 if __name__ == "__main__":
     unittest.main()
