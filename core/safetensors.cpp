@@ -8,7 +8,9 @@
 #include <limits>
 #include <vector>
 
+#include <fmt/format.h>
 #include <nlohmann/json.hpp>
+#include <zlib.h>
 
 #include "tmem/core/file_io.h"
 
@@ -88,6 +90,19 @@ void widen(const std::string& st, const unsigned char* raw, const Tensor& t) {
 
 constexpr uint64_t kMaxHeader = 100u << 20;  // 100 MiB, as the reference implementation
 
+// The CRC-32 (zlib's) that save_safetensors stores under kChecksumKey: of the
+// header as JSON text without that key (and without an empty __metadata__
+// it leaves), continued over the data section. It covers the metadata too
+// (steps, generator states), which no other check could.
+uLong header_crc(nlohmann::json header) {
+  if (header.contains("__metadata__")) {
+    header["__metadata__"].erase(kChecksumKey);
+    if (header["__metadata__"].empty()) header.erase("__metadata__");
+  }
+  const std::string text = header.dump();
+  return crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(text.data()), text.size());
+}
+
 }  // namespace
 
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
@@ -96,6 +111,8 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
   if (!metadata.empty()) header["__metadata__"] = metadata;
   std::vector<Tensor> data;
   uint64_t offset = 0;
+  check<IOError>(!metadata.count(kChecksumKey), "save_safetensors: the metadata key ", kChecksumKey,
+                 " is the file's checksum, which save_safetensors writes itself");
   for (const auto& [name, t] : tensors) {
     check<IOError>(name != "__metadata__", "save_safetensors: a tensor cannot be named __metadata__");
     Tensor c = contiguous_data(t.detach().cpu());
@@ -104,6 +121,10 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
     offset += n;
     data.push_back(c);
   }
+  uLong crc = header_crc(header);
+  for (const Tensor& c : data)
+    crc = crc32_z(crc, static_cast<const Bytef*>(c.raw_data()), static_cast<size_t>(c.numel()) * dtype_size(c.dtype()));
+  header["__metadata__"][kChecksumKey] = fmt::format("{:08x}", crc);
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
   uint64_t hlen = h.size();
@@ -213,6 +234,23 @@ SafetensorsFile load_safetensors(const std::string& path) {
   }
   check<IOError>(at == data_size, "load_safetensors: ", path, ": the tensors cover ", at, " of the ", data_size,
                  " data bytes");
+  if (const auto it = out.metadata.find(kChecksumKey); it != out.metadata.end()) {
+    uLong crc = header_crc(header);
+    std::vector<char> buf(1 << 20);
+    in.seekg(static_cast<std::streamoff>(data_start));
+    for (uint64_t left = data_size; left > 0;) {
+      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
+      in.read(buf.data(), static_cast<std::streamsize>(n));
+      check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read of the data section");
+      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(buf.data()), n);
+      left -= n;
+    }
+    const std::string computed = fmt::format("{:08x}", crc);
+    check<IOError>(it->second == computed, "load_safetensors: ", path, ": the checksum does not match (stored ",
+                   printable(it->second), ", computed ", computed,
+                   "): the file was changed or damaged after it was written");
+    out.metadata.erase(it);
+  }
   return out;
 }
 

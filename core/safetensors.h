@@ -12,11 +12,17 @@ namespace tmem {
 
 using StringMap = std::map<std::string, std::string>;
 
+/// The metadata key of the CRC-32 that save_safetensors writes and
+/// load_safetensors checks (of the header without it, then the data).
+inline constexpr const char* kChecksumKey = "tmem_crc32";
+
 /// Writes `tensors` (any layout and device; device tensors are copied to the
 /// host) and `metadata` to `path` atomically through AtomicFileWriter
 /// (core/file_io.h): a crash or a full disk never leaves a half-written
-/// checkpoint, and the previous file survives a failed save. Throws IOError
-/// naming the path.
+/// checkpoint, and the previous file survives a failed save. The metadata
+/// gains kChecksumKey, a CRC-32 of the header and the data, so a later
+/// change or damage is caught on load. Throws IOError naming the path, or
+/// for metadata that holds kChecksumKey itself.
 void save_safetensors(const std::string& path, const std::map<std::string, Tensor>& tensors,
                       const StringMap& metadata = {});
 
@@ -36,7 +42,10 @@ struct SafetensorsFile {
 /// not two integers >= 0 (4.5 or -4 included) or do not match the shape or
 /// lie outside the file, or tensors that do not tile the
 /// data section exactly (overlapping bytes or gaps, as the format's
-/// reference loader refuses).
+/// reference loader refuses), and for a file whose kChecksumKey does not
+/// match its header and data (a file without the key, written by another
+/// tool or an older tmem, is read unchecked). The returned metadata leaves
+/// kChecksumKey out.
 SafetensorsFile load_safetensors(const std::string& path);
 
 }  // namespace tmem

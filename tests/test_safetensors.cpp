@@ -49,6 +49,38 @@ TEST_CASE("safetensors: round trip of float32, float64 and int64 with metadata")
   fs::remove(p);
 }
 
+TEST_CASE("safetensors: the checksum is zlib's CRC-32 of the header and data, and catches a changed byte") {
+  std::string p = tmp_path("tmem_st_crc.safetensors");
+  const Tensor w = tensor({1, 2, 3, 4}, {4});
+  // Expected values from Python: zlib.crc32(header_json + data), the header
+  // as compact JSON with sorted keys and without the checksum key.
+  save_safetensors(p, {{"w", w}});
+  CHECK(read_all(p).find("\"tmem_crc32\":\"31cda90f\"") != std::string::npos);
+  save_safetensors(p, {{"w", w}}, {{"step", "12"}});
+  const std::string good = read_all(p);
+  CHECK(good.find("\"tmem_crc32\":\"beb9238e\"") != std::string::npos);
+  SafetensorsFile f = load_safetensors(p);
+  CHECK(f.metadata == StringMap{{"step", "12"}});  // the checksum is the file's, not the caller's
+  CHECK(f.tensors.at("w").to_vector() == w.to_vector());
+
+  std::string data_flip = good;
+  data_flip[data_flip.size() - 1] ^= 0x01;  // the last float's top byte
+  write_all(p, data_flip);
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("checksum does not match (stored beb9238e, computed "), IOError);
+  std::string meta_change = good;
+  meta_change.replace(meta_change.find("\"12\""), 4, "\"13\"");  // a step the header still parses
+  write_all(p, meta_change);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("the file was changed or damaged"), IOError);
+
+  // A file without the key (another tool's, an older tmem's) loads unchecked.
+  write_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string("\0\0\x80\x3f", 4));
+  CHECK(load_safetensors(p).tensors.at("w").to_vector() == std::vector<double>{1.0});
+  CHECK_THROWS_WITH_AS(save_safetensors(p, {{"w", w}}, {{"tmem_crc32", "0"}}),
+                       doctest::Contains("the metadata key tmem_crc32 is the file's checksum"), IOError);
+  fs::remove(p);
+}
+
 TEST_CASE("safetensors: corrupt files raise IOError naming the file") {
   std::string p = tmp_path("tmem_st_corrupt.safetensors");
   save_safetensors(p, {{"w", ones({4, 4})}});
