@@ -40,8 +40,9 @@ Tensor Dropout::forward(const Tensor& x) const {
 MultiheadAttention::MultiheadAttention(int64_t dim_, int64_t heads_, double dropout, Generator& gen,
                                        const AttentionOptions& o)
     : dim(dim_), heads(heads_), opt(o), dropout_(dropout), gen_(&gen) {
-  check<ValueError>(heads > 0 && dim % heads == 0, "MultiheadAttention: dim ", dim,
-                    " is not divisible by heads ", heads);
+  check<ValueError>(dim > 0 && heads > 0, "MultiheadAttention: expected dim > 0 and heads > 0, but got dim ", dim,
+                    ", heads ", heads);
+  check<ValueError>(dim % heads == 0, "MultiheadAttention: dim ", dim, " is not divisible by heads ", heads);
   check<ValueError>(o.window >= 0 && o.rel_distances >= 0,
                     "MultiheadAttention: expected window >= 0 and rel_distances >= 0, but got window ",
                     o.window, " rel_distances ", o.rel_distances);

@@ -63,7 +63,7 @@ struct AttentionOptions {
 /// Multi-head self-attention (Vaswani et al. 2017): one Linear(C, 3C) for
 /// q, k, v, heads of width C / heads, scaled dot-product attention (or the
 /// kinds of AttentionOptions), and an output Linear(C, C). Throws ValueError
-/// when C % heads != 0, for a negative window or rel_distances, dropout
+/// for C or heads <= 0, when C % heads != 0, for a negative window or rel_distances, dropout
 /// outside [0, 1], and for linear together with a window or rel_distances.
 class MultiheadAttention : public Module {
  public:

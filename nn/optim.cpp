@@ -55,8 +55,13 @@ void for_each_grad(const std::vector<Tensor>& params, Step&& step) {
   }
 }
 
+// Whether an optimizer option is usable: finite (an infinite lr or decay
+// turns every parameter into inf or NaN on the first step) and >= 0.
+bool finite_nonneg(double x) { return std::isfinite(x) && x >= 0; }
+
 void check_group_options(const ParamGroup& g, size_t i, const char* op) {
-  check<ValueError>(*g.lr >= 0 && *g.weight_decay >= 0, op, ": expected lr, weight_decay >= 0, but group ", i,
+  check<ValueError>(finite_nonneg(*g.lr) && finite_nonneg(*g.weight_decay), op,
+                    ": expected finite lr, weight_decay >= 0, but group ", i,
                     " has lr ", *g.lr, ", weight_decay ", *g.weight_decay);
 }
 
@@ -84,7 +89,7 @@ void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_de
 void set_group_lr(std::vector<ParamGroup>& groups, size_t group, double lr, const char* op) {
   check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
                     " groups");
-  check<ValueError>(lr >= 0, op, ": expected lr >= 0, but got ", lr);
+  check<ValueError>(finite_nonneg(lr), op, ": expected a finite lr >= 0, but got ", lr);
   groups[group].lr = lr;
 }
 
@@ -106,8 +111,8 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
 
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weight_decay)
     : groups_(std::move(groups)), momentum_(momentum) {
-  check<ValueError>(lr >= 0 && momentum >= 0 && weight_decay >= 0,
-                    "SGD: expected lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
+  check<ValueError>(finite_nonneg(lr) && finite_nonneg(momentum) && finite_nonneg(weight_decay),
+                    "SGD: expected finite lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
                     ", ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "SGD", params_, group_of_);
   bufs_.resize(params_.size());
@@ -147,10 +152,11 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
 AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
              double weight_decay)
     : groups_(std::move(groups)), beta1_(beta1), beta2_(beta2), eps_(eps) {
-  check<ValueError>(lr >= 0, "AdamW: expected lr >= 0, but got ", lr);
+  check<ValueError>(finite_nonneg(lr), "AdamW: expected a finite lr >= 0, but got ", lr);
   check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                     "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
-  check<ValueError>(eps >= 0 && weight_decay >= 0, "AdamW: expected eps, weight_decay >= 0, but got ",
+  check<ValueError>(finite_nonneg(eps) && finite_nonneg(weight_decay),
+                    "AdamW: expected finite eps, weight_decay >= 0, but got ",
                     eps, ", ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "AdamW", params_, group_of_);
   for (const Tensor& p : params_) {

@@ -40,8 +40,9 @@ std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay
 
 /// SGD with momentum (PyTorch): b = momentum * b + g (b = g on the first
 /// step); p -= lr * b. weight_decay adds wd * p to g first. lr and
-/// weight_decay are per group. Throws ValueError for a negative lr, momentum
-/// or weight_decay, or a parameter given twice or not a leaf.
+/// weight_decay are per group. Throws ValueError for a negative or infinite
+/// (or NaN) lr, momentum or weight_decay, or a parameter given twice or not a
+/// leaf.
 class SGD {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
@@ -52,7 +53,7 @@ class SGD {
   /// The groups, with lr and weight_decay resolved.
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   /// Sets the learning rate of every group (or of group `group`). Throws
-  /// ValueError for lr < 0, IndexError for a group out of range.
+  /// ValueError for lr < 0 or not finite, IndexError for a group out of range.
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
 
@@ -67,8 +68,8 @@ class SGD {
 /// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
 /// after the square root). lr and weight_decay are per group. Throws
-/// ValueError for lr < 0, betas outside [0,1), eps < 0, weight_decay < 0, or a
-/// parameter given twice or not a leaf.
+/// ValueError for lr, eps or weight_decay < 0 or not finite, betas outside
+/// [0,1), or a parameter given twice or not a leaf.
 class AdamW {
  public:
   AdamW(std::vector<Tensor> params, double lr = 1e-3, double beta1 = 0.9, double beta2 = 0.999,
@@ -81,7 +82,7 @@ class AdamW {
   /// The groups, with lr and weight_decay resolved.
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   /// Sets the learning rate of every group (or of group `group`). Throws
-  /// ValueError for lr < 0, IndexError for a group out of range.
+  /// ValueError for lr < 0 or not finite, IndexError for a group out of range.
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
   /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters

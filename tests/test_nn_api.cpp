@@ -2,6 +2,8 @@
 // ModuleDict, optimizer parameter groups (against torch.optim) and their
 // state_dict, weight_decay_groups, and the DataLoader.
 #include <algorithm>
+#include <cmath>
+#include <limits>
 #include <numeric>
 #include <set>
 
@@ -386,6 +388,26 @@ TEST_CASE("TensorMemory, ConvLSTM3D and MultiheadAttention check their options w
                        ValueError);
   CHECK_THROWS_WITH_AS(nn::MultiheadAttention(8, 2, -0.5), "MultiheadAttention: expected dropout in [0, 1], but got -0.5",
                        ValueError);
+  // heads 0 was reported as "not divisible by heads 0".
+  CHECK_THROWS_WITH_AS(nn::MultiheadAttention(4, 0), "MultiheadAttention: expected dim > 0 and heads > 0, but got dim 4, "
+                                                     "heads 0", ValueError);
+}
+
+TEST_CASE("AdamW and SGD refuse an infinite or NaN lr, momentum, eps or weight decay") {
+  // An infinite lr was taken and made every parameter inf or NaN on the first step.
+  const double inf = std::numeric_limits<double>::infinity();
+  Tensor p = zeros({2}).requires_grad_();
+  CHECK_THROWS_WITH_AS(nn::SGD({p}, inf), "SGD: expected finite lr, momentum, weight_decay >= 0, but got inf, 0, 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::SGD({p}, 0.1, std::nan("")), doctest::Contains("but got 0.1, nan, 0"), ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, inf), "AdamW: expected a finite lr >= 0, but got inf", ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, inf), doctest::Contains("finite eps, weight_decay >= 0"),
+                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({{{p}, inf, std::nullopt}}), doctest::Contains("but group 0 has lr inf"), ValueError);
+  nn::AdamW opt({p}, 1e-3);
+  CHECK_THROWS_WITH_AS(opt.set_lr(inf), "AdamW::set_lr: expected a finite lr >= 0, but got inf", ValueError);
+  opt.set_lr(2e-3);
+  CHECK(*opt.param_groups()[0].lr == 2e-3);
 }
 
 TEST_CASE("TensorMemory refuses a chunk * dim past int64 and a sigma_scale that is infinite in float32") {
