@@ -222,6 +222,7 @@ std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, doub
         GradSeries& g = out[it->second];
         g.steps.push_back(step);
         g.norms.push_back(number_from_json(t.at("norm")));
+        g.nonfinite_norms += !std::isfinite(g.norms.back());
         for (auto [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
           if (!t.contains(key)) continue;
           const json& v = t[key];

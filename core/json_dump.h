@@ -78,6 +78,7 @@ struct GradSeries {
   std::vector<int64_t> steps;
   std::vector<double> norms;
   int64_t nan = 0, inf = 0;  // summed over steps
+  int64_t nonfinite_norms = 0;  // steps whose norm is NaN or inf (a dump written elsewhere)
   bool vanishing = false;     // norm below the threshold at the last step
 };
 /// Per-tensor norm series of a dump, in first-seen order. Throws IOError for

@@ -443,6 +443,21 @@ TEST_CASE("cli: grads summarize refuses NaN counts that are negative or overflow
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: grads summarize flags a NaN norm that has no nan count") {
+  // A dump written elsewhere: the NaN norm printed "norm min inf, max -inf" and "ok".
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_nan_norm");
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 0, "tensors": [{"name": "w", "norm": 2}]})"
+                                          "\n"
+                                          R"({"step": 1, "tensors": [{"name": "w", "norm": "NaN"}]})"
+                                          "\n");
+  const auto r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("2.0000e+00          nan   2.0000e+00   2.0000e+00  norm NaN/Inf x1") != std::string::npos);
+  CHECK(r.output.find("1 tensor flagged") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: frontier --report puts each cell at the state floats it measured on its carried tensors") {
   // The mqar cells kept in docs/ (tools/frontier_cells.sh), as a run folder.
   const std::string dir = fresh_cli_dir("tmem_cli_frontier_report");

@@ -102,9 +102,12 @@ int run_grads_summarize(const std::string& path) {
              "norm max", "flags");
   int flagged = 0;
   for (const GradSeries& g : series) {
-    double lo = INFINITY, hi = -INFINITY;
-    for (double n : g.norms) lo = std::min(lo, n), hi = std::max(hi, n);
+    double lo = INFINITY, hi = -INFINITY;  // over the finite norms (NaN when there are none)
+    for (double n : g.norms)
+      if (std::isfinite(n)) lo = std::min(lo, n), hi = std::max(hi, n);
+    if (lo > hi) lo = hi = NAN;
     std::string flags;
+    if (g.nonfinite_norms) flags += "norm NaN/Inf x" + std::to_string(g.nonfinite_norms) + " ";
     if (g.nan) flags += "NaN x" + std::to_string(g.nan) + " ";
     if (g.inf) flags += "Inf x" + std::to_string(g.inf) + " ";
     if (g.vanishing) flags += "vanishing";

@@ -85,6 +85,7 @@ void bind_io(py::module_& m) {
       .def_readonly("norms", &GradSeries::norms)
       .def_readonly("nan", &GradSeries::nan)
       .def_readonly("inf", &GradSeries::inf)
+      .def_readonly("nonfinite_norms", &GradSeries::nonfinite_norms)
       .def_readonly("vanishing", &GradSeries::vanishing);
   m.def("summarize_grad_dump", [](const py::iterable& steps, double vanish_threshold) {
           return summarize_grad_dump(steps_from_py(steps, "summarize_grad_dump"), vanish_threshold);

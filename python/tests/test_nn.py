@@ -315,6 +315,9 @@ class TestFiles(unittest.TestCase):
         self.assertEqual(series[0].name, "w")
         self.assertEqual(series[0].steps, [1, 2])
         self.assertEqual(series[0].nan, 2)
+        self.assertEqual(series[0].nonfinite_norms, 0)  # the norm is of the finite values
+        steps[1]["tensors"][0]["norm"] = "NaN"
+        self.assertEqual(tmem.summarize_grad_dump(steps)[0].nonfinite_norms, 1)
         diffs = tmem.diff_grad_dumps(steps, steps)
         self.assertTrue(all(d.rel == 0 for d in diffs))
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
