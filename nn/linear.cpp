@@ -19,6 +19,8 @@ Linear::Linear(int64_t in, int64_t out, bool has_bias, Generator& gen)
 Tensor Linear::forward(const Tensor& x) const {
   check<ShapeError>(x.dim() >= 1 && x.shape().back() == in_features, "Linear: expected input [..., ",
                     in_features, "], but got ", shape_str(x.shape()));
+  check<DtypeError>(x.dtype() == weight.dtype(), "Linear: the input is ", dtype_name(x.dtype()), " but the weight is ",
+                    dtype_name(weight.dtype()), "; convert the input (to_dtype)");
   Tensor y = matmul(x, transpose(weight, 0, 1));
   return bias.defined() ? y + bias : y;
 }

@@ -8,7 +8,7 @@ namespace tmem::nn {
 /// y[..., out] = x[..., in] @ weight^T + bias, weight [out, in], bias [out].
 /// Initialised as PyTorch: weight and bias ~ U(-1/sqrt(in), 1/sqrt(in))
 /// (kaiming_uniform with a = sqrt(5)). Throws ShapeError when x's last dim is
-/// not `in`.
+/// not `in`, DtypeError when x's dtype is not the weight's.
 class Linear : public Module {
  public:
   Linear(int64_t in_features, int64_t out_features, bool bias = true,

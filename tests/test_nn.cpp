@@ -165,6 +165,9 @@ TEST_CASE("Linear: y = x W^T + b, PyTorch init bounds, shape errors") {
   std::vector<double> w = lin.weight.to_vector(), b = lin.bias.to_vector();
   check_close(lin.forward(x), {w[0] + 2 * w[1] + 3 * w[2] + b[0], w[3] + 2 * w[4] + 3 * w[5] + b[1]}, 1e-5);
   CHECK_THROWS_AS(lin.forward(zeros({2, 4})), ShapeError);
+  // A float64 input was refused by matmul, which the caller never called.
+  CHECK_THROWS_WITH_AS(lin.forward(zeros({2, 3}, DType::Float64)),
+                       "Linear: the input is float64 but the weight is float32; convert the input (to_dtype)", DtypeError);
 }
 
 TEST_CASE("AdamW: three steps match torch.optim.AdamW to 1e-6") {

@@ -193,9 +193,10 @@ void bind_ops(py::module_& m) {
   both(m, cls, "log_softmax", &log_softmax, a, py::arg("dim"), release_gil(), "Log-softmax along dim.");
   m.def("layer_norm", [](const Tensor& x, const Shape& normalized_shape, const py::object& weight,
                          const py::object& bias, double eps) {
-          check<ShapeError>(normalized_shape.size() == 1 && x.dim() > 0 && normalized_shape[0] == x.size(-1),
+          check<ShapeError>(x.dim() > 0, "layer_norm: expected an input of at least 1 dim, but got a 0-d tensor");
+          check<ShapeError>(normalized_shape.size() == 1 && normalized_shape[0] == x.size(-1),
                             "layer_norm: tmem normalises over the last dim only: expected normalized_shape [",
-                            x.dim() > 0 ? x.size(-1) : 0, "], but got ", shape_str(normalized_shape));
+                            x.size(-1), "], but got ", shape_str(normalized_shape));
           const Tensor w = optional_tensor(weight, "layer_norm: expected weight"), b = optional_tensor(bias, "layer_norm: expected bias");
           py::gil_scoped_release release;
           return layer_norm(x, w, b, eps);

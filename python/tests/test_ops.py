@@ -131,6 +131,9 @@ class TestValues(unittest.TestCase):
                                    np_layer_norm(x, w, b), rtol=1e-10)
         y = randn(2, 7, 3)
         np.testing.assert_allclose(tmem.matmul(t, tmem.tensor(y)).numpy(), x @ y, rtol=1e-12)
+        # A 0-d input was told "expected normalized_shape [0]".
+        with self.assertRaisesRegex(tmem.ShapeError, "layer_norm: expected an input of at least 1 dim, but got a 0-d"):
+            tmem.layer_norm(tmem.tensor(5.0), [1])
 
     def test_cross_entropy(self):
         logits, target = randn(5, 4), np.array([0, 3, 1, 2, 3])
