@@ -165,6 +165,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, int 
       throw IOError(source + ": JSON nested deeper than " + std::to_string(max_depth) + " levels");
     return true;
   };
+  // nlohmann's parser stops at a NUL byte and ignores what follows it
+  // ("{}\0garbage" parsed as {}); JSON text cannot hold a raw NUL.
+  if (const size_t nul = text.find('\0'); nul != std::string_view::npos)
+    throw IOError(source + ": not valid JSON (a NUL byte at offset " + std::to_string(nul) + ")");
   try {
     return json::parse(text.begin(), text.end(), limit);
   } catch (const json::exception& e) {

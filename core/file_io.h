@@ -89,7 +89,8 @@ void ensure_writable_dir(const std::string& dir);
 /// parser runs, before a deeper value is built, so a hostile file (100,000
 /// '[') neither overflows the stack nor eats memory. Throws IOError naming
 /// `source` (a file, "file: entry") when the text is not JSON (with the line
-/// and column, the offending text cut by printable) or nests deeper than
+/// and column, the offending text cut by printable), holds a NUL byte (the
+/// parser would stop there and ignore the rest) or nests deeper than
 /// max_depth.
 nlohmann::json parse_json(std::string_view text, const std::string& source, int max_depth = 64);
 

@@ -131,6 +131,10 @@ TEST_CASE("parse_json: text that is not JSON is an IOError naming the source, th
                        IOError);
   CHECK_THROWS_AS(parse_json("", "empty"), IOError);
   CHECK_THROWS_AS(parse_json("[1] trailing", "trailing"), IOError);
+  // The parser stopped at a NUL and ignored the rest: {"a":1} was read from
+  // {"a":1}\0{"b":2}, and a safetensors header padded with NULs loaded.
+  CHECK_THROWS_WITH_AS(parse_json(std::string("{\"a\":1}\0{\"b\":2}", 15), "cfg.json"),
+                       "cfg.json: not valid JSON (a NUL byte at offset 7)", IOError);
   // A huge binary token: the message stays short and printable.
   std::string junk(100000, 'x');
   for (size_t i = 0; i < junk.size(); i += 7) junk[i] = static_cast<char>(0x80 + i % 100);
