@@ -9,8 +9,8 @@
 #   status  each lane's process and the step of every unfinished cell
 #   save    keep every finished cell and partial checkpoint in docs/frontier/
 #           (commit them before the machine goes)
-#   stop    interrupt every lane (SIGINT: each saves its checkpoint) and wait
-#           for them to exit
+#   stop    interrupt every lane (SIGINT: each saves its checkpoint; the
+#           pinned binary's lanes get SIGTERM) and wait for them to exit
 # Each lane runs a copy of its binary, so rebuilding build/ does not touch a
 # running lane. The mqar frontier and its --vs P and --vs G sweeps (lanes
 # sharing its run, whose cells at P 64 and G 1 are the frontier's) run on a
@@ -128,11 +128,15 @@ EOF
     done
     ;;
   stop)
+    # The pinned binary predates tmem's SIGINT handler, and a lane started in
+    # the background ignores SIGINT, so its lanes get SIGTERM: they lose the
+    # steps since their last checkpoint (every 100 steps).
     for row in "${table[@]}"; do
-      IFS='|' read -r lane name _ _ args <<< "$row"
+      IFS='|' read -r lane name kind _ args <<< "$row"
       running "$args" "$name" || continue
-      pkill -INT -f -- "frontier $args --threads 1 --name $name --resume"
-      echo "frontier_lanes: interrupted $lane"
+      if [[ $kind == pinned ]]; then signal=TERM; else signal=INT; fi
+      pkill "-$signal" -f -- "frontier $args --threads 1 --name $name --resume"
+      echo "frontier_lanes: sent SIG$signal to $lane"
     done
     # A lane saves its checkpoint at the end of its current step; a tensor
     # step at nice 15 beside nine other lanes can take a minute.
