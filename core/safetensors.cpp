@@ -167,6 +167,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
   struct Span {
     uint64_t begin, end;
     std::string name;
+    uLong crc;  // of its bytes, combined in file order for the checksum
   };
   std::vector<Span> spans;  // each tensor's bytes in the data section
   try {
@@ -206,7 +207,6 @@ SafetensorsFile load_safetensors(const std::string& path) {
                          offs[1] - offs[0] == n,
                      "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
                      " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
-      spans.push_back({offs[0], offs[1], name});
       Tensor t = empty(shape, dt);
       const bool same = st == "F32" || st == "F64" || st == "I64";  // stored as tmem stores it: read in place
       std::vector<unsigned char> raw(same ? 0 : n);
@@ -214,6 +214,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
       in.read(same ? static_cast<char*>(t.raw_data()) : reinterpret_cast<char*>(raw.data()),
               static_cast<std::streamsize>(n));
       check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read for \"", printable(name), "\"");
+      const Bytef* bytes = same ? static_cast<const Bytef*>(t.raw_data()) : raw.data();
+      spans.push_back({offs[0], offs[1], name, crc32_z(crc32_z(0, nullptr, 0), bytes, n)});
       if (!same) widen(st, raw.data(), t);
       out.tensors[name] = t;
     }
@@ -226,26 +228,19 @@ SafetensorsFile load_safetensors(const std::string& path) {
     return a.begin != b.begin ? a.begin < b.begin : a.end < b.end;
   });
   uint64_t at = 0;
+  uLong data_crc = crc32_z(0, nullptr, 0);
   for (const Span& sp : spans) {
     check<IOError>(sp.begin == at, "load_safetensors: ", path, ": tensor \"", printable(sp.name), "\" starts at byte ",
                    sp.begin, " of the data, but the tensors before it end at ", at,
                    sp.begin < at ? " (overlapping data)" : " (a gap)");
     at = sp.end;
+    data_crc = crc32_combine(data_crc, sp.crc, static_cast<z_off_t>(sp.end - sp.begin));
   }
   check<IOError>(at == data_size, "load_safetensors: ", path, ": the tensors cover ", at, " of the ", data_size,
                  " data bytes");
   if (const auto it = out.metadata.find(kChecksumKey); it != out.metadata.end()) {
-    uLong crc = header_crc(header);
-    std::vector<char> buf(1 << 20);
-    in.seekg(static_cast<std::streamoff>(data_start));
-    for (uint64_t left = data_size; left > 0;) {
-      const size_t n = static_cast<size_t>(std::min<uint64_t>(left, buf.size()));
-      in.read(buf.data(), static_cast<std::streamsize>(n));
-      check<IOError>(static_cast<bool>(in), "load_safetensors: ", path, ": short read of the data section");
-      crc = crc32_z(crc, reinterpret_cast<const Bytef*>(buf.data()), n);
-      left -= n;
-    }
-    const std::string computed = fmt::format("{:08x}", crc);
+    const std::string computed =
+        fmt::format("{:08x}", crc32_combine(header_crc(header), data_crc, static_cast<z_off_t>(data_size)));
     check<IOError>(it->second == computed, "load_safetensors: ", path, ": the checksum does not match (stored ",
                    printable(it->second), ", computed ", computed,
                    "): the file was changed or damaged after it was written");
