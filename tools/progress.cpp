@@ -291,12 +291,18 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
   return dist::run([&debug, &run] { return run_with_debug(debug, run); });
 }
 
+int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+  fmt::print(stderr, "tmem: error: {}\nRun with --help for more information.\n", e.what());
+  return 2;
+}
+
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
   check_every_option(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    return exit_on_parse_error(app, e);
   }
   try {
     return run();

@@ -204,9 +204,16 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
 inline constexpr const char* kFashionMnistDirHelp =
     "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";
 
+/// What a command line that CLI11 refused returns: --help and --version
+/// print as CLI11 does and return 0; any other ParseError prints
+/// "tmem: error: <CLI11's message>" and the --help hint on stderr and
+/// returns 2, the status of a usage error (as Python's argparse), where
+/// CLI11 would return its own code per error kind (105, 106, 109...).
+int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e);
+
 /// Parses argv into app (every option checked with check_every_option),
-/// then runs `run`: a parse error or --help exits as
-/// CLI11 does (its message and status); an exception from `run` prints
+/// then runs `run`: a parse error or --help exits through
+/// exit_on_parse_error; an exception from `run` prints
 /// "tmem: error: <what>" on stderr and returns 1.
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run);
 

@@ -217,7 +217,11 @@ int main(int argc, char** argv) {
     return 1;
   }
   tmem::tools::check_every_option(app);
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return tmem::tools::exit_on_parse_error(app, e);
+  }
   try {
     if (*ops) return run_ops(run_checks);
     if (*summarize) return run_grads_summarize(dump_a);
