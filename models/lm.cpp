@@ -59,6 +59,8 @@ BackboneConfig lm_backbone_config(const LMConfig& cfg) {
   b.memory = cfg.memory;
   b.cache_len = cfg.cache_len;
   check<ValueError>(cfg.mlp_hidden >= 0, "TransformerLM: expected mlp_hidden >= 0, but got ", cfg.mlp_hidden);
+  check<ValueError>(!memory || cfg.memory.chunk <= cfg.seq, "TransformerLM: expected the memory chunk <= seq (the ",
+                    "segment length T), but got chunk ", cfg.memory.chunk, " and seq ", cfg.seq);
   if (cfg.mlp_hidden > 0) {
     b.mlp_hidden = cfg.mlp_hidden;
   } else if (!memory) {

@@ -67,7 +67,8 @@ const std::vector<LMMethod>& lm_methods();
 /// (2C + 1), the base_wide idea), so every method has the same width, depth
 /// and (within 1%) parameter count; tensor and leaky keep hidden 4C.
 /// cfg.mlp_hidden > 0 overrides both (the plain transformer of bench_lm).
-/// Throws ValueError for mlp_hidden < 0.
+/// Throws ValueError for mlp_hidden < 0, and for tensor and leaky when
+/// memory.chunk > seq (every segment would be one zero-padded chunk).
 BackboneConfig lm_backbone_config(const LMConfig& cfg);
 
 /// Token embedding E[V, C] ~ N(0, 0.02) -> dropout -> Backbone -> logits

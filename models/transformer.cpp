@@ -212,6 +212,12 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
                     to_string(cfg.attention), "\"");
   check<ValueError>(cfg.method != BackboneMethod::rmt || cfg.memory_tokens > 0,
                     "Backbone: rmt needs memory_tokens >= 1, but got ", cfg.memory_tokens);
+  // A chunk past max_len makes every sequence one zero-padded chunk, and
+  // sizes the write projection (chunk * dim inputs) for tokens that never come.
+  check<ValueError>((cfg.method != BackboneMethod::tensor && cfg.method != BackboneMethod::slots) ||
+                        cfg.memory.chunk <= cfg.max_len,
+                    "Backbone: expected the memory chunk <= max_len ", cfg.max_len, " (the most tokens a forward ",
+                    "takes), but got chunk ", cfg.memory.chunk);
   if (cfg.attention != Attention::xl && cfg.positions)
     pos_ = register_parameter("pos", randn({cfg.max_len, cfg.dim}, 0.0, 0.02, DType::Float32, gen));
   if (cfg.method == BackboneMethod::rmt)

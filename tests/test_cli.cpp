@@ -104,7 +104,7 @@ TEST_CASE("cli: every run leaves its config, its JSON read back whole, and its c
     CHECK(svg.rfind("<svg", 0) == 0);
     CHECK(svg.find("base_length32_seed42") != std::string::npos);  // the cell's curve, in the legend
   }
-  r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8", "--vocab",
+  r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8", "--chunk", "4", "--vocab",
                 "10", "--method", "tensor", "--threads", "1", "--name", "s"},
                dir);
   INFO(r.output);
@@ -330,7 +330,7 @@ TEST_CASE("cli: a run name of another command is refused, and that run's files a
   for (const std::vector<std::string>& args :
        {std::vector<std::string>{"ablate", "--resume", "--variants", "7", "--steps", "1", "--batch", "2", "--threads",
                                  "1", "--name", "x"},
-        std::vector<std::string>{"stream", "--tokens", "4", "--dim", "8", "--layers", "1", "--heads", "1", "--seq", "2",
+        std::vector<std::string>{"stream", "--tokens", "4", "--dim", "8", "--layers", "1", "--heads", "1", "--seq", "2", "--chunk", "2",
                                  "--vocab", "4", "--threads", "1", "--name", "x"}}) {
     const auto r = run_tmem(args, dir);
     INFO(r.output);

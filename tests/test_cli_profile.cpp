@@ -77,7 +77,7 @@ TEST_CASE("cli: a --profile file that cannot be written is refused before traini
 
 TEST_CASE("cli: stream --profile times the forward ops alone") {
   const std::string dir = fresh_cli_dir("tmem_cli_profile_stream");
-  const auto r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8",
+  const auto r = run_tmem({"stream", "--tokens", "16", "--dim", "16", "--layers", "1", "--heads", "2", "--seq", "8", "--chunk", "4",
                            "--vocab", "10", "--method", "tensor", "--threads", "1", "--name", "s", "--profile",
                            "stream.json"},
                           dir);

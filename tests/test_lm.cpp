@@ -306,6 +306,13 @@ TEST_CASE("LM errors name the problem") {
   LMConfig c = tiny_lm(LMMethod::base);
   c.vocab = 0;
   CHECK_THROWS_AS(TransformerLM(c, gen), ValueError);
+  for (const LMMethod m : {LMMethod::tensor, LMMethod::leaky}) {
+    LMConfig long_chunk = tiny_lm(m);
+    long_chunk.memory.chunk = long_chunk.seq + 1;
+    const std::string message = "TransformerLM: expected the memory chunk <= seq (the segment length T), but got chunk " +
+                                std::to_string(long_chunk.seq + 1) + " and seq " + std::to_string(long_chunk.seq);
+    CHECK_THROWS_WITH_AS(TransformerLM(long_chunk, gen), message.c_str(), ValueError);
+  }
   TransformerLM model(tiny_lm(LMMethod::xl), gen);
   CHECK_THROWS_WITH_AS(model.forward(zeros({2, 3})), doctest::Contains("int64"), DtypeError);
   CHECK_THROWS_WITH_AS(model.forward(tensor_int({1, 2, 3}, {3})), doctest::Contains("[3]"), ShapeError);

@@ -114,6 +114,22 @@ TEST_CASE("Backbone: block parameters keep their checkpoint names blocks.<l>.*, 
   CHECK(std::all_of(named.begin() + 1, at, [](const auto& e) { return e.first.rfind("blocks.0.", 0) == 0; }));
 }
 
+TEST_CASE("Backbone refuses a memory chunk above max_len, before sizing the write projection for it") {
+  Generator gen(3);
+  for (BackboneMethod method : {BackboneMethod::tensor, BackboneMethod::slots}) {
+    BackboneConfig c = tiny(method);
+    c.memory.chunk = c.max_len + 1;
+    const std::string message = "expected the memory chunk <= max_len " + std::to_string(c.max_len) +
+                                " (the most tokens a forward takes), but got chunk " + std::to_string(c.max_len + 1);
+    CHECK_THROWS_WITH_AS(Backbone(c, gen), doctest::Contains(message.c_str()), ValueError);
+    c.memory.chunk = c.max_len;
+    CHECK_NOTHROW(Backbone(c, gen));
+  }
+  BackboneConfig base = tiny(BackboneMethod::base);
+  base.memory.chunk = base.max_len + 1;  // no memory reads it
+  CHECK_NOTHROW(Backbone(base, gen));
+}
+
 TEST_CASE("causality check has teeth: --leaky-memory lets tokens read later writes") {
   CHECK(change_before(tiny(BackboneMethod::tensor, /*leaky=*/true), 6) > 1e-6);
 }

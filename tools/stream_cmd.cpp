@@ -174,6 +174,9 @@ std::function<int()> add_stream_command(CLI::App& app) {
   s->add_option("--layers", a->model.layers, "Layers")->capture_default_str()->check(int_range(1, 1024));
   s->add_option("--heads", a->model.heads, "Attention heads")->capture_default_str()->check(int_range(1, 1024));
   s->add_option("--seq", a->model.seq, "Segment length T")->capture_default_str()->check(int_range(1, 1048576));
+  s->add_option("--chunk", a->model.memory.chunk, "tensor: tokens per memory step K (at most --seq)")
+      ->capture_default_str()
+      ->check(int_range(1, 1048576));
   s->add_option("--device", a->device, "cpu, cuda or cuda:<index>")->capture_default_str();
   s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str()->check(kNonNegative);
   s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
