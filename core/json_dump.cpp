@@ -91,6 +91,24 @@ Tensor tensor_from_summary(const json& j) {
 
 namespace {
 
+const json& field_of(const json& step, const char* key) {
+  if (!step.is_object())
+    throw IOError(std::string("grad dump: a line is not a step object but a JSON ") + step.type_name());
+  if (!step.contains(key))
+    throw IOError(std::string("grad dump: a step object has no \"") + key + "\" field");
+  return step[key];
+}
+
+// The "step" of a step object: an integer in int64's range (a float such as
+// 1e32 would convert out of range).
+int64_t step_of(const json& s) {
+  const json& v = field_of(s, "step");
+  check<IOError>(v.is_number_integer() &&
+                     (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
+                 "grad dump: a step object's \"step\" is ", printable(v.dump()), ", not an integer in [-2^63, 2^63)");
+  return v.get<int64_t>();
+}
+
 // Rewrites the dump at `path` keeping its step objects with "step" <
 // first_step (see GradDumpWriter). Returns the path, so it can run before
 // the writer opens the file.
@@ -107,9 +125,13 @@ const std::string& keep_steps_before(const std::string& path, int64_t first_step
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "cannot resume the gradient dump " + path + ": line " + std::to_string(lineno);
     const json j = parse_json(line, where);
-    check<IOError>(j.is_object() && j.contains("step") && j["step"].is_number_integer(), where,
-                   " is not a step object with an integer \"step\"");
-    if (j["step"].get<int64_t>() < first_step) out.write(line + '\n');
+    int64_t step = 0;
+    try {
+      step = step_of(j);
+    } catch (const IOError& e) {
+      throw IOError(where + ": " + e.what());
+    }
+    if (step < first_step) out.write(line + '\n');
   }
   check<IOError>(!in.bad(), "cannot resume the gradient dump ", path, ": reading it failed");
   out.commit();
@@ -164,22 +186,6 @@ std::vector<json> read_grad_dump(const std::string& path) {
 }
 
 namespace {
-
-const json& field_of(const json& step, const char* key) {
-  if (!step.is_object() || !step.contains(key))
-    throw IOError(std::string("grad dump: a step object has no \"") + key + "\" field");
-  return step[key];
-}
-
-// The "step" of a step object: an integer in int64's range (a float such as
-// 1e32 would convert out of range).
-int64_t step_of(const json& s) {
-  const json& v = field_of(s, "step");
-  check<IOError>(v.is_number_integer() &&
-                     (!v.is_number_unsigned() || v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)),
-                 "grad dump: a step object's \"step\" is ", printable(v.dump()), ", not an integer in [-2^63, 2^63)");
-  return v.get<int64_t>();
-}
 
 // |a - b| relative to the larger of |a|, |b| and `scale` (the tensor's
 // spread for a field that sits near 0 while the tensor does not).

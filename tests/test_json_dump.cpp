@@ -193,6 +193,12 @@ TEST_CASE("a resumed dump keeps the steps before the checkpoint and drops the on
   CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3), doctest::Contains((path + ": line 2").c_str()), IOError);
   std::ofstream(path) << "[{\"step\": 0}]\n";
   CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3), doctest::Contains("not a step object"), IOError);
+  // A step past int64 once wrapped to -1 and was kept before the resumed steps.
+  std::ofstream(path) << "{\"step\": 18446744073709551615, \"tensors\": []}\n";
+  CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3),
+                       doctest::Contains((path + ": line 1: grad dump: a step object's \"step\" is "
+                                          "18446744073709551615, not an integer in [-2^63, 2^63)").c_str()),
+                       IOError);
   std::ofstream(path) << "{\"step\": 0, \"tensors\": []}\nnot json at all\n";
   CHECK_THROWS_AS(GradDumpWriter(path, 3), IOError);
   CHECK(test::read_all(path) == before);  // left as it was
