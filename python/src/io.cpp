@@ -53,7 +53,7 @@ void bind_io(py::module_& m) {
           }
           if (metadata) return py::make_tuple(f.tensors, f.metadata);
           return py::cast(f.tensors);
-        }, py::arg("path"), py::kw_only(), py::arg("metadata") = false,
+        }, py::arg("path"), py::kw_only(), py::arg("metadata").noconvert() = false,
         "Reads a safetensors file: a dict of tensors, or (tensors, metadata) with metadata=True.");
 
   py::class_<GradDumpWriter>(m, "GradDumpWriter", "Writes a JSON gradient dump, one step object a line.")
@@ -66,7 +66,7 @@ void bind_io(py::module_& m) {
              const nlohmann::json x = extra.is_none() ? nlohmann::json::object() : json_of(extra, "GradDumpWriter.write_step: extra");
              py::gil_scoped_release release;
              w.write_step(step, loss, named, values, x);
-           }, py::arg("step"), py::arg("loss"), py::arg("tensors"), py::arg("values") = false,
+           }, py::arg("step"), py::arg("loss"), py::arg("tensors"), py::arg("values").noconvert() = false,
            py::arg("extra") = py::none(),
            "Writes one step: summaries (norm, mean, std, min, max, NaN/Inf counts) of the named tensors, "
            "every element with values=True, and the keys of extra.");
@@ -77,7 +77,7 @@ void bind_io(py::module_& m) {
         }, py::arg("path"), "Every step object of a dump file, as dicts (NaN/Inf as the strings \"NaN\", ...).");
   m.def("tensor_summary", [](const std::string& name, const Tensor& t, bool values) {
           return py_of(tensor_summary(name, t, values));
-        }, py::arg("name"), py::arg("tensor"), py::arg("values") = false, "One tensor's dump summary, as a dict.");
+        }, py::arg("name"), py::arg("tensor"), py::arg("values").noconvert() = false, "One tensor's dump summary, as a dict.");
 
   py::class_<GradSeries>(m, "GradSeries", "One tensor's gradient norms over the dumped steps.")
       .def_readonly("name", &GradSeries::name)

@@ -127,12 +127,12 @@ void bind_nn(py::module_& m) {
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
       .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
       .def("state_dict", &Module::state_dict, "Parameters and buffers by dotted name.")
-      .def("load_state_dict", &Module::load_state_dict, py::arg("state_dict"), py::arg("strict") = true,
+      .def("load_state_dict", &Module::load_state_dict, py::arg("state_dict"), py::arg("strict").noconvert() = true,
            "Copies values into the parameters and buffers (strict: the keys must match both ways).")
       .def("train", [](Module& mod, bool mode) -> Module& {
              mod.train(mode);
              return mod;
-           }, py::arg("mode") = true, "Training mode for this module and its children; returns it.")
+           }, py::arg("mode").noconvert() = true, "Training mode for this module and its children; returns it.")
       .def("eval", [](Module& mod) -> Module& {
              mod.eval();
              return mod;
@@ -150,7 +150,7 @@ void bind_nn(py::module_& m) {
   py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>>(nnm, "Linear", "y = x @ weight^T + bias.")
       .def(py::init([](int64_t in, int64_t out, bool bias, Generator* g) {
              return std::make_shared<nn::Linear>(in, out, bias, gen_arg(g));
-           }), py::arg("in_features"), py::arg("out_features"), py::arg("bias") = true, py::kw_only(),
+           }), py::arg("in_features"), py::arg("out_features"), py::arg("bias").noconvert() = true, py::kw_only(),
            py::arg("generator") = nullptr)
       .def("forward", &nn::Linear::forward, py::arg("input"), release_gil())
       .def_readonly("in_features", &nn::Linear::in_features)
@@ -195,7 +195,7 @@ void bind_nn(py::module_& m) {
              opt.rel_distances = rel_distances;
              return std::make_shared<nn::MultiheadAttention>(dim, heads, dropout, gen_arg(g), opt);
            }), py::arg("embed_dim"), py::arg("num_heads"), py::arg("dropout") = 0.0, py::kw_only(),
-           py::arg("window") = 0, py::arg("linear") = false, py::arg("rel_distances") = 0,
+           py::arg("window") = 0, py::arg("linear").noconvert() = false, py::arg("rel_distances") = 0,
            py::arg("generator") = nullptr, py::keep_alive<1, 8>())
       .def("forward", [](const nn::MultiheadAttention& mha, const Tensor& x, bool causal, const py::object& kpm,
                          const py::object& context, const py::object& attn_mask) {
@@ -204,7 +204,7 @@ void bind_nn(py::module_& m) {
                           am = optional_tensor(attn_mask, "MultiheadAttention: expected attn_mask");
              py::gil_scoped_release release;
              return mha.forward(x, causal, k, c, am);
-           }, py::arg("x"), py::arg("causal") = true, py::arg("key_padding_mask") = py::none(),
+           }, py::arg("x"), py::arg("causal").noconvert() = true, py::arg("key_padding_mask") = py::none(),
            py::arg("context") = py::none(), py::arg("attn_mask") = py::none(),
            "x [B, T, C] -> [B, T, C]; causal, key_padding_mask [B, T] (non-zero = padding), context [B, P, C] "
            "(earlier tokens), additive attn_mask.")
@@ -237,7 +237,7 @@ void bind_nn(py::module_& m) {
       "The ConvLSTM3D update as a module (factorised depthwise taps and a pointwise conv).")
       .def(py::init([](int64_t in, int64_t ch, bool factorized, Generator* g) {
              return std::make_shared<nn::ConvLSTM3D>(in, ch, factorized, gen_arg(g));
-           }), py::arg("in_channels"), py::arg("channels"), py::arg("factorized") = true, py::kw_only(),
+           }), py::arg("in_channels"), py::arg("channels"), py::arg("factorized").noconvert() = true, py::kw_only(),
            py::arg("generator") = nullptr)
       .def("forward", &nn::ConvLSTM3D::forward, py::arg("x"), py::arg("state"), release_gil(),
            "One step: x [B, Cx, D, H, W] and a state -> the new state.");
@@ -263,8 +263,8 @@ void bind_nn(py::module_& m) {
              return std::make_shared<nn::TensorMemory>(dim, o, gen_arg(g));
            }), py::arg("dim"), py::kw_only(), py::arg("channels") = 16, py::arg("D") = 6, py::arg("H") = 6,
            py::arg("W") = 6, py::arg("chunk") = 1, py::arg("sigma_scale") = 0.25, py::arg("gamma_init") = 0.0,
-           py::arg("dropout") = 0.0, py::arg("shared_coords") = true, py::arg("hard_write") = false,
-           py::arg("factorized") = true, py::arg("generator") = nullptr, py::keep_alive<1, 14>())
+           py::arg("dropout") = 0.0, py::arg("shared_coords").noconvert() = true, py::arg("hard_write").noconvert() = false,
+           py::arg("factorized").noconvert() = true, py::arg("generator") = nullptr, py::keep_alive<1, 14>())
       .def("initial_state", &nn::TensorMemory::initial_state, py::arg("batch_size"),
            "The zero state for a batch, on the layer's device.")
       .def("forward", [](const nn::TensorMemory& m, const Tensor& x, const ConvLSTM3DState& state) {

@@ -124,24 +124,24 @@ void bind_ops(py::module_& m) {
   // ---- reductions ----
   both(m, cls, "sum", [](const Tensor& x, const py::object& dim, bool keepdim) {
          return sum(x, dims_from_py(dim, "sum"), keepdim);
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Sum over dims (all when None).");
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, "Sum over dims (all when None).");
   both(m, cls, "mean", [](const Tensor& x, const py::object& dim, bool keepdim) {
          return mean(x, dims_from_py(dim, "mean"), keepdim);
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false, "Mean over dims (all when None).");
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, "Mean over dims (all when None).");
   both(m, cls, "var", [](const Tensor& x, const py::object& dim, int64_t correction, bool keepdim) {
          return var(x, dims_from_py(dim, "var"), correction, keepdim);
-       }, a, py::arg("dim") = py::none(), py::kw_only(), py::arg("correction") = 1, py::arg("keepdim") = false,
+       }, a, py::arg("dim") = py::none(), py::kw_only(), py::arg("correction") = 1, py::arg("keepdim").noconvert() = false,
        "Variance over dims with Bessel's correction (1: unbiased).");
   m.attr("ValuesIndices") = py::module_::import("collections").attr("namedtuple")("ValuesIndices", "values indices");
   both(m, cls, "max", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
          if (!dim) return py::cast(max(x));
          return values_indices(max(x, *dim, keepdim));
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
        "The maximum (0-d), or (values, indices) along dim.");
   both(m, cls, "min", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
          if (!dim) return py::cast(min(x));
          return values_indices(min(x, *dim, keepdim));
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim") = false,
+       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
        "The minimum (0-d), or (values, indices) along dim.");
 
   // ---- linear algebra ----
@@ -212,7 +212,7 @@ void bind_ops(py::module_& m) {
         a, py::arg("weight"), release_gil(), "weight's rows at int64 indices (torch.nn.functional.embedding).");
   m.def("dropout", [](const Tensor& x, double p, bool training, Generator* generator) {
           return dropout(x, p, training, generator ? *generator : default_generator());
-        }, a, py::arg("p") = 0.5, py::arg("training") = true, py::kw_only(), py::arg("generator") = nullptr,
+        }, a, py::arg("p") = 0.5, py::arg("training").noconvert() = true, py::kw_only(), py::arg("generator") = nullptr,
         "Inverted dropout (identity when not training).");
 
   // ---- attention ----
@@ -225,7 +225,7 @@ void bind_ops(py::module_& m) {
           py::gil_scoped_release release;
           return scaled_dot_product_attention(q, k, v, mask, is_causal, window, dropout_p, scale, gen);
         }, py::arg("query"), py::arg("key"), py::arg("value"), py::arg("attn_mask") = py::none(),
-        py::arg("dropout_p") = 0.0, py::arg("is_causal") = false, py::arg("scale") = py::none(), py::kw_only(),
+        py::arg("dropout_p") = 0.0, py::arg("is_causal").noconvert() = false, py::arg("scale") = py::none(), py::kw_only(),
         py::arg("window") = 0, py::arg("generator") = nullptr,
         "softmax(q k^T * scale + mask) v for q [B,H,T,Dh], k [B,H,S,Dh], v [B,H,S,Dv]; window > 0: causal "
         "sliding window.");

@@ -192,7 +192,9 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       py::ssize_t start, stop, step, length;
       if (!it.cast<py::slice>().compute(static_cast<py::ssize_t>(out.size(dim)), &start, &stop, &step, &length))
         throw py::error_already_set();
-      check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ", step);
+      // The step as written: compute() clamps one past ssize_t (-2**64 to -(2**63 - 1)).
+      check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ",
+                        py::str(it.attr("step")).cast<std::string>());
       out = slice(out, dim++, start, start + length * step, step);
     } else {
       // bool is an int to Python (x[True] would read row 1); PyTorch's
@@ -433,7 +435,7 @@ void bind_tensor(py::module_& m) {
       .def_property(
           "requires_grad", &Tensor::requires_grad,
           [](Tensor& t, bool on) { t.requires_grad_(on); }, "Whether backward computes a gradient for it.")
-      .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, py::arg("requires_grad") = true,
+      .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, py::arg("requires_grad").noconvert() = true,
            "Marks a leaf as needing a gradient; returns the tensor.")
       .def_property(
           "grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
@@ -452,7 +454,7 @@ void bind_tensor(py::module_& m) {
              const Tensor g = optional_tensor(gradient, "backward: expected gradient");
              py::gil_scoped_release release;
              t.backward(g, retain_graph);
-           }, py::arg("gradient") = py::none(), py::arg("retain_graph") = false,
+           }, py::arg("gradient") = py::none(), py::arg("retain_graph").noconvert() = false,
            "Backpropagates from this tensor into the leaves' .grad (frees the graph unless retain_graph).")
       .def_property_readonly("_version", &Tensor::version, "The storage's in-place write counter.")
       .def("item", [](const Tensor& t) -> py::object {
@@ -597,7 +599,7 @@ void bind_tensor(py::module_& m) {
           Tensor t = from_numpy(np.attr("asarray")(a, numpy_dtype(target), py::arg("order") = "C"));
           if (requires_grad) t.requires_grad_();
           return t;
-        }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad") = false,
+        }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad").noconvert() = false,
         "A new tensor holding a copy of data (nested lists, numbers or an array). Python floats give "
         "float32, ints and bools int64, NumPy arrays keep float64.");
 
@@ -609,7 +611,7 @@ void bind_tensor(py::module_& m) {
             if (requires_grad) t.requires_grad_();
             return t;
           }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("device") = py::none(),
-          py::arg("requires_grad") = false, doc);
+          py::arg("requires_grad").noconvert() = false, doc);
   };
   factory("zeros", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); }, "A tensor of zeros.");
   factory("ones", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); }, "A tensor of ones.");
@@ -623,7 +625,7 @@ void bind_tensor(py::module_& m) {
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
-        py::arg("device") = py::none(), py::arg("requires_grad") = false,
+        py::arg("device") = py::none(), py::arg("requires_grad").noconvert() = false,
         "A tensor filled with one value (an int fill_value of an int64 tensor exactly).");
   m.def("zeros_like", &zeros_like, py::arg("input"), "Zeros of input's shape, dtype and device.");
   m.def("ones_like", &ones_like, py::arg("input"), "Ones of input's shape, dtype and device.");
@@ -674,7 +676,7 @@ void bind_tensor(py::module_& m) {
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(),
-        py::arg("requires_grad") = false, "Standard normal samples.");
+        py::arg("requires_grad").noconvert() = false, "Standard normal samples.");
   m.def("randint", [gen_or_default](int64_t high, const Shape& size, Generator* generator) {
           return randint(size, high, gen_or_default(generator));
         }, py::arg("high"), py::arg("size"), py::kw_only(), py::arg("generator") = nullptr,

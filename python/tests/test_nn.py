@@ -299,6 +299,14 @@ class TestFiles(unittest.TestCase):
         np.testing.assert_array_equal(m2.fc1.weight.numpy(), m.fc1.weight.numpy())
         with self.assertRaises(ValueError):
             m2.load_state_dict({"fc1.weight": tensors["fc1.weight"]})
+        # strict takes a bool only: a second dict or a number is refused, not
+        # read as True (as PyTorch's C++ argument parser refuses an int for a bool).
+        for strict in (5, {"fc1.weight": tensors["fc1.weight"]}, "no"):
+            with self.assertRaisesRegex(TypeError, r"strict: bool"):
+                m2.load_state_dict(tensors, strict)
+        m2.load_state_dict(tensors, np.bool_(True))
+        with self.assertRaisesRegex(TypeError, r"keepdim: bool"):
+            tmem.sum(m2.fc1.weight, 0, 1)
 
     def test_grad_dump_round_trip(self):
         path = os.path.join(self.dir.name, "g.jsonl")

@@ -327,6 +327,13 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
         self.assertEqual(self.ta[np.int64(-1), 0].item(), self.a[-1, 0])
 
+    def test_negative_slice_steps_are_refused_with_the_step_written(self):
+        # The step past ssize_t was reported as Python clamped it (-(2**63 - 1)).
+        for step in (-1, -2**64):
+            with self.subTest(step=step):
+                with self.assertRaisesRegex(ValueError, r"index: slice steps must be >= 1, but got %d$" % step):
+                    self.ta[::step]
+
     def test_python_scalar_conversions(self):
         # float() and int() once parsed the raw bytes of the buffer: int(...) of the
         # int64 whose bytes spell "12345678" gave 12345678.
