@@ -30,3 +30,28 @@ endif()
 if(NOT out MATCHES "none +- +0 +0.001 .* 1 ")
   message(FATAL_ERROR "the good cell is not in the table: ${out}")
 endif()
+# A torn result.json, an accuracy out of [0, 1], and a cell copied or edited
+# so that its directory is not the one its method, size, lr and seed name
+# (a copy would count as a second seed; an edited lr would be chosen) are
+# left out with a warning each.
+string(SUBSTRING "${good}" 0 40 torn)
+string(REGEX REPLACE "\"eval_accuracy\": *[0-9.e+-]+" "\"eval_accuracy\": 5.0" high "${good}")
+string(REGEX REPLACE "\"lr\": *[0-9.e+-]+" "\"lr\": 0.5" edited "${good}")
+file(MAKE_DIRECTORY ${run}/torn ${run}/high ${run}/none_copy ${run}/none_lr0.001_seed43)
+file(WRITE ${run}/torn/result.json "${torn}")
+file(WRITE ${run}/high/result.json "${high}")
+file(WRITE ${run}/none_copy/result.json "${good}")
+file(WRITE ${run}/none_lr0.001_seed43/result.json "${edited}")
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+foreach(expected "${run}/torn/result.json is not a finished frontier cell \\(${run}/torn/result.json: "
+                 "${run}/high/result.json is not a cell of this frontier \\(eval_accuracy 5 is outside \\[0, 1\\]\\)"
+                 "${run}/none_copy/result.json is not a cell of this frontier \\(its method, size, lr and seed make the cell none_lr0.001_seed42, not none_copy\\)"
+                 "${run}/none_lr0.001_seed43/result.json is not a cell of this frontier \\(its method, size, lr and seed make the cell none_lr0.5_seed42, not none_lr0.001_seed43\\)")
+  if(NOT err MATCHES "warning: ${expected}")
+    message(FATAL_ERROR "no warning matching ${expected}: ${err}")
+  endif()
+endforeach()
+if(NOT rc EQUAL 0 OR NOT out MATCHES "none +- +0 +0.001 .* 1 ")
+  message(FATAL_ERROR "the good cell alone is not the none row (rc ${rc}): ${out}")
+endif()

@@ -16,6 +16,8 @@
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
 #include "tmem/models/diagnostic.h"
+#include "tmem/models/train_loop.h"
+#include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
 #include "tmem/tools/train_cmd.h"
@@ -103,10 +105,41 @@ std::string cell_name(models::BackboneMethod method, const std::string& size, do
   return to_string(method) + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
 }
 
+// Why the finished cell j in directory `dir` cannot be one of a frontier's
+// cells ("" when it can): a method, size or learning rate no frontier
+// trains, values out of their ranges, or a directory name other than the one
+// its method, size, lr and seed give (a copied cell would count as a second
+// seed, an edited lr would pick the learning rate).
+std::string cell_fault(const json& j, const std::string& dir) {
+  const std::vector<models::BackboneMethod>& known = models::segmented_methods();
+  const auto method = std::find_if(known.begin(), known.end(),
+                                   [&j](models::BackboneMethod m) { return to_string(m) == j["method"]; });
+  if (method == known.end()) return fmt::format("method {} is not one of the frontier's", j["method"].dump());
+  const auto sizes = sizes_of(*method);
+  if (std::none_of(sizes.begin(), sizes.end(), [&j](const StateSize& z) { return z.label == j["size"]; }))
+    return fmt::format("size {} is not one of {}'s", j["size"].dump(), to_string(*method));
+  const double lr = j["lr"].get<double>(), acc = j["eval_accuracy"].get<double>(), sec = j["seconds"].get<double>();
+  if (!(std::isfinite(lr) && lr > 0)) return fmt::format("lr {} is not a positive number", lr);
+  if (!(acc >= 0 && acc <= 1)) return fmt::format("eval_accuracy {} is outside [0, 1]", acc);
+  const double observed = j.value("eval_accuracy_observed", 0.0);
+  if (!(observed >= 0 && observed <= 1)) return fmt::format("eval_accuracy_observed {} is outside [0, 1]", observed);
+  if (!(std::isfinite(sec) && sec >= 0)) return fmt::format("seconds {} is not a time", sec);
+  if (j.value("state_floats", int64_t{0}) < 0 || j["stopped_at"].get<int64_t>() < -1)
+    return "state_floats or stopped_at is negative";
+  const std::string name = cell_name(*method, j["size"].get<std::string>(), lr, j["seed"].get<uint64_t>());
+  if (dir != name) return fmt::format("its method, size, lr and seed make the cell {}, not {}", name, dir);
+  const json& cfg = j["config"];
+  if (cfg.value("method", json()) != j["method"] || cfg.value("lr", json()) != j["lr"] ||
+      cfg.value("seed", json()) != j["seed"])
+    return "its config's method, lr or seed is not the cell's";
+  return "";
+}
+
 // Every finished frontier cell of `task` under root (none when root does not
-// exist): its result.json with the keys the report reads, of their types,
-// and a config of that task that applies (another is left out with a warning
-// naming it); the cells of --vs sweeps are left out.
+// exist): its result.json with the keys the report reads, of their types and
+// ranges (cell_fault), and a config of that task that applies; any other
+// result.json is left out with a warning naming it. The cells of --vs
+// sweeps are left out.
 std::vector<json> finished_cells(const std::string& root, const std::string& task) {
   std::vector<json> cells;
   if (!std::filesystem::is_directory(root)) return cells;
@@ -117,8 +150,9 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
     json j;
     try {
       j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
-    } catch (const IOError&) {
-      continue;  // a torn or foreign result.json: not a finished cell
+    } catch (const IOError& err) {
+      fmt::print(stderr, "warning: {} is not a finished frontier cell ({}): left out\n", path, err.what());
+      continue;
     }
     if (!j.is_object() || j.contains("vs")) continue;
     const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
@@ -142,6 +176,8 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
       models::apply_config_json(cfg, j["config"]);
       check<ValueError>(j["config"].value("task", "") == task, "its config is of task \"",
                         j["config"].value("task", ""), "\", not ", task);
+      const std::string fault = cell_fault(j, e.path().filename().string());
+      check<ValueError>(fault.empty(), fault);
     } catch (const Error& err) {
       fmt::print(stderr, "warning: {} is not a cell of this frontier ({}): left out\n", path, err.what());
       continue;
@@ -382,6 +418,52 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
   fmt::print("results written to {}.json and {}.svg\n", base, base);
 }
 
+// Refuses to train into root when a finished cell there is of another task
+// (a run that lost its config.json would be taken over and its results.json
+// replaced) or was trained with other settings than this command gives it
+// (its method, size, lr and seed from the cell, a --vs cell's P or G from
+// its value): lanes that share a run must not mix a --batch 4 cell into a
+// table of --batch 64 ones. "steps" may differ for this command's methods,
+// whose cells --resume extends (run_or_reuse checks each of them).
+void check_run_agrees(const FrontierArgs& a, const std::string& root) {
+  if (!std::filesystem::is_directory(root)) return;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    const std::string path = (e.path() / "result.json").string();
+    std::ifstream in(path);
+    if (!in) continue;
+    json j;
+    try {
+      j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
+    } catch (const IOError&) {
+      continue;  // not a cell; the report names it
+    }
+    if (!j.is_object() || !j.contains("config") || !j["config"].is_object()) continue;
+    const json& saved = j["config"];
+    const std::string task = saved.value("task", json("")).is_string() ? saved.value("task", "") : "";
+    check<ValueError>(task == a.task, "frontier: --name: ", root, " holds cells of task \"", printable(task), "\" (",
+                      path, "), not ", a.task, "; give this run another --name");
+    std::string diff;
+    try {
+      const auto method = models::parse_backbone_method(j.at("method").get<std::string>());
+      const auto sizes = sizes_of(method);
+      const std::string label = j.at("size").get<std::string>();
+      size_t size = 0;
+      while (size < sizes.size() && sizes[size].label != label) ++size;
+      if (size == sizes.size()) continue;
+      models::TrainConfig expected = cell_config(a, method, size, j.at("lr").get<double>(), j.at("seed").get<uint64_t>());
+      if (j.contains("vs")) set_sweep(expected, j.at("vs").get<std::string>(), j.at("value").get<int64_t>());
+      const bool extendable = std::find(a.methods.begin(), a.methods.end(), method) != a.methods.end();
+      diff = models::config_differences(saved, models::config_to_json(expected), models::default_config_json(),
+                                        extendable ? "steps" : "");
+    } catch (const std::exception&) {
+      continue;  // a cell of another shape or method; the report names it
+    }
+    check<ValueError>(diff.empty(), "frontier: ", root, " holds cells trained with other settings than this ",
+                      "command gives them (every lane of a run takes the same options); ",
+                      e.path().filename().string(), ":", diff, "\n(give this command the run's options, or another --name)");
+  }
+}
+
 int run(FrontierArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   check<ValueError>(a.task == "mqar" || a.task == "map-recall" || a.task == "coord-recall",
@@ -434,6 +516,7 @@ int run(FrontierArgs& a) {
                         to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
                         to_string(method), "` first");
   }
+  if (!a.report_only) check_run_agrees(a, run_dir(a.name));
   RunRecorder rec(a.name, "frontier " + a.task,
                   {{"methods", a.methods}, {"lrs", a.lrs}, {"seeds", a.seeds}, {"all_seeds", a.all_seeds},
                    {"vs", a.vs}, {"values", a.values}, {"cell", models::config_to_json(a.cfg)}});
@@ -524,7 +607,7 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_option("--memory-forget-bias", c.model.memory.forget_bias,
                 "tensor: initial bias of the memory's forget gate (the method: 0); a variant, so give it its own --name")
       ->capture_default_str()->check(real_range(-20, 20));
-  f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  f->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, kMaxThreads));
   f->add_option("--device", c.device,
                 "Train on cpu, cuda or cuda:<index> (a cell's device is recorded in its result.json; a cell finished "
                 "or checkpointed on one device is reused or continued on another)")
