@@ -200,7 +200,9 @@ int run_cells(TrainArgs& a) {
     set_sweep(first, sweep, values.front());
     task = models::make_task(a.task, first.task_cfg);
   } catch (const ValueError& e) {
-    throw ValueError(std::string(e.what()) + "; tmem train also trains brown, fashion-mnist and moving-fmnist");
+    if (std::string_view(e.what()).starts_with("unknown task"))
+      throw ValueError(std::string(e.what()) + "; tmem train also trains brown, fashion-mnist and moving-fmnist");
+    throw;
   }
   if (a.methods.empty()) {
     using enum models::BackboneMethod;
