@@ -148,6 +148,10 @@ void stop_after_this_step(int) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // Line by line into a log file too (as into a terminal), so a run's first
+  // line, naming its directory, comes before a later error or Ctrl-C message
+  // on stderr, and a lane's log shows its progress as it happens.
+  std::setvbuf(stdout, nullptr, _IOLBF, BUFSIZ);
   // Denormals only slow training down (tens of times in convlstm3d_cell's
   // backward on an 8^3 grid): every command flushes them (core/parallel.h).
   // On this thread only: the OpenMP threads, started once --threads is
