@@ -5,6 +5,7 @@
 #include <atomic>
 #include <charconv>
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>
@@ -230,6 +231,16 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
       if (hooks.load_state) hooks.load_state(extra);
     } catch (const Error& e) {
       throw IOError("train: checkpoint " + ckpt + " does not fit the model: " + e.what());
+    }
+    // Non-finite steps are skipped, so a checkpoint tmem wrote holds finite
+    // weights: a NaN there would train and evaluate NaN logits silently.
+    for (const auto& [name, t] : model_state) {
+      if (!is_floating(t.dtype())) continue;
+      const std::vector<double> v = t.to_vector();
+      const auto bad = std::find_if(v.begin(), v.end(), [](double x) { return !std::isfinite(x); });
+      if (bad != v.end())
+        throw IOError(fmt::format("train: cannot resume from {}: model.{} holds {} at element {}, and tmem saves only "
+                                  "finite weights", ckpt, name, *bad, bad - v.begin()));
     }
     for (const auto& [key, gen] : hooks.generators) {
       try {

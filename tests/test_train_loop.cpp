@@ -4,6 +4,7 @@
 // resumed give the same losses, training metrics, parameters and optimizer
 // state, bit for bit.
 #include <filesystem>
+#include <limits>
 
 #include "model_fixtures.h"
 #include "test_util.h"
@@ -216,6 +217,30 @@ TEST_CASE("train_loop: a checkpoint of another config or past the steps asked fo
   c.steps = 2;
   CHECK_THROWS_WITH_AS(models::train_video(c, test::pattern_items(8), test::pattern_items(8)),
                        doctest::Contains("it is at step 3, past the 2 steps asked for"), ValueError);
+  fs::remove_all(c.run_dir);
+}
+
+TEST_CASE("train_loop: a checkpoint whose weights hold NaN is refused by name, not trained on") {
+  // Resuming one trained on, skipping every step, and reported an accuracy of NaN logits.
+  models::TrainConfig c = tiny_diagnostic(models::BackboneMethod::base);
+  c.steps = 2;
+  c.run_dir = test::tmp_path("tmem_loop_nan_weights");
+  fs::remove_all(c.run_dir);
+  models::train_diagnostic(c, {});
+  const std::string ckpt = c.run_dir + "/" + models::kCheckpointFile;
+  SafetensorsFile f = load_safetensors(ckpt);
+  f.metadata.erase(kChecksumKey);
+  Tensor& w = f.tensors.at("model.head.weight");
+  std::vector<double> values = w.to_vector();
+  values[3] = std::numeric_limits<double>::quiet_NaN();
+  w = tensor(values, w.shape(), DType::Float32);
+  save_safetensors(ckpt, f.tensors, f.metadata);
+  c.resume = true;
+  c.steps = 4;
+  CHECK_THROWS_WITH_AS(models::train_diagnostic(c, {}),
+                       ("train: cannot resume from " + ckpt +
+                        ": model.head.weight holds nan at element 3, and tmem saves only finite weights").c_str(),
+                       IOError);
   fs::remove_all(c.run_dir);
 }
 
