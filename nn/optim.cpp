@@ -93,6 +93,13 @@ void set_group_lr(std::vector<ParamGroup>& groups, size_t group, double lr, cons
   groups[group].lr = lr;
 }
 
+void set_group_weight_decay(std::vector<ParamGroup>& groups, size_t group, double weight_decay, const char* op) {
+  check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
+                    " groups");
+  check<ValueError>(finite_nonneg(weight_decay), op, ": expected a finite weight_decay >= 0, but got ", weight_decay);
+  groups[group].weight_decay = weight_decay;
+}
+
 }  // namespace
 
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
@@ -122,6 +129,9 @@ void SGD::set_lr(double lr) {
   for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "SGD::set_lr");
 }
 void SGD::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "SGD::set_lr"); }
+void SGD::set_weight_decay(size_t group, double weight_decay) {
+  set_group_weight_decay(groups_, group, weight_decay, "SGD::set_weight_decay");
+}
 
 void SGD::step() {
   const RecordFunction region("SGD.step");
@@ -155,9 +165,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
   check<ValueError>(finite_nonneg(lr), "AdamW: expected a finite lr >= 0, but got ", lr);
   check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                     "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
-  check<ValueError>(finite_nonneg(eps) && finite_nonneg(weight_decay),
-                    "AdamW: expected finite eps, weight_decay >= 0, but got ",
-                    eps, ", ", weight_decay);
+  check<ValueError>(std::isfinite(eps) && eps > 0, "AdamW: expected a finite eps > 0 (eps 0 divides 0 by 0 where ",
+                    "a gradient has been 0), but got ", eps);
+  check<ValueError>(finite_nonneg(weight_decay), "AdamW: expected a finite weight_decay >= 0, but got ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "AdamW", params_, group_of_);
   for (const Tensor& p : params_) {
     m_.push_back(zeros(p.shape(), p.dtype(), p.device()));
@@ -169,6 +179,9 @@ void AdamW::set_lr(double lr) {
   for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "AdamW::set_lr");
 }
 void AdamW::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "AdamW::set_lr"); }
+void AdamW::set_weight_decay(size_t group, double weight_decay) {
+  set_group_weight_decay(groups_, group, weight_decay, "AdamW::set_weight_decay");
+}
 
 void AdamW::step() {
   const RecordFunction region("AdamW.step");

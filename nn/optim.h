@@ -56,6 +56,9 @@ class SGD {
   /// ValueError for lr < 0 or not finite, IndexError for a group out of range.
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
+  /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
+  /// < 0 or not finite, IndexError for a group out of range.
+  void set_weight_decay(size_t group, double weight_decay);
 
  private:
   std::vector<ParamGroup> groups_;
@@ -68,7 +71,8 @@ class SGD {
 /// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
 /// after the square root). lr and weight_decay are per group. Throws
-/// ValueError for lr, eps or weight_decay < 0 or not finite, betas outside
+/// ValueError for lr or weight_decay < 0 or not finite, eps <= 0 or not
+/// finite (eps 0 makes 0 / 0 where a gradient has been 0), betas outside
 /// [0,1), or a parameter given twice or not a leaf.
 class AdamW {
  public:
@@ -85,6 +89,9 @@ class AdamW {
   /// ValueError for lr < 0 or not finite, IndexError for a group out of range.
   void set_lr(double lr);
   void set_lr(size_t group, double lr);
+  /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
+  /// < 0 or not finite, IndexError for a group out of range.
+  void set_weight_decay(size_t group, double weight_decay);
   /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters
   /// of all groups in order), the step count as "step" [1] and the
   /// parameters per group as "group_sizes" [G] (int64). load_state_dict

@@ -401,13 +401,31 @@ TEST_CASE("AdamW and SGD refuse an infinite or NaN lr, momentum, eps or weight d
                        ValueError);
   CHECK_THROWS_WITH_AS(nn::SGD({p}, 0.1, std::nan("")), doctest::Contains("but got 0.1, nan, 0"), ValueError);
   CHECK_THROWS_WITH_AS(nn::AdamW({p}, inf), "AdamW: expected a finite lr >= 0, but got inf", ValueError);
-  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, inf), doctest::Contains("finite eps, weight_decay >= 0"),
-                       ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, inf), doctest::Contains("a finite eps > 0"), ValueError);
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, 1e-8, inf),
+                       "AdamW: expected a finite weight_decay >= 0, but got inf", ValueError);
   CHECK_THROWS_WITH_AS(nn::AdamW({{{p}, inf, std::nullopt}}), doctest::Contains("but group 0 has lr inf"), ValueError);
   nn::AdamW opt({p}, 1e-3);
   CHECK_THROWS_WITH_AS(opt.set_lr(inf), "AdamW::set_lr: expected a finite lr >= 0, but got inf", ValueError);
   opt.set_lr(2e-3);
   CHECK(*opt.param_groups()[0].lr == 2e-3);
+  CHECK_THROWS_WITH_AS(opt.set_weight_decay(0, -1), "AdamW::set_weight_decay: expected a finite weight_decay >= 0, "
+                       "but got -1", ValueError);
+  CHECK_THROWS_WITH_AS(opt.set_weight_decay(1, 0.1), "AdamW::set_weight_decay: group 1 is out of range for 1 groups",
+                       IndexError);
+  opt.set_weight_decay(0, 0.5);
+  CHECK(*opt.param_groups()[0].weight_decay == 0.5);
+}
+
+TEST_CASE("AdamW refuses eps 0, which made a parameter whose gradient stayed 0 NaN") {
+  Tensor p = ones({2}).requires_grad_();
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, 0.0),
+                       "AdamW: expected a finite eps > 0 (eps 0 divides 0 by 0 where a gradient has been 0), but got 0",
+                       ValueError);
+  nn::AdamW opt({p}, 1e-3, 0.9, 0.999, 1e-12, 0.0);
+  set_grads({p}, 0.0);
+  opt.step();
+  CHECK(p.to_vector() == std::vector<double>{1.0, 1.0});
 }
 
 TEST_CASE("TensorMemory refuses a chunk * dim past int64 and a sigma_scale that is infinite in float32") {

@@ -1,6 +1,8 @@
 // tmem.nn (Module, subclassable from Python; the built-in layers including
 // TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
+#include <algorithm>
+
 #include "common.h"
 #include "tmem/nn/layers.h"
 #include "tmem/nn/linear.h"
@@ -88,12 +90,65 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
   return groups;
 }
 
-/// An optimizer's param_groups() as torch.optim shows them: dicts of
-/// params, lr and weight_decay.
-py::list param_groups_out(const std::vector<nn::ParamGroup>& groups) {
+/// One parameter group of an optimizer as torch.optim shows it: a mapping
+/// of params, lr and weight_decay whose lr and weight_decay can be set
+/// (`opt.param_groups[0]["lr"] = x`, as learning-rate schedules do), and
+/// the setting reaches the optimizer. Setting params or another key is a
+/// ValueError (a key tmem would not read must not look applied).
+template <class Opt>
+struct GroupView {
+  py::object opt;  // keeps the optimizer alive
+  size_t index;
+
+  Opt& get() const { return opt.cast<Opt&>(); }
+  const nn::ParamGroup& group() const { return get().param_groups().at(index); }
+  py::object item(const std::string& key) const {
+    if (key == "params") return py::cast(group().params);
+    if (key == "lr") return py::float_(*group().lr);
+    if (key == "weight_decay") return py::float_(*group().weight_decay);
+    throw py::key_error(key);
+  }
+  void set(const std::string& key, double value) const {
+    if (key == "lr") return get().set_lr(index, value);
+    if (key == "weight_decay") return get().set_weight_decay(index, value);
+    throw ValueError("param_groups[" + std::to_string(index) + "]: only lr and weight_decay can be set, but got '" +
+                     printable(key) + "'");
+  }
+};
+
+template <class Opt>
+void bind_group_view(py::module_& optim, const char* name) {
+  using View = GroupView<Opt>;
+  const std::vector<std::string> keys = {"params", "lr", "weight_decay"};
+  py::class_<View>(optim, name, "One parameter group: params, lr, weight_decay (lr and weight_decay settable).")
+      .def("__getitem__", &View::item, py::arg("key"))
+      .def("__setitem__", &View::set, py::arg("key"), py::arg("value"))
+      .def("__contains__", [keys](const View&, const std::string& key) {
+        return std::find(keys.begin(), keys.end(), key) != keys.end();
+      })
+      .def("__len__", [keys](const View&) { return keys.size(); })
+      .def("__iter__", [keys](const View&) { return py::iter(py::cast(keys)); })
+      .def("keys", [keys](const View&) { return keys; })
+      .def("items", [keys](const View& v) {
+        py::list out;
+        for (const std::string& k : keys) out.append(py::make_tuple(k, v.item(k)));
+        return out;
+      })
+      .def("get", [](const View& v, const std::string& key, const py::object& fallback) -> py::object {
+        return key == "params" || key == "lr" || key == "weight_decay" ? v.item(key) : fallback;
+      }, py::arg("key"), py::arg("default") = py::none())
+      .def("__repr__", [](const View& v) {
+        return "{'params': [" + std::to_string(v.group().params.size()) + " tensors], 'lr': " +
+               py::repr(v.item("lr")).template cast<std::string>() + ", 'weight_decay': " +
+               py::repr(v.item("weight_decay")).template cast<std::string>() + "}";
+      });
+}
+
+/// An optimizer's param_groups as torch.optim shows them: one GroupView per group.
+template <class Opt>
+py::list param_groups_out(const py::object& opt) {
   py::list out;
-  for (const nn::ParamGroup& g : groups)
-    out.append(py::dict(py::arg("params") = g.params, py::arg("lr") = *g.lr, py::arg("weight_decay") = *g.weight_decay));
+  for (size_t i = 0; i < opt.cast<const Opt&>().param_groups().size(); ++i) out.append(GroupView<Opt>{opt, i});
   return out;
 }
 
@@ -113,6 +168,14 @@ Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 void bind_nn(py::module_& m) {
   py::module_ nnm = m.def_submodule("nn", "Modules, layers and gradient clipping.");
   py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
+  // Python subclasses reach Module's methods inside their __init__; before
+  // super().__init__() the C++ Module does not exist yet, and calling one
+  // read a null object (tmem/__init__.py checks this first).
+  nnm.def("_constructed", [](const py::object& self) {
+        if (!py::isinstance<Module>(self))
+          throw py::type_error("nn._constructed: expected a Module, but got " + type_name(self));
+        return reinterpret_cast<py::detail::instance*>(self.ptr())->get_value_and_holder().holder_constructed();
+      }, py::arg("module"), "Whether the Module's __init__ has run (its C++ part exists).");
 
   py::class_<Module, std::shared_ptr<Module>>(nnm, "Module", py::dynamic_attr(),
       "Base of every layer. Subclass it in Python: call super().__init__(), assign modules and tensors that "
@@ -314,13 +377,16 @@ void bind_nn(py::module_& m) {
           }, py::arg("parameters"), py::arg("max_norm"),
           "Scales the gradients to a joint L2 norm of at most max_norm; returns the norm before clipping.");
 
+  bind_group_view<nn::SGD>(optim, "SGDParamGroup");
+  bind_group_view<nn::AdamW>(optim, "AdamWParamGroup");
   py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay (torch.optim.SGD).")
       .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
              return nn::SGD(param_groups_arg(params, "optim.SGD"), lr, momentum, weight_decay);
            }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
            "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
-      .def_property_readonly("param_groups", [](const nn::SGD& o) { return param_groups_out(o.param_groups()); },
-                             "The groups as dicts of params, lr and weight_decay (read-only copies).")
+      .def_property_readonly("param_groups", &param_groups_out<nn::SGD>,
+                             "The groups as mappings of params, lr and weight_decay; setting a group's lr or "
+                             "weight_decay sets the optimizer's.")
       .def("step", &nn::SGD::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::SGD::zero_grad, "Clears the parameters' gradients.")
       .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
@@ -333,8 +399,9 @@ void bind_nn(py::module_& m) {
            }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01,
            "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
-      .def_property_readonly("param_groups", [](const nn::AdamW& o) { return param_groups_out(o.param_groups()); },
-                             "The groups as dicts of params, lr and weight_decay (read-only copies).")
+      .def_property_readonly("param_groups", &param_groups_out<nn::AdamW>,
+                             "The groups as mappings of params, lr and weight_decay; setting a group's lr or "
+                             "weight_decay sets the optimizer's.")
       .def("step", &nn::AdamW::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::AdamW::zero_grad, "Clears the parameters' gradients.")
       .def_property("lr", [](const nn::AdamW& o) { return *o.param_groups().at(0).lr; },

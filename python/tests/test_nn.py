@@ -243,6 +243,62 @@ class TestOptim(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "parameter group 0 has no 'params'"):
             optim.SGD([{"lr": 0.1}], lr=0.1)
 
+    def test_param_group_edits_reach_the_optimizer(self):
+        # Setting a group's lr, as PyTorch schedules do, changed a copy and the step ignored it.
+        p = tmem.tensor([1.0, 2.0, 3.0]).requires_grad_()
+        opt = optim.SGD([p], lr=0.1)
+        opt.param_groups[0]["lr"] = 0.0
+        tmem.sum(p * p).backward()
+        opt.step()
+        self.assertEqual(p.tolist(), [1.0, 2.0, 3.0])
+        group = opt.param_groups[0]
+        group["lr"] = 0.25
+        group["weight_decay"] *= 2  # read, then set
+        self.assertEqual((opt.lr, dict(group.items())["lr"], group["weight_decay"]), (0.25, 0.25, 0.0))
+        self.assertEqual(sorted(group.keys()), ["lr", "params", "weight_decay"])
+        self.assertIn("lr", group)
+        self.assertIsNone(group.get("momentum"))
+        for bad in (float("nan"), -1.0):
+            with self.assertRaisesRegex(ValueError, r"SGD::set_lr: expected a finite lr >= 0, but got"):
+                group["lr"] = bad
+        with self.assertRaisesRegex(ValueError, "AdamW::set_weight_decay: expected a finite weight_decay >= 0"):
+            optim.AdamW([p]).param_groups[0]["weight_decay"] = float("inf")
+        with self.assertRaisesRegex(ValueError, r"param_groups\[0\]: only lr and weight_decay can be set, but got 'initial_lr'"):
+            group["initial_lr"] = 0.1
+        with self.assertRaises(KeyError):
+            group["momentum"]
+        adamw = optim.AdamW([{"params": [p]}, {"params": [tmem.zeros(2).requires_grad_()]}], lr=1e-3)
+        adamw.param_groups[1]["weight_decay"] = 0.0
+        self.assertEqual([g["weight_decay"] for g in adamw.param_groups], [0.01, 0.0])
+        with self.assertRaisesRegex(ValueError, r"AdamW: expected a finite eps > 0"):
+            optim.AdamW([p], eps=0.0)
+
+    def test_module_use_before_init_is_an_error(self):
+        # Registering a layer, or calling a Module method, before
+        # super().__init__() read a Module that did not exist yet: a segfault.
+        def init_with(body):
+            class M(nn.Module):
+                def __init__(self):
+                    body(self)
+                    super().__init__()
+            return M
+        cases = [(lambda s: setattr(s, "l", nn.Linear(2, 2)), "cannot assign module 'l' before Module.__init__"),
+                 (lambda s: setattr(s, "w", tmem.zeros(2).requires_grad_()), "cannot assign parameter 'w' before"),
+                 (lambda s: s.train(), r"cannot call train\(\) before Module.__init__\(\) call"),
+                 (lambda s: s.parameters(), r"cannot call parameters\(\) before"),
+                 (lambda s: s.training, r"cannot call training\(\) before")]
+        for body, message in cases:
+            with self.assertRaisesRegex(AttributeError, message):
+                init_with(body)()
+        ok = init_with(lambda s: setattr(s, "note", 5))()  # a plain attribute is fine, as in PyTorch
+        self.assertEqual((ok.note, ok.training), (5, True))
+
+    def test_set_num_threads_has_a_ceiling(self):
+        before = tmem.get_num_threads()
+        with self.assertRaisesRegex(ValueError, r"set_num_threads: expected n in \[1, 1024\], but got 100000"):
+            tmem.set_num_threads(100000)
+        self.assertEqual(tmem.get_num_threads(), before)
+
     def test_clip_grad_norm(self):
         p = tmem.tensor([3.0, 4.0], requires_grad=True)
         tmem.sum(p * tmem.tensor([3.0, 4.0])).backward()

@@ -6,6 +6,7 @@ The compiled part lives in tmem._tmem; this package re-exports it, makes
 ``tmem.nn``, ``tmem.optim`` and ``tmem.models`` importable, and gives ``tmem.nn.Module`` its
 PyTorch-style attribute registration.
 """
+import functools as _functools
 import sys as _sys
 
 from . import _tmem
@@ -17,15 +18,23 @@ _sys.modules[__name__ + ".optim"] = optim
 _sys.modules[__name__ + ".models"] = models
 
 
+def _before_init_error(self, what):
+    return AttributeError(f"{type(self).__name__}: cannot {what} before Module.__init__() call "
+                          f"(call super().__init__() first)")
+
+
 def _module_setattr(self, name, value):
     """Registers modules and tensors that require grad assigned as attributes
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
     Reassigning a registered name raises ValueError: change a parameter's
-    values in place (copy_) instead."""
+    values in place (copy_) instead; assigning a module or parameter before
+    super().__init__() raises AttributeError, as in PyTorch."""
     if not name.startswith("_") and not hasattr(type(self), name):
-        registered = self.__dict__.setdefault("_tmem_registered", set())
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
+        if (is_module or is_param) and not nn._constructed(self):
+            raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
+        registered = self.__dict__.setdefault("_tmem_registered", set())
         if (is_module or is_param) and name in registered:
             raise ValueError(f"nn.Module: '{name}' is already registered; change its values in place "
                              f"(copy_) instead of assigning a new one")
@@ -43,5 +52,27 @@ def _parameter(data):
     return data.detach().requires_grad_()
 
 
+def _needs_init(name, method):
+    """Module's method `name` refusing a Module whose __init__ has not run."""
+    @_functools.wraps(method)
+    def checked(self, *args, **kwargs):
+        if not nn._constructed(self):
+            raise _before_init_error(self, f"call {name}()")
+        return method(self, *args, **kwargs)
+    return checked
+
+
+def _guard_module_methods():
+    for name, attr in list(vars(nn.Module).items()):
+        if name.startswith("_"):
+            continue
+        if isinstance(attr, property):
+            setter = attr.fset and _needs_init(name, attr.fset)
+            setattr(nn.Module, name, property(_needs_init(name, attr.fget), setter, doc=attr.__doc__))
+        elif callable(attr):
+            setattr(nn.Module, name, _needs_init(name, attr))
+
+
 nn.Module.__setattr__ = _module_setattr
+_guard_module_methods()
 nn.Parameter = _parameter
