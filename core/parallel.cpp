@@ -10,7 +10,7 @@
 namespace tmem {
 
 void set_num_threads(int n) {
-  check<ValueError>(n >= 1, "set_num_threads: expected n >= 1, but got ", n);
+  check<ValueError>(n >= 1 && n <= kMaxThreads, "set_num_threads: expected n in [1, ", kMaxThreads, "], but got ", n);
   omp_set_num_threads(n);
 }
 

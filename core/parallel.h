@@ -5,9 +5,14 @@
 
 namespace tmem {
 
+/// The most threads set_num_threads and the commands' --threads take: far
+/// past any machine's cores, and below the counts at which libgomp fails to
+/// start its threads (or crashes under a memory limit).
+inline constexpr int kMaxThreads = 1024;
+
 /// Sets the number of threads the CPU kernels use from now on (OpenMP
 /// omp_set_num_threads; it applies to the calling thread and to threads it
-/// starts afterwards). Throws ValueError for n < 1.
+/// starts afterwards). Throws ValueError for n outside [1, kMaxThreads].
 void set_num_threads(int n);
 /// The number of threads the next parallel CPU kernel will use
 /// (omp_get_max_threads).

@@ -221,7 +221,8 @@ TEST_CASE("set_num_threads sets the OpenMP thread count get_num_threads reports"
   CHECK(get_num_threads() == 3);
   set_num_threads(1);
   CHECK(get_num_threads() == 1);
-  CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: expected n >= 1, but got 0", ValueError);
+  CHECK_THROWS_WITH_AS(set_num_threads(0), "set_num_threads: expected n in [1, 1024], but got 0", ValueError);
+  CHECK_THROWS_WITH_AS(set_num_threads(100000), "set_num_threads: expected n in [1, 1024], but got 100000", ValueError);
   set_num_threads(before);
   CHECK(get_num_threads() == before);
 }

@@ -226,7 +226,7 @@ void add_checkpoint_options(CLI::App& app, models::CheckpointOptions& o, const s
 
 void add_run_options(CLI::App& app, int& threads, std::string& name, std::string& data_dir,
                      const std::string& name_default, const std::string& data_help) {
-  app.add_option("--threads", threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  app.add_option("--threads", threads, "OpenMP threads (default: all cores)")->check(int_range(0, kMaxThreads));
   app.add_option("--name", name, "Run name: results go to runs/<name>/ (default: " + name_default + ")");
   app.add_option("--data-dir", data_dir, data_help)->capture_default_str();
 }

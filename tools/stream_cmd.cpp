@@ -179,7 +179,7 @@ std::function<int()> add_stream_command(CLI::App& app) {
       ->check(int_range(1, 1048576));
   s->add_option("--device", a->device, "cpu, cuda or cuda:<index>")->capture_default_str();
   s->add_option("--seed", a->seed, "Seed of the weights and the token ids")->capture_default_str()->check(kNonNegative);
-  s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  s->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, kMaxThreads));
   s->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: stream-date-time)");
   add_debug_options(*s, a->debug, false);
   return [s, a]() -> int {
