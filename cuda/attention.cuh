@@ -57,8 +57,11 @@ TMEM_HD void attention_forward_one(const AttentionArgs& a, const float* q, const
   if (l > 0.0f) {
     for (int64_t c = 0; c < Dv; ++c) o[c] /= l;
     lse[i] = m + std::log(l);
-  } else {
+  } else if (l == 0.0f) {  // sees no key: a zero row, and zero gradients
     lse[i] = INFINITY;
+  } else {  // a NaN score, or +inf in the mask (inf - inf): a NaN row and NaN gradients
+    for (int64_t c = 0; c < Dv; ++c) o[c] = NAN;
+    lse[i] = NAN;
   }
 }
 

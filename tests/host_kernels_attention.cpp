@@ -86,3 +86,17 @@ TEST_CASE("device kernels: fused attention matches the CPU at model shapes, caus
                        1e-4);
   }
 }
+
+TEST_CASE("device kernels: fused attention makes a NaN row of a NaN score or a +inf mask, as the CPU") {
+  test::FakeCuda fake(&test::host_op_kernels());
+  Tensor mask = zeros({4, 5});
+  mask.data<float>()[1 * 5 + 2] = std::numeric_limits<float>::quiet_NaN();
+  mask.data<float>()[2 * 5 + 0] = std::numeric_limits<float>::infinity();
+  V v = qkv(1, 1, 4, 5, 4, 2);
+  const Tensor cpu = scaled_dot_product_attention(v[0], v[1], v[2], mask);
+  for (int64_t t = 0; t < 4; ++t)
+    for (double x : slice(cpu, 2, t, t + 1).to_vector()) CHECK(std::isnan(x) == (t == 1 || t == 2));
+  test::check_parity("a NaN and a +inf in the mask",
+                     [&mask](const V& x) { return scaled_dot_product_attention(x[0], x[1], x[2], mask.to(x[0].device())); },
+                     v, 1e-4);
+}

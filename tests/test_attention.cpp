@@ -120,6 +120,36 @@ TEST_CASE("scaled_dot_product_attention (fused): a query that sees no key gives 
   for (double x : q.grad().to_vector()) CHECK(std::isfinite(x));
 }
 
+TEST_CASE("scaled_dot_product_attention (fused): a NaN score or a +inf mask makes a NaN row and NaN gradients") {
+  // They gave a zero row and zero gradients (a query that sees no key), as
+  // PyTorch does not: a diverged model looked like one training at loss 0.
+  for (DType dtype : {DType::Float64, DType::Float32}) {
+    CAPTURE(dtype_name(dtype));
+    Tensor q = input({1, 1, 4, 4}, 31, dtype), k = input({1, 1, 5, 4}, 32, dtype), v = input({1, 1, 5, 2}, 33, dtype);
+    Tensor mask = zeros({4, 5}, dtype);
+    auto put = [&mask](int64_t t, int64_t s, double x) {
+      if (mask.dtype() == DType::Float64) mask.data<double>()[t * 5 + s] = x;
+      else mask.data<float>()[t * 5 + s] = static_cast<float>(x);
+    };
+    put(1, 2, std::nan(""));  // one NaN among seen keys
+    put(2, 0, kInf);          // +inf - +inf in the softmax
+    for (int64_t s = 0; s < 5; ++s) put(3, s, s == 4 ? std::nan("") : -kInf);  // NaN among masked keys
+    Tensor out = scaled_dot_product_attention(q, k, v, mask);
+    sum(out).backward();
+    for (int64_t t = 0; t < 4; ++t) {
+      CAPTURE(t);
+      for (double x : slice(out, 2, t, t + 1).to_vector()) CHECK(std::isnan(x) == (t != 0));
+      for (double x : slice(q.grad(), 2, t, t + 1).to_vector()) CHECK(std::isnan(x) == (t != 0));
+    }
+  }
+  // A NaN query row: every score of that row NaN.
+  Tensor q = input({1, 1, 2, 4}, 34), k = input({1, 1, 3, 4}, 35), v = input({1, 1, 3, 2}, 36);
+  q.data<double>()[1 * 4] = std::nan("");
+  Tensor out = scaled_dot_product_attention(q, k, v);
+  check_close(slice(out, 2, 1, 2), {std::nan(""), std::nan("")}, 0.0, 0.0);
+  CHECK(all_finite(slice(out, 2, 0, 1)));
+}
+
 TEST_CASE("scaled_dot_product_attention (fused): memory does not grow with T x S") {
   // B=1, H=2, T=S=2048, Dh=16 in float32: the composed path's scores alone are
   // 2 x 2048 x 2048 x 4 bytes = 32 MiB; the fused op holds lse and per-thread

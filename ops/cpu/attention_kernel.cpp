@@ -98,7 +98,10 @@ void fused_forward(const Args& a, S sc, const S* q, const S* k, const S* v, cons
       for (int64_t i = 0; i < nq; ++i) {
         S* row = p + i * kKeyBlock;
         const S mx = jl[i] < jh[i] ? row_max(row + jl[i], jh[i] - jl[i]) : neg_inf;
-        if (mx == neg_inf) {  // sees no key of this block (or every one masked out)
+        if (mx == neg_inf) {  // sees no key of this block (or every one masked out), or only NaN
+          // row_max skips NaN: a NaN score makes the row NaN (as PyTorch), not a query that sees nothing.
+          if (std::any_of(row + jl[i], row + jh[i], [](S x) { return std::isnan(x); }))
+            l[i] = std::numeric_limits<S>::quiet_NaN();
           std::fill(row, row + nk, S(0));
           continue;
         }
@@ -119,9 +122,12 @@ void fused_forward(const Args& a, S sc, const S* q, const S* k, const S* v, cons
         const S inv = S(1) / l[i];
         for (int64_t c = 0; c < Dv; ++c) o[c] = acc[i * Dv + c] * inv;
         lse[bh * a.T + t0 + i] = m[i] + std::log(l[i]);
-      } else {  // a query that sees no key: a zero row, and zero gradients
+      } else if (l[i] == S(0)) {  // a query that sees no key: a zero row, and zero gradients
         std::fill(o, o + Dv, S(0));
         lse[bh * a.T + t0 + i] = std::numeric_limits<S>::infinity();
+      } else {  // a NaN score, or +inf in the mask (inf - inf): a NaN row and NaN gradients
+        std::fill(o, o + Dv, std::numeric_limits<S>::quiet_NaN());
+        lse[bh * a.T + t0 + i] = std::numeric_limits<S>::quiet_NaN();
       }
     }
   }

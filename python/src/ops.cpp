@@ -241,7 +241,7 @@ void bind_ops(py::module_& m) {
           py::gil_scoped_release release;
           return grid_sample(x, grid, gm, gp, align_corners.value_or(false));
         }, a, py::arg("grid"), py::arg("mode") = "bilinear", py::arg("padding_mode") = "zeros",
-        py::arg("align_corners") = py::none(),
+        py::arg("align_corners").noconvert() = py::none(),
         "Samples a 4-D/5-D input at the normalised points of grid (torch.nn.functional.grid_sample).");
   m.def("gaussian_splat", &gaussian_splat, py::arg("content"), py::arg("mu"), py::arg("sigma"), py::arg("D"),
         py::arg("H"), py::arg("W"), py::arg("truncate") = 0.0, release_gil(),

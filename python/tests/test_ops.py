@@ -287,6 +287,15 @@ class TestGradients(unittest.TestCase):
             check_grads(self, lambda x, g: tmem.grid_sample(x, g, padding_mode="border", align_corners=align),
                         [randn(1, 2, 3, 3, 4), grid])
 
+    def test_grid_sample_align_corners_takes_a_bool_or_none(self):
+        # align_corners=0.5 or 2 was read as True.
+        x, g = tmem.tensor(randn(1, 1, 2, 2, 2)), tmem.tensor(np.zeros((1, 1, 1, 1, 3)))
+        for bad in (0.5, 2, "yes"):
+            with self.assertRaisesRegex(TypeError, "align_corners"):
+                tmem.grid_sample(x, g, align_corners=bad)
+        self.assertEqual(tmem.grid_sample(x, g, align_corners=None).tolist(),
+                         tmem.grid_sample(x, g, align_corners=False).tolist())
+
     def test_gaussian_splat(self):
         check_grads(self, lambda c, m, s: tmem.gaussian_splat(c, m, s, 3, 4, 2),
                     [randn(2, 2), np.tanh(randn(2, 3)), np.array([0.5, 0.8])])
