@@ -39,16 +39,26 @@ void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool st
   // Every fault is listed (as PyTorch does) before anything is copied, so a
   // state that does not fit leaves the module as it was.
   std::string missing, unexpected, shapes;
-  auto add = [](std::string& list, const std::string& item) { list += (list.empty() ? "" : ", ") + item; };
+  auto add = [](std::string& list, const std::string& item) {
+    if (!list.empty()) list += ", ";
+    list += item;
+  };
+  // Built by appending: GCC 12 warns (-Wrestrict, a false positive) on "\"" + std::string&&.
+  auto quoted = [](const std::string& name) {
+    std::string q(1, '"');
+    q += name;
+    q += '"';
+    return q;
+  };
   if (strict)
     for (const auto& kv : state)
-      if (own.count(kv.first) == 0) add(unexpected, "\"" + printable(kv.first) + "\"");
+      if (own.count(kv.first) == 0) add(unexpected, quoted(printable(kv.first)));
   for (const auto& [n, t] : own) {
     auto it = state.find(n);
     if (it == state.end()) {
-      if (strict) add(missing, "\"" + n + "\"");
+      if (strict) add(missing, quoted(n));
     } else if (it->second.shape() != t.shape()) {
-      add(shapes, "\"" + n + "\" expected shape " + shape_str(t.shape()) + ", but got " +
+      add(shapes, quoted(n) + " expected shape " + shape_str(t.shape()) + ", but got " +
                       shape_str(it->second.shape()));
     }
   }
