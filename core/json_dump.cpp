@@ -162,8 +162,15 @@ void GradDumpWriter::write_step(int64_t step, double loss,
 }
 
 std::vector<json> read_grad_dump(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found)
+    throw IOError("read_grad_dump: " + path +
+                  (fs::is_symlink(fs::symlink_status(path, ec)) ? " is a symbolic link to a file that does not exist"
+                                                                : " does not exist"));
+  if (st.type() == fs::file_type::none) throw IOError("read_grad_dump: cannot read " + path + ": " + ec.message());
+  if (!fs::is_regular_file(st))
     throw IOError("read_grad_dump: " + path + " is not a regular file (a gradient dump is a JSON-lines file)");
   std::ifstream in(path);
   if (!in) throw IOError("read_grad_dump: cannot open " + path);

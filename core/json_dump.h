@@ -68,8 +68,8 @@ class GradDumpWriter {
 /// Reads every step object of a dump file (one object a line; a line may
 /// also hold an array of objects). Throws IOError naming the file and line on
 /// bad JSON or JSON nested deeper than 64 levels (parse_json), and naming
-/// the file when it is not a regular file (a directory, a device), cannot be
-/// read, or holds no step.
+/// the file when it does not exist, is not a regular file (a directory, a
+/// device), cannot be read, or holds no step.
 std::vector<nlohmann::json> read_grad_dump(const std::string& path);
 
 /// One tensor's statistics over the dumped steps.

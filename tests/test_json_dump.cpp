@@ -161,8 +161,22 @@ TEST_CASE("read_grad_dump names the file when it is a directory, empty or blank"
   const std::string blank = test::tmp_path("tmem_dump_blank.jsonl");
   std::ofstream(blank) << "\n  \n";
   CHECK_THROWS_WITH_AS(read_grad_dump(blank), doctest::Contains((blank + " holds no dumped step").c_str()), IOError);
-  CHECK_THROWS_WITH_AS(read_grad_dump(test::tmp_path("tmem_no_such_dump.jsonl")),
-                       doctest::Contains("is not a regular file"), IOError);
+}
+
+TEST_CASE("read_grad_dump says a dump that is not there does not exist") {
+  // It said "is not a regular file", as for a directory.
+  const std::string absent = test::tmp_path("tmem_no_such_dump.jsonl");
+  std::filesystem::remove(absent);
+  CHECK_THROWS_WITH_AS(read_grad_dump(absent), ("read_grad_dump: " + absent + " does not exist").c_str(), IOError);
+  CHECK_THROWS_WITH_AS(read_grad_dump("/nonexistent/dump.jsonl"), "read_grad_dump: /nonexistent/dump.jsonl does not exist",
+                       IOError);
+  const std::string dangling = test::tmp_path("tmem_dump_dangling.jsonl");
+  std::filesystem::remove(dangling);
+  std::filesystem::create_symlink(absent, dangling);
+  CHECK_THROWS_WITH_AS(read_grad_dump(dangling),
+                       ("read_grad_dump: " + dangling + " is a symbolic link to a file that does not exist").c_str(),
+                       IOError);
+  std::filesystem::remove(dangling);
 }
 
 TEST_CASE("a resumed dump keeps the steps before the checkpoint and drops the ones it replays") {
