@@ -206,8 +206,9 @@ double rel_diff(double a, double b, double scale = 0) {
   return std::abs(a / m - b / m);
 }
 
-// A dump is untrusted input: a missing key or a field of the wrong type
-// (nlohmann's exceptions) becomes an IOError naming the function.
+// A dump is untrusted input: check_grad_dump names what is wrong first; a
+// JSON library error that still got through (a missing key or a field of the
+// wrong type) becomes an IOError naming the function.
 template <class F>
 auto malformed_as_io_error(const char* fn, F f) {
   try {
@@ -217,33 +218,114 @@ auto malformed_as_io_error(const char* fn, F f) {
   }
 }
 
+// A count ("nan", "inf"): an integer in [0, 2^63).
+bool is_count(const json& v) {
+  return v.is_number_integer() && (v.is_number_unsigned() ? v.get<uint64_t>() <= static_cast<uint64_t>(INT64_MAX)
+                                                          : v.get<int64_t>() >= 0);
+}
+
+// A number_from_json value (a number, "NaN", "Infinity", "-Infinity").
+bool is_number_value(const json& v) {
+  if (v.is_number()) return true;
+  if (!v.is_string()) return false;
+  const auto& s = v.get_ref<const std::string&>();
+  return s == "NaN" || s == "Infinity" || s == "-Infinity";
+}
+
+const char* const kNumberValue = ", not a number, \"NaN\", \"Infinity\" or \"-Infinity\"";
+
 }  // namespace
 
-std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, double vanish_threshold) {
+void check_grad_dump(const std::vector<json>& steps, const std::string& who, const std::string& source) {
+  const std::string prefix = who + ": malformed gradient dump" + (source.empty() ? "" : " " + source) + ": ";
+  const auto fail = [&prefix](const std::string& what) { throw IOError(prefix + what); };
+  const std::string of_n = " of " + std::to_string(steps.size());
+  std::map<int64_t, size_t> step_objects;  // step -> its place in `steps`
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const json& s = steps[i];
+    const std::string object = "step object " + std::to_string(i + 1) + of_n;
+    if (!s.is_object()) fail(object + " is a JSON " + s.type_name() + ", not an object");
+    if (!s.contains("step")) fail(object + " has no \"step\" field");
+    const json& sv = s["step"];
+    if (!sv.is_number_integer() || (sv.is_number_unsigned() && sv.get<uint64_t>() > static_cast<uint64_t>(INT64_MAX)))
+      fail(object + ": \"step\" is " + printable(sv.dump()) + ", not an integer in [-2^63, 2^63)");
+    const int64_t step = sv.get<int64_t>();
+    const auto placed = step_objects.emplace(step, i);
+    if (!placed.second)
+      fail("step " + std::to_string(step) + " appears twice (step objects " + std::to_string(placed.first->second + 1) +
+           " and " + std::to_string(i + 1) + of_n + ")");
+    const std::string at = "step " + std::to_string(step);
+    if (s.contains("loss") && !is_number_value(s["loss"]))
+      fail(at + ": \"loss\" is " + printable(s["loss"].dump()) + kNumberValue);
+    if (!s.contains("tensors")) fail(at + " has no \"tensors\" field");
+    const json& tensors = s["tensors"];
+    if (!tensors.is_array()) fail(at + ": \"tensors\" is a JSON " + tensors.type_name() + ", not an array");
+    std::map<std::string, size_t> names;  // name -> its index in "tensors"
+    for (size_t k = 0; k < tensors.size(); ++k) {
+      const json& t = tensors[k];
+      const std::string slot = at + ": tensors[" + std::to_string(k) + "]";
+      if (!t.is_object()) fail(slot + " is a JSON " + t.type_name() + ", not an object");
+      if (!t.contains("name")) fail(slot + " has no \"name\" field");
+      if (!t["name"].is_string()) fail(slot + "'s \"name\" is " + printable(t["name"].dump()) + ", not a string");
+      const std::string& name = t["name"].get_ref<const std::string&>();
+      const auto named = names.emplace(name, k);
+      if (!named.second)
+        fail(at + ": tensor \"" + printable(name) + "\" appears twice (tensors[" + std::to_string(named.first->second) +
+             "] and tensors[" + std::to_string(k) + "])");
+      const std::string tensor = at + ", tensor \"" + printable(name) + "\"";
+      if (!t.contains("norm")) fail(tensor + " has no \"norm\" field");
+      // A norm is >= 0 or +Infinity (an overflow), or NaN; -1e308 is no norm.
+      const json& norm = t["norm"];
+      if (!is_number_value(norm) || number_from_json(norm) < 0)
+        fail(tensor + ": \"norm\" is " + printable(norm.dump()) + ", not a number >= 0, \"NaN\" or \"Infinity\"");
+      for (const char* f : {"mean", "std", "min", "max"})
+        if (t.contains(f) && !is_number_value(t[f]))
+          fail(tensor + ": \"" + f + "\" is " + printable(t[f].dump()) + kNumberValue);
+      if (t.contains("std") && number_from_json(t["std"]) < 0)
+        fail(tensor + ": \"std\" is " + printable(t["std"].dump()) + ", not a number >= 0, \"NaN\" or \"Infinity\"");
+      for (const char* f : {"nan", "inf"})
+        if (t.contains(f) && !is_count(t[f]))
+          fail(tensor + ": the \"" + f + "\" count is " + printable(t[f].dump()) + ", not an integer in [0, 2^63)");
+      if (t.contains("shape")) {
+        const json& shape = t["shape"];
+        if (!shape.is_array() || !std::all_of(shape.begin(), shape.end(), is_count))
+          fail(tensor + ": \"shape\" is " + printable(shape.dump()) + ", not a list of integers >= 0");
+      }
+      if (t.contains("values")) {
+        const json& values = t["values"];
+        if (!values.is_array()) fail(tensor + ": \"values\" is a JSON " + values.type_name() + ", not an array");
+        for (size_t v = 0; v < values.size(); ++v)
+          if (!is_number_value(values[v]))
+            fail(tensor + ": \"values\"[" + std::to_string(v) + "] is " + printable(values[v].dump()) + kNumberValue);
+      }
+    }
+  }
+}
+
+std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, double vanish_threshold,
+                                            const std::string& source) {
+  check_grad_dump(steps, "summarize_grad_dump", source);
   return malformed_as_io_error("summarize_grad_dump", [&] {
     std::vector<GradSeries> out;
     std::map<std::string, size_t> index;
     for (const json& s : steps) {
-      int64_t step = step_of(s);
-      for (const json& t : field_of(s, "tensors")) {
-        std::string name = t.at("name").get<std::string>();
-        auto [it, fresh] = index.emplace(name, out.size());
-        if (fresh) {
+      const int64_t step = s["step"].get<int64_t>();
+      for (const json& t : s["tensors"]) {
+        const std::string& name = t["name"].get_ref<const std::string&>();
+        const auto found = index.emplace(name, out.size());
+        if (found.second) {
           out.emplace_back();
           out.back().name = name;
         }
-        GradSeries& g = out[it->second];
+        GradSeries& g = out[found.first->second];
         g.steps.push_back(step);
-        g.norms.push_back(number_from_json(t.at("norm")));
+        g.norms.push_back(number_from_json(t["norm"]));
         g.nonfinite_norms += !std::isfinite(g.norms.back());
-        for (auto [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
-          if (!t.contains(key)) continue;
-          const json& v = t[key];
-          check<IOError>(v.is_number_integer() && v.get<int64_t>() >= 0, "grad dump: step ", step,
-                         ", tensor \"", printable(name), "\": the \"", key, "\" count is ", printable(v.dump()),
-                         ", not an integer in [0, 2^63)");
-          check<IOError>(!__builtin_add_overflow(*sum, v.get<int64_t>(), sum), "grad dump: tensor \"", printable(name),
-                         "\": its \"", key, "\" counts summed over the steps overflow int64");
+        for (const auto& [key, sum] : {std::pair{"nan", &g.nan}, std::pair{"inf", &g.inf}}) {
+          if (!t.contains(key)) continue;  // a count check_grad_dump let through: in [0, 2^63)
+          check<IOError>(!__builtin_add_overflow(*sum, t[key].get<int64_t>(), sum), "summarize_grad_dump: ",
+                         source.empty() ? "" : source + ": ", "tensor \"", printable(name), "\": its \"", key,
+                         "\" counts summed over the steps overflow int64");
         }
       }
     }
@@ -252,8 +334,10 @@ std::vector<GradSeries> summarize_grad_dump(const std::vector<json>& steps, doub
   });
 }
 
-std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const std::vector<json>& b,
-                                            size_t top) {
+std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const std::vector<json>& b, size_t top,
+                                            const std::string& source_a, const std::string& source_b) {
+  check_grad_dump(a, "diff_grad_dumps", source_a);
+  check_grad_dump(b, "diff_grad_dumps", source_b);
   return malformed_as_io_error("diff_grad_dumps", [&] {
     auto by_step = [](const std::vector<json>& d) {
       std::map<int64_t, std::map<std::string, json>> m;

@@ -69,8 +69,21 @@ class GradDumpWriter {
 /// also hold an array of objects). Throws IOError naming the file and line on
 /// bad JSON or JSON nested deeper than 64 levels (parse_json), and naming
 /// the file when it does not exist, is not a regular file (a directory, a
-/// device), cannot be read, or holds no step.
+/// device), cannot be read, or holds no step. The steps' fields are checked
+/// by check_grad_dump (summarize_grad_dump and diff_grad_dumps call it).
 std::vector<nlohmann::json> read_grad_dump(const std::string& path);
+
+/// Checks that `steps` is a gradient dump `tmem grads` can read: every step
+/// object has an integer "step" in int64's range, no step appears twice, a
+/// "loss" (when given) is a number_from_json value, and "tensors" is an array
+/// of objects, each with a string "name" (no name twice in a step) and a
+/// "norm" that is a number >= 0, "NaN" or "Infinity" (what GradDumpWriter
+/// writes); "mean", "std", "min", "max" and each of "values", when given, are
+/// number_from_json values ("std" also >= 0), "nan" and "inf" integers in
+/// [0, 2^63), "shape" a list of integers >= 0. Throws IOError
+/// "<who>: malformed gradient dump <source>: ..." naming the step (or the
+/// step object's place when it has no valid "step"), the tensor and the field.
+void check_grad_dump(const std::vector<nlohmann::json>& steps, const std::string& who, const std::string& source);
 
 /// One tensor's statistics over the dumped steps.
 struct GradSeries {
@@ -82,12 +95,12 @@ struct GradSeries {
   bool vanishing = false;     // norm below the threshold at the last step
 };
 /// Per-tensor norm series of a dump, in first-seen order. Throws IOError for
-/// a step object without "step" or "tensors", for any field missing or of the
-/// wrong type (a tensor without "name"), for a "nan" or "inf" count
-/// that is not an integer in [0, 2^63), and when a tensor's counts summed
-/// over the steps would overflow int64.
+/// a malformed dump (check_grad_dump with who "summarize_grad_dump" and
+/// `source`, e.g. the file's name: a missing or mistyped field, a negative
+/// norm, a step twice, a tensor twice in a step), and when a tensor's "nan"
+/// or "inf" counts summed over the steps would overflow int64.
 std::vector<GradSeries> summarize_grad_dump(const std::vector<nlohmann::json>& steps,
-                                            double vanish_threshold = 1e-10);
+                                            double vanish_threshold = 1e-10, const std::string& source = "");
 
 /// One difference between two dumps: a statistic (or value index) of one
 /// tensor at one step.
@@ -103,9 +116,11 @@ struct DumpDifference {
 /// mean, min, max and values to the larger of themselves and the tensor's
 /// spread (the larger std of the two dumps), since a gradient's mean sits
 /// near 0 where rounding alone would look like disagreement. Tensors or steps present in only one dump
-/// are reported as differences with field "missing". Throws IOError for a
-/// step or tensor with a field missing or of the wrong type.
+/// are reported as differences with field "missing". Throws IOError when
+/// either dump is malformed (check_grad_dump with who "diff_grad_dumps" and
+/// source `source_a` or `source_b`, e.g. the file names).
 std::vector<DumpDifference> diff_grad_dumps(const std::vector<nlohmann::json>& a,
-                                            const std::vector<nlohmann::json>& b, size_t top = 10);
+                                            const std::vector<nlohmann::json>& b, size_t top = 10,
+                                            const std::string& source_a = "A", const std::string& source_b = "B");
 
 }  // namespace tmem

@@ -430,8 +430,8 @@ TEST_CASE("cli: 100000 nested arrays in a config or a gradient dump is an error,
 
 TEST_CASE("cli: grads summarize refuses NaN counts that are negative or overflow") {
   const std::string dir = fresh_cli_dir("tmem_cli_grads_nan");
-  const std::string step = R"({"step": 0, "tensors": [{"name": "w", "norm": 1, "nan": 9223372036854775807}]})";
-  tmem::test::write_all(dir + "/d.jsonl", step + "\n" + step + "\n");
+  const std::string step = R"(, "tensors": [{"name": "w", "norm": 1, "nan": 9223372036854775807}]})";
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 0)" + step + "\n" + R"({"step": 1)" + step + "\n");
   auto r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
   INFO(r.output);
   CHECK(r.status == 1);
@@ -455,6 +455,52 @@ TEST_CASE("cli: grads summarize flags a NaN norm that has no nan count") {
   CHECK(r.status == 1);
   CHECK(r.output.find("2.0000e+00          nan   2.0000e+00   2.0000e+00  norm NaN/Inf x1") != std::string::npos);
   CHECK(r.output.find("1 tensor flagged") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: grads plot and summarize name the file, the step and the missing field") {
+  // It was "summarize_grad_dump: malformed gradient dump: [json.exception.out_of_range.403] key 'name' not found".
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_fields");
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})"
+                                          "\n"
+                                          R"({"step": 10, "tensors": [{"shape": [2], "norm": 1}]})"
+                                          "\n");
+  auto r = run_tmem({"grads", "plot", "d.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: grads plot: malformed gradient dump d.jsonl: step 10: tensors[0] has no \"name\" "
+                      "field\n") != std::string::npos);
+  CHECK(r.output.find("json.exception") == std::string::npos);
+  CHECK(!fs::exists(dir + "/d.svg"));
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 3, "tensors": [{"name": "w"}]})");
+  r = run_tmem({"grads", "plot", "d.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("grads plot: malformed gradient dump d.jsonl: step 3, tensor \"w\" has no \"norm\" field") !=
+        std::string::npos);
+  r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("summarize_grad_dump: malformed gradient dump d.jsonl: step 3, tensor \"w\" has no \"norm\" "
+                      "field") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: grads summarize refuses a negative norm and a tensor twice in a step") {
+  // -1e308 was summarized as "ok".
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_negative");
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 2, "tensors": [{"name": "w", "norm": -1e308}]})");
+  auto r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: summarize_grad_dump: malformed gradient dump d.jsonl: step 2, tensor \"w\": "
+                      "\"norm\" is -1e+308, not a number >= 0, \"NaN\" or \"Infinity\"") != std::string::npos);
+  CHECK(r.output.find("ok") == std::string::npos);
+  tmem::test::write_all(dir + "/d.jsonl", R"({"step": 2, "tensors": [{"name": "w", "norm": 1}, {"name": "w", "norm": 2}]})");
+  r = run_tmem({"grads", "summarize", "d.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("d.jsonl: step 2: tensor \"w\" appears twice (tensors[0] and tensors[1])") != std::string::npos);
+  r = run_tmem({"grads", "summarize", "nonexist.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: read_grad_dump: nonexist.jsonl does not exist") != std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -75,11 +75,12 @@ TEST_CASE("dump statistics near the double range: mean and std do not overflow")
 TEST_CASE("diff_grad_dumps: finite values near the double range differ by a finite amount") {
   // |1e308 - (-1e308)| overflowed: a relative difference of inf, the same as
   // a NaN against a number.
-  const nlohmann::json a = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", 1e308}}}}};
-  const nlohmann::json b = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", -1e308}}}}};
+  // (On "max": a norm is never negative, and a dump with one is refused.)
+  const nlohmann::json a = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", 1}, {"max", 1e308}}}}};
+  const nlohmann::json b = {{"step", 0}, {"tensors", {{{"name", "w"}, {"norm", 1}, {"max", -1e308}}}}};
   const auto d = diff_grad_dumps({a}, {b}, 1);
   REQUIRE(d.size() == 1);
-  CHECK(d[0].field == "norm");
+  CHECK(d[0].field == "max");
   CHECK(d[0].rel == 2);
 }
 
@@ -287,4 +288,97 @@ TEST_CASE("a dump names the tensors without a gradient instead of failing on the
   CHECK_THROWS_WITH_AS(tensor_summary("unused", unused.grad()),
                        "tensor_summary: \"unused\" is undefined (a parameter with no gradient?)", ValueError);
   std::filesystem::remove(path);
+}
+
+namespace {
+
+// A step object of a dump as the tests below write it: `tensors` is the JSON
+// text of its "tensors" array.
+nlohmann::json dump_step(int64_t step, const std::string& tensors, double loss = 1.0) {
+  nlohmann::json j = nlohmann::json::parse("{\"tensors\": " + tensors + "}");
+  j["step"] = step;
+  j["loss"] = number_to_json(loss);
+  return j;
+}
+
+}  // namespace
+
+TEST_CASE("a dump with a step twice or a tensor twice in a step is refused, naming the step and the tensor") {
+  // Merged silently before: the last one won in diff, summarize counted both.
+  const std::string w = R"({"name": "w", "norm": 2})", w2 = R"({"name": "w", "norm": 5})";
+  const std::vector<nlohmann::json> twice = {dump_step(0, "[" + w + "]"), dump_step(7, "[" + w + "]"),
+                                             dump_step(7, "[" + w2 + "]")};
+  CHECK_THROWS_WITH_AS(summarize_grad_dump(twice),
+                       "summarize_grad_dump: malformed gradient dump: step 7 appears twice (step objects 2 and 3 of 3)",
+                       IOError);
+  CHECK_THROWS_WITH_AS(diff_grad_dumps({dump_step(7, "[" + w + "]")}, twice, 5),
+                       "diff_grad_dumps: malformed gradient dump B: step 7 appears twice (step objects 2 and 3 of 3)",
+                       IOError);
+  const std::vector<nlohmann::json> names = {dump_step(4, "[" + w + ", " + R"({"name": "v", "norm": 1})" + ", " + w2 + "]")};
+  CHECK_THROWS_WITH_AS(summarize_grad_dump(names),
+                       "summarize_grad_dump: malformed gradient dump: step 4: tensor \"w\" appears twice (tensors[0] "
+                       "and tensors[2])",
+                       IOError);
+  CHECK_THROWS_WITH_AS(diff_grad_dumps(names, {dump_step(4, "[" + w + "]")}, 5),
+                       "diff_grad_dumps: malformed gradient dump A: step 4: tensor \"w\" appears twice (tensors[0] "
+                       "and tensors[2])",
+                       IOError);
+}
+
+TEST_CASE("summarize_grad_dump refuses a negative norm naming the step and the tensor") {
+  // -1 and -1e308 were summarized and flagged "ok".
+  for (const std::string bad : {"-1", "-1e+308", "\"-Infinity\"", "-1e-300"}) {
+    CAPTURE(bad);
+    const auto s = dump_step(3, R"([{"name": "w", "norm": 1}, {"name": "v", "norm": )" + bad + "}]");
+    CHECK_THROWS_WITH_AS(summarize_grad_dump({s}),
+                         ("summarize_grad_dump: malformed gradient dump: step 3, tensor \"v\": \"norm\" is " + bad +
+                          ", not a number >= 0, \"NaN\" or \"Infinity\"").c_str(),
+                         IOError);
+    CHECK_THROWS_WITH_AS(diff_grad_dumps({s}, {s}, 5), doctest::Contains("step 3, tensor \"v\": \"norm\" is "), IOError);
+  }
+  const auto text = dump_step(3, R"([{"name": "w", "norm": "big"}])");
+  CHECK_THROWS_WITH_AS(summarize_grad_dump({text}),
+                       "summarize_grad_dump: malformed gradient dump: step 3, tensor \"w\": \"norm\" is \"big\", not a "
+                       "number >= 0, \"NaN\" or \"Infinity\"",
+                       IOError);
+  // What the writer writes: finite norms >= 0 (1e308 is one), "NaN", "Infinity".
+  const auto good = dump_step(3, R"([{"name": "a", "norm": 1e308}, {"name": "b", "norm": "NaN"},
+                                     {"name": "c", "norm": "Infinity"}, {"name": "d", "norm": 0}])");
+  const auto series = summarize_grad_dump({good});
+  REQUIRE(series.size() == 4);
+  CHECK(series[0].norms == std::vector<double>{1e308});
+  CHECK(series[0].nonfinite_norms == 0);
+  CHECK(series[1].nonfinite_norms == 1);
+  CHECK(series[2].nonfinite_norms == 1);
+  CHECK(series[3].vanishing);
+}
+
+TEST_CASE("a step or tensor without a field is named with the field, not with the JSON library's text") {
+  // It was "malformed gradient dump: [json.exception.out_of_range.403] key 'name' not found".
+  using nlohmann::json;
+  const auto check = [](const json& step, const std::string& expected) {
+    CAPTURE(step.dump());
+    try {
+      summarize_grad_dump({dump_step(0, R"([{"name": "w", "norm": 1}])"), step});
+      FAIL("no error");
+    } catch (const IOError& e) {
+      CHECK(std::string(e.what()) == "summarize_grad_dump: malformed gradient dump: " + expected);
+      CHECK(std::string(e.what()).find("json.exception") == std::string::npos);
+    }
+  };
+  check(dump_step(5, R"([{"name": "w", "norm": 1}, {"shape": [2], "norm": 1}])"), "step 5: tensors[1] has no \"name\" field");
+  check(dump_step(5, R"([{"name": "w", "shape": [2]}])"), "step 5, tensor \"w\" has no \"norm\" field");
+  check(dump_step(5, R"([{"name": 12, "norm": 1}])"), "step 5: tensors[0]'s \"name\" is 12, not a string");
+  check(dump_step(5, R"([7])"), "step 5: tensors[0] is a JSON number, not an object");
+  check(json::parse(R"({"step": 5, "tensors": 3})"), "step 5: \"tensors\" is a JSON number, not an array");
+  check(json::parse(R"({"step": 5})"), "step 5 has no \"tensors\" field");
+  check(json::parse(R"({"tensors": []})"), "step object 2 of 2 has no \"step\" field");
+  check(json::parse(R"("text")"), "step object 2 of 2 is a JSON string, not an object");
+  check(dump_step(5, R"([{"name": "w", "norm": 1, "mean": [1]}])"),
+        "step 5, tensor \"w\": \"mean\" is [1], not a number, \"NaN\", \"Infinity\" or \"-Infinity\"");
+  check(dump_step(5, R"([{"name": "w", "norm": 1, "shape": [2, -1]}])"),
+        "step 5, tensor \"w\": \"shape\" is [2,-1], not a list of integers >= 0");
+  json bad_loss = dump_step(5, "[]");
+  bad_loss["loss"] = "low";
+  check(bad_loss, "step 5: \"loss\" is \"low\", not a number, \"NaN\", \"Infinity\" or \"-Infinity\"");
 }

@@ -61,7 +61,7 @@ PlotPanel memory_panel(const std::vector<json>& steps, const std::string& title,
 }  // namespace
 
 std::string grad_dump_svg(const std::vector<json>& steps, const std::string& title) {
-  const std::vector<GradSeries> tensors = summarize_grad_dump(steps);
+  const std::vector<GradSeries> tensors = summarize_grad_dump(steps, 1e-10, title);
   // The steps at which a tensor of each layer had a NaN or Inf element.
   std::map<std::string, std::set<int64_t>> bad_steps;
   for (const json& s : steps)
@@ -100,6 +100,7 @@ std::string grad_dump_svg(const std::vector<json>& steps, const std::string& tit
 int run_grads_plot(const std::string& dump, std::string out) {
   const std::vector<json> steps = read_grad_dump(dump);
   if (out.empty()) out = std::filesystem::path(dump).replace_extension(".svg").string();
+  check_grad_dump(steps, "grads plot", dump);
   std::string svg;
   try {
     svg = grad_dump_svg(steps, std::filesystem::path(dump).filename().string());

@@ -20,8 +20,8 @@ std::string layer_of(const std::string& name);
 /// two to a row, titled `title`. A memory entry's "gate" and statistics are
 /// read with number_from_json ("NaN" of a diverged run is drawn as a gap), and
 /// an entry without write_sigma/read_coords/write_coords (the probe did not
-/// see the layer) leaves a gap too. Throws IOError for a step or tensor with a
-/// field missing or of the wrong type (summarize_grad_dump's checks), and for
+/// see the layer) leaves a gap too. Throws IOError for a malformed step or
+/// tensor (summarize_grad_dump's checks, naming `title` as the dump), and for
 /// a memory entry whose "layer" is not an integer >= 0 or whose "gate" is not
 /// a number_from_json value.
 std::string grad_dump_svg(const std::vector<nlohmann::json>& steps, const std::string& title);
@@ -29,7 +29,8 @@ std::string grad_dump_svg(const std::vector<nlohmann::json>& steps, const std::s
 /// Runs `tmem grads plot DUMP [--out FILE]`: writes grad_dump_svg of the
 /// dump to `out` (default: DUMP with its extension replaced by .svg)
 /// atomically. Throws IOError naming the file that cannot be read or
-/// written. Returns 0.
+/// written, and naming DUMP, the step and the field when the dump is
+/// malformed (check_grad_dump). Returns 0.
 int run_grads_plot(const std::string& dump, std::string out);
 
 }  // namespace tmem::tools

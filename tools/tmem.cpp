@@ -96,7 +96,7 @@ auto with_dump_errors(const std::string& what, F f) {
 int run_grads_summarize(const std::string& path) {
   using namespace tmem;
   auto steps = read_grad_dump(path);
-  auto series = with_dump_errors(path, [&] { return summarize_grad_dump(steps); });
+  auto series = with_dump_errors(path, [&] { return summarize_grad_dump(steps, 1e-10, path); });
   fmt::print("{}: {} dumped steps, {} tensors\n", path, steps.size(), series.size());
   fmt::print("{:<40} {:>12} {:>12} {:>12} {:>12}  {}\n", "tensor", "norm first", "norm last", "norm min",
              "norm max", "flags");
@@ -124,7 +124,7 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
   using namespace tmem;
   auto dump_a = read_grad_dump(a);
   auto dump_b = read_grad_dump(b);
-  auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top); });
+  auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top, a, b); });
   fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12}\n", "step", "tensor", "field", "A", "B", "rel diff");
   for (const DumpDifference& d : diffs)
     fmt::print("{:<8} {:<40} {:<12} {:>14.6e} {:>14.6e} {:>12.3e}\n", d.step, d.name, d.field, d.a, d.b, d.rel);
