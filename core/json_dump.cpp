@@ -339,24 +339,63 @@ std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const st
   check_grad_dump(a, "diff_grad_dumps", source_a);
   check_grad_dump(b, "diff_grad_dumps", source_b);
   return malformed_as_io_error("diff_grad_dumps", [&] {
+    // check_grad_dump made the steps unique and the names unique in a step.
     auto by_step = [](const std::vector<json>& d) {
-      std::map<int64_t, std::map<std::string, json>> m;
-      for (const json& s : d)
-        for (const json& t : field_of(s, "tensors"))
-          m[step_of(s)][t.at("name").get<std::string>()] = t;
+      std::map<int64_t, const json*> m;
+      for (const json& s : d) m[s["step"].get<int64_t>()] = &s;
       return m;
     };
-    auto ma = by_step(a), mb = by_step(b);
-    const double inf = std::numeric_limits<double>::infinity();
+    auto by_name = [](const json& s) {
+      std::map<std::string, const json*> m;
+      for (const json& t : s["tensors"]) m[t["name"].get<std::string>()] = &t;
+      return m;
+    };
+    const auto ma = by_step(a), mb = by_step(b);
+    const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
     std::vector<DumpDifference> diffs;
-    for (const auto& [step, ta] : ma) {
-      auto sb = mb.find(step);
-      for (const auto& [name, ja] : ta) {
-        if (sb == mb.end() || !sb->second.count(name)) {
-          diffs.push_back({step, name, "missing", 0, 0, inf});
+    // What only one dump has (`in_a`: dump A): its value (a norm, a loss)
+    // on its side, NaN on the other.
+    auto one_sided = [&diffs, inf, nan](int64_t step, const std::string& name, double value, bool in_a) {
+      diffs.push_back({step, name, in_a ? "missing in B" : "missing in A", in_a ? value : nan, in_a ? nan : value, inf});
+    };
+    auto whole_step = [&one_sided, nan](int64_t step, const json& s, bool in_a) {
+      if (s.contains("loss")) one_sided(step, "(loss)", number_from_json(s["loss"]), in_a);
+      for (const json& t : s["tensors"]) one_sided(step, t["name"].get<std::string>(), number_from_json(t["norm"]), in_a);
+      if (!s.contains("loss") && s["tensors"].empty()) one_sided(step, "(step)", nan, in_a);
+    };
+    auto numel = [](const json& shape) {
+      double n = 1;
+      for (const json& d : shape) n *= static_cast<double>(d.get<uint64_t>());
+      return n;
+    };
+    for (const auto& [step, sa] : ma) {
+      const auto found = mb.find(step);
+      if (found == mb.end()) {
+        whole_step(step, *sa, true);
+        continue;
+      }
+      const json& sb = *found->second;
+      if (sa->contains("loss") && sb.contains("loss")) {
+        const double x = number_from_json((*sa)["loss"]), y = number_from_json(sb["loss"]);
+        diffs.push_back({step, "(loss)", "loss", x, y, rel_diff(x, y)});
+      } else if (sa->contains("loss") || sb.contains("loss")) {
+        const bool in_a = sa->contains("loss");
+        one_sided(step, "(loss)", number_from_json((in_a ? *sa : sb)["loss"]), in_a);
+      }
+      const auto ta = by_name(*sa), tb = by_name(sb);
+      for (const auto& [name, pa] : ta) {
+        const auto other = tb.find(name);
+        if (other == tb.end()) {
+          one_sided(step, name, number_from_json((*pa)["norm"]), true);
           continue;
         }
-        const json& jb = sb->second.at(name);
+        const json &ja = *pa, &jb = *other->second;
+        if (ja.contains("shape") && jb.contains("shape") && ja["shape"] != jb["shape"]) {
+          // Two different tensors under one name: their statistics say nothing.
+          diffs.push_back({step, name, "shape", numel(ja["shape"]), numel(jb["shape"]), inf,
+                           printable(ja["shape"].dump()) + " in A, " + printable(jb["shape"].dump()) + " in B"});
+          continue;
+        }
         // A gradient's mean and single values sit near 0 (1e-12 against a
         // spread of 1e-3 is common): they are measured against the spread.
         double spread = 0;
@@ -383,10 +422,11 @@ std::vector<DumpDifference> diff_grad_dumps(const std::vector<json>& a, const st
           }
         }
       }
+      for (const auto& [name, pb] : tb)
+        if (!ta.count(name)) one_sided(step, name, number_from_json((*pb)["norm"]), false);
     }
-    for (const auto& [step, tb] : mb)
-      for (const auto& [name, jb] : tb)
-        if (!ma.count(step) || !ma.at(step).count(name)) diffs.push_back({step, name, "missing", 0, 0, inf});
+    for (const auto& [step, sb] : mb)
+      if (!ma.count(step)) whole_step(step, *sb, false);
     std::stable_sort(diffs.begin(), diffs.end(),
                      [](const DumpDifference& x, const DumpDifference& y) { return x.rel > y.rel; });
     if (diffs.size() > top) diffs.resize(top);

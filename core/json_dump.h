@@ -102,23 +102,32 @@ struct GradSeries {
 std::vector<GradSeries> summarize_grad_dump(const std::vector<nlohmann::json>& steps,
                                             double vanish_threshold = 1e-10, const std::string& source = "");
 
-/// One difference between two dumps: a statistic (or value index) of one
-/// tensor at one step.
+/// One difference between two dumps: the loss, or a statistic (or value
+/// index) of one tensor, at one step.
 struct DumpDifference {
   int64_t step;
-  std::string name, field;
+  std::string name;   // the tensor's, or "(loss)"
+  std::string field;  // "loss", "norm", ..., "values[3]", "shape", "missing in A", "missing in B"
   double a, b;
   double rel;  // |a - b| / max(|a|, |b|, spread, 1e-30); +inf when exactly one is non-finite
+  std::string note = {};  // for "shape": the two shapes ("[16,65] in A, [99] in B")
 };
 /// The `top` largest relative differences between two dumps over the steps
-/// and tensors present in both (norm, mean, std, min, max, and every value
-/// when both dumps have values). Norm and std are relative to themselves;
-/// mean, min, max and values to the larger of themselves and the tensor's
-/// spread (the larger std of the two dumps), since a gradient's mean sits
-/// near 0 where rounding alone would look like disagreement. Tensors or steps present in only one dump
-/// are reported as differences with field "missing". Throws IOError when
-/// either dump is malformed (check_grad_dump with who "diff_grad_dumps" and
-/// source `source_a` or `source_b`, e.g. the file names).
+/// and tensors present in both: the step's "loss" (NaN against a number is
+/// +inf), and each tensor's norm, mean, std, min, max, and every value when
+/// both dumps have values. Norm, std and the loss are relative to
+/// themselves; mean, min, max and values to the larger of themselves and the
+/// tensor's spread (the larger std of the two dumps), since a gradient's mean
+/// sits near 0 where rounding alone would look like disagreement. A tensor
+/// whose "shape" differs (when both give one) is one difference with field
+/// "shape", a and b the element counts, the shapes in `note` and rel +inf;
+/// its statistics, of two different tensors, are not compared. A tensor, a
+/// loss or a whole step that only one dump has is a difference with field
+/// "missing in B" (or "missing in A"), rel +inf, the present side's norm (or
+/// loss) and NaN for the absent side; a step with neither loss nor tensors is
+/// one row named "(step)". Throws IOError when either dump is malformed
+/// (check_grad_dump with who "diff_grad_dumps" and source `source_a` or
+/// `source_b`, e.g. the file names).
 std::vector<DumpDifference> diff_grad_dumps(const std::vector<nlohmann::json>& a,
                                             const std::vector<nlohmann::json>& b, size_t top = 10,
                                             const std::string& source_a = "A", const std::string& source_b = "B");

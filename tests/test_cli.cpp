@@ -504,6 +504,34 @@ TEST_CASE("cli: grads summarize refuses a negative norm and a tensor twice in a 
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: grads diff reports shapes, NaN losses and which dump lacks a tensor") {
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_diff");
+  tmem::test::write_all(dir + "/a.jsonl",
+                        R"({"step": 0, "loss": 1, "tensors": [{"name": "w", "shape": [16, 65], "norm": 1}, {"name": "v", "norm": 2}]})"
+                        "\n");
+  tmem::test::write_all(dir + "/b.jsonl",
+                        R"({"step": 0, "loss": "NaN", "tensors": [{"name": "w", "shape": [99], "norm": 1}]})"
+                        "\n");
+  auto r = run_tmem({"grads", "diff", "a.jsonl", "b.jsonl"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("A = a.jsonl, B = b.jsonl\n") != std::string::npos);
+  CHECK(r.output.find(" shape          1.040000e+03   9.900000e+01          inf  [16,65] in A, [99] in B\n") !=
+        std::string::npos);
+  CHECK(r.output.find(" loss           1.000000e+00            nan          inf\n") != std::string::npos);
+  CHECK(r.output.find(" missing in B   2.000000e+00         absent          inf\n") != std::string::npos);
+  tmem::test::write_all(dir + "/b.jsonl",
+                        R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})"
+                        "\n"
+                        R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})"
+                        "\n");
+  r = run_tmem({"grads", "diff", "a.jsonl", "b.jsonl"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: diff_grad_dumps: malformed gradient dump b.jsonl: step 0 appears twice (step "
+                      "objects 1 and 2 of 2)") != std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: frontier --report puts each cell at the state floats it measured on its carried tensors") {
   // The mqar cells kept in docs/ (tools/frontier_cells.sh), as a run folder.
   const std::string dir = fresh_cli_dir("tmem_cli_frontier_report");

@@ -145,7 +145,7 @@ TEST_CASE("summarize and diff gradient dumps") {
     b.write_step(0, 1.0, {{"u", tensor({-1 - 2e-9, 1}, {2}, DType::Float64)}}, true);
   }
   const auto near_zero = diff_grad_dumps(read_grad_dump(pa), read_grad_dump(pb), 20);
-  CHECK(near_zero.size() == 7);  // norm, mean, std, min, max and 2 values
+  CHECK(near_zero.size() == 8);  // the loss, norm, mean, std, min, max and 2 values
   for (const DumpDifference& d : near_zero) {
     INFO(d.field);
     CHECK(d.rel < 3e-9);
@@ -302,6 +302,60 @@ nlohmann::json dump_step(int64_t step, const std::string& tensors, double loss =
 }
 
 }  // namespace
+
+TEST_CASE("diff_grad_dumps reports a tensor whose shape differs as a shape difference, not as equal") {
+  // [16,65] against [99] with the same statistics was "0 difference".
+  const auto a = dump_step(0, R"([{"name": "w", "shape": [16, 65], "norm": 1, "mean": 0, "std": 1}])");
+  const auto b = dump_step(0, R"([{"name": "w", "shape": [99], "norm": 1, "mean": 0, "std": 1}])");
+  const auto d = diff_grad_dumps({a}, {b}, 10);
+  REQUIRE(d.size() == 2);  // the shape and the loss: statistics of two different tensors are not compared
+  CHECK(d[0].field == "shape");
+  CHECK(d[0].name == "w");
+  CHECK(d[0].a == 16 * 65);  // the element counts
+  CHECK(d[0].b == 99);
+  CHECK(d[0].rel == std::numeric_limits<double>::infinity());
+  CHECK(d[1].field == "loss");
+  CHECK(d[1].rel == 0);
+  // [2,3] against [3,2]: the same element count, still another tensor.
+  const auto c = dump_step(0, R"([{"name": "w", "shape": [3, 2], "norm": 1, "mean": 0, "std": 1}])");
+  const auto e = dump_step(0, R"([{"name": "w", "shape": [2, 3], "norm": 1, "mean": 0, "std": 1}])");
+  CHECK(diff_grad_dumps({c}, {e}, 1).at(0).field == "shape");
+  CHECK(diff_grad_dumps({c}, {c}, 1).at(0).rel == 0);
+}
+
+TEST_CASE("diff_grad_dumps reports the loss, a NaN loss in one dump included") {
+  const auto a = dump_step(0, "[]", 1.0), b = dump_step(0, "[]", std::numeric_limits<double>::quiet_NaN());
+  auto d = diff_grad_dumps({a}, {b}, 10);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].name == "(loss)");
+  CHECK(d[0].field == "loss");
+  CHECK(d[0].a == 1.0);
+  CHECK(std::isnan(d[0].b));
+  CHECK(d[0].rel == std::numeric_limits<double>::infinity());
+  d = diff_grad_dumps({dump_step(3, "[]", 2.0)}, {dump_step(3, "[]", 1.5)}, 10);
+  REQUIRE(d.size() == 1);
+  CHECK(d[0].step == 3);
+  CHECK(d[0].rel == doctest::Approx(0.25));
+  // Both NaN: the same.
+  CHECK(diff_grad_dumps({b}, {b}, 10).at(0).rel == 0);
+}
+
+TEST_CASE("diff_grad_dumps says which dump lacks a tensor or a step, and gives the other's norm") {
+  // The rows read "missing  A 0  B 0  rel inf", not saying which file lacked it.
+  const std::string w = R"({"name": "w", "norm": 2})", v = R"({"name": "v", "norm": 3})";
+  const std::vector<nlohmann::json> a = {dump_step(0, "[" + w + ", " + v + "]"), dump_step(1, "[" + w + "]")};
+  const std::vector<nlohmann::json> b = {dump_step(0, "[" + w + "]"), dump_step(2, "[" + v + "]", 4.0)};
+  const auto d = diff_grad_dumps(a, b, 100);
+  std::vector<std::string> rows;
+  for (const DumpDifference& x : d)
+    if (x.rel == std::numeric_limits<double>::infinity())
+      rows.push_back(std::to_string(x.step) + " " + x.name + " " + x.field + " " + (std::isnan(x.a) ? "-" : std::to_string(x.a)) +
+                     " " + (std::isnan(x.b) ? "-" : std::to_string(x.b)));
+  std::sort(rows.begin(), rows.end());
+  CHECK(rows == std::vector<std::string>{"0 v missing in B 3.000000 -", "1 (loss) missing in B 1.000000 -",
+                                         "1 w missing in B 2.000000 -", "2 (loss) missing in A - 4.000000",
+                                         "2 v missing in A - 3.000000"});
+}
 
 TEST_CASE("a dump with a step twice or a tensor twice in a step is refused, naming the step and the tensor") {
   // Merged silently before: the last one won in diff, summarize counted both.

@@ -125,9 +125,15 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
   auto dump_a = read_grad_dump(a);
   auto dump_b = read_grad_dump(b);
   auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top, a, b); });
+  fmt::print("A = {}, B = {}\n", a, b);
   fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12}\n", "step", "tensor", "field", "A", "B", "rel diff");
-  for (const DumpDifference& d : diffs)
-    fmt::print("{:<8} {:<40} {:<12} {:>14.6e} {:>14.6e} {:>12.3e}\n", d.step, d.name, d.field, d.a, d.b, d.rel);
+  for (const DumpDifference& d : diffs) {
+    // A "missing in B" row has A's norm (or loss) and nothing for B.
+    const std::string x = d.field == "missing in A" ? "absent" : fmt::format("{:.6e}", d.a);
+    const std::string y = d.field == "missing in B" ? "absent" : fmt::format("{:.6e}", d.b);
+    fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12.3e}{}\n", d.step, d.name, d.field, x, y, d.rel,
+               d.note.empty() ? "" : "  " + d.note);
+  }
   return 0;
 }
 

@@ -97,7 +97,8 @@ void bind_io(py::module_& m) {
       .def_readonly("field", &DumpDifference::field)
       .def_readonly("a", &DumpDifference::a)
       .def_readonly("b", &DumpDifference::b)
-      .def_readonly("rel", &DumpDifference::rel);
+      .def_readonly("rel", &DumpDifference::rel)
+      .def_readonly("note", &DumpDifference::note);
   m.def("diff_grad_dumps", [](const py::iterable& a, const py::iterable& b, size_t top) {
           return diff_grad_dumps(steps_from_py(a, "diff_grad_dumps"), steps_from_py(b, "diff_grad_dumps"), top);
         }, py::arg("a"), py::arg("b"), py::arg("top") = 10,

@@ -384,6 +384,13 @@ class TestFiles(unittest.TestCase):
         self.assertEqual(tmem.summarize_grad_dump(steps)[0].nonfinite_norms, 1)
         diffs = tmem.diff_grad_dumps(steps, steps)
         self.assertTrue(all(d.rel == 0 for d in diffs))
+        # Another shape under the same name: one "shape" difference naming both.
+        other = [dict(s, tensors=[dict(t, shape=[1, 3]) for t in s["tensors"]]) for s in steps]
+        d = tmem.diff_grad_dumps(steps, other)[0]
+        self.assertEqual((d.field, d.a, d.b, d.note), ("shape", 3.0, 3.0, "[3] in A, [1,3] in B"))
+        self.assertEqual(d.rel, float("inf"))
+        with self.assertRaisesRegex(tmem.IOError, r"diff_grad_dumps: malformed gradient dump B: step 1 appears twice"):
+            tmem.diff_grad_dumps(steps, [steps[0], steps[0]])
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
 
     def test_grad_dump_of_a_parameter_without_grad(self):
