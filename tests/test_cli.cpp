@@ -458,6 +458,27 @@ TEST_CASE("cli: grads summarize flags a NaN norm that has no nan count") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: grads plot of a dump named .svg refuses to write the SVG over it") {
+  // `cp g.jsonl dump.svg && tmem grads plot dump.svg` replaced the dump by the SVG.
+  const std::string dir = fresh_cli_dir("tmem_cli_grads_plot_self");
+  const std::string dump = R"({"step": 0, "loss": 1, "tensors": [{"name": "head.w", "norm": 2}]})" "\n";
+  tmem::test::write_all(dir + "/dump.svg", dump);
+  auto r = run_tmem({"grads", "plot", "dump.svg"}, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: grads plot: the output dump.svg (the dump's name with .svg) is the dump dump.svg "
+                      "itself: writing the SVG there would replace it; give --out another file") != std::string::npos);
+  CHECK(tmem::test::read_all(dir + "/dump.svg") == dump);
+  r = run_tmem({"grads", "plot", "dump.svg", "--out", "./dump.svg"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--out ./dump.svg is the dump dump.svg itself") != std::string::npos);
+  CHECK(tmem::test::read_all(dir + "/dump.svg") == dump);
+  r = run_tmem({"grads", "plot", "dump.svg", "--out", "picture.svg"}, dir);
+  CHECK(r.status == 0);
+  CHECK(tmem::test::read_all(dir + "/picture.svg").rfind("<svg", 0) == 0);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: grads plot and summarize name the file, the step and the missing field") {
   // It was "summarize_grad_dump: malformed gradient dump: [json.exception.out_of_range.403] key 'name' not found".
   const std::string dir = fresh_cli_dir("tmem_cli_grads_fields");

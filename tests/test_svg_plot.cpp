@@ -130,3 +130,46 @@ TEST_CASE("grads plot: a diverged memory gate is dumped as NaN and drawn as a ga
   CHECK_THROWS_WITH_AS(grad_dump_svg({bad}, "bad"), doctest::Contains("\"layer\" is 1e+300"), IOError);
   std::filesystem::remove(path);
 }
+
+TEST_CASE("grads plot refuses to write its SVG over the dump it reads, naming both paths") {
+  // `cp g.jsonl dump.svg && tmem grads plot dump.svg` replaced the dump by its
+  // own picture: the default output (the name with .svg) was the dump.
+  namespace fs = std::filesystem;
+  const fs::path dir = tmem::test::tmp_path("tmem_grads_plot_self");
+  fs::remove_all(dir);
+  fs::create_directories(dir / "sub");
+  const std::string dump = (dir / "dump.svg").string();
+  {
+    GradDumpWriter w(dump);
+    w.write_step(0, 1.0, {{"head.w", full({2}, 1.0)}});
+  }
+  const std::string before = tmem::test::read_all(dump);
+  REQUIRE(before.find("\"step\":0") != std::string::npos);
+  CHECK_THROWS_WITH_AS(run_grads_plot(dump, ""),
+                       ("grads plot: the output " + dump + " (the dump's name with .svg) is the dump " + dump +
+                        " itself: writing the SVG there would replace it; give --out another file")
+                           .c_str(),
+                       IOError);
+  // --out naming the dump: the same path, another spelling of it, a link to it.
+  const std::string same = (dir / "sub" / ".." / "." / "dump.svg").string();
+  fs::create_symlink(dump, dir / "link.svg");
+  fs::create_hard_link(dump, dir / "hard.svg");
+  for (const std::string& out : {dump, same, (dir / "link.svg").string(), (dir / "hard.svg").string()}) {
+    CAPTURE(out);
+    CHECK_THROWS_WITH_AS(run_grads_plot(dump, out),
+                         ("grads plot: --out " + out + " is the dump " + dump +
+                          " itself (or a link to it): writing the SVG there would replace it; give --out another file")
+                             .c_str(),
+                         IOError);
+  }
+  CHECK(tmem::test::read_all(dump) == before);
+  CHECK(fs::is_symlink(dir / "link.svg"));
+  // A dump whose .svg name is another file is drawn as before.
+  const std::string jsonl = (dir / "g.jsonl").string();
+  fs::copy_file(dump, jsonl);
+  CHECK(run_grads_plot(jsonl, "") == 0);
+  CHECK(tmem::test::read_all(dir / "g.svg").rfind("<svg", 0) == 0);
+  CHECK(run_grads_plot(dump, (dir / "out.svg").string()) == 0);
+  CHECK(tmem::test::read_all(dump) == before);
+  fs::remove_all(dir);
+}

@@ -58,6 +58,24 @@ PlotPanel memory_panel(const std::vector<json>& steps, const std::string& title,
   return p;
 }
 
+// Refuses an output that is the dump itself, by another spelling of its
+// path or through a link (a symlink or hard link to it): the SVG would
+// replace the dump it is drawn from. `defaulted`: out is the default.
+void check_out_is_not_dump(const std::string& dump, const std::string& out, bool defaulted) {
+  namespace fs = std::filesystem;
+  std::error_code ec_dump, ec_out;
+  const fs::path d = fs::absolute(dump, ec_dump).lexically_normal(), o = fs::absolute(out, ec_out).lexically_normal();
+  bool same = !ec_dump && !ec_out && d == o;
+  std::error_code ec;
+  if (!same && fs::exists(out, ec)) same = fs::equivalent(dump, out, ec) && !ec;
+  if (!same) return;
+  throw IOError(defaulted ? "grads plot: the output " + out + " (the dump's name with .svg) is the dump " + dump +
+                                " itself: writing the SVG there would replace it; give --out another file"
+                          : "grads plot: --out " + out + " is the dump " + dump +
+                                " itself (or a link to it): writing the SVG there would replace it; give --out "
+                                "another file");
+}
+
 }  // namespace
 
 std::string grad_dump_svg(const std::vector<json>& steps, const std::string& title) {
@@ -99,7 +117,9 @@ std::string grad_dump_svg(const std::vector<json>& steps, const std::string& tit
 
 int run_grads_plot(const std::string& dump, std::string out) {
   const std::vector<json> steps = read_grad_dump(dump);
-  if (out.empty()) out = std::filesystem::path(dump).replace_extension(".svg").string();
+  const bool defaulted = out.empty();
+  if (defaulted) out = std::filesystem::path(dump).replace_extension(".svg").string();
+  check_out_is_not_dump(dump, out, defaulted);
   check_grad_dump(steps, "grads plot", dump);
   std::string svg;
   try {

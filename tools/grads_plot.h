@@ -29,8 +29,11 @@ std::string grad_dump_svg(const std::vector<nlohmann::json>& steps, const std::s
 /// Runs `tmem grads plot DUMP [--out FILE]`: writes grad_dump_svg of the
 /// dump to `out` (default: DUMP with its extension replaced by .svg)
 /// atomically. Throws IOError naming the file that cannot be read or
-/// written, and naming DUMP, the step and the field when the dump is
-/// malformed (check_grad_dump). Returns 0.
+/// written, naming DUMP, the step and the field when the dump is malformed
+/// (check_grad_dump), and naming both paths when `out` is DUMP itself (the
+/// same path once made absolute and normalized, or the same file through a
+/// symlink or hard link: a dump named x.svg with no --out, say), which the
+/// SVG would replace. Returns 0.
 int run_grads_plot(const std::string& dump, std::string out);
 
 }  // namespace tmem::tools
