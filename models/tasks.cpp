@@ -1,6 +1,7 @@
 #include "tmem/models/tasks.h"
 
 #include <algorithm>
+#include <map>
 #include <vector>
 
 namespace tmem::models {
@@ -321,6 +322,19 @@ std::unique_ptr<Task> make_coord_recall(const TaskConfig& c) {
                     "coord-recall: expected W a positive multiple of ", kSegment, ", G >= 0 and noise >= 0, but got W ",
                     c.W, " G ", c.G, " noise ", c.noise);
   return std::make_unique<CoordTask>(c, kSegment * c.G, kSegment, kSegment);
+}
+
+const std::vector<std::string>& task_parameters(const std::string& name) {
+  static const std::map<std::string, std::vector<std::string>> read = {
+      {"coord-binding", {"W", "noise", "queries"}}, {"map-building", {"T"}}, {"occlusion", {"L"}},
+      {"occlusion-visible", {"L"}}, {"no-harm", {"length"}}, {"mqar", {"P", "G"}}, {"map-recall", {"T"}},
+      {"coord-recall", {"W", "noise", "G"}}};
+  const auto it = read.find(name);
+  if (it == read.end()) {
+    make_task(name, TaskConfig());  // throws the unknown-task error
+    throw Error("task_parameters: task \"" + name + "\" has no entry");
+  }
+  return it->second;
 }
 
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {

@@ -10,6 +10,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "tmem/core/rng.h"
 #include "tmem/core/tensor.h"
@@ -100,5 +101,11 @@ std::unique_ptr<Task> make_coord_recall(const TaskConfig& c);
 /// occlusion-visible, no-harm, mqar, map-recall, coord-recall). Throws
 /// ValueError for an unknown name or bad parameters.
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c);
+
+/// The TaskConfig fields task `name` reads, by field name (W, noise,
+/// queries, T, L, length, P, G); the others leave its batches unchanged, so
+/// a command refuses an option that sets one of them. Throws ValueError for
+/// an unknown name.
+const std::vector<std::string>& task_parameters(const std::string& name);
 
 }  // namespace tmem::models

@@ -1,6 +1,8 @@
 // The segment-recurrent comparison (docs/DESIGN.md §9): the segmented tasks, the
 // state each method carries, causality, gradient flow across segments, and
 // the `none` floor at chance.
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -39,6 +41,44 @@ TaskConfig small_mqar() {
 }
 
 }  // namespace
+
+TEST_CASE("task_parameters: a task reads exactly the fields it lists") {
+  // Each field set to another valid value changes the batches of a task that
+  // reads it and of no other: the list tmem train and frontier refuse
+  // ignored options by.
+  const std::vector<std::pair<std::string, std::function<void(TaskConfig&)>>> fields = {
+      {"W", [](TaskConfig& c) { c.W = 48; }},         {"noise", [](TaskConfig& c) { c.noise = 0.3; }},
+      {"queries", [](TaskConfig& c) { c.queries = 7; }}, {"T", [](TaskConfig& c) { c.T = 48; }},
+      {"L", [](TaskConfig& c) { c.L = 4; }},           {"length", [](TaskConfig& c) { c.length = 24; }},
+      {"P", [](TaskConfig& c) { c.P = 32; }},          {"G", [](TaskConfig& c) { c.G = 2; }}};
+  auto batch = [](const std::string& task, const TaskConfig& c) {
+    Generator gen(7);
+    const TaskBatch b = make_task(task, c)->sample(2, gen);
+    std::vector<double> all;
+    for (const Tensor& t : {b.features, b.ids, b.targets, b.observed})
+      if (t.defined())
+        for (double x : t.to_vector()) all.push_back(x);
+    return all;
+  };
+  for (const std::string task : {"coord-binding", "map-building", "occlusion", "occlusion-visible", "no-harm", "mqar",
+                                 "map-recall", "coord-recall"}) {
+    TaskConfig base;
+    if (task == "coord-recall") base.W = 32;
+    if (task == "map-recall") base.T = 64;
+    const std::vector<double> before = batch(task, base);
+    const std::vector<std::string>& read = task_parameters(task);
+    for (const auto& entry : fields) {
+      const std::string& field = entry.first;
+      CAPTURE(task);
+      CAPTURE(field);
+      TaskConfig changed = base;
+      entry.second(changed);
+      const bool reads = std::find(read.begin(), read.end(), field) != read.end();
+      CHECK((batch(task, changed) != before) == reads);
+    }
+  }
+  CHECK_THROWS_WITH_AS(task_parameters("mqr"), doctest::Contains("unknown task \"mqr\""), ValueError);
+}
 
 TEST_CASE("mqar: pairs then distractors then queries, each target the value written with the queried key") {
   TaskConfig t = small_mqar();

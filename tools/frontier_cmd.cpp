@@ -624,7 +624,11 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',')
       ->check(int_range(0, 65536));
   add_debug_options(*f, a->debug);
-  return [f, a]() { return *f ? run_with_debug(a->debug, [&] { return run(*a); }) : -1; };
+  return [f, a]() {
+    if (!*f) return -1;
+    check_task_options(*f, a->task, {"--P", "--G", "--T", "--W", "--noise"});
+    return run_with_debug(a->debug, [&] { return run(*a); });
+  };
 }
 
 }  // namespace tmem::tools

@@ -18,6 +18,7 @@
 #include "tmem/core/parallel.h"
 #include "tmem/core/profiler.h"
 #include "tmem/dist/dist.h"
+#include "tmem/models/tasks.h"
 
 namespace tmem::tools {
 
@@ -289,6 +290,23 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
   DebugArgs debug = d;
   if (!debug.profile.empty() && dist::rank() != 0) debug.profile += ".rank" + std::to_string(dist::rank());
   return dist::run([&debug, &run] { return run_with_debug(debug, run); });
+}
+
+void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options) {
+  const std::vector<std::string>* read = nullptr;
+  try {
+    read = &models::task_parameters(task);
+  } catch (const ValueError&) {
+    return;
+  }
+  for (const std::string& opt : options) {
+    const std::string field = opt.substr(2);
+    if (app.count(opt) == 0 || std::find(read->begin(), read->end(), field) != read->end()) continue;
+    std::string takes;
+    for (const std::string& f : *read) takes += (takes.empty() ? "--" : ", --") + f;
+    throw ValueError(fmt::format("{}: the {} task does not read {}, so the option would be ignored (its parameters: {})",
+                                 opt, task, field, takes));
+  }
 }
 
 int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {

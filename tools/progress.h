@@ -204,6 +204,12 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
 inline constexpr const char* kFashionMnistDirHelp =
     "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";
 
+/// Throws ValueError for the first of `options` (task parameters such as
+/// "--W", each named "--" + a TaskConfig field) given on app's command line
+/// that `task` does not read (models::task_parameters), which it would
+/// otherwise ignore; an unknown task is left to the command's own error.
+void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options);
+
 /// What a command line that CLI11 refused returns: --help and --version
 /// print as CLI11 does and return 0; any other ParseError prints
 /// "tmem: error: <CLI11's message>" and the --help hint on stderr and

@@ -429,14 +429,18 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_flag("--leaky-memory", c.model.leaky_memory, "Ablation: thread one memory state through all layers (reference code; not causal)");
   t->add_option("--eval-batches", c.eval_batches, "Held-out batches for the final accuracy")->capture_default_str()
       ->check(int_range(1, 1000000));
-  t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  t->add_option("--threads", a->threads, "OpenMP threads (default: all cores)")->check(int_range(0, kMaxThreads));
   add_distributed_option(*t, a->distributed);
   t->add_option("--device", c.device, "Train on cpu, cuda or cuda:<index>")->capture_default_str();
   t->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default: task-date-time)");
   add_checkpoint_options(*t, c, "Continue each cell from its checkpoint under runs/<name>/ (a cell whose "
                               "result.json has the same config is not run again)");
   add_debug_options(*t, a->debug);
-  return [t, a]() { return *t ? run(*a) : -1; };
+  return [t, a]() {
+    if (!*t) return -1;
+    check_task_options(*t, a->task, {"--W", "--T", "--P", "--G", "--L", "--length", "--queries", "--noise"});
+    return run(*a);
+  };
 }
 
 namespace {
@@ -483,7 +487,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
   for (size_t i = 0; i < ablation_variants().size(); ++i)
     listing += (i ? "; " : "") + std::to_string(i) + " " + ablation_variants()[i].name;
   t->add_option("--variants", *only, "Run only these variants, comma-separated (default: all): " + listing)->delimiter(',');
-  t->add_option("--threads", *threads, "OpenMP threads (default: all cores)")->check(int_range(0, 1024));
+  t->add_option("--threads", *threads, "OpenMP threads (default: all cores)")->check(int_range(0, kMaxThreads));
   t->add_option("--name", *name, "Run name: results go to runs/<name>/");
   t->add_flag("--resume", cfg->resume, "Continue each variant from its checkpoint under runs/<name>/ (a variant whose result.json has the same config is not run again)");
   t->add_option("--checkpoint-every", cfg->checkpoint_every, "Checkpoint every N steps (0: only at the end)")
