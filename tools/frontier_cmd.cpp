@@ -135,6 +135,30 @@ std::string cell_fault(const json& j, const std::string& dir) {
   return "";
 }
 
+// The result.json of every directory under root (none when root does not
+// exist): the directory's name, the file's path, and its JSON or, when it
+// does not parse, why.
+struct CellFile {
+  std::string dir, path, error;
+  json j;
+};
+std::vector<CellFile> cell_files(const std::string& root) {
+  std::vector<CellFile> files;
+  if (!std::filesystem::is_directory(root)) return files;
+  for (const auto& e : std::filesystem::directory_iterator(root)) {
+    CellFile f{e.path().filename().string(), (e.path() / "result.json").string(), "", json()};
+    std::ifstream in(f.path);
+    if (!in) continue;
+    try {
+      f.j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), f.path);
+    } catch (const IOError& err) {
+      f.error = err.what();
+    }
+    files.push_back(std::move(f));
+  }
+  return files;
+}
+
 // Every finished frontier cell of `task` under root (none when root does not
 // exist): its result.json with the keys the report reads, of their types and
 // ranges (cell_fault), and a config of that task that applies; any other
@@ -142,18 +166,13 @@ std::string cell_fault(const json& j, const std::string& dir) {
 // sweeps are left out.
 std::vector<json> finished_cells(const std::string& root, const std::string& task) {
   std::vector<json> cells;
-  if (!std::filesystem::is_directory(root)) return cells;
-  for (const auto& e : std::filesystem::directory_iterator(root)) {
-    const std::string path = (e.path() / "result.json").string();
-    std::ifstream in(path);
-    if (!in) continue;
-    json j;
-    try {
-      j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
-    } catch (const IOError& err) {
-      fmt::print(stderr, "warning: {} is not a finished frontier cell ({}): left out\n", path, err.what());
+  for (const CellFile& file : cell_files(root)) {
+    const std::string& path = file.path;
+    if (!file.error.empty()) {
+      fmt::print(stderr, "warning: {} is not a finished frontier cell ({}): left out\n", path, file.error);
       continue;
     }
+    const json& j = file.j;
     if (!j.is_object() || j.contains("vs")) continue;
     const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
       return j.contains(key) && (j[key].*type)();
@@ -176,7 +195,7 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
       models::apply_config_json(cfg, j["config"]);
       check<ValueError>(j["config"].value("task", "") == task, "its config is of task \"",
                         j["config"].value("task", ""), "\", not ", task);
-      const std::string fault = cell_fault(j, e.path().filename().string());
+      const std::string fault = cell_fault(j, file.dir);
       check<ValueError>(fault.empty(), fault);
     } catch (const Error& err) {
       fmt::print(stderr, "warning: {} is not a cell of this frontier ({}): left out\n", path, err.what());
@@ -426,17 +445,10 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
 // table of --batch 64 ones. "steps" may differ for this command's methods,
 // whose cells --resume extends (run_or_reuse checks each of them).
 void check_run_agrees(const FrontierArgs& a, const std::string& root) {
-  if (!std::filesystem::is_directory(root)) return;
-  for (const auto& e : std::filesystem::directory_iterator(root)) {
-    const std::string path = (e.path() / "result.json").string();
-    std::ifstream in(path);
-    if (!in) continue;
-    json j;
-    try {
-      j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
-    } catch (const IOError&) {
-      continue;  // not a cell; the report names it
-    }
+  for (const CellFile& file : cell_files(root)) {
+    const json& j = file.j;
+    const std::string& path = file.path;
+    if (!file.error.empty()) continue;  // not a cell; the report names it
     if (!j.is_object() || !j.contains("config") || !j["config"].is_object()) continue;
     const json& saved = j["config"];
     const std::string task = saved.value("task", json("")).is_string() ? saved.value("task", "") : "";
@@ -460,7 +472,7 @@ void check_run_agrees(const FrontierArgs& a, const std::string& root) {
     }
     check<ValueError>(diff.empty(), "frontier: ", root, " holds cells trained with other settings than this ",
                       "command gives them (every lane of a run takes the same options); ",
-                      e.path().filename().string(), ":", diff, "\n(give this command the run's options, or another --name)");
+                      file.dir, ":", diff, "\n(give this command the run's options, or another --name)");
   }
 }
 
