@@ -113,6 +113,8 @@ int64_t step_of(const json& s) {
 // first_step (see GradDumpWriter). Returns the path, so it can run before
 // the writer opens the file.
 const std::string& keep_steps_before(const std::string& path, int64_t first_step) {
+  check<ValueError>(first_step >= 0, "GradDumpWriter: expected first_step >= 0 (the step a run resumes at), but got ",
+                    first_step);
   std::error_code ec;
   if (first_step <= 0 || !std::filesystem::exists(path, ec)) return path;
   check<IOError>(std::filesystem::is_regular_file(path, ec), "cannot write ", path, ": not a regular file");

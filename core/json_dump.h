@@ -49,7 +49,7 @@ class GradDumpWriter {
   /// line (no newline: a run killed while dumping) is dropped. Throws IOError
   /// naming path when it cannot be written or is not a regular file, and
   /// naming the line when a complete line is not a step object with an
-  /// integer "step".
+  /// integer "step"; ValueError for first_step < 0.
   explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`
   /// (a JSON object; anything else is a ValueError naming it).

@@ -4,7 +4,6 @@
 #include <cmath>
 #include <limits>
 #include <numbers>
-
 #include <set>
 
 #include "tmem/core/autograd.h"
@@ -250,6 +249,21 @@ void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
                           neg - v.begin(), ", but a second moment cannot be negative");
       }
     }
+  // The keys read above, and no other: "m.5" beside a 5-parameter
+  // optimizer's state was ignored, so a state of another model loaded.
+  std::set<std::string> expected{"step", "group_sizes"};
+  for (size_t i = 0; i < params_.size(); ++i) {
+    expected.insert("m." + std::to_string(i));
+    expected.insert("v." + std::to_string(i));
+  }
+  std::string unexpected;
+  for (const auto& kv : s) {
+    if (expected.count(kv.first)) continue;
+    unexpected += unexpected.empty() ? "\"" : ", \"";
+    unexpected += printable(kv.first);
+    unexpected += '"';
+  }
+  check<ValueError>(unexpected.empty(), kFn, ": unexpected key(s) ", unexpected);
   for (size_t i = 0; i < params_.size(); ++i) {
     copy_data(m_[i], get("m." + std::to_string(i)));
     copy_data(v_[i], get("v." + std::to_string(i)));

@@ -196,6 +196,9 @@ TEST_CASE("a resumed dump keeps the steps before the checkpoint and drops the on
   for (const auto& s : read_grad_dump(path)) steps.push_back(s["step"].get<int64_t>());
   CHECK(steps == std::vector<int64_t>{0, 1, 2, 3, 4});
   CHECK(number_from_json(read_grad_dump(path)[4]["loss"]) == 2.0);
+  CHECK_THROWS_WITH_AS(GradDumpWriter(path, -5), "GradDumpWriter: expected first_step >= 0 (the step a run resumes at), "
+                       "but got -5", ValueError);
+  CHECK(number_from_json(read_grad_dump(path)[4]["loss"]) == 2.0);  // left as it was
   // A resume at step 0 (no checkpoint) starts the dump over; a file without one starts one.
   { GradDumpWriter w(path, 0); }
   CHECK(test::read_all(path).empty());

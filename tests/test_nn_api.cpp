@@ -244,6 +244,12 @@ TEST_CASE("AdamW state_dict with groups: exact resume, and a group layout that d
   legacy.erase("group_sizes");
   one.load_state_dict(legacy);
   CHECK_THROWS_AS(b.load_state_dict(legacy), ValueError);
+  // A moment of a parameter this optimizer does not have: another model's state.
+  auto extra = one.state_dict();
+  extra["m.2"] = extra.at("m.0");
+  extra["momentum"] = extra.at("step");
+  CHECK_THROWS_WITH_AS(one.load_state_dict(extra), "AdamW::load_state_dict: unexpected key(s) \"m.2\", \"momentum\"",
+                       ValueError);
 }
 
 TEST_CASE("DataLoader: batches in order, drop_last, and several tensors gathered together") {
