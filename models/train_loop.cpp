@@ -2,10 +2,10 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
-#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <deque>

@@ -85,18 +85,14 @@ void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_de
   }
 }
 
-void set_group_lr(std::vector<ParamGroup>& groups, size_t group, double lr, const char* op) {
+// Sets groups[group].*field (lr or weight_decay, named `what`) after the
+// checks of both setters: the group exists and the value is finite and >= 0.
+void set_group_option(std::vector<ParamGroup>& groups, size_t group, double value,
+                      std::optional<double> ParamGroup::*field, const char* what, const char* op) {
   check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
                     " groups");
-  check<ValueError>(finite_nonneg(lr), op, ": expected a finite lr >= 0, but got ", lr);
-  groups[group].lr = lr;
-}
-
-void set_group_weight_decay(std::vector<ParamGroup>& groups, size_t group, double weight_decay, const char* op) {
-  check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
-                    " groups");
-  check<ValueError>(finite_nonneg(weight_decay), op, ": expected a finite weight_decay >= 0, but got ", weight_decay);
-  groups[group].weight_decay = weight_decay;
+  check<ValueError>(finite_nonneg(value), op, ": expected a finite ", what, " >= 0, but got ", value);
+  groups[group].*field = value;
 }
 
 }  // namespace
@@ -125,11 +121,11 @@ SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weig
 }
 
 void SGD::set_lr(double lr) {
-  for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "SGD::set_lr");
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_option(groups_, g, lr, &ParamGroup::lr, "lr", "SGD::set_lr");
 }
-void SGD::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "SGD::set_lr"); }
+void SGD::set_lr(size_t group, double lr) { set_group_option(groups_, group, lr, &ParamGroup::lr, "lr", "SGD::set_lr"); }
 void SGD::set_weight_decay(size_t group, double weight_decay) {
-  set_group_weight_decay(groups_, group, weight_decay, "SGD::set_weight_decay");
+  set_group_option(groups_, group, weight_decay, &ParamGroup::weight_decay, "weight_decay", "SGD::set_weight_decay");
 }
 
 void SGD::step() {
@@ -175,11 +171,12 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
 }
 
 void AdamW::set_lr(double lr) {
-  for (size_t g = 0; g < groups_.size(); ++g) set_group_lr(groups_, g, lr, "AdamW::set_lr");
+  for (size_t g = 0; g < groups_.size(); ++g) set_group_option(groups_, g, lr, &ParamGroup::lr, "lr", "AdamW::set_lr");
 }
-void AdamW::set_lr(size_t group, double lr) { set_group_lr(groups_, group, lr, "AdamW::set_lr"); }
+void AdamW::set_lr(size_t group, double lr) { set_group_option(groups_, group, lr, &ParamGroup::lr, "lr", "AdamW::set_lr"); }
 void AdamW::set_weight_decay(size_t group, double weight_decay) {
-  set_group_weight_decay(groups_, group, weight_decay, "AdamW::set_weight_decay");
+  set_group_option(groups_, group, weight_decay, &ParamGroup::weight_decay, "weight_decay",
+                   "AdamW::set_weight_decay");
 }
 
 void AdamW::step() {

@@ -97,7 +97,7 @@ class AdamW {
   /// parameters per group as "group_sizes" [G] (int64). load_state_dict
   /// checks the whole state before copying any of it (a state that does not
   /// fit leaves the optimizer unchanged) and throws ValueError on a missing
-  /// key, group sizes other than this optimizer's (a state without
+  /// or unexpected key, group sizes other than this optimizer's (a state without
   /// "group_sizes" is one group: the form before groups), a "step" that is
   /// not one count in [0, 2^63 - 1), or a negative value in a "v.<i>";
   /// DtypeError for a "step" or "group_sizes" that is not int64 or a moment
