@@ -13,17 +13,34 @@ const std::vector<BackboneMethod>& segmented_methods() {
   return m;
 }
 
+namespace {
+
+// "none, full, xl, linear, ssm, rmt or tensor".
+std::string segmented_method_names() {
+  const auto& valid = segmented_methods();
+  std::string names;
+  for (size_t i = 0; i < valid.size(); ++i)
+    names += (i == 0 ? "" : i + 1 == valid.size() ? " or " : ", ") + to_string(valid[i]);
+  return names;
+}
+
+}  // namespace
+
+BackboneMethod parse_segmented_method(const std::string& name) {
+  for (const auto m : segmented_methods())
+    if (to_string(m) == name) return m;
+  throw ValueError("unknown segmented method \"" + printable(name) + "\" (expected " + segmented_method_names() + ")");
+}
+
 BackboneConfig backbone_config_for(const Task& task, const BackboneConfig& cfg) {
   using enum BackboneMethod;
   BackboneConfig b = cfg;
   b.max_len = std::max(b.max_len, task.seq_len());
   if (task.segment() == 0) return b;
   const auto& valid = segmented_methods();
-  if (std::find(valid.begin(), valid.end(), cfg.method) == valid.end()) {
-    std::string names;
-    for (const auto m : valid) names += (names.empty() ? "" : ", ") + to_string(m);
-    throw ValueError("segmented tasks take the methods " + names + ", but got \"" + to_string(cfg.method) + "\"");
-  }
+  check<ValueError>(std::find(valid.begin(), valid.end(), cfg.method) != valid.end(),
+                    "segmented tasks take the methods ", segmented_method_names(), ", but got \"", to_string(cfg.method),
+                    "\"");
   if (cfg.method == none || cfg.method == full) b.method = base;
   if (cfg.method == xl) {
     check<ValueError>(cfg.cache_len >= 0, "xl: expected a cache of >= 0 tokens (0: one segment), but got ",

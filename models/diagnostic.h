@@ -18,6 +18,11 @@ namespace tmem::models {
 /// ssm, rmt, tensor.
 const std::vector<BackboneMethod>& segmented_methods();
 
+/// The segmented method named `name` (`tmem frontier --methods`). Throws
+/// ValueError `unknown segmented method "<name>" (expected none, full, xl,
+/// linear, ssm, rmt or tensor)` for any other name.
+BackboneMethod parse_segmented_method(const std::string& name);
+
 /// The Backbone configuration that `cfg.method` stands for on `task`. On a
 /// segmented task: none -> base (nothing crosses segments); full -> base over
 /// the whole input (no segmenting); xl -> base with attention xl over a cache

@@ -151,6 +151,7 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   longer.push_back("--resume");
   r = run_tmem(longer, dir);
   CHECK(r.status == 0);
+  CHECK(r.output.find(": resumed from its checkpoint at step 3/4\n") != std::string::npos);
   CHECK(r.output.find("step 4/4") != std::string::npos);
   const std::string extended = tmem::test::read_all(result);
   CHECK(extended != before);
@@ -217,7 +218,12 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"train", "no-harm", "--method", "base,base"}, "--method: the value \"base\" is given twice"},
       {{"train", "no-harm", "--method", "base,slotz"},
        "--method: unknown method \"slotz\" (expected base, base_wide, slots, tensor, linear, ssm, rmt, none, full or xl)"},
-      {{"frontier", "mqar", "--methods", "xl,ql"}, "--methods: unknown method \"ql\""},
+      {{"frontier", "mqar", "--methods", "xl,ql"},
+       "--methods: unknown segmented method \"ql\" (expected none, full, xl, linear, ssm, rmt or tensor)"},
+      {{"frontier", "mqar", "--methods", "base"}, "--methods: unknown segmented method \"base\""},
+      {{"train", "coord-binding", "--seed", "1,,2"}, "--seed: the list \"1,,2\" has an empty item"},
+      {{"frontier", "mqar", "--lr=1e-3,"}, "--lr: the list \"1e-3,\" has an empty item"},
+      {{"train", "mqar", "--method", ",xl"}, "--method: the list \",xl\" has an empty item"},
       {{"frontier", "mqar", "--memory-forget-bias", "-30"}, "--memory-forget-bias: expected a finite number in [-20, 20]"},
       {{"frontier", "mqar", "--values", "16"}, "frontier: --values [16] needs --vs P or --vs G"},
       {{"frontier", "mqar", "--vs", "P", "--values", "16,40"},
@@ -525,7 +531,7 @@ TEST_CASE("cli: grads summarize refuses a negative norm and a tensor twice in a 
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: grads diff reports shapes, NaN losses and which dump lacks a tensor") {
+TEST_CASE("cli: grads diff reports shapes, NaN losses and which dump lacks a tensor, and exits 1 when the dumps differ") {
   const std::string dir = fresh_cli_dir("tmem_cli_grads_diff");
   tmem::test::write_all(dir + "/a.jsonl",
                         R"({"step": 0, "loss": 1, "tensors": [{"name": "w", "shape": [16, 65], "norm": 1}, {"name": "v", "norm": 2}]})"
@@ -535,12 +541,27 @@ TEST_CASE("cli: grads diff reports shapes, NaN losses and which dump lacks a ten
                         "\n");
   auto r = run_tmem({"grads", "diff", "a.jsonl", "b.jsonl"}, dir);
   INFO(r.output);
-  CHECK(r.status == 0);
+  CHECK(r.status == 1);  // they differ, as diff and cmp say with 1
+  CHECK(r.output.find("differ: the largest relative difference is inf, above --rtol 0\n") != std::string::npos);
   CHECK(r.output.find("A = a.jsonl, B = b.jsonl\n") != std::string::npos);
   CHECK(r.output.find(" shape          1.040000e+03   9.900000e+01          inf  [16,65] in A, [99] in B\n") !=
         std::string::npos);
   CHECK(r.output.find(" loss           1.000000e+00            nan          inf\n") != std::string::npos);
   CHECK(r.output.find(" missing in B   2.000000e+00         absent          inf\n") != std::string::npos);
+  // Exit 0 only when every relative difference is within --rtol, also with
+  // --top 0 (no rows printed).
+  tmem::test::write_all(dir + "/a.jsonl", R"({"step": 0, "loss": 2, "tensors": [{"name": "w", "norm": 1}]})" "\n");
+  tmem::test::write_all(dir + "/b.jsonl", R"({"step": 0, "loss": 2, "tensors": [{"name": "w", "norm": 1.001}]})" "\n");
+  r = run_tmem({"grads", "diff", "a.jsonl", "b.jsonl", "--top", "0"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("differ: the largest relative difference is 9.990e-04, above --rtol 0\n") != std::string::npos);
+  r = run_tmem({"grads", "diff", "a.jsonl", "b.jsonl", "--rtol", "1e-3"}, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("agree: the largest relative difference is 9.990e-04, within --rtol 0.001\n") !=
+        std::string::npos);
+  r = run_tmem({"grads", "diff", "a.jsonl", "a.jsonl"}, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("agree: the largest relative difference is 0.000e+00, within --rtol 0\n") != std::string::npos);
   tmem::test::write_all(dir + "/b.jsonl",
                         R"({"step": 0, "tensors": [{"name": "w", "norm": 1}]})"
                         "\n"

@@ -252,14 +252,20 @@ struct WithRun {
 };
 
 // "NAME=LABEL" as a WithRun; throws ValueError unless both parts are given
-// and runs/NAME exists.
-WithRun parse_with(const std::string& arg) {
+// and runs/NAME holds a frontier of `task` (its config.json says so: a train
+// run or another task's frontier has no cells to put beside this one's).
+WithRun parse_with(const std::string& arg, const std::string& task) {
   const size_t eq = arg.find('=');
   check<ValueError>(eq != std::string::npos && eq > 0 && eq + 1 < arg.size(),
                     "frontier: --with expects NAME=LABEL (e.g. frontier-mqar-fb3=forget bias 3), but got \"", arg, "\"");
   WithRun w{arg.substr(0, eq), arg.substr(eq + 1)};
-  check<ValueError>(std::filesystem::is_directory(run_dir(w.name)), "frontier: --with ", arg, ": there is no run ",
-                    run_dir(w.name));
+  const std::string dir = run_dir(w.name);
+  check<ValueError>(std::filesystem::is_directory(dir), "frontier: --with ", arg, ": there is no run ", dir);
+  const std::string command = recorded_command(dir);
+  check<ValueError>(command == "frontier " + task, "frontier: --with ", arg, ": ", dir, " is ",
+                    command.empty() ? std::string("no run of tmem (it has no config.json)")
+                                    : "a run of `tmem " + printable(command) + "`",
+                    ", not a frontier of ", task);
   return w;
 }
 
@@ -504,7 +510,7 @@ int run(FrontierArgs& a) {
   }
   std::vector<WithRun> with_runs;
   for (const std::string& w : a.with) {
-    with_runs.push_back(parse_with(w));
+    with_runs.push_back(parse_with(w, a.task));
     check<ValueError>(with_runs.back().name != a.name, "frontier: --with ", w, " names this run itself");
   }
   // Build every (method, size) model once, so a bad option fails before any training.
@@ -600,7 +606,7 @@ std::function<int()> add_frontier_command(CLI::App& app) {
             "tensor C 16 at 4^3 32-75 min; coord-recall's tensor C 16 at 4^3 86 min; its C 16 at 8^3 about 2 s of CPU a "
             "step (over 2 hours a cell; 2026-12-04, denormals flushed). Figures: docs/RESULTS.md.");
   f->add_option("task", a->task, "mqar, map-recall or coord-recall")->required();
-  add_method_option(*f, "--methods", a->methods, models::parse_backbone_method, "Methods, comma-separated");
+  add_method_option(*f, "--methods", a->methods, models::parse_segmented_method, "Methods, comma-separated");
   f->add_option("--lr", a->lrs, "Learning rates to choose from, comma-separated")->delimiter(',')->capture_default_str()
       ->check(real_range(0, 10));
   f->add_option("--seed", a->seeds, "Seeds, comma-separated (the first picks the learning rate)")

@@ -1,7 +1,8 @@
 # `tmem frontier --report --with NAME=LABEL` tables and plots the bounded
 # methods of another run beside this run's (runs in the runs of
 # tmem_frontier_tiny and tmem_frontier_forget_bias), and refuses a run that
-# does not exist or an argument without its label.
+# does not exist, an argument without its label, and a run that is not a
+# frontier of this task (a train run's cells would only be warned about).
 execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with "ctest-frontier-fb=forget bias 2"
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)
@@ -24,4 +25,15 @@ foreach(bad "ctest-no-such-run=x" "ctest-frontier-fb" "=x")
   if(rc EQUAL 0 OR NOT err MATCHES "frontier: --with")
     message(FATAL_ERROR "--with ${bad} was not refused (rc ${rc}): ${err}")
   endif()
+endforeach()
+foreach(other "train mqar" "frontier map-recall")
+  string(REPLACE " " "-" dir "ctest-with-${other}")
+  file(MAKE_DIRECTORY runs/${dir})
+  file(WRITE runs/${dir}/config.json "{\"command\": \"${other}\", \"config\": {}}\n")
+  execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with ${dir}=x
+                  RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
+  if(rc EQUAL 0 OR NOT err MATCHES "frontier: --with ${dir}=x: runs/${dir} is a run of `tmem ${other}`, not a frontier of mqar")
+    message(FATAL_ERROR "--with a run of `tmem ${other}` was not refused (rc ${rc}): ${err}")
+  endif()
+  file(REMOVE_RECURSE runs/${dir})
 endforeach()

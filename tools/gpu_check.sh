@@ -76,7 +76,9 @@ for dev in cpu cuda; do
   run "dump_$dev" "$TMEM" train coord-binding --method tensor --steps 3 --eval-batches 1 --device "$dev" \
     --dump-grads grads.json --dump-every 1 --name "gpu_check_grads_$dev"
 done
-run grads_diff "$TMEM" grads diff runs/gpu_check_grads_cpu/*/grads.json runs/gpu_check_grads_cuda/*/grads.json
+# float32 sums in another order: agreement to 1e-3 after 3 steps.
+run grads_diff "$TMEM" grads diff --rtol 1e-3 runs/gpu_check_grads_cpu/*/grads.json \
+  runs/gpu_check_grads_cuda/*/grads.json
 
 if [ "${TRAIN_STEPS:-2000}" -gt 0 ]; then
   section "accuracy: coord-binding tensor on CUDA, ${TRAIN_STEPS:-2000} steps, seed 42"

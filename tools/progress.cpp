@@ -57,6 +57,7 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
                          const std::string& fields, double seconds, bool tty, int64_t lines, const RunEta* run,
                          int64_t start) {
   const bool last = done == total;
+  if (start > 0 && done == start + 1) fmt::print("{}: resumed from its checkpoint at {} {}/{}\n", label, unit, start, total);
   const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
   if (!tty && !last && done % every != 0) return;
   const double eta = progress_eta(done, total, seconds, start, run);
@@ -309,6 +310,28 @@ void check_task_options(const CLI::App& app, const std::string& task, const std:
   }
 }
 
+void parse_command_line(CLI::App& app, int argc, char** argv) {
+  const CLI::App* cur = &app;
+  for (int i = 1; i < argc; ++i) {
+    const std::string tok = argv[i];
+    if (tok == "--") break;
+    if (tok.rfind("--", 0) != 0) {
+      const auto subs = cur->get_subcommands([&tok](const CLI::App* s) { return s->check_name(tok); });
+      if (!subs.empty()) cur = subs.front();
+      continue;
+    }
+    const size_t eq = tok.find('=');
+    const CLI::Option* opt = nullptr;
+    for (const CLI::App* a = cur; a && !opt; a = a->get_parent()) opt = a->get_option_no_throw(tok.substr(0, eq));
+    if (!opt || opt->get_delimiter() != ',') continue;
+    if (eq == std::string::npos && i + 1 == argc) break;
+    const std::string list = eq == std::string::npos ? argv[i + 1] : tok.substr(eq + 1);
+    if (list.empty() || list.front() == ',' || list.back() == ',' || list.find(",,") != std::string::npos)
+      throw CLI::ValidationError(opt->get_name(), "the list \"" + printable(list) + "\" has an empty item");
+  }
+  app.parse(argc, argv);
+}
+
 int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {
   if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
   fmt::print(stderr, "tmem: error: {}\nRun with --help for more information.\n", e.what());
@@ -318,7 +341,7 @@ int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {
   check_every_option(app);
   try {
-    app.parse(argc, argv);
+    parse_command_line(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     return exit_on_parse_error(app, e);
   }

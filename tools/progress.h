@@ -39,7 +39,9 @@ double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, 
 /// <fields>  ETA <time>", the ETA progress_eta(done, total, seconds, start,
 /// run). On a terminal (tty) the line is rewritten in place
 /// ('\r', a newline only when done == total); otherwise it is printed as its
-/// own line only every total / lines-th step and at the end.
+/// own line only every total / lines-th step and at the end. The first line
+/// after a resume (start > 0, done == start + 1) is preceded by
+/// "<label>: resumed from its checkpoint at <unit> <start>/<total>".
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
                          const std::string& fields, double seconds, bool tty, int64_t lines,
                          const RunEta* run = nullptr, int64_t start = 0);
@@ -209,6 +211,12 @@ inline constexpr const char* kFashionMnistDirHelp =
 /// that `task` does not read (models::task_parameters), which it would
 /// otherwise ignore; an unknown task is left to the command's own error.
 void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options);
+
+/// Parses argv into app, first refusing a comma list with an empty item
+/// (--seed 1,,2 or --lr 1e-3, : CLI11 would drop it silently) with
+/// CLI::ValidationError naming the option and the list. Throws
+/// CLI::ParseError as app.parse does.
+void parse_command_line(CLI::App& app, int argc, char** argv);
 
 /// What a command line that CLI11 refused returns: --help and --version
 /// print as CLI11 does and return 0; any other ParseError prints

@@ -16,18 +16,22 @@ namespace {
 // Refuses a run directory whose config.json names another command: this
 // run would overwrite that run's results.json and mix its cells with them.
 void check_same_command(const std::string& dir, const std::string& command) {
-  const std::string p = dir + "/config.json";
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(p, ec)) return;
-  std::ifstream in(p, std::ios::binary);
-  const nlohmann::json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), p);
-  if (!j.is_object() || !j.contains("command") || !j["command"].is_string()) return;
-  const std::string earlier = j["command"].get<std::string>();
-  check<ValueError>(earlier == command, "--name: ", dir, " holds a run of `tmem ", printable(earlier),
-                    "`, not of `tmem ", command, "`; give this run another --name");
+  const std::string earlier = recorded_command(dir);
+  check<ValueError>(earlier.empty() || earlier == command, "--name: ", dir, " holds a run of `tmem ",
+                    printable(earlier), "`, not of `tmem ", command, "`; give this run another --name");
 }
 
 }  // namespace
+
+std::string recorded_command(const std::string& dir) {
+  const std::string p = dir + "/config.json";
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(p, ec)) return "";
+  std::ifstream in(p, std::ios::binary);
+  const nlohmann::json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), p);
+  if (!j.is_object() || !j.contains("command") || !j["command"].is_string()) return "";
+  return j["command"].get<std::string>();
+}
 
 RunRecorder::RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config)
     : dir_(run_dir(name)), writer_(dist::rank() == 0), config_({{"command", command}, {"config", config}}) {

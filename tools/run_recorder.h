@@ -17,6 +17,11 @@
 
 namespace tmem::tools {
 
+/// The command recorded in dir/config.json ("train coord-binding",
+/// "frontier mqar"), or "" when there is no such file or it names none.
+/// Throws IOError naming the file when it is not JSON.
+std::string recorded_command(const std::string& dir);
+
 class RunRecorder {
  public:
   /// Makes runs/<name> (run_dir checks the name) writable (ensure_writable_dir).

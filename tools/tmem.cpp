@@ -119,12 +119,17 @@ int run_grads_summarize(const std::string& path) {
   return flagged ? 1 : 0;
 }
 
-// The largest relative differences between two dumps (e.g. CPU vs CUDA).
-int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
+// The largest relative differences between two dumps (e.g. CPU vs CUDA);
+// 1 when one is above rtol (as diff and cmp exit 1 when files differ).
+int run_grads_diff(const std::string& a, const std::string& b, size_t top, double rtol) {
   using namespace tmem;
   auto dump_a = read_grad_dump(a);
   auto dump_b = read_grad_dump(b);
-  auto diffs = with_dump_errors(a + " / " + b, [&] { return diff_grad_dumps(dump_a, dump_b, top, a, b); });
+  // One row at least, the largest, which decides the exit status.
+  auto diffs = with_dump_errors(a + " / " + b,
+                                [&] { return diff_grad_dumps(dump_a, dump_b, std::max<size_t>(top, 1), a, b); });
+  const double largest = diffs.empty() ? 0 : diffs.front().rel;
+  if (diffs.size() > top) diffs.resize(top);
   fmt::print("A = {}, B = {}\n", a, b);
   fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12}\n", "step", "tensor", "field", "A", "B", "rel diff");
   for (const DumpDifference& d : diffs) {
@@ -134,7 +139,10 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top) {
     fmt::print("{:<8} {:<40} {:<12} {:>14} {:>14} {:>12.3e}{}\n", d.step, d.name, d.field, x, y, d.rel,
                d.note.empty() ? "" : "  " + d.note);
   }
-  return 0;
+  const bool differ = !(largest <= rtol);
+  fmt::print("{}: the largest relative difference is {:.3e}, {} --rtol {:g}\n", differ ? "differ" : "agree", largest,
+             differ ? "above" : "within", rtol);
+  return differ ? 1 : 0;
 }
 
 }  // namespace
@@ -201,6 +209,9 @@ int main(int argc, char** argv) {
   diff->add_option("a", dump_a, "First dump")->required();
   diff->add_option("b", dump_b, "Second dump")->required();
   diff->add_option("--top", top, "How many differences to print")->capture_default_str();
+  double rtol = 0;
+  diff->add_option("--rtol", rtol, "Exit 1 when a relative difference is above this (0: any difference)")
+      ->capture_default_str()->check(tmem::tools::real_range(0, HUGE_VAL));
   std::string plot_out;
   auto* plot = grads->add_subcommand("plot", "Draw the per-tensor gradient norms (per layer, log scale, NaN/Inf "
                                              "steps marked) and the memory internals as one SVG");
@@ -228,14 +239,14 @@ int main(int argc, char** argv) {
   }
   tmem::tools::check_every_option(app);
   try {
-    app.parse(argc, argv);
+    tmem::tools::parse_command_line(app, argc, argv);
   } catch (const CLI::ParseError& e) {
     return tmem::tools::exit_on_parse_error(app, e);
   }
   try {
     if (*ops) return run_ops(run_checks);
     if (*summarize) return run_grads_summarize(dump_a);
-    if (*diff) return run_grads_diff(dump_a, dump_b, top);
+    if (*diff) return run_grads_diff(dump_a, dump_b, top, rtol);
     if (*plot) return tmem::tools::run_grads_plot(dump_a, plot_out);
     if (int rc = train(); rc >= 0) return rc;
     if (int rc = ablate(); rc >= 0) return rc;
