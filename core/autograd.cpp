@@ -523,6 +523,28 @@ void Tensor::rebase_view() const {
          });
 }
 
+namespace {
+
+// Whether a layout may place two elements at one memory location: with the
+// dims of size > 1 sorted by stride, each stride must pass the span of the
+// smaller ones (the usual sufficient test of non-overlap). tmem's own views
+// (slices, transposes, permutes) always pass; a NumPy as_strided window
+// shared through from_numpy may not.
+bool may_overlap(const Shape& shape, const Shape& strides) {
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (|stride|, size)
+  for (size_t d = 0; d < shape.size(); ++d)
+    if (shape[d] > 1) dims.emplace_back(std::abs(strides[d]), shape[d]);
+  std::sort(dims.begin(), dims.end());
+  int64_t span = 1;  // elements covered by the dims so far, from one corner
+  for (const auto& [stride, size] : dims) {
+    if (stride < span) return true;
+    span = stride * (size - 1) + span;
+  }
+  return false;
+}
+
+}  // namespace
+
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
   check<ShapeError>(result.shape() == self.shape(), op, ": the result of shape ", shape_str(result.shape()),
                     " does not fit in the tensor of shape ", shape_str(self.shape()), " it would be written into");
@@ -535,6 +557,10 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
                       " (an expand) has several elements at one memory location (dim ", d,
                       "), so an in-place write would keep only one of their values; write into a copy "
                       "(contiguous()) or into the tensor before expand");
+  check<ValueError>(!may_overlap(self.shape(), self.strides()), op, ": the tensor of shape ", shape_str(self.shape()),
+                    " and strides ", shape_str(self.strides()), " may hold several elements at one memory location "
+                    "(its strides overlap, as a NumPy as_strided window's), so an in-place write could keep only one "
+                    "of their values; write into a copy (contiguous())");
   const bool new_history = t_grad_mode && (self.requires_grad() || result.requires_grad());
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,

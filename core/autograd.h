@@ -132,7 +132,7 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 /// (Tensor::sync_view). Throws ShapeError when result's shape is not self's
 /// (an operand that broadcasts past self), ValueError for self with several
 /// elements at one memory location (a stride 0 along a dim of size > 1: an
-/// expand), a leaf that requires grad (in grad mode) or a view when self or
+/// expand; strides that overlap, as a NumPy as_strided window's), a leaf that requires grad (in grad mode) or a view when self or
 /// result needs grad.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 

@@ -47,10 +47,10 @@ Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op) {
   return out;
 }
 
-int64_t normalize_dim(int64_t dim, int64_t rank, const char* op) {
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op, int64_t input_rank) {
   int64_t r = rank == 0 ? 1 : rank;
-  check<IndexError>(dim >= -r && dim < r, op, ": dim ", dim, " is out of range for a tensor of rank ",
-                    rank);
+  check<IndexError>(dim >= -r && dim < r, op, ": dim ", dim, " is out of range [", -r, ", ", r - 1,
+                    "] for a tensor of rank ", input_rank < 0 ? rank : input_rank);
   return dim < 0 ? dim + r : dim;
 }
 

@@ -18,7 +18,11 @@ Shape contiguous_strides(const Shape& s);
 std::string shape_str(const Shape& s);
 /// NumPy broadcast of two shapes; throws ShapeError naming `op` and both shapes.
 Shape broadcast_shapes(const Shape& a, const Shape& b, const char* op);
-/// Maps a possibly negative dim into [0, rank); throws IndexError naming `op`.
-int64_t normalize_dim(int64_t dim, int64_t rank, const char* op);
+/// Maps a possibly negative dim into [0, rank) (a rank of 0 takes dims -1
+/// and 0, as PyTorch). Throws IndexError "<op>: dim <dim> is out of range
+/// [<lo>, <hi>] for a tensor of rank <input_rank>"; input_rank (default:
+/// rank) differs where a dim is inserted (unsqueeze and stack take rank + 1
+/// positions).
+int64_t normalize_dim(int64_t dim, int64_t rank, const char* op, int64_t input_rank = -1);
 
 }  // namespace tmem

@@ -253,7 +253,7 @@ Tensor squeeze(const Tensor& a, int64_t dim) {
 }
 
 Tensor unsqueeze(const Tensor& a, int64_t dim) {
-  int64_t d = normalize_dim(dim, a.dim() + 1, "unsqueeze");
+  int64_t d = normalize_dim(dim, a.dim() + 1, "unsqueeze", a.dim());
   Shape s = a.shape();
   s.insert(s.begin() + d, 1);
   return reshape(a, s);
@@ -401,7 +401,7 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
 
 Tensor stack(const std::vector<Tensor>& ts, int64_t dim) {
   check<ValueError>(!ts.empty(), "stack: expected a non-empty list of tensors");
-  int64_t d = normalize_dim(dim, ts[0].dim() + 1, "stack");
+  int64_t d = normalize_dim(dim, ts[0].dim() + 1, "stack", ts[0].dim());
   std::vector<Tensor> parts;
   for (size_t k = 0; k < ts.size(); ++k) {
     check<ShapeError>(ts[k].shape() == ts[0].shape(), "stack: expected every tensor to have shape ",

@@ -122,6 +122,12 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK_THROWS_WITH_AS(split(a, 0, 1), "split: expected a positive split_size, but got 0", ValueError);
   CHECK_THROWS_WITH_AS(split(tensor({1}, {}), 1, 0), "split: cannot split a 0-d tensor", ShapeError);
   CHECK_THROWS_AS(unbind(a, 2), IndexError);
+  // A dim is inserted: the range is one wider than the input's rank.
+  CHECK_THROWS_WITH_AS(unsqueeze(zeros({2, 2}), 3), "unsqueeze: dim 3 is out of range [-3, 2] for a tensor of rank 2",
+                       IndexError);
+  CHECK_THROWS_WITH_AS(stack({zeros({2}), zeros({2})}, -3), "stack: dim -3 is out of range [-2, 1] for a tensor of rank 1",
+                       IndexError);
+  CHECK(unsqueeze(zeros({2, 2}), -3).shape() == Shape{1, 2, 2});
   CHECK_THROWS_WITH_AS(unbind(tensor({1}, {}), 0), "unbind: cannot unbind a 0-d tensor", ShapeError);
 }
 

@@ -85,7 +85,7 @@ TEST_CASE("softmax: errors name the op") {
   // A 0-d input takes dims -1 and 0; the error said "a tensor of rank 1".
   check_close(softmax(full({}, 5.0), -1), {1.0});
   check_throws_with<IndexError>([] { softmax(full({}, 5.0), 1); },
-                                {"softmax: dim 1 is out of range for a tensor of rank 0"});
+                                {"softmax: dim 1 is out of range [-1, 0] for a tensor of rank 0"});
 }
 
 TEST_CASE("softmax / log_softmax: PyTorch fixtures") {

@@ -28,6 +28,11 @@ Device device_from_py(py::handle obj);
 /// items. Throws TypeError "<who>: expected <what>, but got <repr>" for
 /// anything else, an int outside int64 included.
 std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what);
+/// obj as a double when it is a real number (a Python or NumPy number, a
+/// bool, anything with __float__). Throws TypeError "<who>: expected
+/// <what> to be a number, but got <repr>" otherwise, where pybind11 would
+/// say only "Unable to cast Python instance to C++ type".
+double number_from_py(py::handle obj, const std::string& who, const std::string& what);
 /// A shape (or the dims of permute: noun "dims") from the positional
 /// arguments of a factory or method `who`: zeros(2, 3), zeros((2, 3)) or
 /// zeros([2, 3]). Throws TypeError naming `who` when they are not ints.

@@ -108,6 +108,15 @@ std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const 
   }
 }
 
+double number_from_py(py::handle obj, const std::string& who, const std::string& what) {
+  py::detail::make_caster<double> number;
+  if (!number.load(obj, true)) {
+    PyErr_Clear();  // a failed __float__ leaves its error set
+    throw py::type_error(who + ": expected " + what + " to be a number, but got " + py::repr(obj).cast<std::string>());
+  }
+  return py::detail::cast_op<double>(number);
+}
+
 Shape shape_from_args(const py::args& args, const std::string& who, const std::string& noun) {
   if (args.size() == 1) return ints_from_py(args[0], who, noun + " of ints (an int, a tuple or a list)");
   return ints_from_py(args, who, noun + " of ints");

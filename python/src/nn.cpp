@@ -80,8 +80,9 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
     check<ValueError>(d.contains("params"), who, ": parameter group ", groups.size(), " has no 'params'");
     nn::ParamGroup g;
     g.params = tensor_list(d["params"], who);
-    if (d.contains("lr")) g.lr = d["lr"].cast<double>();
-    if (d.contains("weight_decay")) g.weight_decay = d["weight_decay"].cast<double>();
+    if (d.contains("lr")) g.lr = number_from_py(d["lr"], who, "a parameter group's lr");
+    if (d.contains("weight_decay"))
+      g.weight_decay = number_from_py(d["weight_decay"], who, "a parameter group's weight_decay");
     groups.push_back(std::move(g));
   }
   check<ValueError>(groups.empty() || loose.empty(), who,

@@ -293,7 +293,7 @@ std::optional<int64_t> exact_int(const py::object& v, const char* op, const char
 Tensor& fill_value_(Tensor& t, const py::object& v) {
   if (t.dtype() == DType::Int64)
     if (const std::optional<int64_t> x = exact_int(v, "fill_", "value")) return copy_(t, full_int({}, *x, t.device()));
-  return fill_(t, v.cast<double>());
+  return fill_(t, number_from_py(v, "fill_", "value"));
 }
 
 /// other as the tensor operand of a Python operator on t: a Tensor, a
@@ -550,18 +550,18 @@ void bind_tensor(py::module_& m) {
       .def("__abs__", [](const Tensor& a) { return abs(a); })
       .def("__iadd__", [](Tensor& a, const py::object& b) -> Tensor& {
              if (py::isinstance<Tensor>(b)) return add_(a, b.cast<Tensor>());
-             return add_(a, b.cast<double>());
+             return add_(a, number_from_py(b, "+=", "the operand"));
            }, py::is_operator())
       .def("__isub__", [](Tensor& a, const py::object& b) -> Tensor& {
              if (py::isinstance<Tensor>(b)) {
                const Tensor nb = neg(b.cast<Tensor>());
                return add_(a, nb);
              }
-             return add_(a, -b.cast<double>());
+             return add_(a, -number_from_py(b, "-=", "the operand"));
            }, py::is_operator())
       .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& {
              if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
-             return mul_(a, b.cast<double>());
+             return mul_(a, number_from_py(b, "*=", "the operand"));
            }, py::is_operator())
       .def("add_", [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); }, "In-place a += b.")
       .def("mul_", [](Tensor& a, double s) -> Tensor& { return mul_(a, s); }, "In-place a *= s.")
@@ -585,9 +585,18 @@ void bind_tensor(py::module_& m) {
           else if (kind == 'f') target = py::isinstance<py::array>(data) && a.dtype().itemsize() == 8
                                              ? DType::Float64 : DType::Float32;
           else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
-          else
+          else {
+            // NumPy keeps ints beyond 64 bits, None and other objects as dtype
+            // object: name the first element at fault.
+            if (kind == 'O')
+              for (const py::handle item : a.attr("flat")) {
+                if (PyIndex_Check(item.ptr())) exact_int(py::reinterpret_borrow<py::object>(item), "tensor", "value");
+                else if (!PyFloat_Check(item.ptr()))
+                  throw DtypeError("tensor: expected numbers, but got " + py::repr(item).cast<std::string>());
+              }
             throw DtypeError("tensor: expected numbers, but got NumPy dtype " +
                              py::str(py::handle(a.dtype())).cast<std::string>());
+          }
           // uint64 (NumPy's type for ints above 2^63 - 1) would wrap to negative int64.
           if (target == DType::Int64 && kind == 'u' && a.dtype().itemsize() == 8) {
             py::array big = a.attr("__getitem__")(a.attr("__gt__")(np.attr("uint64")(np.attr("iinfo")(np.attr("int64")).attr("max"))));
@@ -621,7 +630,7 @@ void bind_tensor(py::module_& m) {
           const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
           Tensor t;
           const std::optional<int64_t> x = d == DType::Int64 ? exact_int(value, "full", "fill_value") : std::nullopt;
-          t = x ? full_int(shape, *x, device_from_py(device)) : full(shape, value.cast<double>(), d, device_from_py(device));
+          t = x ? full_int(shape, *x, device_from_py(device)) : full(shape, number_from_py(value, "full", "fill_value"), d, device_from_py(device));
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
@@ -636,7 +645,8 @@ void bind_tensor(py::module_& m) {
           const bool ints = a && b && s;
           const DType d = dtype.is_none() ? (ints ? DType::Int64 : DType::Float32) : dtype_from_py(dtype);
           if (ints && d == DType::Int64) return arange_int(*a, *b, *s);
-          return arange(lo.cast<double>(), hi.cast<double>(), step.cast<double>(), d);
+          return arange(number_from_py(lo, "arange", "start"), number_from_py(hi, "arange", "end"),
+                        number_from_py(step, "arange", "step"), d);
         }, py::arg("start"), py::arg("end") = py::none(), py::arg("step") = 1, py::kw_only(),
         py::arg("dtype") = py::none(),
         "start, start+step, ... < end (arange(n): 0 .. n-1); int64 when start, end and step are all ints "

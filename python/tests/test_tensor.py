@@ -142,6 +142,27 @@ class TestFactories(unittest.TestCase):
             tmem.tensor(np.array([[5], [2**63]], np.uint64))  # as float64 it would equal int64's max
         self.assertEqual(str(cm.exception), "tensor: value 9223372036854775808 does not fit int64")
         self.assertEqual(tmem.tensor(np.array([7], np.uint64)).tolist(), [7])
+        # Beyond 64 bits NumPy keeps Python ints as objects: "got NumPy dtype object" named no value.
+        for data, message in (([1, 2**64], "tensor: value 18446744073709551616 does not fit int64"),
+                              ([[-2**63 - 1]], "tensor: value -9223372036854775809 does not fit int64")):
+            with self.assertRaises(tmem.ValueError) as cm:
+                tmem.tensor(data)
+            self.assertEqual(str(cm.exception), message)
+        with self.assertRaises(tmem.DtypeError) as cm:
+            tmem.tensor([1.5, None])
+        self.assertEqual(str(cm.exception), "tensor: expected numbers, but got None")
+        # A fill value that is not a number: a TypeError naming it, not pybind11's "Unable to cast".
+        for call, message in ((lambda: tmem.full([2], "x"), "full: expected fill_value to be a number, but got 'x'"),
+                              (lambda: tmem.zeros([2]).fill_([1]), "fill_: expected value to be a number, but got [1]"),
+                              (lambda: tmem.arange("3"), "arange: expected end to be a number, but got '3'")):
+            with self.assertRaises(TypeError) as cm:
+                call()
+            self.assertEqual(str(cm.exception), message)
+        t = tmem.zeros([2])
+        with self.assertRaises(TypeError) as cm:
+            t += "x"
+        self.assertEqual(str(cm.exception), "+=: expected the operand to be a number, but got 'x'")
+        self.assertEqual(tmem.full([2], np.float32(1.5)).tolist(), [1.5, 1.5])
         self.assertEqual(tmem.tensor(np.array([2**64 - 1], np.uint64), dtype=tmem.float64).item(), 2.0**64)
 
 
@@ -188,6 +209,21 @@ class TestNumpyInterop(unittest.TestCase):
         np.testing.assert_array_equal((t * 2.0).numpy(), a * 2)
         a[0, 0] = -1
         self.assertEqual(t[0, 0].item(), -1)
+
+    def test_from_numpy_overlapping_window_refuses_writes(self):
+        # A sliding window shares memory between its rows: copy_ wrote
+        # [0, 3, 6, 7, 8] into the array, each cell keeping one of its values.
+        a = np.zeros(5, dtype=np.float32)
+        t = tmem.from_numpy(np.lib.stride_tricks.as_strided(a, shape=(3, 3), strides=(4, 4)))
+        np.testing.assert_array_equal((t + 1.0).numpy(), np.ones((3, 3)))  # reads are fine
+        with self.assertRaises(tmem.ValueError) as cm:
+            t.copy_(tmem.arange(9.0).reshape([3, 3]))
+        self.assertEqual(str(cm.exception),
+                         "copy_: the tensor of shape [3,3] and strides [1,1] may hold several elements at one "
+                         "memory location (its strides overlap, as a NumPy as_strided window's), so an in-place "
+                         "write could keep only one of their values; write into a copy (contiguous())")
+        np.testing.assert_array_equal(a, np.zeros(5))
+        t.contiguous().copy_(tmem.ones([3, 3]))  # a copy takes the write
 
     def test_from_numpy_copies_other_layouts(self):
         a = np.arange(6, dtype=np.int32)
