@@ -91,7 +91,8 @@ void* cpu_allocate(size_t n) {
     cpu_empty_cache();
     p = std::aligned_alloc(kAlign, cls);
     if (!p)
-      throw Error("cpu allocator: out of memory: cannot allocate " + std::to_string(n) + " bytes");
+      throw OutOfMemoryError("cpu allocator: out of memory: cannot allocate " + std::to_string(n) + " bytes (" +
+                             std::to_string(cpu_allocator_stats().in_use) + " bytes in use by tensors)");
   }
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.in_use += cls;

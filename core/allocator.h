@@ -18,8 +18,9 @@ struct AllocatorStats {
 /// 1 MiB, then multiples of 1 MiB (shared by the device allocators).
 size_t allocator_size_class(size_t n);
 
-/// A block of at least n bytes (64-byte aligned). Throws tmem::Error naming
-/// the size when the system has no memory for it (after emptying the cache),
+/// A block of at least n bytes (64-byte aligned). Throws OutOfMemoryError
+/// naming the size and the bytes in use when the system has no memory for it
+/// (after emptying the cache),
 /// and ValueError when TMEM_CPU_CACHE_MB is set to other than a whole number.
 void* cpu_allocate(size_t n);
 /// Returns a block from cpu_allocate(n) (same n). It is kept for reuse while

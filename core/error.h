@@ -20,6 +20,9 @@ class ShapeError : public Error { public: using Error::Error; };
 class DtypeError : public Error { public: using Error::Error; };
 /// Tensors on the wrong or on different devices, or a device failure.
 class DeviceError : public Error { public: using Error::Error; };
+/// Memory a device (the CPU included) cannot give: an allocation the system
+/// refused (torch.OutOfMemoryError).
+class OutOfMemoryError : public DeviceError { public: using DeviceError::DeviceError; };
 /// An index out of range (embedding rows, gather indices, dims).
 class IndexError : public Error { public: using Error::Error; };
 /// A bad value: non-finite where forbidden, bad option, misuse of autograd.

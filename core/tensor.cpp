@@ -171,7 +171,12 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   check<ShapeError>(n <= std::numeric_limits<int64_t>::max() / item, "empty: shape ", shape_str(shape), " of ",
                     dtype_name(dtype), " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
-  impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item), device, "empty");
+  try {
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item), device, "empty");
+  } catch (const OutOfMemoryError& e) {
+    throw OutOfMemoryError("empty: no memory for a " + std::string(dtype_name(dtype)) + " tensor of shape " +
+                           shape_str(shape) + " on " + device.str() + ": " + e.what());
+  }
   impl->shape = shape;
   impl->strides = contiguous_strides(shape);
   impl->dtype = dtype;

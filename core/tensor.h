@@ -180,7 +180,9 @@ class Tensor {
 
 // ---- factories (CPU unless a device is given) ----
 /// Uninitialised contiguous tensor. Throws ShapeError naming the shape for a
-/// negative dim or a size whose element or byte count overflows int64.
+/// negative dim or a size whose element or byte count overflows int64;
+/// OutOfMemoryError naming the dtype, shape and device when the device has
+/// no memory for it.
 Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());

@@ -65,7 +65,7 @@ void* allocate(int device, size_t n) {
     }
     if (err == cudaErrorMemoryAllocation) {
       cudaGetLastError();
-      throw DeviceError(detail::cat("cuda:", device, ": out of memory allocating ", n,
+      throw OutOfMemoryError(detail::cat("cuda:", device, ": out of memory allocating ", n,
                                     " bytes (", c.stats.in_use, " bytes in use by tensors)"));
     }
     TMEM_CUDA_CHECK(err);

@@ -61,11 +61,14 @@ TEST_CASE("sizes: var with correction >= N is inf or NaN as in PyTorch, never ne
 
 TEST_CASE("sizes: memory the system cannot give is a tmem error naming the size, also for an op's scratch") {
   // 2^50 bytes: more than any address space holds, so the allocation fails.
-  CHECK_THROWS_WITH_AS(empty({int64_t{1} << 48}), doctest::Contains("cannot allocate 1125899906842624 bytes"), Error);
+  CHECK_THROWS_WITH_AS(empty({int64_t{1} << 48}),
+                       doctest::Contains("empty: no memory for a float32 tensor of shape [281474976710656] on cpu: cpu "
+                                         "allocator: out of memory: cannot allocate 1125899906842624 bytes ("),
+                       OutOfMemoryError);
   // Scratch of the OpenMP regions is allocated before the region, where an
   // exception can reach the caller.
   CHECK_THROWS_WITH_AS(cpu::ThreadScratch<float>("gaussian_splat", int64_t{1} << 50),
-                       doctest::Contains("gaussian_splat: scratch memory: cpu allocator: out of memory"), Error);
+                       doctest::Contains("gaussian_splat: scratch memory: cpu allocator: out of memory"), OutOfMemoryError);
   cpu::ThreadScratch<double> ok("gaussian_splat", 3);
   CHECK(ok.slot()[2] == 0.0);
 }

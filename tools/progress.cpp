@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <limits>
 #include <memory>
+#include <new>
 #include <set>
 
 #include <fmt/format.h>
@@ -352,6 +353,9 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
     return 130;
   } catch (const std::exception& e) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());
+    if (dynamic_cast<const OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e))
+      fmt::print(stderr, "(this run needs more memory than is free: lower --batch, or the model's sizes such as --dim, "
+                         "--layers, --mem-grid or --mem-channels)\n");
     return 1;
   }
 }

@@ -228,7 +228,9 @@ int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e);
 /// Parses argv into app (every option checked with check_every_option),
 /// then runs `run`: a parse error or --help exits through
 /// exit_on_parse_error; an exception from `run` prints
-/// "tmem: error: <what>" on stderr and returns 1.
+/// "tmem: error: <what>" on stderr (for an out-of-memory error, a line
+/// naming the options that size the run after it) and returns 1; an
+/// interrupted run prints how to resume it and returns 130.
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run);
 
 }  // namespace tmem::tools

@@ -237,28 +237,13 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "tmem: error: {}\n", e.what());
     return 1;
   }
-  tmem::tools::check_every_option(app);
-  try {
-    tmem::tools::parse_command_line(app, argc, argv);
-  } catch (const CLI::ParseError& e) {
-    return tmem::tools::exit_on_parse_error(app, e);
-  }
-  try {
+  return tmem::tools::parse_and_run(app, argc, argv, [&] {
     if (*ops) return run_ops(run_checks);
     if (*summarize) return run_grads_summarize(dump_a);
     if (*diff) return run_grads_diff(dump_a, dump_b, top, rtol);
     if (*plot) return tmem::tools::run_grads_plot(dump_a, plot_out);
-    if (int rc = train(); rc >= 0) return rc;
-    if (int rc = ablate(); rc >= 0) return rc;
-    if (int rc = frontier(); rc >= 0) return rc;
-    if (int rc = bench(); rc >= 0) return rc;
-    if (int rc = stream(); rc >= 0) return rc;
-  } catch (const tmem::models::Interrupted& e) {
-    fmt::print(stderr, "tmem: {}\n", tmem::tools::interrupted_message(e));
-    return 130;
-  } catch (const std::exception& e) {
-    fmt::print(stderr, "tmem: error: {}\n", e.what());
-    return 1;
-  }
-  return 0;
+    for (const auto& command : {train, ablate, frontier, bench, stream})
+      if (int rc = command(); rc >= 0) return rc;
+    return 0;
+  });
 }

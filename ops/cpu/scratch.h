@@ -16,8 +16,8 @@ namespace tmem::cpu {
 /// `n` values of T for each thread of the next region (at most
 /// omp_get_max_threads() of them), zero-initialised, from the CPU allocator;
 /// each thread's slot starts on a 64-byte boundary.
-/// Throws tmem::Error naming `op` and the size when the size overflows or
-/// the memory cannot be had.
+/// Throws tmem::Error naming `op` and the size when the size overflows, and
+/// OutOfMemoryError naming `op` when the memory cannot be had.
 template <class T>
 class ThreadScratch {
  public:
@@ -30,8 +30,8 @@ class ThreadScratch {
     n_ = n_ / per_line * per_line;
     try {
       p_ = static_cast<T*>(cpu_allocate(bytes_));
-    } catch (const Error& e) {
-      throw Error(std::string(op) + ": scratch memory: " + e.what());
+    } catch (const OutOfMemoryError& e) {
+      throw OutOfMemoryError(std::string(op) + ": scratch memory: " + e.what());
     }
     std::memset(p_, 0, bytes_);
   }

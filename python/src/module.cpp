@@ -20,15 +20,18 @@ struct ExceptionTypes {
   PyObject* index = nullptr;
   PyObject* value = nullptr;
   PyObject* io = nullptr;
+  PyObject* out_of_memory = nullptr;
 };
 ExceptionTypes g_exc;
 
-/// A new exception class tmem.<name> deriving from tmem.Error and `builtin`,
-/// added to module m.
-PyObject* make_exception(py::module_& m, const char* name, PyObject* builtin, const char* doc) {
+/// A new exception class tmem.<name> deriving from `parent` (default
+/// tmem.Error) and `builtin`, added to module m.
+PyObject* make_exception(py::module_& m, const char* name, PyObject* builtin, const char* doc,
+                         PyObject* parent = nullptr) {
   const std::string qualified = std::string("tmem.") + name;
-  py::tuple bases = builtin ? py::make_tuple(py::handle(g_exc.base), py::handle(builtin))
-                            : py::make_tuple(py::handle(PyExc_Exception));
+  py::tuple bases = parent    ? py::make_tuple(py::handle(parent))
+                    : builtin ? py::make_tuple(py::handle(g_exc.base), py::handle(builtin))
+                              : py::make_tuple(py::handle(PyExc_Exception));
   PyObject* type = PyErr_NewExceptionWithDoc(qualified.c_str(), doc, bases.ptr(), nullptr);
   if (!type) throw py::error_already_set();
   m.add_object(name, py::handle(type));
@@ -41,6 +44,9 @@ void bind_exceptions(py::module_& m) {
   g_exc.dtype = make_exception(m, "DtypeError", PyExc_TypeError, "Unsupported or mismatched dtypes.");
   g_exc.device = make_exception(m, "DeviceError", PyExc_RuntimeError,
                                 "Tensors on the wrong or on different devices, or a device failure.");
+  g_exc.out_of_memory = make_exception(m, "OutOfMemoryError", nullptr,
+                                       "Memory a device (the CPU included) cannot give (torch.OutOfMemoryError).",
+                                       g_exc.device);
   g_exc.index = make_exception(m, "IndexError", PyExc_IndexError, "An index out of range.");
   g_exc.value = make_exception(m, "ValueError", PyExc_ValueError,
                                "A bad value: an option, a non-finite number, misuse of autograd.");
@@ -52,6 +58,8 @@ void bind_exceptions(py::module_& m) {
       PyErr_SetString(g_exc.shape, e.what());
     } catch (const DtypeError& e) {
       PyErr_SetString(g_exc.dtype, e.what());
+    } catch (const OutOfMemoryError& e) {
+      PyErr_SetString(g_exc.out_of_memory, e.what());
     } catch (const DeviceError& e) {
       PyErr_SetString(g_exc.device, e.what());
     } catch (const IndexError& e) {

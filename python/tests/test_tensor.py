@@ -210,6 +210,15 @@ class TestNumpyInterop(unittest.TestCase):
         a[0, 0] = -1
         self.assertEqual(t[0, 0].item(), -1)
 
+    def test_out_of_memory_is_its_own_error(self):
+        # 2^48 floats: more than any address space holds.
+        with self.assertRaises(tmem.OutOfMemoryError) as cm:
+            tmem.empty([2**48])
+        self.assertIsInstance(cm.exception, tmem.DeviceError)
+        self.assertIsInstance(cm.exception, RuntimeError)  # as torch.OutOfMemoryError
+        self.assertIn("empty: no memory for a float32 tensor of shape [281474976710656] on cpu: cpu allocator: "
+                      "out of memory: cannot allocate 1125899906842624 bytes", str(cm.exception))
+
     def test_from_numpy_overlapping_window_refuses_writes(self):
         # A sliding window shares memory between its rows: copy_ wrote
         # [0, 3, 6, 7, 8] into the array, each cell keeping one of its values.
