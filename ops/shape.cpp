@@ -202,14 +202,16 @@ Tensor slice(const Tensor& a, int64_t dim, int64_t start, int64_t end, int64_t s
   start = clampi(start);
   end = std::max(clampi(end), start);
   Shape shape = a.shape(), strides = a.strides();
-  shape[d] = (end - start + step - 1) / step;
-  strides[d] *= step;
+  // Neither the count nor the stride may overflow for a step near 2^63: one
+  // element (or none) keeps the dim's stride.
+  shape[d] = end == start ? 0 : (end - start - 1) / step + 1;
+  if (shape[d] > 1) strides[d] *= step;
   Tensor out = make_view(a, shape, strides, a.offset() + start * a.strides()[d]);
   record(OpId::Slice, {a}, {out}, {}, [in = a.shape(), d, start, step](const Node&, const Grads& g) {
     Tensor gin = zeros(in, g[0].dtype(), g[0].device());
     Shape st = gin.strides();
     int64_t off = start * st[d];
-    st[d] *= step;
+    if (g[0].shape()[d] > 1) st[d] *= step;
     copy_data(make_view(gin, g[0].shape(), st, off), g[0]);
     return Grads{gin};
   });

@@ -128,6 +128,12 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK_THROWS_WITH_AS(stack({zeros({2}), zeros({2})}, -3), "stack: dim -3 is out of range [-2, 1] for a tensor of rank 1",
                        IndexError);
   CHECK(unsqueeze(zeros({2, 2}), -3).shape() == Shape{1, 2, 2});
+  // A step near 2^63 takes the first element: (end - start + step - 1) / step overflowed to -1 elements.
+  constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
+  const Tensor m = reshape(arange(0, 6), {2, 3});
+  CHECK(slice(m, 0, 0, kHuge, kHuge).shape() == Shape{1, 3});
+  check_close(slice(m, 1, 1, 3, kHuge - 1), {1, 4});
+  CHECK(slice(m, 0, 2, kHuge, kHuge).shape() == Shape{0, 3});
   CHECK_THROWS_WITH_AS(unbind(tensor({1}, {}), 0), "unbind: cannot unbind a 0-d tensor", ShapeError);
 }
 

@@ -182,10 +182,11 @@ Tensor get_item(const Tensor& t, const py::object& index) {
   check<IndexError>(ellipses <= 1, "index: an index can only have a single ellipsis ('...'), but got ", ellipses);
   check<IndexError>(consumed <= t.dim(), "index: too many indices (", consumed, ") for a tensor of rank ", t.dim());
   Tensor out = t;
-  int64_t dim = 0;
+  int64_t dim = 0, in_dim = 0;  // the dim of out indexed next, and of t (for messages)
   for (auto it : items) {
     if (it.is(py::ellipsis())) {
       dim += t.dim() - consumed;
+      in_dim += t.dim() - consumed;
     } else if (it.is_none()) {
       out = unsqueeze(out, dim++);
     } else if (py::isinstance<py::slice>(it)) {
@@ -195,7 +196,9 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       // The step as written: compute() clamps one past ssize_t (-2**64 to -(2**63 - 1)).
       check<ValueError>(step >= 1, "index: slice steps must be >= 1, but got ",
                         py::str(it.attr("step")).cast<std::string>());
-      out = slice(out, dim++, start, start + length * step, step);
+      // One past the last element taken: start + length * step can overflow.
+      out = slice(out, dim++, start, length == 0 ? start : start + (length - 1) * step + 1, step);
+      ++in_dim;
     } else {
       // bool is an int to Python (x[True] would read row 1); PyTorch's
       // x[True] means x[None], a mask, which tmem does not have.
@@ -215,7 +218,8 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       if (i == -1 && PyErr_Occurred()) throw py::error_already_set();
       const int64_t n = out.size(dim);
       check<IndexError>(i >= -n && i < n, "index: ", py::repr(it).cast<std::string>(), " is out of range for dim ",
-                        dim, " of size ", n);
+                        in_dim, " of size ", n);
+      ++in_dim;
       if (i < 0) i += n;
       out = squeeze(slice(out, dim, i, i + 1), dim);
     }

@@ -372,6 +372,36 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
         self.assertEqual(self.ta[np.int64(-1), 0].item(), self.a[-1, 0])
 
+    def test_huge_slice_steps_take_the_first_element(self):
+        # x[::2**63 - 1] once had shape (-1, 3) (start + length * step overflowed),
+        # and cat of it corrupted the heap; x[1::2**63 - 1] was empty.
+        x = tmem.arange(6.0).reshape([2, 3])
+        a = np.arange(6.0).reshape(2, 3)
+        for key in (np.s_[::2**63 - 1], np.s_[1::2**63 - 1], np.s_[:, 2::2**62], np.s_[5::2**63 - 1]):
+            with self.subTest(key=key):
+                self.assertEqual(x[key].shape, a[key].shape)
+                np.testing.assert_array_equal(x[key].numpy(), a[key])
+        self.assertEqual(tmem.cat([x[::2**63 - 1], x]).tolist(), [[0, 1, 2], [0, 1, 2], [3, 4, 5]])
+        g = tmem.ones([2, 3], requires_grad=True)
+        tmem.sum(g[1::2**63 - 1] * 2.0).backward()
+        self.assertEqual(g.grad.tolist(), [[0, 0, 0], [2, 2, 2]])
+        x[::2**63 - 1] = 5.0
+        self.assertEqual(x.tolist(), [[5, 5, 5], [3, 4, 5]])
+        r = tmem.arange(600).reshape([200, 3])
+        self.assertEqual(r[7::2**63 - 5].tolist(), [[21, 22, 23]])
+
+    def test_index_errors_name_the_dim_of_the_tensor(self):
+        # An int index consumes its dim: x[0, 3] was reported against dim 0.
+        x = tmem.zeros([2, 3, 4])
+        for key, message in (((0, 3), "index: 3 is out of range for dim 1 of size 3"),
+                             ((0, 0, 5), "index: 5 is out of range for dim 2 of size 4"),
+                             ((None, 1, slice(None), 9), "index: 9 is out of range for dim 2 of size 4"),
+                             ((Ellipsis, 7), "index: 7 is out of range for dim 2 of size 4")):
+            with self.subTest(key=key):
+                with self.assertRaises(IndexError) as cm:
+                    x[key]
+                self.assertEqual(str(cm.exception), message)
+
     def test_negative_slice_steps_are_refused_with_the_step_written(self):
         # The step past ssize_t was reported as Python clamped it (-(2**63 - 1)).
         for step in (-1, -2**64):
