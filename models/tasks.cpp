@@ -70,7 +70,7 @@ class CoordTask : public Task {
   int64_t seq_len() const override { return c_.W + distractors_ + queries_; }
   int64_t segment() const override { return segment_; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t W = c_.W, T = seq_len(), Q = W + distractors_;
     std::vector<double> keys(B * T * 3);
     std::vector<int64_t> ids(B * T, kValues), targets(B * T, kIgnore);
@@ -106,7 +106,7 @@ class MapBuilding : public Task {
   int64_t seq_len() const override { return c_.T + 1; }
   int64_t default_dim() const override { return 96; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();
     std::vector<double> f(B * T * 7, 0.0);
     std::vector<int64_t> targets(B * T, kIgnore), observed(B * T, 0);
@@ -144,7 +144,7 @@ class Occlusion : public Task {
   int64_t default_chunk() const override { return 16; }
   int64_t default_dim() const override { return 96; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();
     std::vector<double> f(B * T * 19, 0.0);
     std::vector<int64_t> targets(B * T, kIgnore);
@@ -200,7 +200,7 @@ class NoHarm : public Task {
   int64_t classes() const override { return 16; }
   int64_t seq_len() const override { return c_.length; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();
     std::vector<int64_t> ids(B * T), targets(B * T, kIgnore);
     for (int64_t b = 0; b < B; ++b) {
@@ -234,7 +234,7 @@ class Mqar : public Task {
   int64_t seq_len() const override { return c_.P + kSegment * (c_.G + 1); }
   int64_t segment() const override { return kSegment; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len(), F = feature_dim(), Q = T - kSegment;
     std::vector<double> f(B * T * F, 0.0);
     std::vector<int64_t> ids(B * T), targets(B * T, kIgnore);
@@ -275,7 +275,7 @@ class MapRecall : public Task {
   int64_t seq_len() const override { return c_.T + kSegment; }
   int64_t segment() const override { return kSegment; }
 
-  TaskBatch sample(int64_t B, Generator& gen) const override {
+  TaskBatch sample_batch(int64_t B, Generator& gen) const override {
     const int64_t T = seq_len();
     std::vector<double> f(B * T * 7, 0.0);
     std::vector<int64_t> targets(B * T, kIgnore), observed(B * T, 0);
@@ -302,22 +302,51 @@ class MapRecall : public Task {
   TaskConfig c_;
 };
 
+// Throws ValueError naming `task` when a count it may read is above
+// kMaxTaskSize (Python passes any int: G = 2^62 wrapped the sequence length).
+void check_sizes(const TaskConfig& c, const char* task) {
+  for (const auto& [name, value] : {std::pair<const char*, int64_t>{"W", c.W}, {"queries", c.queries}, {"T", c.T},
+                                    {"length", c.length}, {"G", c.G}})
+    check<ValueError>(value <= kMaxTaskSize, task, ": expected ", name, " <= ", kMaxTaskSize, ", but got ", value);
+}
+
 }  // namespace
 
+TaskBatch Task::sample(int64_t B, Generator& gen) const {
+  check<ValueError>(B >= 1 && B <= kMaxTaskSize, "sample: expected a batch of 1 to ", kMaxTaskSize,
+                    " sequences, but got ", B);
+  return sample_batch(B, gen);
+}
+
 std::unique_ptr<Task> make_coord_binding(const TaskConfig& c) {
+  check_sizes(c, "coord-binding");
   check<ValueError>(c.W >= 1 && c.queries >= 1 && c.noise >= 0,
                     "coord-binding: expected W >= 1, queries >= 1 and noise >= 0, but got W ", c.W, " queries ",
                     c.queries, " noise ", c.noise);
   return std::make_unique<CoordTask>(c, 0, c.queries, 0);
 }
-std::unique_ptr<Task> make_map_building(const TaskConfig& c) { return std::make_unique<MapBuilding>(c); }
+std::unique_ptr<Task> make_map_building(const TaskConfig& c) {
+  check_sizes(c, "map-building");
+  return std::make_unique<MapBuilding>(c);
+}
 std::unique_ptr<Task> make_occlusion(const TaskConfig& c, bool final_hidden) {
+  check_sizes(c, final_hidden ? "occlusion" : "occlusion-visible");
   return std::make_unique<Occlusion>(c, final_hidden);
 }
-std::unique_ptr<Task> make_no_harm(const TaskConfig& c) { return std::make_unique<NoHarm>(c); }
-std::unique_ptr<Task> make_mqar(const TaskConfig& c) { return std::make_unique<Mqar>(c); }
-std::unique_ptr<Task> make_map_recall(const TaskConfig& c) { return std::make_unique<MapRecall>(c); }
+std::unique_ptr<Task> make_no_harm(const TaskConfig& c) {
+  check_sizes(c, "no-harm");
+  return std::make_unique<NoHarm>(c);
+}
+std::unique_ptr<Task> make_mqar(const TaskConfig& c) {
+  check_sizes(c, "mqar");
+  return std::make_unique<Mqar>(c);
+}
+std::unique_ptr<Task> make_map_recall(const TaskConfig& c) {
+  check_sizes(c, "map-recall");
+  return std::make_unique<MapRecall>(c);
+}
 std::unique_ptr<Task> make_coord_recall(const TaskConfig& c) {
+  check_sizes(c, "coord-recall");
   check<ValueError>(c.W >= kSegment && c.W % kSegment == 0 && c.G >= 0 && c.noise >= 0,
                     "coord-recall: expected W a positive multiple of ", kSegment, ", G >= 0 and noise >= 0, but got W ",
                     c.W, " G ", c.G, " noise ", c.noise);

@@ -35,6 +35,10 @@ struct TaskConfig {
 
 /// Tokens per segment of the segmented tasks.
 constexpr int64_t kSegment = 16;
+/// The largest batch and the largest count a task parameter (W, queries, T,
+/// length, G) takes, as the command line's options: sizes stay far from
+/// int64 overflow in every product a batch is made of.
+constexpr int64_t kMaxTaskSize = 65536;
 
 class Task {
  public:
@@ -52,7 +56,12 @@ class Task {
   /// Tokens per segment for the segmented tasks (kSegment); 0: one sequence
   /// that attention sees whole.
   virtual int64_t segment() const { return 0; }
-  virtual TaskBatch sample(int64_t B, Generator& gen) const = 0;
+  /// A batch of B sequences (shapes above) drawn from gen. Throws ValueError
+  /// unless 1 <= B <= kMaxTaskSize.
+  TaskBatch sample(int64_t B, Generator& gen) const;
+
+ protected:
+  virtual TaskBatch sample_batch(int64_t B, Generator& gen) const = 0;
 };
 
 /// coord-binding: W writes (type, key k ~ U[-1,1]^3, value v in 0..31), then
@@ -99,7 +108,8 @@ std::unique_ptr<Task> make_coord_recall(const TaskConfig& c);
 
 /// The task named `name` (coord-binding, map-building, occlusion,
 /// occlusion-visible, no-harm, mqar, map-recall, coord-recall). Throws
-/// ValueError for an unknown name or bad parameters.
+/// ValueError for an unknown name or bad parameters (every make_* function
+/// also refuses W, queries, T, length or G above kMaxTaskSize).
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c);
 
 /// The TaskConfig fields task `name` reads, by field name (W, noise,

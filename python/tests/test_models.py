@@ -48,6 +48,24 @@ class TestTasks(unittest.TestCase):
         same = models.make_task("coord-binding", models.TaskConfig(W=4)).sample(3, tmem.Generator(0))
         np.testing.assert_array_equal(same.features.numpy(), batch.features.numpy())
 
+    def test_sizes_beyond_the_limit_are_refused(self):
+        # sample(2**62) overflowed batch x length and wrote past its buffer
+        # (SIGSEGV); G = 2**62 wrapped mqar's length to 80 tokens.
+        task = models.make_task("no-harm", length=8)
+        for batch in (2**62, 0, -1):
+            with self.subTest(batch=batch):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    task.sample(batch, tmem.Generator(0))
+                self.assertEqual(str(cm.exception),
+                                 "sample: expected a batch of 1 to 65536 sequences, but got %d" % batch)
+        for name, key, value in (("mqar", "G", 2**62), ("no-harm", "length", 2**62), ("coord-binding", "W", 2**61),
+                                 ("map-recall", "T", 65552)):
+            with self.subTest(name=name):
+                with self.assertRaises(tmem.ValueError) as cm:
+                    models.make_task(name, **{key: value})
+                self.assertEqual(str(cm.exception), "%s: expected %s <= 65536, but got %d" % (name, key, value))
+        self.assertEqual(models.make_task("mqar", G=3).seq_len(), 128)
+
     def test_bad_task_and_keys(self):
         with self.assertRaises(tmem.ValueError):
             models.make_task("no-such-task")
