@@ -210,6 +210,11 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
   check<ValueError>(cfg.causal || cfg.attention == Attention::full,
                     "Backbone: bidirectional (non-causal) attention must be full, but got attention \"",
                     to_string(cfg.attention), "\"");
+  // Memory layers sit in blocks memory_every, 2 memory_every, ...: past the
+  // last block a "tensor" model would hold none and train as the base one.
+  check<ValueError>(cfg.method != BackboneMethod::tensor || cfg.leaky_memory || cfg.memory_every <= cfg.layers,
+                    "Backbone: memory_every ", cfg.memory_every, " is more than the ", cfg.layers,
+                    " layers, so no block would hold a memory layer (expected memory_every <= layers)");
   check<ValueError>(cfg.method != BackboneMethod::rmt || cfg.memory_tokens > 0,
                     "Backbone: rmt needs memory_tokens >= 1, but got ", cfg.memory_tokens);
   // A chunk past max_len makes every sequence one zero-padded chunk, and

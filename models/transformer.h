@@ -195,7 +195,8 @@ class Block : public nn::Module {
 /// LayerNorm: x[B, T, C] -> [B, T, C]. Causal for every method (each layer
 /// keeps its own memory state) unless leaky_memory or cfg.causal is false.
 /// Throws ValueError for an unknown method or attention kind, memory_every
-/// < 1, bidirectional (causal false) attention other than full, or a
+/// < 1 (or above layers for tensor without leaky_memory: no memory layer),
+/// bidirectional (causal false) attention other than full, or a
 /// tensor or slots memory chunk above max_len;
 /// ShapeError when T > max_len or C != dim.
 class Backbone : public nn::Module {

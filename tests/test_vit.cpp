@@ -199,6 +199,14 @@ TEST_CASE("parameter matching: the four methods within 1% at the classify and MA
   CHECK(vit_backbone_config(c).mlp_hidden == 0);  // the default ratio 4
   CHECK(!vit_backbone_config(c).causal);
   CHECK(vit_backbone_config(c).memory_every == 2);
+  // A memory layer every 3rd of 2 blocks is none: "spatial" would be the plain ViT.
+  c.layers = 2;
+  c.memory_every = 3;
+  Generator none_gen(0);
+  CHECK_THROWS_WITH_AS(ViTClassifier(c, none_gen),
+                       "Backbone: memory_every 3 is more than the 2 layers, so no block would hold a memory layer "
+                       "(expected memory_every <= layers)",
+                       ValueError);
   CHECK(parameter_matched_mlp_hidden(10, 0, 3) == 40);
   CHECK(parameter_matched_mlp_hidden(10, 21 * 3 * 5, 3) == 45);
   CHECK_THROWS_AS(parameter_matched_mlp_hidden(10, -1, 3), ValueError);
