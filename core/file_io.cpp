@@ -59,20 +59,31 @@ std::atomic<uint64_t> tmp_counter{0};
 
 }  // namespace
 
-AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)) {
+AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), target_(path_) {
   check<IOError>(!path_.empty(), "cannot write a file with an empty name");
+  // A symbolic link stays a link: the file it names is the one replaced.
   struct stat st;
-  if (::stat(path_.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
-    throw IOError("cannot write " + path_ + ": it is a directory");
+  if (::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
+    std::error_code ec;
+    target_ = std::filesystem::weakly_canonical(path_, ec).string();
+    if (ec) throw IOError("cannot write " + path_ + ": its link cannot be followed (" + ec.message() + ")");
+  }
+  const bool exists = ::stat(target_.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) throw IOError("cannot write " + path_ + ": it is a directory");
+  // A rename would put a plain file where a device or a FIFO was (/dev/null).
+  if (exists && !S_ISREG(st.st_mode))
+    throw IOError("cannot write " + path_ + ": not a regular file (a device, a FIFO or a socket)");
   for (int attempt = 0; fd_ < 0; ++attempt) {
-    tmp_ = path_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tmp_counter++);
+    tmp_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tmp_counter++);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) {
       const int err = errno;
       tmp_.clear();
-      throw_io(path_, "creating a temporary file in " + parent_dir(path_), err);
+      throw_io(path_, "creating a temporary file in " + parent_dir(target_), err);
     }
   }
+  // The replaced file keeps its permissions (a 0600 checkpoint stays 0600).
+  if (exists && ::fchmod(fd_, st.st_mode & 07777) != 0) fail("fchmod", errno);
 }
 
 AtomicFileWriter::~AtomicFileWriter() {
@@ -99,9 +110,9 @@ void AtomicFileWriter::commit() {
   const int rc = ::close(fd_);
   fd_ = -1;
   if (rc != 0) fail("close", errno);
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename from " + tmp_, errno);
+  if (std::rename(tmp_.c_str(), target_.c_str()) != 0) fail("rename from " + tmp_, errno);
   committed_ = true;
-  sync_dir(parent_dir(path_), path_);
+  sync_dir(parent_dir(target_), path_);
 }
 
 void write_file_atomic(const std::string& path, std::string_view data) {
@@ -178,6 +189,24 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, int 
     if (const size_t at = why.find("] "); at != std::string::npos) why.erase(0, at + 2);
     throw IOError(source + ": not valid JSON (" + printable(why, 160) + ")");
   }
+}
+
+nlohmann::json read_json_file(const std::string& path, const std::string& who) {
+  namespace fs = std::filesystem;
+  const std::string source = who + " " + path;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  check<IOError>(st.type() != fs::file_type::not_found, source, " does not exist");
+  check<IOError>(fs::is_regular_file(st), source, " is not a regular file");
+  const uintmax_t size = fs::file_size(path, ec);
+  check<IOError>(!ec, source, " cannot be read: ", ec.message());
+  check<IOError>(size <= kMaxJsonFileBytes, source, " holds ", size, " bytes, more than the ", kMaxJsonFileBytes >> 20,
+                 " MiB a JSON file of tmem's may");
+  std::ifstream in(path, std::ios::binary);
+  check<IOError>(static_cast<bool>(in), source, " cannot be opened");
+  std::string text(std::istreambuf_iterator<char>(in), {});
+  check<IOError>(!in.bad(), source, ": reading it failed");
+  return parse_json(text, source);
 }
 
 }  // namespace tmem

@@ -13,6 +13,7 @@
 // results) is parsed with its nesting depth limited.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -25,8 +26,12 @@ namespace tmem {
 /// discards the temporary file and leaves the target untouched.
 class AtomicFileWriter {
  public:
-  /// Creates the temporary file next to `path`. Throws IOError naming path
-  /// when its directory is missing or not writable.
+  /// Creates the temporary file next to `path` (next to the file a symbolic
+  /// link at path names: the link stays, its file is replaced, as torch.save
+  /// writes through links). The replaced file's permissions are kept. Throws
+  /// IOError naming path when its directory is missing or not writable, or
+  /// when path is a directory, a device, a FIFO or a socket (a rename would
+  /// put a plain file in place of /dev/null).
   explicit AtomicFileWriter(std::string path);
   AtomicFileWriter(const AtomicFileWriter&) = delete;
   AtomicFileWriter& operator=(const AtomicFileWriter&) = delete;
@@ -44,7 +49,7 @@ class AtomicFileWriter {
 
  private:
   void fail(const std::string& step, int err);
-  std::string path_, tmp_;
+  std::string path_, target_, tmp_;  // as given, the file replaced (a link's), the temporary file
   int fd_ = -1;
   bool committed_ = false;
 };
@@ -93,5 +98,16 @@ void ensure_writable_dir(const std::string& dir);
 /// parser would stop there and ignore the rest) or nests deeper than
 /// max_depth.
 nlohmann::json parse_json(std::string_view text, const std::string& source, int max_depth = 64);
+
+/// The largest JSON file tmem reads (configs, results, losses): 256 MiB.
+constexpr uintmax_t kMaxJsonFileBytes = uintmax_t{256} << 20;
+
+/// Reads and parses the JSON file at `path` (parse_json, the source named
+/// "<who> <path>", e.g. who "train: config file"). Throws IOError naming
+/// who and path when it does not
+/// exist, is not a regular file (a directory; a FIFO or /dev/zero would
+/// block or never end), is larger than kMaxJsonFileBytes, cannot be read,
+/// or is not JSON.
+nlohmann::json read_json_file(const std::string& path, const std::string& who);
 
 }  // namespace tmem

@@ -1,6 +1,7 @@
 // The tmem program as a careless or hostile user drives it: results that
 // cannot be written are errors, not "results written" and exit 0.
 #include <sys/mount.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -307,6 +308,38 @@ TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep t
     CHECK(r.output.find(bad.second) != std::string::npos);
     CHECK(!fs::exists(dir + "/runs/range"));
   }
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range, and a FIFO neither hangs nor is replaced") {
+  const std::string dir = fresh_cli_dir("tmem_cli_resume_edited");
+  auto args = tiny_train_args("ed");
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const std::string cell = dir + "/runs/ed/base_length32_seed42", result = cell + "/result.json";
+  std::string text = tmem::test::read_all(result);
+  const size_t at = text.find("\"eval_accuracy\": ");
+  REQUIRE(at != std::string::npos);
+  text.replace(at, text.find(',', at) - at, "\"eval_accuracy\": 5.0");  // printed as 500.0%
+  tmem::test::write_all(result, text);
+  args.push_back("--resume");
+  r = run_tmem(args, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("warning: " + std::string("runs/ed/base_length32_seed42/result.json is not a finished run's "
+                                                "result (a key is missing, of the wrong type or out of range): the "
+                                                "cell runs again")) != std::string::npos);
+  CHECK(r.output.find("500.0") == std::string::npos);
+  // A FIFO once blocked the read for ever; /dev/zero grew without bound.
+  fs::remove(result);
+  REQUIRE(::mkfifo(result.c_str(), 0600) == 0);
+  r = run_tmem(args, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("warning: train: result runs/ed/base_length32_seed42/result.json is not a regular file: the cell "
+                      "runs again") != std::string::npos);
+  CHECK(r.output.find("cannot write runs/ed/base_length32_seed42/result.json: not a regular file") !=
+        std::string::npos);
+  CHECK(fs::is_fifo(result));
   fs::remove_all(dir);
 }
 

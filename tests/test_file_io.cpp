@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <filesystem>
 
+#include <sys/stat.h>
+
 #include "tmem/core/file_io.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
@@ -59,6 +61,28 @@ TEST_CASE("file_io: a write that fails (file size limit) throws IOError naming t
   }
   CHECK(read_all(p) == "old results\n");
   CHECK(others_in(dir, "result.json").empty());
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: a FIFO is refused and stays, a symbolic link stays and its file is replaced, permissions are kept") {
+  // Each was replaced by a plain file: `--profile /dev/null` run as root
+  // would have taken /dev/null from the whole machine.
+  const std::string dir = fresh_dir("tmem_fio_special");
+  const std::string fifo = dir + "/fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(write_file_atomic(fifo, "x"),
+                       doctest::Contains(("cannot write " + fifo + ": not a regular file (a device, a FIFO or a socket)").c_str()),
+                       IOError);
+  CHECK(fs::is_fifo(fifo));
+  write_file_atomic(dir + "/target.json", "old\n");
+  fs::create_symlink("target.json", dir + "/link.json");
+  write_file_atomic(dir + "/link.json", "new\n");
+  CHECK(fs::is_symlink(dir + "/link.json"));
+  CHECK(read_all(dir + "/target.json") == "new\n");
+  fs::permissions(dir + "/target.json", fs::perms::owner_read | fs::perms::owner_write);
+  write_file_atomic(dir + "/target.json", "newer\n");
+  CHECK(fs::status(dir + "/target.json").permissions() == (fs::perms::owner_read | fs::perms::owner_write));
+  CHECK(others_in(dir, "target.json").size() == 2);  // the link and the FIFO, no temporary file
   fs::remove_all(dir);
 }
 

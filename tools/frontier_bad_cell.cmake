@@ -44,7 +44,7 @@ file(WRITE ${run}/none_copy/result.json "${good}")
 file(WRITE ${run}/none_lr0.001_seed43/result.json "${edited}")
 execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
-foreach(expected "${run}/torn/result.json is not a finished frontier cell \\(${run}/torn/result.json: "
+foreach(expected "${run}/torn/result.json is not a finished frontier cell \\(frontier: cell ${run}/torn/result.json: "
                  "${run}/high/result.json is not a cell of this frontier \\(eval_accuracy 5 is outside \\[0, 1\\]\\)"
                  "${run}/none_copy/result.json is not a cell of this frontier \\(its method, size, lr and seed make the cell none_lr0.001_seed42, not none_copy\\)"
                  "${run}/none_lr0.001_seed43/result.json is not a cell of this frontier \\(its method, size, lr and seed make the cell none_lr0.5_seed42, not none_lr0.001_seed43\\)")

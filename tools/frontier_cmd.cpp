@@ -147,10 +147,10 @@ std::vector<CellFile> cell_files(const std::string& root) {
   if (!std::filesystem::is_directory(root)) return files;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     CellFile f{e.path().filename().string(), (e.path() / "result.json").string(), "", json()};
-    std::ifstream in(f.path);
-    if (!in) continue;
+    std::error_code ec;
+    if (!std::filesystem::exists(f.path, ec)) continue;
     try {
-      f.j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), f.path);
+      f.j = read_json_file(f.path, "frontier: cell");
     } catch (const IOError& err) {
       f.error = err.what();
     }

@@ -26,9 +26,8 @@ void check_same_command(const std::string& dir, const std::string& command) {
 std::string recorded_command(const std::string& dir) {
   const std::string p = dir + "/config.json";
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(p, ec)) return "";
-  std::ifstream in(p, std::ios::binary);
-  const nlohmann::json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), p);
+  if (!std::filesystem::exists(p, ec)) return "";
+  const nlohmann::json j = read_json_file(p, "run");
   if (!j.is_object() || !j.contains("command") || !j["command"].is_string()) return "";
   return j["command"].get<std::string>();
 }

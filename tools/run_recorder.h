@@ -19,7 +19,8 @@ namespace tmem::tools {
 
 /// The command recorded in dir/config.json ("train coord-binding",
 /// "frontier mqar"), or "" when there is no such file or it names none.
-/// Throws IOError naming the file when it is not JSON.
+/// Throws IOError naming the file when it is not a regular file or not
+/// JSON (read_json_file).
 std::string recorded_command(const std::string& dir);
 
 class RunRecorder {

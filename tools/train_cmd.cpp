@@ -71,19 +71,33 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
 
 namespace {
 
-// The result.json of c.run_dir with a config and an eval accuracy, or
-// nullopt (none, torn or foreign: the cell runs again).
+// The result.json of c.run_dir with a config, an eval accuracy in [0, 1]
+// and a training curve of [step, accuracy] pairs, or nullopt (none, torn,
+// edited or foreign, or not a regular file: the cell runs again).
 std::optional<json> cell_result(const models::TrainConfig& c) {
   const std::string path = c.run_dir + "/" + models::kResultFile;
-  std::ifstream in(path);
-  if (!in) return std::nullopt;
+  if (!std::filesystem::exists(path)) return std::nullopt;
   json j;
   try {
-    j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), path);
-  } catch (const IOError&) {
+    j = read_json_file(path, "train: result");
+  } catch (const IOError& e) {
+    fmt::print(stderr, "warning: {}: the cell runs again\n", e.what());
     return std::nullopt;
   }
-  if (!j.is_object() || !j.contains("config") || !j.contains("eval_accuracy")) return std::nullopt;
+  const auto is_pair = [](const json& pt) {
+    return pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number();
+  };
+  const bool whole = j.is_object() && j.contains("config") && j["config"].is_object() && j.contains("eval_accuracy") &&
+                     j["eval_accuracy"].is_number() && j["eval_accuracy"].get<double>() >= 0 &&
+                     j["eval_accuracy"].get<double>() <= 1 &&
+                     (!j.contains("train_accuracy_curve") ||
+                      (j["train_accuracy_curve"].is_array() &&
+                       std::all_of(j["train_accuracy_curve"].begin(), j["train_accuracy_curve"].end(), is_pair)));
+  if (!whole) {
+    fmt::print(stderr, "warning: {} is not a finished run's result (a key is missing, of the wrong type or out of "
+               "range): the cell runs again\n", path);
+    return std::nullopt;
+  }
   return j;
 }
 
@@ -99,11 +113,11 @@ namespace {
 
 // The losses an earlier run of a cell wrote (empty when unreadable).
 std::vector<double> earlier_losses(const std::string& run_dir) {
-  std::ifstream in(run_dir + "/" + models::kLossesFile);
   try {
-    const json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), run_dir);
-    if (j.is_array()) return j.get<std::vector<double>>();
-  } catch (const std::exception&) {  // a torn or foreign losses.json: no loss curve for the cell
+    const json j = read_json_file(run_dir + "/" + models::kLossesFile, "train: losses");
+    if (j.is_array() && std::all_of(j.begin(), j.end(), [](const json& x) { return x.is_number(); }))
+      return j.get<std::vector<double>>();
+  } catch (const IOError&) {  // a missing, torn or foreign losses.json: no loss curve for the cell
   }
   return {};
 }
@@ -335,11 +349,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     if (arg != "--config" && !arg.starts_with("--config=")) continue;
     if (arg == "--config" && i + 1 == argc) break;  // CLI11 reports the missing value
     const std::string path = arg == "--config" ? argv[i + 1] : arg.substr(9);
-    std::error_code ec;
-    if (!std::filesystem::is_regular_file(path, ec)) throw IOError("train: config file " + path + " is not a file");
-    std::ifstream in(path);
-    if (!in) throw IOError("train: cannot open config file " + path);
-    const json j = parse_json(std::string(std::istreambuf_iterator<char>(in), {}), "train: config file " + path);
+    const json j = read_json_file(path, "train: config file");
     try {
       models::apply_config_json(a->cfg, j);
     } catch (const ValueError& e) {
