@@ -565,7 +565,7 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
   if (t_grad_mode) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,
                       ": a leaf tensor that requires grad is used in an in-place operation; "
-                      "wrap the update in NoGradGuard");
+                      "wrap the update in NoGradGuard (Python: with tmem.no_grad())");
     check<ValueError>(!(self.impl().is_view && new_history), op,
                       ": in-place update of a view that needs grad is not supported; use the "
                       "out-of-place op");

@@ -45,6 +45,17 @@ void Generator::set_state(const std::string& s) {
   std::string spare_text;
   is >> e >> has >> spare_text;
   check<ValueError>(!is.fail() && (is >> std::ws).eof(), "Generator::set_state: malformed state text");
+  // An engine whose state words are all 0 yields only 0 (a zeroed or edited
+  // checkpoint entry): every later draw would be the same number.
+  std::istringstream words(s);
+  bool nonzero = false;
+  for (size_t i = 0; i < std::mt19937_64::state_size; ++i) {
+    uint64_t w = 0;
+    words >> w;
+    nonzero = nonzero || w != 0;
+  }
+  check<ValueError>(nonzero, "Generator::set_state: the engine's ", std::mt19937_64::state_size,
+                    " state words are all 0, a state that draws only 0");
   double spare = 0;
   const char* begin = spare_text.c_str();
   char* end = nullptr;

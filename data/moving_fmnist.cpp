@@ -27,10 +27,12 @@ MovingFashionMNIST::MovingFashionMNIST(ImageDataset data, MovingFashionMNISTOpti
   check<ValueError>(opt_.size >= kItem, "MovingFashionMNIST: expected a frame of at least 28 pixels, but got ", opt_.size);
   check<ValueError>(opt_.min_speed >= 0 && opt_.min_speed <= opt_.max_speed, "MovingFashionMNIST: expected 0 <= min_speed <= max_speed, but got ",
                     opt_.min_speed, " and ", opt_.max_speed);
-  check<ValueError>(opt_.occluded_frames >= 0 && opt_.occluded_frames <= opt_.frames && opt_.occluder_width >= 1 &&
-                        opt_.occluder_width <= opt_.size,
-                    "MovingFashionMNIST: expected 0 <= occluded_frames <= frames and 1 <= occluder_width <= size, but got ",
-                    opt_.occluded_frames, " and ", opt_.occluder_width);
+  check<ValueError>(opt_.occluded_frames >= 0 && opt_.occluded_frames <= opt_.frames,
+                    "MovingFashionMNIST: expected 0 <= occluded_frames <= frames, but got occluded_frames ",
+                    opt_.occluded_frames, " and frames ", opt_.frames);
+  check<ValueError>(opt_.occluder_width >= 1 && opt_.occluder_width <= opt_.size,
+                    "MovingFashionMNIST: expected 1 <= occluder_width <= size, but got occluder_width ",
+                    opt_.occluder_width, " and size ", opt_.size);
   check<DtypeError>(data_.images.dtype() == DType::Float32 && data_.labels.dtype() == DType::Int64,
                     "MovingFashionMNIST: expected float32 images and int64 labels, but got ",
                     dtype_name(data_.images.dtype()), " and ", dtype_name(data_.labels.dtype()));

@@ -102,9 +102,11 @@ double real_value(const std::string& key, const json& v, double lo, double hi) {
 }
 
 // A seed: a JSON integer >= 0 (-1 does not wrap to 2^64 - 1).
+// The command line's --seed range, [0, 2^63 - 1].
 uint64_t seed_value(const std::string& key, const json& v) {
-  check<ValueError>(v.is_number_unsigned(), "config: key \"", key, "\" expects an integer >= 0, but got ",
-                    printable(v.dump()));
+  constexpr uint64_t kMax = std::numeric_limits<int64_t>::max();
+  check<ValueError>(v.is_number_unsigned() && v.get<uint64_t>() <= kMax, "config: key \"", key,
+                    "\" expects an integer in [0, ", kMax, "], but got ", printable(v.dump()));
   return v.get<uint64_t>();
 }
 

@@ -380,7 +380,8 @@ Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
     check<ShapeError>(ok, "cat: expected tensor ", k, " to match ", shape_str(first.shape()),
                       " except in dim ", d, ", but got ", shape_str(t.shape()));
     sizes.push_back(t.shape()[d]);
-    shape[d] += t.shape()[d];
+    check<ShapeError>(!__builtin_add_overflow(shape[d], t.shape()[d], &shape[d]), "cat: the sizes along dim ", d,
+                      " add up past int64 (tensor ", k, ")");
   }
   Tensor out = empty(shape, first.dtype(), first.device());
   int64_t at = 0;
@@ -491,7 +492,8 @@ Tensor repeat_interleave(const Tensor& a, int64_t repeats, int64_t dim) {
   Shape strides = a.strides();
   strides.insert(strides.begin() + d + 1, 0);
   Shape out_shape = a.shape();
-  out_shape[d] *= repeats;
+  check<ShapeError>(!__builtin_mul_overflow(out_shape[d], repeats, &out_shape[d]), "repeat_interleave: ",
+                    a.shape()[d], " x ", repeats, " repeats along dim ", d, " is past int64");
   Tensor out = reshape_data(make_view(a, exp_shape, strides, a.offset()), out_shape);
   if (out.impl().storage == a.impl().storage) out = contiguous_data(out);
   record(OpId::RepeatInterleave, {a}, {out}, {}, [in = a.shape(), exp_shape, d](const Node&, const Grads& g) {

@@ -242,6 +242,8 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"ablate", "--steps", "abc"}, "--steps: expected an integer"},
       {{"stream", "--tokens", "abc"}, "--tokens: expected an integer in [1, "},
       {{"stream", "--vocab", ""}, "--vocab: expected an integer"},
+      {{"stream", "--max-minutes", "0"}, "--max-minutes: expected a finite number in (0, 1e+06), but got 0"},
+      {{"train", "fashion-mnist", "--mask-ratio", "1"}, "--mask-ratio: expected a finite number in (0, 1), but got 1"},
       {{"bench", "--threads", "-1"}, "--threads: expected an integer in [1, 1024]"},
       {{"bench", "--quick", "--no-peers", "--areas", "gemm", "--results", "."},
        "--results: \".\" is not a regular file; expected the markdown file the table is appended to"},
@@ -289,7 +291,12 @@ TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep t
   CHECK(r.output.find("key \"batch\" expects an integer, but got 1.9") != std::string::npos);
   r = run_tmem({"train", "no-harm", "--config=seed.json"}, dir);
   CHECK(r.status == 1);
-  CHECK(r.output.find("key \"seed\" expects an integer >= 0, but got -1") != std::string::npos);
+  CHECK(r.output.find("key \"seed\" expects an integer in [0, 9223372036854775807], but got -1") != std::string::npos);
+  tmem::test::write_all(dir + "/seed.json", R"({"seed": 18446744073709551615})");  // past --seed's range
+  r = run_tmem({"train", "no-harm", "--config=seed.json"}, dir);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("key \"seed\" expects an integer in [0, 9223372036854775807], but got 18446744073709551615") !=
+        std::string::npos);
   r = run_tmem({"train", "no-harm", "--config=bool.json"}, dir);
   CHECK(r.status == 1);
   CHECK(r.output.find("key \"lr\" expects a number, but got true") != std::string::npos);

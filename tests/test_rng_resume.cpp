@@ -37,6 +37,13 @@ TEST_CASE("rng: the older hexfloat form still restores, malformed text is a Valu
   CHECK_THROWS_AS(bad.set_state(engine + " zz"), ValueError);
   CHECK_THROWS_AS(bad.set_state(engine), ValueError);
   CHECK_THROWS_AS(bad.set_state(s + " trailing"), ValueError);
+  // 312 zero words and an index: a valid engine text whose engine draws only 0.
+  std::string zeros;
+  for (int i = 0; i < 312; ++i) zeros += "0 ";
+  CHECK_THROWS_WITH_AS(bad.set_state(zeros + "312 0 0000000000000000"),
+                       "Generator::set_state: the engine's 312 state words are all 0, a state that draws only 0",
+                       ValueError);
+  CHECK(bad.next_u64() == Generator(0).next_u64());  // the refused state left it as it was
 }
 
 TEST_CASE("rng: resume is bit-exact when a step draws an odd number of normals") {

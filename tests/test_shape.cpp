@@ -134,6 +134,11 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK(slice(m, 0, 0, kHuge, kHuge).shape() == Shape{1, 3});
   check_close(slice(m, 1, 1, 3, kHuge - 1), {1, 4});
   CHECK(slice(m, 0, 2, kHuge, kHuge).shape() == Shape{0, 3});
+  // Sizes past int64 printed as negative shapes.
+  CHECK_THROWS_WITH_AS(repeat_interleave(m, int64_t{1} << 62, 0),
+                       "repeat_interleave: 2 x 4611686018427387904 repeats along dim 0 is past int64", ShapeError);
+  const Tensor wide = expand(zeros({1, 1}), {int64_t{1} << 62, 1});
+  CHECK_THROWS_WITH_AS(cat({wide, wide, wide}, 0), "cat: the sizes along dim 0 add up past int64 (tensor 1)", ShapeError);
   CHECK_THROWS_WITH_AS(unbind(tensor({1}, {}), 0), "unbind: cannot unbind a 0-d tensor", ShapeError);
 }
 

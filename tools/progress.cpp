@@ -136,9 +136,10 @@ std::string int_error(const std::string& v, int64_t lo, int64_t hi) {
   return "";
 }
 
-std::string real_error(const std::string& v, double lo, double hi) {
+std::string real_error(const std::string& v, double lo, double hi, bool open = false) {
   const std::string range = std::isfinite(lo) || std::isfinite(hi)
-                                ? fmt::format("a finite number in [{:g}, {:g}]", lo, hi)
+                                ? fmt::format("a finite number in {}{:g}, {:g}{}", open ? '(' : '[', lo, hi,
+                                              open ? ')' : ']')
                                 : "a finite number";
   if (v.empty()) return "expected " + range + ", but got an empty value";
   double x = 0;
@@ -146,7 +147,7 @@ std::string real_error(const std::string& v, double lo, double hi) {
   const auto [p, ec] = std::from_chars(v.data(), end, x);
   if (ec != std::errc() || p != end || !std::isfinite(x))
     return "expected " + range + ", but got \"" + printable(v) + "\"";
-  if (x < lo || x > hi) return "expected " + range + ", but got " + v;
+  if (x < lo || x > hi || (open && (x == lo || x == hi))) return "expected " + range + ", but got " + v;
   return "";
 }
 
@@ -157,9 +158,9 @@ CLI::Validator int_range(int64_t lo, int64_t hi) {
                         "INT in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
 }
 
-CLI::Validator real_range(double lo, double hi) {
-  return CLI::Validator([lo, hi](const std::string& v) { return real_error(v, lo, hi); },
-                        fmt::format("in [{:g}, {:g}]", lo, hi));
+CLI::Validator real_range(double lo, double hi, bool open) {
+  return CLI::Validator([lo, hi, open](const std::string& v) { return real_error(v, lo, hi, open); },
+                        fmt::format("in {}{:g}, {:g}{}", open ? '(' : '[', lo, hi, open ? ')' : ']'));
 }
 
 const CLI::Validator kPositive = int_range(1, std::numeric_limits<int64_t>::max());

@@ -107,9 +107,10 @@ CLI::Validator file_in_run_dir(std::vector<std::string> reserved);
 /// range are parse errors whose message names the option (CLI11 prefixes it)
 /// and the range.
 CLI::Validator int_range(int64_t lo, int64_t hi);
-/// CLI11 check of a real option: a finite decimal number in [lo, hi] (not
-/// empty, not nan or inf); the message names the range.
-CLI::Validator real_range(double lo, double hi);
+/// CLI11 check of a real option: a finite decimal number in [lo, hi], or in
+/// (lo, hi) when `open` (not empty, not nan or inf); the message names the
+/// range.
+CLI::Validator real_range(double lo, double hi, bool open = false);
 
 /// CLI11 checks of integer options: at least 1, at least 0 (int_range).
 extern const CLI::Validator kPositive;

@@ -168,7 +168,7 @@ std::function<int()> add_stream_command(CLI::App& app) {
       ->check(int_range(1, 1000000000000));
   s->add_option("--max-minutes", a->max_minutes, "Stop a method's stream after this long (a growing cache slows)")
       ->capture_default_str()
-      ->check(real_range(0, 1e6));
+      ->check(real_range(0, 1e6, true));
   s->add_option("--vocab", a->vocab, "Vocabulary size V")->capture_default_str()->check(int_range(1, 16777216));
   s->add_option("--dim", a->model.dim, "Model width C")->capture_default_str()->check(int_range(1, 65536));
   s->add_option("--layers", a->model.layers, "Layers")->capture_default_str()->check(int_range(1, 1024));

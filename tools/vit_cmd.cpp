@@ -272,7 +272,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
   app.add_option("--dec-heads", c.model.decoder_heads, "mae: decoder heads")->capture_default_str()
       ->check(int_range(1, 1024));
   app.add_option("--mask-ratio", c.mask_ratio, "mae: training mask ratio")->capture_default_str()
-      ->check(real_range(0, 1));
+      ->check(real_range(0, 1, true));
   app.add_option("--mask-seed", c.mask_seed, "mae: seed of the test masks")->capture_default_str()->check(kNonNegative);
   app.add_option("--epochs", c.epochs, "Passes over the training images (steps = epochs * 60000 / batch)")
       ->capture_default_str()

@@ -205,6 +205,9 @@ void bind_nn(py::module_& m) {
       .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")
       .def("num_parameters", &Module::num_parameters, "The number of parameter elements.")
       .def("to", [](Module& mod, const py::object& device) -> Module& {
+             if (py::isinstance<DType>(device))
+               throw py::type_error("Module.to: modules move between devices only, but got the dtype " +
+                                    py::str(device).cast<std::string>() + " (cast a tensor with Tensor.to)");
              return mod.to(device_from_py(device));
            }, py::arg("device"), "Moves parameters, gradients and buffers to a device in place; returns the module.")
       .def("__call__", [](py::object self, py::args args, py::kwargs kwargs) {

@@ -379,6 +379,9 @@ Tensor from_numpy(const py::array& array) {
     shareable = array.strides(i) >= 0 && array.strides(i) % dt.itemsize() == 0;
   if (!shareable) {
     DType target;
+    // longdouble would lose its precision silently (torch.from_numpy refuses it too).
+    check<DtypeError>(kind != 'f' || dt.itemsize() <= 8, "from_numpy: ", py::str(py::handle(dt)).cast<std::string>(),
+                      " (long double) arrays are not supported; convert with astype(numpy.float64)");
     if (kind == 'f' && dt.itemsize() == 8) target = DType::Float64;
     else if (kind == 'f') target = DType::Float32;
     else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
@@ -428,7 +431,7 @@ void bind_tensor(py::module_& m) {
       .def("dim", &Tensor::dim, "The number of dims.")
       .def("numel", &Tensor::numel, "The number of elements.")
       .def("__len__", [](const Tensor& t) {
-             check<ValueError>(t.dim() > 0, "len() of a 0-d tensor");
+             if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");  // as torch
              return t.size(0);
            })
       .def_property_readonly("dtype", &Tensor::dtype, "float32, float64 or int64.")
@@ -495,6 +498,7 @@ void bind_tensor(py::module_& m) {
              return py::make_tuple(kDLCPU, 0);
            })
       .def("to", [](const Tensor& t, const py::object& target) {
+             if (target.is_none()) return t;  // as torch: numpy.dtype(None) would be float64
              if (py::isinstance<py::str>(target)) return t.to(device_from_py(target));
              return to_dtype(t, dtype_from_py(target));
            }, py::arg("target"), "This tensor on a device (\"cpu\", \"cuda\") or cast to a dtype.")

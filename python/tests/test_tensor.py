@@ -210,6 +210,21 @@ class TestNumpyInterop(unittest.TestCase):
         a[0, 0] = -1
         self.assertEqual(t[0, 0].item(), -1)
 
+    def test_torch_conventions_of_to_len_and_long_double(self):
+        t = tmem.ones([3])
+        self.assertEqual(t.to(None).dtype, tmem.float32)  # numpy.dtype(None) is float64
+        with self.assertRaises(TypeError) as cm:
+            len(tmem.ones([]))
+        self.assertEqual(str(cm.exception), "len() of a 0-d tensor")
+        with self.assertRaises(TypeError) as cm:
+            tmem.nn.Linear(2, 2).to(tmem.float64)
+        self.assertIn("Module.to: modules move between devices only, but got the dtype", str(cm.exception))
+        if np.dtype(np.longdouble).itemsize > 8:
+            with self.assertRaises(tmem.DtypeError) as cm:
+                tmem.from_numpy(np.ones(2, np.longdouble))
+            self.assertIn("(long double) arrays are not supported; convert with astype(numpy.float64)",
+                          str(cm.exception))
+
     def test_out_of_memory_is_its_own_error(self):
         # 2^48 floats: more than any address space holds.
         with self.assertRaises(tmem.OutOfMemoryError) as cm:
