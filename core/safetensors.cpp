@@ -173,6 +173,11 @@ SafetensorsFile load_safetensors(const std::string& path) {
   try {
     for (const auto& [name, entry] : header.items()) {
       if (name == "__metadata__") {
+        // The format's metadata is text to text; name the first other entry.
+        check<IOError>(entry.is_object(), "load_safetensors: ", path, ": __metadata__ is not an object of strings");
+        for (const auto& [key, value] : entry.items())
+          check<IOError>(value.is_string(), "load_safetensors: ", path, ": __metadata__ entry \"", printable(key),
+                         "\" is ", printable(value.dump()), ", not a string");
         out.metadata = entry.get<StringMap>();
         continue;
       }

@@ -231,5 +231,11 @@ TEST_CASE("safetensors: fractional or negative data_offsets and a dim past int64
                        doctest::Contains("not a list of integers in [0, 2^63): [18446744073709551615]"), IOError);
   write(R"({"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four);
   CHECK(load_safetensors(p).tensors.at("x").shape() == Shape{1});
+  // Metadata that is not text: nlohmann's type_error named no entry.
+  write(R"({"__metadata__":{"model":"m","step":5},"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains(": __metadata__ entry \"step\" is 5, not a string"),
+                       IOError);
+  write(R"({"__metadata__":[1],"x":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", four);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains(": __metadata__ is not an object of strings"), IOError);
   fs::remove(p);
 }
