@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
+#include <vector>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -170,10 +172,17 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, int 
   using nlohmann::json;
   // `depth` counts the containers open around the event's value, so a
   // container opening at depth max_depth would be level max_depth + 1.
-  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json&) {
+  // A key given twice in one object: nlohmann keeps the last silently (a
+  // config's second "lr", a safetensors header's second tensor of a name).
+  std::vector<std::set<std::string>> keys;  // of each object open, innermost last
+  const json::parser_callback_t limit = [&](int depth, json::parse_event_t event, json& parsed) {
     if ((event == json::parse_event_t::array_start || event == json::parse_event_t::object_start) &&
         depth >= max_depth)
       throw IOError(source + ": JSON nested deeper than " + std::to_string(max_depth) + " levels");
+    if (event == json::parse_event_t::object_start) keys.emplace_back();
+    if (event == json::parse_event_t::object_end) keys.pop_back();
+    if (event == json::parse_event_t::key && !keys.back().insert(parsed.get<std::string>()).second)
+      throw IOError(source + ": the key \"" + printable(parsed.get<std::string>()) + "\" appears twice in one object");
     return true;
   };
   // nlohmann's parser stops at a NUL byte and ignores what follows it

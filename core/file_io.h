@@ -96,7 +96,8 @@ void ensure_writable_dir(const std::string& dir);
 /// `source` (a file, "file: entry") when the text is not JSON (with the line
 /// and column, the offending text cut by printable), holds a NUL byte (the
 /// parser would stop there and ignore the rest) or nests deeper than
-/// max_depth.
+/// max_depth, or repeats a key within one object (nlohmann would keep the
+/// last value silently).
 nlohmann::json parse_json(std::string_view text, const std::string& source, int max_depth = 64);
 
 /// The largest JSON file tmem reads (configs, results, losses): 256 MiB.

@@ -150,6 +150,17 @@ TEST_CASE("parse_json: nesting deeper than the limit is an IOError naming the so
   CHECK(parse_json("{\"a\": [1, {\"b\": null}]}", "x")["a"][1].contains("b"));
 }
 
+TEST_CASE("parse_json: a key twice in one object is an IOError, the same key in two objects is not") {
+  // {"lr": 1e-3, "lr": 3} trained at 3 (nlohmann keeps the last).
+  CHECK_THROWS_WITH_AS(parse_json(R"({"lr": 1e-3, "steps": 4, "lr": 3})", "config.json"),
+                       "config.json: the key \"lr\" appears twice in one object", IOError);
+  CHECK_THROWS_WITH_AS(parse_json(R"({"a": {"x": 1}, "b": [{"y": 1, "y": 2}]})", "x"),
+                       doctest::Contains("the key \"y\" appears twice"), IOError);
+  const auto ok = parse_json(R"({"a": {"x": 1, "b": [{"x": 2}, {"x": 3}]}, "x": {"a": 4}, "b": 5})", "ok");
+  CHECK(ok["a"]["b"][1]["x"] == 3);
+  CHECK(ok["b"] == 5);
+}
+
 TEST_CASE("parse_json: text that is not JSON is an IOError naming the source, the bad text cut short") {
   CHECK_THROWS_WITH_AS(parse_json("{\"a\": 1", "cfg.json"), doctest::Contains("cfg.json: not valid JSON (parse error at line 1"),
                        IOError);
