@@ -85,6 +85,9 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
   }
   check<ValueError>(!opt.linear || (!key_padding_mask.defined() && !attn_mask.defined()),
                     "MultiheadAttention: linear attention takes no key_padding_mask or attn_mask");
+  // The window is a causal sliding window: without causal it was dropped silently.
+  check<ValueError>(causal || opt.window == 0, "MultiheadAttention: a window (", opt.window,
+                    ") is a causal sliding window, but forward was called with causal false");
   Tensor qkv_t = permute(reshape(qkv->forward(x), {B, T, 3, heads, Dh}), {2, 0, 3, 1, 4});
   Tensor q = squeeze(slice(qkv_t, 0, 0, 1), 0);
   Tensor k = squeeze(slice(qkv_t, 0, 1, 2), 0);
@@ -130,7 +133,7 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
     }
     if (attn_mask.defined()) mask = mask.defined() ? mask + attn_mask : attn_mask;
     double p = is_training() ? dropout_ : 0.0;
-    a = scaled_dot_product_attention(q, k, v, mask, causal && !offset_causal, causal ? opt.window : 0, p,
+    a = scaled_dot_product_attention(q, k, v, mask, causal && !offset_causal, opt.window, p,
                                      std::nullopt, *gen_);
   }
   return out->forward(reshape(permute(a, {0, 2, 1, 3}), {B, T, dim}));

@@ -44,7 +44,7 @@ class Dropout : public Module {
 /// be; see MultiheadAttention::forward).
 struct AttentionOptions {
   /// > 0: causal sliding window, query t sees keys (t - window, t] (local
-  /// attention; applied when forward is causal); 0: unlimited.
+  /// attention; a forward without causal refuses it); 0: unlimited.
   int64_t window = 0;
   /// Causal linear attention (Katharopoulos et al. 2020) with the feature map
   /// phi(x) = ELU(x) + 1 on queries and keys, normalised by
@@ -79,8 +79,8 @@ class MultiheadAttention : public Module {
   /// [B, 1, T, T] of 0 = seen and -inf = hidden; softmax attention only),
   /// added to the scores together with the other masks. Throws ShapeError for
   /// a bad x, mask or context shape, ValueError for a context or either mask
-  /// with linear attention, a context without causal, or a context with a
-  /// window, key_padding_mask or attn_mask.
+  /// with linear attention, a context without causal, a context with a
+  /// window, key_padding_mask or attn_mask, or a window without causal.
   Tensor forward(const Tensor& x, bool causal = true, const Tensor& key_padding_mask = Tensor(),
                  const Tensor& context = Tensor(), const Tensor& attn_mask = Tensor()) const;
   int64_t dim, heads;

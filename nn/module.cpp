@@ -1,6 +1,7 @@
 #include "tmem/nn/module.h"
 
 #include <algorithm>
+#include <unordered_set>
 
 #include "tmem/core/autograd.h"
 
@@ -14,8 +15,15 @@ void Module::collect(const std::string& prefix, NamedTensors& params, NamedTenso
 }
 
 NamedTensors Module::named_parameters() const {
-  NamedTensors out;
-  collect("", out, nullptr);
+  NamedTensors all, out;
+  collect("", all, nullptr);
+  // A parameter reached twice (a module or tensor shared by two names: weight
+  // tying) is listed once, under its first name, as PyTorch's
+  // remove_duplicate: counted twice it was clipped too hard and refused by
+  // the optimizers.
+  std::unordered_set<const TensorImpl*> seen;
+  for (auto& [n, t] : all)
+    if (seen.insert(t.impl_ptr().get()).second) out.emplace_back(n, t);
   return out;
 }
 
@@ -98,6 +106,13 @@ Module& Module::to(Device device) {
       if (Tensor g = t.grad(); g.defined()) g.set_data(g.to(device));
     }
   return *this;
+}
+
+void Module::unregister(const std::string& name) {
+  const auto named = [&name](const auto& e) { return e.first == name; };
+  const size_t removed = std::erase_if(params_, named) + std::erase_if(buffers_, named) +
+                         std::erase_if(children_, named);
+  check<ValueError>(removed > 0, "unregister: no parameter, buffer or module is registered as '", printable(name), "'");
 }
 
 void Module::check_name(const char* op, const char* kind, const std::string& name) const {

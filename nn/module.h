@@ -19,7 +19,9 @@ class Module {
   virtual ~Module() = default;
 
   /// Every parameter of this module and its children, depth first, in
-  /// registration order, with dotted names.
+  /// registration order, with dotted names; a parameter shared under two
+  /// names (weight tying) once, under its first (PyTorch's remove_duplicate;
+  /// state_dict keeps both names).
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
   /// Parameters and buffers by dotted name (PyTorch state_dict).
@@ -66,6 +68,10 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+  /// Removes the parameter, buffer or child registered as `name` (Python's
+  /// `del module.name`, as torch.nn.Module.__delattr__). Throws ValueError
+  /// naming unregister when nothing is registered under that name.
+  void unregister(const std::string& name);
 
  private:
   /// Throws ValueError naming `op` when `name` is empty, has a '.', or is

@@ -4,9 +4,12 @@
 # naming the run name it generated (no --name is given); `--name <it>
 # --resume` then continues from that step. 1000 steps, so that the resumed
 # run ends well inside the timeout under ASan on 2 busy cores (at 4000 it
-# took over 300 s there). Usage: sigint_resume.sh TMEM
+# took over 300 s there). With SIGNAL TERM (as kill, timeout and job
+# schedulers send) the run stops the same way; the resume is then not
+# repeated. Usage: sigint_resume.sh TMEM [INT|TERM]
 set -euo pipefail
 tmem=$1
+signal=${2:-INT}
 args=(train no-harm --method base --batch 4 --eval-batches 1 --dim 16 --layers 1 --heads 2 --threads 1
       --steps 1000)
 log=$(mktemp)
@@ -15,7 +18,7 @@ trap 'rm -f "$log"; [[ -z $name ]] || rm -rf "runs/$name"' EXIT
 "$tmem" "${args[@]}" > "$log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do grep -q "step 100/1000" "$log" && break; sleep 0.1; done
-kill -INT "$pid"
+kill -"$signal" "$pid"
 rc=0
 wait "$pid" || rc=$?
 cat "$log"
@@ -27,6 +30,8 @@ name=$(grep -Eo "this run's generated name is no-harm-[0-9]{8}-[0-9]{6}, so add 
        grep -Eo -m1 "no-harm-[0-9]{8}-[0-9]{6}" | head -1) || { echo "FAIL: no generated run name in the hint"; exit 1; }
 step=$(grep -Eo "interrupted after step [0-9]+" "$log" | grep -Eo "[0-9]+$")
 [[ $step -ge 100 && $step -lt 1000 ]] || { echo "FAIL: stopped at step $step"; exit 1; }
+[[ -f runs/$name/base_length32_seed42/checkpoint.safetensors ]] || { echo "FAIL: no checkpoint"; exit 1; }
+if [[ $signal != INT ]]; then echo "$name stopped at step $step on SIG$signal"; exit 0; fi
 "$tmem" "${args[@]}" --name "$name" --resume > "$log" 2>&1
 resumed=$(grep -Eo '"resumed_from": *[0-9]+' "runs/$name"/*/result.json | grep -Eo "[0-9]+$")
 [[ $resumed -eq $step ]] || { echo "FAIL: resumed from $resumed, not $step"; exit 1; }

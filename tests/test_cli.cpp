@@ -242,6 +242,10 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"ablate", "--steps", "abc"}, "--steps: expected an integer"},
       {{"stream", "--tokens", "abc"}, "--tokens: expected an integer in [1, "},
       {{"stream", "--vocab", ""}, "--vocab: expected an integer"},
+      {{"frontier", "mqar", "--lr", "1e-3,0.001"}, "--lr: the value \"0.001\" is given twice"},
+      {{"frontier", "mqar", "--seed", "42,0042"}, "--seed: the value \"42\" is given twice"},
+      {{"train", "no-harm", "--steps", "09x"}, "--steps: expected an integer in [0, 1000000000], but got \"09x\""},
+      {{"train", "no-harm", "--name", "a\nb"}, "--name: expected a plain directory name under runs/ (no '/' or control"},
       {{"stream", "--max-minutes", "0"}, "--max-minutes: expected a finite number in (0, 1e+06), but got 0"},
       {{"train", "fashion-mnist", "--mask-ratio", "1"}, "--mask-ratio: expected a finite number in (0, 1), but got 1"},
       {{"bench", "--threads", "-1"}, "--threads: expected an integer in [1, 1024]"},
@@ -347,6 +351,20 @@ TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of r
   CHECK(r.output.find("cannot write runs/ed/base_length32_seed42/result.json: not a regular file") !=
         std::string::npos);
   CHECK(fs::is_fifo(result));
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: integers with leading zeros are read in base 10, not as octal") {
+  // --steps 010 trained 8 steps and --seed 0042 seed 34 (CLI11 converts with base 0).
+  const std::string dir = fresh_cli_dir("tmem_cli_octal");
+  auto args = tiny_train_args("oct");
+  *(std::find(args.begin(), args.end(), "--steps") + 1) = "010";
+  args.insert(args.end(), {"--seed", "0042", "--length", "010"});
+  const auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find(", 10 steps,") != std::string::npos);
+  CHECK(fs::is_directory(dir + "/runs/oct/base_length10_seed42"));
   fs::remove_all(dir);
 }
 

@@ -96,6 +96,25 @@ TEST_CASE("Sequential: forward chains the modules, PyTorch names, state_dict rou
   CHECK_THROWS_AS(seq->push_back(std::shared_ptr<nn::Linear>()), ValueError);
 }
 
+TEST_CASE("a module shared under two names gives its parameters once, and unregister removes a name") {
+  struct Tied : nn::Module {
+    explicit Tied(Generator& g) {
+      auto lin = std::make_shared<nn::Linear>(2, 2, true, g);
+      register_module("a", lin);
+      register_module("b", lin);
+    }
+    using nn::Module::unregister;
+  };
+  Generator gen(0);
+  Tied m(gen);
+  CHECK(names_of(m) == std::vector<std::string>{"a.weight", "a.bias"});
+  CHECK(m.num_parameters() == 6);
+  CHECK(m.state_dict().size() == 4);  // state_dict keeps both names, as torch
+  m.unregister("a");
+  CHECK(names_of(m) == std::vector<std::string>{"b.weight", "b.bias"});
+  CHECK_THROWS_WITH_AS(m.unregister("a"), "unregister: no parameter, buffer or module is registered as 'a'", ValueError);
+}
+
 TEST_CASE("ModuleList and ModuleDict register their modules under PyTorch's names") {
   nn::ModuleList list(std::make_shared<nn::Linear>(3, 2), std::make_shared<nn::LayerNorm>(2));
   list.push_back(std::make_shared<nn::Linear>(2, 2, false));
@@ -394,6 +413,16 @@ TEST_CASE("TensorMemory, ConvLSTM3D and MultiheadAttention check their options w
                        ValueError);
   CHECK_THROWS_WITH_AS(nn::MultiheadAttention(8, 2, -0.5), "MultiheadAttention: expected dropout in [0, 1], but got -0.5",
                        ValueError);
+  // A window is causal: forward(x, causal false) dropped it silently.
+  nn::AttentionOptions windowed;
+  windowed.window = 2;
+  Generator mha_gen(0);
+  const nn::MultiheadAttention local(4, 2, 0.0, mha_gen, windowed);
+  CHECK_THROWS_WITH_AS(local.forward(zeros({1, 3, 4}), false),
+                       "MultiheadAttention: a window (2) is a causal sliding window, but forward was called with "
+                       "causal false",
+                       ValueError);
+  CHECK(local.forward(zeros({1, 3, 4}), true).shape() == Shape{1, 3, 4});
   // heads 0 was reported as "not divisible by heads 0".
   CHECK_THROWS_WITH_AS(nn::MultiheadAttention(4, 0), "MultiheadAttention: expected dim > 0 and heads > 0, but got dim 4, "
                                                      "heads 0", ValueError);

@@ -92,16 +92,19 @@ void RunEta::finish(int64_t steps, double seconds) {
 namespace {
 
 // Whether `name` names an entry of one directory: not empty, ".", "..", and
-// without '/' or '\\', so a path built from it stays in that directory.
+// without '/' or '\\', so a path built from it stays in that directory, and
+// without control characters (a newline would split the lines that name it).
 bool is_plain_name(const std::string& name) {
-  return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos;
+  return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos &&
+         std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
 
 }  // namespace
 
 std::string run_dir(const std::string& name) {
   if (!is_plain_name(name))
-    throw ValueError("--name: expected a plain directory name under runs/ (no '/', not '.' or '..'), but got \"" +
+    throw ValueError("--name: expected a plain directory name under runs/ (no '/' or control characters, not '.' or "
+                     "'..'), but got \"" +
                      printable(name) + "\"");
   return "runs/" + name;
 }
@@ -172,8 +175,23 @@ void check_every_option(CLI::App& app) {
     if (o->get_type_size() == 0) continue;  // a flag
     // The type as CLI11 names it, before the descriptions of the checks.
     const std::string full = o->get_type_name(), type = full.substr(0, full.find(':'));
-    if (type == "INT") o->check(CLI::Validator([](const std::string& v) { return int_error(v, -kMax - 1, kMax); }, ""));
-    else if (type == "UINT") o->check(CLI::Validator([](const std::string& v) { return int_error(v, 0, kMax); }, ""));
+    if (type == "INT" || type == "UINT") {
+      const int64_t lo = type == "INT" ? -kMax - 1 : 0;
+      o->check(CLI::Validator([lo](const std::string& v) { return int_error(v, lo, kMax); }, ""));
+      // CLI11 converts with base 0, reading 010 as 8 and 0042 as 34: drop
+      // leading zeros, so every integer is read in base 10 as int_error did.
+      o->transform(CLI::Validator(
+          [](std::string& v) {
+            const size_t digits = v.find_first_not_of("+-");
+            if (digits > 1 || digits == std::string::npos ||
+                v.find_first_not_of("0123456789", digits) != std::string::npos)
+              return std::string();  // not a plain integer: int_error names it as written
+            const size_t first = std::min(v.find_first_not_of('0', digits), v.size() - 1);
+            if (first > digits) v.erase(digits, first - digits);
+            return std::string();
+          },
+          ""));
+    }
     else if (type == "FLOAT")
       o->check(CLI::Validator([](const std::string& v) { return real_error(v, -HUGE_VAL, HUGE_VAL); }, ""));
     else
@@ -181,13 +199,15 @@ void check_every_option(CLI::App& app) {
           [](const std::string& v) { return v.empty() ? std::string("expected a value, but got an empty one") : ""; },
           ""));
   }
-  // A list naming a value twice would run the same cell twice.
+  // A list naming a value twice would run the same cell twice (1e-3 and
+  // 0.001 are one learning rate).
   app.parse_complete_callback([&app] {
     for (const CLI::Option* o : app.get_options()) {
       if (o->get_type_size() == 0 || o->get_items_expected_max() <= 1) continue;
+      const bool real = o->get_type_name().starts_with("FLOAT");
       std::set<std::string> seen;
       for (const std::string& v : o->results())
-        if (!seen.insert(v).second)
+        if (!seen.insert(real ? fmt::format("{}", std::strtod(v.c_str(), nullptr)) : v).second)
           throw CLI::ValidationError(o->get_name(), "the value \"" + printable(v) + "\" is given twice");
     }
   });

@@ -149,14 +149,17 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top, doubl
 
 namespace {
 
-// The first Ctrl-C asks a training run to stop after its current step with
-// its checkpoint saved (models::request_stop; the error then says how to
-// continue); a second one ends the process at once.
-void stop_after_this_step(int) {
+// The first Ctrl-C (or SIGTERM, as kill, timeout and job schedulers send)
+// asks a training run to stop after its current step with its checkpoint
+// saved (models::request_stop; the error then says how to continue); a
+// second one ends the process at once.
+void stop_after_this_step(int sig) {
   tmem::models::request_stop();
-  std::signal(SIGINT, SIG_DFL);
-  const char msg[] = "\ntmem: stopping after this step (Ctrl-C again to quit at once)\n";
-  [[maybe_unused]] const auto n = write(STDERR_FILENO, msg, sizeof msg - 1);
+  std::signal(sig, SIG_DFL);
+  static constexpr char kInt[] = "\ntmem: stopping after this step (Ctrl-C again to quit at once)\n";
+  static constexpr char kTerm[] = "\ntmem: stopping after this step on SIGTERM (send it again to quit at once)\n";
+  const bool term = sig == SIGTERM;
+  [[maybe_unused]] const auto n = write(STDERR_FILENO, term ? kTerm : kInt, (term ? sizeof kTerm : sizeof kInt) - 1);
 }
 
 }  // namespace
@@ -184,7 +187,8 @@ int main(int argc, char** argv) {
   }
   if (argc > 1 && !tmem::dist::launched_distributed()) {
     const std::string cmd = argv[1];
-    if (cmd == "train" || cmd == "ablate" || cmd == "frontier") std::signal(SIGINT, stop_after_this_step);
+    if (cmd == "train" || cmd == "ablate" || cmd == "frontier")
+      for (const int sig : {SIGINT, SIGTERM}) std::signal(sig, stop_after_this_step);
   }
   // `train brown`, `train fashion-mnist` and `train moving-fmnist` have flags
   // of their own (the language models, the ViTs, the video models), parsed there.

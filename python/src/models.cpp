@@ -154,7 +154,8 @@ void bind_models(py::module_& m) {
       .def("forward", py::overload_cast<const Tensor&>(&Backbone::forward, py::const_), py::arg("x"), release_gil(),
            "One sequence x [B,T,C] from a fresh state -> [B,T,C]; tmem.ShapeError when T > max_len or C != dim.")
       .def_property_readonly("blocks", [](const Backbone& b) { return b.blocks(); }, "The blocks, in order.")
-      .def_readonly("config", &Backbone::cfg);
+      .def_property_readonly("config", [](const Backbone& b) { return b.cfg; },
+                             "A copy of the config the backbone was built with (editing it changes nothing).");
   mm.def("memory_gates", &memory_gates, py::arg("backbone"),
          "sigmoid(gamma) of each Tensor Memory layer, in block order (empty without memory layers).");
 

@@ -31,6 +31,7 @@ struct ModuleAccess : Module {
     const Register reg = &ModuleAccess::register_module<Module>;
     (m.*reg)(name, std::move(child));
   }
+  static void remove(Module& m, const std::string& name) { (m.*&ModuleAccess::unregister)(name); }
 };
 
 /// The name of a Python object's type, for error messages.
@@ -188,6 +189,8 @@ void bind_nn(py::module_& m) {
            "Registers a buffer: saved in state_dict, not trained.")
       .def("register_module", &ModuleAccess::add_module, py::arg("name"), py::arg("module"),
            "Registers a child module.")
+      .def("unregister", &ModuleAccess::remove, py::arg("name"),
+           "Removes the parameter, buffer or module registered as name (del module.name calls it).")
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
       .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
       .def("state_dict", &Module::state_dict, "Parameters and buffers by dotted name.")

@@ -66,6 +66,13 @@ class TestTasks(unittest.TestCase):
                 self.assertEqual(str(cm.exception), "%s: expected %s <= 65536, but got %d" % (name, key, value))
         self.assertEqual(models.make_task("mqar", G=3).seq_len(), 128)
 
+    def test_backbone_config_is_a_copy(self):
+        # Editing the live config bypassed the length check (max_len 100000).
+        b = models.Backbone(models.BackboneConfig(dim=16, layers=1, heads=2, max_len=8))
+        cfg = b.config
+        cfg.max_len = 100000
+        self.assertEqual(b.config.max_len, 8)
+
     def test_bad_task_and_keys(self):
         with self.assertRaises(tmem.ValueError):
             models.make_task("no-such-task")

@@ -110,6 +110,30 @@ class TestPythonSubclass(unittest.TestCase):
         m.note = tmem.zeros(2)
         self.assertEqual(len(m.parameters()), 5)
 
+    def test_a_shared_module_counts_once_and_del_unregisters(self):
+        # Weight tying listed a.weight and b.weight: 12 parameters, clipping by
+        # a norm counted twice, and optimizers refused the model.
+        m = nn.Module()
+        lin = nn.Linear(1, 1, generator=tmem.Generator(0))
+        m.a = lin
+        m.b = lin
+        self.assertEqual([n for n, _ in m.named_parameters()], ["a.weight", "a.bias"])
+        self.assertEqual(m.num_parameters(), 2)
+        self.assertEqual(sorted(m.state_dict()), ["a.bias", "a.weight", "b.bias", "b.weight"])  # as torch
+        optim.SGD(m.parameters(), lr=0.1)
+        x = tmem.ones([1, 1])
+        tmem.sum(m.a(x) + m.b(x)).backward()  # weight and bias gradients 2 each
+        self.assertAlmostEqual(nn.clip_grad_norm_(m.parameters(), 100.0), 8.0 ** 0.5, places=5)
+        # del left the layer registered, trained and saved, and its name taken.
+        del m.a
+        self.assertEqual([n for n, _ in m.named_parameters()], ["b.weight", "b.bias"])
+        self.assertFalse(hasattr(m, "a"))
+        m.a = nn.Linear(3, 3)
+        self.assertIn("a.weight", m.state_dict())
+        with self.assertRaises(tmem.ValueError) as cm:
+            m.unregister("nothing")
+        self.assertEqual(str(cm.exception), "unregister: no parameter, buffer or module is registered as 'nothing'")
+
     def test_nested_python_modules(self):
         outer = nn.Module()
         outer.inner = MLP(4)

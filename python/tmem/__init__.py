@@ -47,6 +47,17 @@ def _module_setattr(self, name, value):
     object.__setattr__(self, name, value)
 
 
+def _module_delattr(self, name):
+    """Deleting a registered module or parameter attribute also removes its
+    registration (torch.nn.Module.__delattr__): it left named_parameters and
+    state_dict, and the name could not be assigned again."""
+    registered = self.__dict__.get("_tmem_registered", set())
+    if name in registered:
+        self.unregister(name)
+        registered.discard(name)
+    object.__delattr__(self, name)
+
+
 def _parameter(data):
     """A leaf tensor that requires grad, sharing data's memory (torch.nn.Parameter)."""
     return data.detach().requires_grad_()
@@ -74,5 +85,6 @@ def _guard_module_methods():
 
 
 nn.Module.__setattr__ = _module_setattr
+nn.Module.__delattr__ = _module_delattr
 _guard_module_methods()
 nn.Parameter = _parameter
