@@ -110,6 +110,21 @@ class TestPythonSubclass(unittest.TestCase):
         m.note = tmem.zeros(2)
         self.assertEqual(len(m.parameters()), 5)
 
+    def test_no_grad_as_a_decorator(self):
+        # @tmem.no_grad() raised "'no_grad' object is not callable".
+        w = tmem.ones([2], requires_grad=True)
+
+        @tmem.no_grad()
+        def scaled(x, factor=2.0):
+            self.assertFalse(tmem.is_grad_enabled())
+            return x * factor
+
+        y = scaled(w, factor=3.0)
+        self.assertFalse(y.requires_grad)
+        self.assertEqual(y.tolist(), [3.0, 3.0])
+        self.assertTrue(tmem.is_grad_enabled())
+        self.assertEqual(scaled.__name__, "scaled")
+
     def test_a_shared_module_counts_once_and_del_unregisters(self):
         # Weight tying listed a.weight and b.weight: 12 parameters, clipping by
         # a norm counted twice, and optimizers refused the model.

@@ -84,6 +84,21 @@ def _guard_module_methods():
             setattr(nn.Module, name, _needs_init(name, attr))
 
 
+def _guard_call(self, fn):
+    """Decorates fn to run inside a fresh guard of this kind, as
+    ``@torch.no_grad()`` does."""
+    guard = type(self)
+
+    @_functools.wraps(fn)
+    def guarded(*args, **kwargs):
+        with guard():
+            return fn(*args, **kwargs)
+    return guarded
+
+
+for _guard in (no_grad, detect_anomaly):  # noqa: F405
+    _guard.__call__ = _guard_call
+
 nn.Module.__setattr__ = _module_setattr
 nn.Module.__delattr__ = _module_delattr
 _guard_module_methods()
