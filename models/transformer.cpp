@@ -217,6 +217,11 @@ Backbone::Backbone(const BackboneConfig& c, Generator& gen) : cfg(c) {
                     " layers, so no block would hold a memory layer (expected memory_every <= layers)");
   check<ValueError>(cfg.method != BackboneMethod::rmt || cfg.memory_tokens > 0,
                     "Backbone: rmt needs memory_tokens >= 1, but got ", cfg.memory_tokens);
+  // rmt puts its R memory tokens before and after each segment: a forward
+  // said only "expected x [B, T <= -184, ...]".
+  check<ValueError>(cfg.method != BackboneMethod::rmt || cfg.max_len - cfg.memory_tokens > cfg.memory_tokens,
+                    "Backbone: rmt's 2 x ", cfg.memory_tokens, " memory tokens leave no room for a segment in max_len ",
+                    cfg.max_len, " (expected max_len > 2 memory_tokens)");
   // A chunk past max_len makes every sequence one zero-padded chunk, and
   // sizes the write projection (chunk * dim inputs) for tokens that never come.
   check<ValueError>((cfg.method != BackboneMethod::tensor && cfg.method != BackboneMethod::slots) ||

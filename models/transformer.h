@@ -196,6 +196,7 @@ class Block : public nn::Module {
 /// keeps its own memory state) unless leaky_memory or cfg.causal is false.
 /// Throws ValueError for an unknown method or attention kind, memory_every
 /// < 1 (or above layers for tensor without leaky_memory: no memory layer),
+/// rmt with max_len <= 2 memory_tokens (no room for a segment),
 /// bidirectional (causal false) attention other than full, or a
 /// tensor or slots memory chunk above max_len;
 /// ShapeError when T > max_len or C != dim.

@@ -333,6 +333,19 @@ TEST_CASE("stop_accuracy ends training once the 100-step accuracy reaches it, an
   std::filesystem::remove_all(c.run_dir);
 }
 
+TEST_CASE("rmt refuses a max_len with no room for a segment beside its memory tokens") {
+  BackboneConfig b = small_config(BackboneMethod::rmt);
+  b.max_len = 16;
+  b.memory_tokens = 8;
+  Generator gen(0);
+  CHECK_THROWS_WITH_AS(Backbone(b, gen),
+                       "Backbone: rmt's 2 x 8 memory tokens leave no room for a segment in max_len 16 (expected "
+                       "max_len > 2 memory_tokens)",
+                       ValueError);
+  b.memory_tokens = 7;
+  CHECK(Backbone(b, gen).forward(zeros({1, 2, 16})).shape() == Shape{1, 2, 16});
+}
+
 TEST_CASE("segmented tasks take only the segmented methods, and the diagnostics not them") {
   auto task = make_mqar(small_mqar());
   Generator gen(0);
