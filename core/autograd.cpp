@@ -557,7 +557,8 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
                       " (an expand) has several elements at one memory location (dim ", d,
                       "), so an in-place write would keep only one of their values; write into a copy "
                       "(contiguous()) or into the tensor before expand");
-  check<ValueError>(!may_overlap(self.shape(), self.strides()), op, ": the tensor of shape ", shape_str(self.shape()),
+  // Contiguous, the common case, cannot overlap: no sort on every in-place op.
+  check<ValueError>(self.is_contiguous() || !may_overlap(self.shape(), self.strides()), op, ": the tensor of shape ", shape_str(self.shape()),
                     " and strides ", shape_str(self.strides()), " may hold several elements at one memory location "
                     "(its strides overlap, as a NumPy as_strided window's), so an in-place write could keep only one "
                     "of their values; write into a copy (contiguous())");
