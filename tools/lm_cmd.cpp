@@ -116,7 +116,7 @@ int run(BrownArgs& a) {
                 {"eval_protocol", "perplexity per token over the whole stream in eval_batch parallel rows, "
                                   "segment by segment; xl / tensor / leaky carry their state across segments, "
                                   "base / local / linear evaluate each segment on its own"},
-                {"methods", methods}};
+                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods) : methods}};
     rec.write_json("results.json", all);
     rec.draw();
   }

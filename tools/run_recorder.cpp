@@ -4,6 +4,9 @@
 #include <fstream>
 #include <iterator>
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include "tmem/core/error.h"
 #include "tmem/core/file_io.h"
 #include "tmem/dist/dist.h"
@@ -83,6 +86,42 @@ void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) co
   if (!o.dump_grads.empty()) o.dump_grads = path(sub + "/" + o.dump_grads);
   if (writer_ && (!o.run_dir.empty() || !o.dump_grads.empty())) ensure_writable_dir(path(sub));
   record_config();
+}
+
+nlohmann::json RunRecorder::with_earlier(const std::string& file, const std::string& key,
+                                         const std::vector<std::string>& id_keys, nlohmann::json items) const {
+  const std::string p = path(file);
+  std::error_code ec;
+  if (!writer_ || !std::filesystem::exists(p, ec)) return items;
+  nlohmann::json earlier;
+  try {
+    earlier = read_json_file(p, "run");
+  } catch (const IOError& e) {
+    if (noted_.insert(file).second) fmt::print("note: {}; this run's results replace it\n", e.what());
+    return items;
+  }
+  auto identity = [&](const nlohmann::json& entry) {
+    nlohmann::json id = nlohmann::json::array();
+    for (const std::string& k : id_keys) id.push_back(entry.is_object() ? entry.value(k, nlohmann::json()) : nlohmann::json());
+    return id;
+  };
+  std::set<nlohmann::json> ids;
+  for (const auto& entry : items) ids.insert(identity(entry));
+  const auto list = earlier.is_object() ? earlier.find(key) : earlier.end();
+  if (!earlier.is_object() || list == earlier.end() || !list->is_array()) return items;
+  std::vector<std::string> kept;
+  for (const auto& entry : *list) {
+    const nlohmann::json id = identity(entry);
+    if (ids.count(id)) continue;
+    items.push_back(entry);
+    std::string name;
+    for (const auto& v : id) name += (name.empty() ? "" : " ") + (v.is_string() ? v.get<std::string>() : v.dump());
+    kept.push_back(name);
+  }
+  if (!kept.empty() && noted_.insert(file).second)
+    fmt::print("note: {} keeps the earlier run's {} that this one did not rerun ({}): {}\n", p, key, kept.size(),
+               fmt::join(kept, ", "));
+  return items;
 }
 
 PlotSeries smoothed_curve(const std::string& label, const std::vector<double>& values,

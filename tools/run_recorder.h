@@ -6,6 +6,7 @@
 #pragma once
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,12 +60,22 @@ class RunRecorder {
   /// there; the directory is made when either needs it, and config.json is
   /// recorded (record_config). Throws IOError.
   void place(models::CheckpointOptions& o, const std::string& sub) const;
+  /// For a --resume that reruns fewer entries than the run it continues:
+  /// items (this run's entries of path(file)[key]) followed by the entries
+  /// of the earlier path(file)[key] whose identity (their values of id_keys)
+  /// is not among items, so that the earlier run's results stay listed. The
+  /// first time it keeps any it prints a note naming them; a missing,
+  /// unreadable or foreign earlier file keeps none (noted when unreadable).
+  /// On ranks other than 0 it returns items.
+  nlohmann::json with_earlier(const std::string& file, const std::string& key,
+                              const std::vector<std::string>& id_keys, nlohmann::json items) const;
 
  private:
   std::string dir_;
   bool writer_;  // rank 0
   nlohmann::json config_;          // config.json's content
   mutable bool config_written_ = false;
+  mutable std::set<std::string> noted_;  // files with_earlier has printed its note for
   std::map<std::string, std::pair<PlotOptions, std::vector<PlotSeries>>> plots_;
 };
 

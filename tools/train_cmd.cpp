@@ -325,6 +325,7 @@ int run_cells(TrainArgs& a) {
       fmt::print("\n");
     }
   if (any_off) fmt::print("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
+  if (a.cfg.resume) cells = rec.with_earlier("results.json", "cells", {"cell"}, std::move(cells));
   json results = {{"task", a.task}, {"cells", cells}};
   rec.write_json("results.json", results);
   fmt::print("results written to {}/results.json\n", root);
@@ -536,6 +537,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
                    100 * row["eval_accuracy"].get<double>(), 100 * row["eval_accuracy_memory_off"].get<double>(),
                    row["parameters"].get<int64_t>(), row["seconds"].get<double>());
       fmt::print("(memory off: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
+      if (cfg->resume) rows = rec.with_earlier("results.json", "ablations", {"variant"}, std::move(rows));
       rec.write_json("results.json", {{"ablations", rows}});
       fmt::print("results written to {}/results.json\n", rec.dir());
       return 0;

@@ -197,7 +197,7 @@ int run(VideoArgs& a) {
                                     "of distinct classes among the items); occluded item: the occluded item's class "
                                     "is among the top-k. Clip i of the test set is drawn from its own generator, so "
                                     "it has the same items and motion with occlusion off and on"},
-                  {"runs", runs}};
+                  {"runs", a.cfg.resume ? rec.with_earlier("results.json", "runs", {"method", "occlusion"}, runs) : runs}};
       rec.write_json("results.json", all);
       rec.draw();
     }

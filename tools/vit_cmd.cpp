@@ -202,7 +202,7 @@ int run(FashionArgs& a) {
     json all = {{"task", "fashion-mnist-" + a.cfg.task},
                 {"data", {{"dir", a.data_dir}, {"train_images", n_train}, {"test_images", n_test}}},
                 {"train_metric", mae ? "PSNR (dB) of the training batch's composite" : "training batch accuracy"},
-                {"methods", methods}};
+                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods) : methods}};
     if (mae)
       all["eval_protocol"] = "test images in order, masks from random_patch_mask with one Generator(mask_seed) per "
                              "ratio; composite = visible patches of the input + predicted masked patches clamped to "
