@@ -335,8 +335,10 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   if (data_parallel) ddp = std::make_unique<dist::DistributedDataParallel>(model);
   const auto named = model.named_parameters();
   model.train();
+  bool ranks_stop = false;  // a data-parallel loop stops when any rank was asked to, after the step all agreed on
   for (int64_t step = res.start_step; step < cfg.steps && res.stopped_at < 0; ++step) {
-    if (!data_parallel && g_stop_requested.exchange(false)) {
+    if (data_parallel ? ranks_stop : g_stop_requested.load()) {
+      g_stop_requested.store(false);
       if (!ckpt.empty() && step > res.start_step) save_checkpoint(step);
       throw Interrupted(fmt::format(
           "interrupted after step {} of {}{}", step, cfg.steps,
@@ -358,12 +360,13 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
       Tensor l = tensor({loss_v}, {1}, DType::Float64);
       dist::all_reduce(l, dist::ReduceOp::Mean);
       loss_v = l.item();
-      Tensor h = tensor({out.hits, out.total, rows}, {3}, DType::Float64);
+      Tensor h = tensor({out.hits, out.total, rows, g_stop_requested.load() ? 1.0 : 0.0}, {4}, DType::Float64);
       dist::all_reduce(h);
       const std::vector<double> sums = h.to_vector();
       out.hits = sums[0];
       out.total = sums[1];
       rows = sums[2];
+      ranks_stop = sums[3] > 0;
     }
     check<ValueError>(rows == static_cast<double>(cfg.batch), "train: step ", step, " trained ", rows,
                       " rows of a batch of ", cfg.batch, data_parallel ? " over " + std::to_string(world) + " ranks" : "",

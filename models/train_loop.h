@@ -165,8 +165,9 @@ class Interrupted : public Error {
 
 /// Asks the train_loop running in this process to stop between two steps
 /// (and the next one, if none is running, before its first); a
-/// data-parallel loop ignores it, since its ranks must stop together. Only
-/// sets an atomic flag, so a signal handler may call it.
+/// data-parallel loop stops when any of its ranks was asked to: the ranks
+/// agree on it in the step's all_reduce, so they all stop after that step.
+/// Only sets an atomic flag, so a signal handler may call it.
 void request_stop() noexcept;
 
 /// train_loop for a trainer whose progress reports are {"train", step,

@@ -312,7 +312,20 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
     dist::abort(command + ": cannot silence the output of rank " + std::to_string(dist::rank()));
   DebugArgs debug = d;
   if (!debug.profile.empty() && dist::rank() != 0) debug.profile += ".rank" + std::to_string(dist::rank());
-  return dist::run([&debug, &run] { return run_with_debug(debug, run); });
+  // A stop request ends every rank after the same step (models::train_loop):
+  // not a failure of the job, so it is caught inside dist::run, and rank 0
+  // says how to continue.
+  std::string interrupted;
+  const int status = dist::run([&] {
+    try {
+      return run_with_debug(debug, run);
+    } catch (const models::Interrupted& e) {
+      interrupted = interrupted_message(e);
+      return 130;
+    }
+  });
+  if (!interrupted.empty() && dist::rank() == 0) fmt::print(stderr, "tmem: {}\n", interrupted);
+  return status;
 }
 
 void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options) {

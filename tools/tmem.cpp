@@ -13,6 +13,7 @@
 #include <cmath>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 
 #include <unistd.h>
@@ -149,17 +150,34 @@ int run_grads_diff(const std::string& a, const std::string& b, size_t top, doubl
 
 namespace {
 
-// The first Ctrl-C (or SIGTERM, as kill, timeout and job schedulers send)
-// asks a training run to stop after its current step with its checkpoint
-// saved (models::request_stop; the error then says how to continue); a
-// second one ends the process at once.
+// Whether this process prints the notice of a stop: the one process, or
+// rank 0 of a job an MPI launcher started (its rank read from the launcher's
+// environment, as the signal may come before dist::init).
+bool g_stop_notice = true;
+
+// The first Ctrl-C (or SIGTERM, as kill, timeout and job schedulers send, or
+// SIGUSR1, which mpirun forwards to every rank) asks a training run to stop
+// after its current step with its checkpoint saved (models::request_stop;
+// the error then says how to continue); a second one ends the process at
+// once.
 void stop_after_this_step(int sig) {
   tmem::models::request_stop();
   std::signal(sig, SIG_DFL);
   static constexpr char kInt[] = "\ntmem: stopping after this step (Ctrl-C again to quit at once)\n";
   static constexpr char kTerm[] = "\ntmem: stopping after this step on SIGTERM (send it again to quit at once)\n";
-  const bool term = sig == SIGTERM;
-  [[maybe_unused]] const auto n = write(STDERR_FILENO, term ? kTerm : kInt, (term ? sizeof kTerm : sizeof kInt) - 1);
+  static constexpr char kUsr1[] = "\ntmem: stopping after this step on SIGUSR1 (send it again to quit at once)\n";
+  const char* text = sig == SIGTERM ? kTerm : sig == SIGUSR1 ? kUsr1 : kInt;
+  const size_t size = (sig == SIGTERM ? sizeof kTerm : sig == SIGUSR1 ? sizeof kUsr1 : sizeof kInt) - 1;
+  if (g_stop_notice) {
+    [[maybe_unused]] const auto n = write(STDERR_FILENO, text, size);
+  }
+}
+
+// The rank an MPI launcher gave this process (0 when none did).
+std::string launcher_rank() {
+  for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"})
+    if (const char* v = std::getenv(var)) return v;
+  return "0";
 }
 
 }  // namespace
@@ -185,10 +203,11 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  if (argc > 1 && !tmem::dist::launched_distributed()) {
+  if (argc > 1) {
     const std::string cmd = argv[1];
+    g_stop_notice = !tmem::dist::launched_distributed() || launcher_rank() == "0";
     if (cmd == "train" || cmd == "ablate" || cmd == "frontier")
-      for (const int sig : {SIGINT, SIGTERM}) std::signal(sig, stop_after_this_step);
+      for (const int sig : {SIGINT, SIGTERM, SIGUSR1}) std::signal(sig, stop_after_this_step);
   }
   // `train brown`, `train fashion-mnist` and `train moving-fmnist` have flags
   // of their own (the language models, the ViTs, the video models), parsed there.
