@@ -250,6 +250,7 @@ SafetensorsFile load_safetensors(const std::string& path) {
                    printable(it->second), ", computed ", computed,
                    "): the file was changed or damaged after it was written");
     out.metadata.erase(it);
+    out.checksummed = true;
   }
   return out;
 }

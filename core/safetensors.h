@@ -29,6 +29,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 struct SafetensorsFile {
   std::map<std::string, Tensor> tensors;
   StringMap metadata;
+  bool checksummed = false;  // the file carried kChecksumKey, and it matched
 };
 
 /// Reads a safetensors file. F32, F64 and I64 tensors load as float32,
@@ -44,8 +45,8 @@ struct SafetensorsFile {
 /// data section exactly (overlapping bytes or gaps, as the format's
 /// reference loader refuses), and for a file whose kChecksumKey does not
 /// match its header and data (a file without the key, written by another
-/// tool or an older tmem, is read unchecked). The returned metadata leaves
-/// kChecksumKey out.
+/// tool or an older tmem, is read unchecked: `checksummed` then says so).
+/// The returned metadata leaves kChecksumKey out.
 SafetensorsFile load_safetensors(const std::string& path);
 
 }  // namespace tmem

@@ -206,6 +206,10 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   }
   if (have_checkpoint) {
     SafetensorsFile f = load_safetensors(ckpt);
+    if (!f.checksummed && writer)
+      fmt::print(stderr, "warning: {} carries no checksum ({}): it was written by a tmem from before checksums, by "
+                 "another tool, or the key was removed, so damage to it cannot be detected; it resumes unchecked\n",
+                 ckpt, kChecksumKey);
     std::map<std::string, Tensor> model_state, opt_state, extra;
     for (auto& [k, t] : f.tensors) {
       if (k.rfind("model.", 0) == 0) model_state[k.substr(6)] = t;

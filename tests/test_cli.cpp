@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <set>
@@ -12,6 +13,7 @@
 
 #include "cli_util.h"
 #include "tmem/core/json_dump.h"
+#include "tmem/core/safetensors.h"
 #include "test_util.h"
 
 using tmem::test::fresh_cli_dir;
@@ -451,6 +453,33 @@ TEST_CASE("cli: --resume keeps the gradient dump's steps before the checkpoint, 
   REQUIRE(r.status == 0);
   CHECK(dumped_steps(dump, tensors) == std::vector<int64_t>{0, 1, 2, 3, 4, 5});
   CHECK(tensors);  // steps 4 and 5 are the resumed run's, not the stale ones
+  fs::remove_all(dir);
+}
+
+TEST_CASE("cli: a resume from a checkpoint without its checksum warns that it resumes unchecked") {
+  const std::string dir = fresh_cli_dir("tmem_cli_resume_no_crc");
+  auto args = tiny_train_args("no-crc");
+  auto r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  // The checkpoint as a tmem from before checksums wrote it: the header without the key.
+  const fs::path ckpt = fs::path(dir) / "runs/no-crc/base_length32_seed42/checkpoint.safetensors";
+  const std::string bytes = tmem::test::read_all(ckpt);
+  uint64_t n = 0;
+  std::memcpy(&n, bytes.data(), 8);
+  nlohmann::json header = nlohmann::json::parse(bytes.substr(8, n));
+  REQUIRE(header["__metadata__"].erase(tmem::kChecksumKey) == 1);
+  const std::string text = header.dump();
+  const uint64_t size = text.size();
+  tmem::test::write_all(ckpt, std::string(reinterpret_cast<const char*>(&size), 8) + text + bytes.substr(8 + n));
+  args[5] = "4";
+  args.push_back("--resume");
+  r = run_tmem(args, dir);
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("warning: runs/no-crc/base_length32_seed42/checkpoint.safetensors carries no checksum "
+                      "(tmem_crc32)") != std::string::npos);
+  CHECK(r.output.find("resumed from its checkpoint at step 3/4") != std::string::npos);
   fs::remove_all(dir);
 }
 

@@ -61,6 +61,7 @@ TEST_CASE("safetensors: the checksum is zlib's CRC-32 of the header and data, an
   CHECK(good.find("\"tmem_crc32\":\"beb9238e\"") != std::string::npos);
   SafetensorsFile f = load_safetensors(p);
   CHECK(f.metadata == StringMap{{"step", "12"}});  // the checksum is the file's, not the caller's
+  CHECK(f.checksummed);
   CHECK(f.tensors.at("w").to_vector() == w.to_vector());
 
   std::string data_flip = good;
@@ -75,7 +76,9 @@ TEST_CASE("safetensors: the checksum is zlib's CRC-32 of the header and data, an
 
   // A file without the key (another tool's, an older tmem's) loads unchecked.
   write_raw(p, R"({"w":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}})", std::string("\0\0\x80\x3f", 4));
-  CHECK(load_safetensors(p).tensors.at("w").to_vector() == std::vector<double>{1.0});
+  const SafetensorsFile unchecked = load_safetensors(p);
+  CHECK(unchecked.tensors.at("w").to_vector() == std::vector<double>{1.0});
+  CHECK_FALSE(unchecked.checksummed);
   CHECK_THROWS_WITH_AS(save_safetensors(p, {{"w", w}}, {{"tmem_crc32", "0"}}),
                        doctest::Contains("the metadata key tmem_crc32 is the file's checksum"), IOError);
   fs::remove(p);
