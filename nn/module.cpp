@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <unordered_set>
 
+#include <fmt/format.h>
+
 #include "tmem/core/autograd.h"
 
 namespace tmem::nn {
@@ -42,43 +44,40 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
-void Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
+Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::map<std::string, Tensor> own = state_dict();
   // Every fault is listed (as PyTorch does) before anything is copied, so a
   // state that does not fit leaves the module as it was.
-  std::string missing, unexpected, shapes;
-  auto add = [](std::string& list, const std::string& item) {
-    if (!list.empty()) list += ", ";
-    list += item;
-  };
-  // Built by appending: GCC 12 warns (-Wrestrict, a false positive) on "\"" + std::string&&.
-  auto quoted = [](const std::string& name) {
-    std::string q(1, '"');
-    q += name;
-    q += '"';
-    return q;
-  };
-  if (strict)
-    for (const auto& kv : state)
-      if (own.count(kv.first) == 0) add(unexpected, quoted(printable(kv.first)));
+  IncompatibleKeys keys;
+  std::string shapes;
+  auto quoted = [](const std::string& name) { return fmt::format("\"{}\"", printable(name)); };
+  for (const auto& kv : state)
+    if (own.count(kv.first) == 0) keys.unexpected_keys.push_back(kv.first);
   for (const auto& [n, t] : own) {
     auto it = state.find(n);
     if (it == state.end()) {
-      if (strict) add(missing, quoted(n));
+      keys.missing_keys.push_back(n);
     } else if (it->second.shape() != t.shape()) {
-      add(shapes, quoted(n) + " expected shape " + shape_str(t.shape()) + ", but got " +
-                      shape_str(it->second.shape()));
+      shapes += fmt::format("{}{} expected shape {}, but got {}", shapes.empty() ? "" : ", ", quoted(n),
+                            shape_str(t.shape()), shape_str(it->second.shape()));
     }
   }
+  auto list = [&](const std::vector<std::string>& names) {
+    std::string out;
+    for (const std::string& n : names) out += (out.empty() ? "" : ", ") + quoted(n);
+    return out;
+  };
+  const bool mismatch = strict && (!keys.missing_keys.empty() || !keys.unexpected_keys.empty());
   std::string faults;
-  if (!missing.empty()) faults += " missing key(s) " + missing + ".";
-  if (!unexpected.empty()) faults += " unexpected key(s) " + unexpected + ".";
+  if (strict && !keys.missing_keys.empty()) faults += " missing key(s) " + list(keys.missing_keys) + ".";
+  if (strict && !keys.unexpected_keys.empty()) faults += " unexpected key(s) " + list(keys.unexpected_keys) + ".";
   if (!shapes.empty()) faults += " size mismatch for " + shapes + ".";
-  if (!missing.empty() || !unexpected.empty()) throw ValueError("load_state_dict:" + faults);
+  if (mismatch) throw ValueError("load_state_dict:" + faults);
   if (!shapes.empty()) throw ShapeError("load_state_dict:" + faults);
   NoGradGuard no_grad;
   for (auto& [n, t] : own)
     if (auto it = state.find(n); it != state.end()) copy_data(t, it->second);
+  return keys;
 }
 
 void Module::train(bool on) {

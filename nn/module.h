@@ -26,15 +26,25 @@ class Module {
   std::vector<Tensor> parameters() const;
   /// Parameters and buffers by dotted name (PyTorch state_dict).
   std::map<std::string, Tensor> state_dict() const;
+  /// The keys a load_state_dict did not match (PyTorch's _IncompatibleKeys):
+  /// this module's keys the state lacks, and the state's keys it does not have.
+  struct IncompatibleKeys {
+    std::vector<std::string> missing_keys, unexpected_keys;
+  };
   /// Copies values into this module's parameters and buffers. strict: every
-  /// key must match both ways. Throws, having copied nothing, ValueError
-  /// listing every missing and unexpected key (and any shape mismatch), or
-  /// ShapeError listing every key whose shape differs, with both shapes.
-  void load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
+  /// key must match both ways; otherwise the keys that did not are returned
+  /// (under strict both lists are empty). Throws, having copied nothing,
+  /// ValueError under strict listing every missing and unexpected key (and
+  /// any shape mismatch), or ShapeError listing every key whose shape
+  /// differs, with both shapes.
+  IncompatibleKeys load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   /// Training mode (dropout active) for this module and all children.
   void train(bool on = true);
   void eval() { train(false); }
   bool is_training() const { return training_; }
+  /// Sets this module's own mode, not its children's (PyTorch's
+  /// `module.training = on`).
+  void set_training(bool on) { training_ = on; }
   /// Clears the .grad of every parameter.
   void zero_grad();
   /// Total number of parameter elements.

@@ -85,10 +85,16 @@ TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a s
                        "load_state_dict: missing key(s) \"fc1.bias\", \"fc2.weight\". unexpected key(s) \"fc3.weight\".",
                        ValueError);
   CHECK(other.fc1->weight.to_vector() == before);
-  other.load_state_dict(state, false);
+  const nn::Module::IncompatibleKeys keys = other.load_state_dict(state, false);
+  CHECK(keys.missing_keys == std::vector<std::string>{"fc1.bias", "fc2.weight"});
+  CHECK(keys.unexpected_keys == std::vector<std::string>{"fc3.weight"});
   CHECK(other.fc1->weight.to_vector() == m.fc1->weight.to_vector());
+  const nn::Module::IncompatibleKeys none = other.load_state_dict(m.state_dict());
+  CHECK((none.missing_keys.empty() && none.unexpected_keys.empty()));
   m.eval();
   CHECK(!m.fc1->is_training());
+  m.set_training(true);  // this module only, as PyTorch's module.training = True
+  CHECK((m.is_training() && !m.fc1->is_training()));
 }
 
 TEST_CASE("Module: register_module refuses a cycle (the module itself, or one that contains it)") {

@@ -169,6 +169,8 @@ Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 
 void bind_nn(py::module_& m) {
   py::module_ nnm = m.def_submodule("nn", "Modules, layers and gradient clipping.");
+  nnm.attr("IncompatibleKeys") = py::module_::import("collections").attr("namedtuple")(
+      "IncompatibleKeys", py::make_tuple("missing_keys", "unexpected_keys"));
   py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
   // Python subclasses reach Module's methods inside their __init__; before
   // super().__init__() the C++ Module does not exist yet, and calling one
@@ -193,9 +195,19 @@ void bind_nn(py::module_& m) {
            "Removes the parameter, buffer or module registered as name (del module.name calls it).")
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
       .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
-      .def("state_dict", &Module::state_dict, "Parameters and buffers by dotted name.")
-      .def("load_state_dict", &Module::load_state_dict, py::arg("state_dict"), py::arg("strict").noconvert() = true,
-           "Copies values into the parameters and buffers (strict: the keys must match both ways).")
+      .def("state_dict", [](const Module& mod) {
+             std::map<std::string, Tensor> out;
+             for (const auto& [n, t] : mod.state_dict()) out[n] = t.detach();
+             return out;
+           }, "Parameters and buffers by dotted name, detached: they share storage with the module's tensors "
+              "but record no gradient, as PyTorch's.")
+      .def("load_state_dict", [](Module& mod, const std::map<std::string, Tensor>& state, bool strict) {
+             const Module::IncompatibleKeys keys = mod.load_state_dict(state, strict);
+             return py::module_::import("tmem._tmem").attr("nn").attr("IncompatibleKeys")(keys.missing_keys,
+                                                                                         keys.unexpected_keys);
+           }, py::arg("state_dict"), py::arg("strict").noconvert() = true,
+           "Copies values into the parameters and buffers (strict: the keys must match both ways); returns "
+           "IncompatibleKeys(missing_keys, unexpected_keys), as PyTorch's.")
       .def("train", [](Module& mod, bool mode) -> Module& {
              mod.train(mode);
              return mod;
@@ -204,7 +216,12 @@ void bind_nn(py::module_& m) {
              mod.eval();
              return mod;
            }, "Evaluation mode (dropout off); returns the module.")
-      .def_property_readonly("training", &Module::is_training, "Whether the module is in training mode.")
+      .def_property("training", &Module::is_training, [](Module& mod, const py::object& on) {
+             if (!py::isinstance<py::bool_>(on))
+               throw py::type_error("Module.training: expected a bool, but got " + type_name(on));
+             mod.set_training(on.cast<bool>());
+           }, "Whether the module is in training mode; setting it changes this module only, not its children "
+              "(train() sets them all).")
       .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")
       .def("num_parameters", &Module::num_parameters, "The number of parameter elements.")
       .def("to", [](Module& mod, const py::object& device) -> Module& {

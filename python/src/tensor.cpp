@@ -660,17 +660,31 @@ void bind_tensor(py::module_& m) {
         "start, start+step, ... < end (arange(n): 0 .. n-1); int64 when start, end and step are all ints "
         "(exactly), else float32, as torch.arange.");
 
+  // A seed as PyTorch takes one: an int in [-2^63, 2^64), a negative one as
+  // its two's complement (torch.manual_seed(-1) is seed 2^64 - 1).
+  auto seed_from_py = [](const py::object& seed, const std::string& who) -> uint64_t {
+    if (!py::isinstance<py::int_>(seed) || py::isinstance<py::bool_>(seed))
+      throw py::type_error(who + ": expected seed to be an int, but got " +
+                           py::str(py::type::of(seed).attr("__name__")).cast<std::string>());
+    const py::int_ lo(std::numeric_limits<int64_t>::min()), hi(std::numeric_limits<uint64_t>::max());
+    if (seed < lo || seed > hi)
+      throw py::value_error(who + ": seed " + py::str(seed).cast<std::string>() +
+                            " is outside [-2^63, 2^64 - 1] (a negative seed is taken as its two's complement)");
+    return seed < py::int_(0) ? static_cast<uint64_t>(seed.cast<int64_t>()) : seed.cast<uint64_t>();
+  };
   py::class_<Generator>(m, "Generator", "A seeded random number generator (mt19937_64).")
-      .def(py::init<uint64_t>(), py::arg("seed") = 0)
-      .def("manual_seed", [](Generator& g, uint64_t seed) -> Generator& {
-             g.manual_seed(seed);
+      .def(py::init([seed_from_py](const py::object& seed) { return Generator(seed_from_py(seed, "Generator")); }),
+           py::arg("seed") = 0, "seed: an int in [-2^63, 2^64), a negative one as its two's complement.")
+      .def("manual_seed", [seed_from_py](Generator& g, const py::object& seed) -> Generator& {
+             g.manual_seed(seed_from_py(seed, "Generator.manual_seed"));
              return g;
-           }, py::arg("seed"), "Reseeds the generator; returns it.")
+           }, py::arg("seed"), "Reseeds the generator (a negative seed as its two's complement); returns it.")
       .def("get_state", &Generator::state, "The full state as text.")
       .def("set_state", &Generator::set_state, py::arg("state"), "Restores a get_state() text.");
   m.def("default_generator", &default_generator, py::return_value_policy::reference,
         "The process-wide generator used when none is given.");
-  m.def("manual_seed", &manual_seed, py::arg("seed"), "Reseeds the default generator.");
+  m.def("manual_seed", [seed_from_py](const py::object& seed) { manual_seed(seed_from_py(seed, "manual_seed")); },
+        py::arg("seed"), "Reseeds the default generator (a negative seed as its two's complement).");
   auto gen_or_default = [](Generator* g) -> Generator& { return g ? *g : default_generator(); };
   // rand and randn take *args, and pybind11 2.10 loads the last keyword-only
   // argument after *args without conversion (its flags shift by one), so a

@@ -66,6 +66,12 @@ class TestModules(unittest.TestCase):
         self.assertFalse(m.qkv.training)
         m.train()
         self.assertTrue(m.qkv.training)
+        # Setting the attribute changes this module only, as in PyTorch.
+        m.training = False
+        self.assertFalse(m.training)
+        self.assertTrue(m.qkv.training)
+        with self.assertRaisesRegex(TypeError, "Module.training: expected a bool, but got int"):
+            m.training = 0
         self.assertIs(m.to("cpu"), m)
 
     def test_tensor_memory_state(self):
@@ -400,6 +406,18 @@ class TestFiles(unittest.TestCase):
             with self.assertRaisesRegex(TypeError, r"strict: bool"):
                 m2.load_state_dict(tensors, strict)
         m2.load_state_dict(tensors, np.bool_(True))
+        # It returns the keys that did not match, as PyTorch's (_IncompatibleKeys).
+        keys = m2.load_state_dict(tensors)
+        self.assertEqual((keys.missing_keys, keys.unexpected_keys), ([], []))
+        partial = {"fc1.weight": tensors["fc1.weight"], "extra": tensors["fc2.bias"]}
+        missing, unexpected = m2.load_state_dict(partial, strict=False)
+        self.assertEqual(missing, ["calls", "fc1.bias", "fc2.bias", "fc2.weight", "scale"])  # MLP has two buffers
+        self.assertEqual(unexpected, ["extra"])
+        # state_dict's tensors are detached but share the parameters' storage.
+        sd = m2.state_dict()
+        self.assertFalse(sd["fc1.weight"].requires_grad)
+        sd["fc1.weight"].fill_(0.25)
+        self.assertTrue(np.all(m2.fc1.weight.numpy() == 0.25))
         with self.assertRaisesRegex(TypeError, r"keepdim: bool"):
             tmem.sum(m2.fc1.weight, 0, 1)
 

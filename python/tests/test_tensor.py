@@ -44,6 +44,24 @@ class TestFactories(unittest.TestCase):
         u = tmem.rand(1000, generator=g).numpy()
         self.assertTrue(0 <= u.min() and u.max() < 1)
 
+    def test_negative_seeds_are_twos_complement(self):
+        # As torch.manual_seed: -1 is the seed 2^64 - 1, not a TypeError.
+        a = tmem.randn(6, generator=tmem.Generator(-1)).numpy()
+        b = tmem.randn(6, generator=tmem.Generator(2**64 - 1)).numpy()
+        np.testing.assert_array_equal(a, b)
+        self.assertFalse(np.array_equal(a, tmem.randn(6, generator=tmem.Generator(1)).numpy()))
+        g = tmem.Generator(0).manual_seed(-2**63)
+        np.testing.assert_array_equal(tmem.randn(6, generator=g).numpy(),
+                                      tmem.randn(6, generator=tmem.Generator(2**63)).numpy())
+        tmem.manual_seed(-5)
+        c = tmem.randn(6).numpy()
+        np.testing.assert_array_equal(c, tmem.randn(6, generator=tmem.Generator(2**64 - 5)).numpy())
+        for bad in (2**64, -2**63 - 1):
+            with self.assertRaisesRegex(ValueError, r"seed -?\d+ is outside \[-2\^63, 2\^64 - 1\]"):
+                tmem.Generator(bad)
+        with self.assertRaisesRegex(TypeError, "manual_seed: expected seed to be an int, but got float"):
+            tmem.manual_seed(1.5)
+
     def test_rand_without_a_generator(self):
         # rand(2, 3) was a TypeError unless a generator was given (pybind11
         # loaded the keyword after *args without converting None).
