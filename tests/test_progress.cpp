@@ -1,12 +1,58 @@
 // tools/progress.h: the ETA of a run of several parts (RunEta). Times are
 // given, not measured, and are binary fractions, so the sums are exact.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <functional>
+#include <string>
+
+#include "test_util.h"
 
 #include "tmem/core/error.h"
 #include "tmem/tools/progress.h"
 
 using tmem::tools::RunEta;
 using tmem::tools::progress_eta;
+
+namespace {
+
+// What f prints on stdout (file descriptor 1), read back from a file.
+std::string stdout_of(const std::function<void()>& f) {
+  const std::string path = tmem::test::tmp_path("tmem_progress_stdout.txt");
+  std::fflush(stdout);
+  const int saved = dup(1), fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE((saved >= 0 && fd >= 0));
+  dup2(fd, 1);
+  close(fd);
+  f();
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  return tmem::test::read_all(path);
+}
+
+}  // namespace
+
+TEST_CASE("end_progress_line ends the line a terminal's progress left open, once, and only then") {
+  using tmem::tools::end_progress_line;
+  using tmem::tools::print_progress_line;
+  // An error after step 1 of 3 once followed the progress line on the same line.
+  CHECK(stdout_of([] {
+          print_progress_line("base", "step", 1, 3, "loss 1.0", 2.0, true, 10);
+          end_progress_line();
+          end_progress_line();
+        }) == "\rbase [######..............] step 1/3  loss 1.0  ETA 0:04\n");
+  CHECK(stdout_of([] {
+          print_progress_line("base", "step", 3, 3, "loss 1.0", 2.0, true, 10);
+          end_progress_line();
+        }) == "\rbase [####################] step 3/3  loss 1.0  ETA 0:00\n");
+  CHECK(stdout_of([] {
+          print_progress_line("base", "step", 1, 3, "loss 1.0", 2.0, false, 3);
+          end_progress_line();
+        }) == "base [######..............] step 1/3  loss 1.0  ETA 0:04\n");
+}
 
 TEST_CASE("RunEta: later parts at the time per step of their kind's finished parts, else the current part's") {
   RunEta eta({{"base", 100}, {"base", 100}, {"tensor", 100}, {"base", 40}});

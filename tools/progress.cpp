@@ -54,6 +54,19 @@ double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, 
   return run ? run->seconds_left(total - done, per_step) : per_step * static_cast<double>(total - done);
 }
 
+namespace {
+
+bool progress_line_open = false;  // the last progress line went to a terminal without its newline
+
+}  // namespace
+
+void end_progress_line() {
+  if (!progress_line_open) return;
+  progress_line_open = false;
+  fmt::print("\n");
+  std::fflush(stdout);
+}
+
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
                          const std::string& fields, double seconds, bool tty, int64_t lines, const RunEta* run,
                          int64_t start) {
@@ -65,6 +78,7 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
              unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);
+  progress_line_open = tty && !last;
 }
 
 double RunEta::seconds_left(int64_t steps_left, double seconds_per_step) const {
@@ -324,7 +338,10 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
       return 130;
     }
   });
-  if (!interrupted.empty() && dist::rank() == 0) fmt::print(stderr, "tmem: {}\n", interrupted);
+  if (!interrupted.empty() && dist::rank() == 0) {
+    end_progress_line();
+    fmt::print(stderr, "tmem: {}\n", interrupted);
+  }
   return status;
 }
 
@@ -383,9 +400,11 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   try {
     return run();
   } catch (const models::Interrupted& e) {
+    end_progress_line();
     fmt::print(stderr, "tmem: {}\n", interrupted_message(e));
     return 130;
   } catch (const std::exception& e) {
+    end_progress_line();
     fmt::print(stderr, "tmem: error: {}\n", e.what());
     if (dynamic_cast<const OutOfMemoryError*>(&e) || dynamic_cast<const std::bad_alloc*>(&e))
       fmt::print(stderr, "(this run needs more memory than is free: lower --batch, or the model's sizes such as --dim, "

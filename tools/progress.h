@@ -46,6 +46,11 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
                          const std::string& fields, double seconds, bool tty, int64_t lines,
                          const RunEta* run = nullptr, int64_t start = 0);
 
+/// Ends the progress line a terminal shows while a part runs (print_progress_line
+/// leaves it open), so that an error or a stop notice printed next starts a
+/// line of its own; does nothing when no line is open.
+void end_progress_line();
+
 /// The time left of a run that trains its parts one after the other (the
 /// cells of `tmem train`, its methods on Fashion-MNIST and Moving
 /// Fashion-MNIST, the variants of `tmem ablate`), for the progress
