@@ -41,6 +41,11 @@ ConvLSTM3D::ConvLSTM3D(int64_t cx, int64_t c, bool factorized, Generator& gen, d
 }
 
 ConvLSTM3DState ConvLSTM3D::forward(const Tensor& x, const ConvLSTM3DState& s) const {
+  auto fits = [](const Tensor& t, int64_t ch) { return t.dim() == 5 && t.shape()[1] == ch; };
+  check<ShapeError>(fits(x, in_channels) && fits(s.h, channels) && fits(s.c, channels), "ConvLSTM3D: expected x [B, ",
+                    in_channels, ", D, H, W] and state h, c [B, ", channels, ", D, H, W] (in_channels ", in_channels,
+                    ", channels ", channels, "), but got x ", shape_str(x.shape()), " h ", shape_str(s.h.shape()), " c ",
+                    shape_str(s.c.shape()));
   return convlstm3d_cell(x, s.h, s.c, w);
 }
 
@@ -103,6 +108,18 @@ const TensorMemoryProbe::Record* TensorMemoryProbe::last(const TensorMemory& lay
   return nullptr;
 }
 
+void TensorMemory::check_finite_coords(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, int64_t N) const {
+  const int64_t B = mu_r.shape()[0], nc = mu_r.shape()[1], K = opt.chunk;
+  const std::vector<double> v = cat({mu_r.detach(), mu_w.detach(), sig.detach()}, 2).to(Device::cpu()).to_vector();
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t k = 0; k < nc; ++k)
+      for (int64_t i = 0; i < 7; ++i)
+        check<ValueError>(std::isfinite(v[static_cast<size_t>((b * nc + k) * 7 + i)]), "TensorMemory: the ",
+                          i < 3 ? "read coordinates" : i < 6 ? "write coordinates" : "write width", " of row ", b,
+                          ", tokens ", k * K, "-", std::min(k * K + K, N) - 1, i < 6 ? " are" : " is", " not finite: x[", b, ", ",
+                          k * K, ":", std::min(k * K + K, N), "] or the layer's weights hold NaN or Inf");
+}
+
 TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState& state_in) const {
   check<ShapeError>(x.dim() == 3 && x.shape()[2] == dim, "TensorMemory: expected x [B, N, ", dim,
                     "], but got ", shape_str(x.shape()));
@@ -111,6 +128,13 @@ TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState&
   check<ShapeError>(state_in.h.shape() == state_shape && state_in.c.shape() == state_shape,
                     "TensorMemory: expected state h, c ", shape_str(state_shape), ", but got h ",
                     shape_str(state_in.h.shape()), " c ", shape_str(state_in.c.shape()));
+  for (const Tensor* t : {&state_in.h, &state_in.c}) {
+    check<DtypeError>(t->dtype() == x.dtype(), "TensorMemory: expected state h, c of x's dtype ", dtype_name(x.dtype()),
+                      ", but got h ", dtype_name(state_in.h.dtype()), " c ", dtype_name(state_in.c.dtype()));
+    check<DeviceError>(t->device() == x.device(), "TensorMemory: expected state h, c on x's device ",
+                       x.device().str(), ", but got h on ", state_in.h.device().str(), " c on ",
+                       state_in.c.device().str());
+  }
   const int64_t nc = (N + K - 1) / K;
   // No token: no chunk to read or write, and the state stays as it was.
   if (nc == 0) return {zeros({B, 0, dim}, x.dtype(), x.device()), state_in};
@@ -122,6 +146,7 @@ TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState&
   Tensor mu_w = tanh((coord_write ? coord_write : coord)->forward(wtok));
   Tensor cont = content->forward(wtok);                                  // [B, nc, Cm]
   Tensor sig = (softplus(sigma->forward(wtok)) + 1e-4) * opt.sigma_scale;  // [B, nc, 1]
+  check_finite_coords(mu_r, mu_w, sig, N);
   if (TensorMemoryProbe* probe = TensorMemoryProbe::active())
     probe->record({this, mu_r.detach(), mu_w.detach(), sig.detach()});
 

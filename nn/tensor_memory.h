@@ -27,6 +27,8 @@ class ConvLSTM3D : public Module {
   ConvLSTM3D(int64_t in_channels, int64_t channels, bool factorized = true,
              Generator& gen = default_generator(), double forget_bias = 0.0);
   /// One step: x[B, Cx, D, H, W], state h, c [B, C, D, H, W] -> new state.
+  /// Throws ShapeError naming in_channels and channels when x, h or c has
+  /// another rank or channel count (convlstm3d_cell checks the rest).
   ConvLSTM3DState forward(const Tensor& x, const ConvLSTM3DState& state) const;
   int64_t in_channels, channels;
   ConvLSTM3DWeights w;
@@ -116,6 +118,11 @@ class TensorMemory : public Module {
   ConvLSTM3DState initial_state(int64_t B) const;
   /// x [B, N, C] and the state before it -> the read out and the new state;
   /// records its internals into the active TensorMemoryProbe, if any.
+  /// Throws ShapeError for another x or state shape, DtypeError or
+  /// DeviceError for a state of another dtype or device than x, and
+  /// ValueError naming the row and tokens when the read or write
+  /// coordinates or widths are not finite (x or the weights hold NaN or Inf:
+  /// a NaN coordinate would read 0 and write cell 0 silently).
   TensorMemoryOutput forward(const Tensor& x, const ConvLSTM3DState& state) const;
 
   int64_t dim;
@@ -128,6 +135,9 @@ class TensorMemory : public Module {
   Tensor nearest_cell(const Tensor& mu) const;
 
  private:
+  // Throws the ValueError of forward when a coordinate mu_r, mu_w [B, nc, 3]
+  // or width sig [B, nc, 1] is not finite (N: the tokens of x).
+  void check_finite_coords(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, int64_t N) const;
   Generator* gen_;
 };
 

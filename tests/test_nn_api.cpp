@@ -498,6 +498,49 @@ TEST_CASE("TensorMemory: no tokens give an empty output and leave the state as i
   CHECK(r.state.c.to_vector() == s0.c.to_vector());
 }
 
+TEST_CASE("TensorMemory names non-finite tokens and a state of another dtype itself, on both write paths") {
+  // A NaN token was reported by gaussian_splat ("every sigma to be finite"),
+  // and with hard_write it was written into cell 0 and read as 0 silently; a
+  // float64 state was reported by grid_sample.
+  for (const bool hard : {false, true}) {
+    CAPTURE(hard);
+    nn::TensorMemoryOptions o;
+    o.channels = 2;
+    o.D = o.H = o.W = 3;
+    o.chunk = 2;
+    o.hard_write = hard;
+    Generator gen(3);
+    nn::TensorMemory mem(4, o, gen);
+    const ConvLSTM3DState s0 = mem.initial_state(2);
+    std::vector<double> x(2 * 5 * 4, 0.25);
+    x[(1 * 5 + 3) * 4 + 2] = std::numeric_limits<double>::quiet_NaN();  // row 1, token 3: chunk 1's write token
+    CHECK_THROWS_WITH_AS(mem.forward(tensor(x, {2, 5, 4}), s0),
+                         "TensorMemory: the write coordinates of row 1, tokens 2-3 are not finite: x[1, 2:4] or the "
+                         "layer's weights hold NaN or Inf", ValueError);
+    x[(1 * 5 + 3) * 4 + 2] = 0.25;
+    x[(0 * 5 + 4) * 4 + 0] = std::numeric_limits<double>::quiet_NaN();  // row 0, token 4: the last chunk, alone
+    CHECK_THROWS_WITH_AS(mem.forward(tensor(x, {2, 5, 4}), s0),
+                         "TensorMemory: the read coordinates of row 0, tokens 4-4 are not finite: x[0, 4:5] or the "
+                         "layer's weights hold NaN or Inf", ValueError);
+    const ConvLSTM3DState f64{to_dtype(s0.h, DType::Float64), to_dtype(s0.c, DType::Float64)};
+    CHECK_THROWS_WITH_AS(mem.forward(zeros({2, 5, 4}), f64),
+                         "TensorMemory: expected state h, c of x's dtype float32, but got h float64 c float64",
+                         DtypeError);
+  }
+}
+
+TEST_CASE("ConvLSTM3D names its channel counts when x or the state has others") {
+  Generator gen(1);
+  nn::ConvLSTM3D cell(3, 4, true, gen);
+  const ConvLSTM3DState s{zeros({2, 4, 3, 3, 3}), zeros({2, 4, 3, 3, 3})};
+  CHECK_THROWS_WITH_AS(cell.forward(zeros({2, 5, 3, 3, 3}), s),
+                       "ConvLSTM3D: expected x [B, 3, D, H, W] and state h, c [B, 4, D, H, W] (in_channels 3, "
+                       "channels 4), but got x [2,5,3,3,3] h [2,4,3,3,3] c [2,4,3,3,3]", ShapeError);
+  CHECK_THROWS_WITH_AS(cell.forward(zeros({2, 3, 3, 3, 3}), {zeros({2, 5, 3, 3, 3}), zeros({2, 4, 3, 3, 3})}),
+                       doctest::Contains("but got x [2,3,3,3,3] h [2,5,3,3,3] c [2,4,3,3,3]"), ShapeError);
+  CHECK(cell.forward(zeros({2, 3, 3, 3, 3}), s).h.shape() == Shape{2, 4, 3, 3, 3});
+}
+
 TEST_CASE("AdamW load_state_dict refuses a corrupt step or moment and copies nothing from it") {
   // A negative "step" or "v" was loaded and made the next step's parameters
   // NaN; a "step" of two entries or of float32 was read silently; a state
