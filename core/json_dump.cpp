@@ -143,13 +143,16 @@ const std::string& keep_steps_before(const std::string& path, int64_t first_step
 }  // namespace
 
 GradDumpWriter::GradDumpWriter(const std::string& path, int64_t first_step)
-    : out_(keep_steps_before(path, first_step), first_step <= 0) {}
+    : out_(keep_steps_before(path, first_step), first_step <= 0), first_(first_step) {}
 
 void GradDumpWriter::write_step(int64_t step, double loss,
                                 const std::vector<std::pair<std::string, Tensor>>& tensors,
                                 bool values, const json& extra) {
   check<ValueError>(extra.is_object(), "GradDumpWriter::write_step: extra must be a JSON object (its keys are merged "
                     "into the step object), but got ", printable(extra.dump()));
+  check<ValueError>(last_ ? step > *last_ : step >= first_, "GradDumpWriter::write_step: expected a step ",
+                    last_ ? "after " + std::to_string(*last_) : ">= " + std::to_string(first_),
+                    " (a dump's steps increase), but got step ", step);
   json j = extra;
   j["step"] = step;
   j["loss"] = number_to_json(loss);
@@ -161,6 +164,7 @@ void GradDumpWriter::write_step(int64_t step, double loss,
   j["tensors"] = std::move(arr);
   if (!missing.empty()) j["no_grad"] = std::move(missing);
   out_.write(j.dump() + '\n');
+  last_ = step;
 }
 
 std::vector<json> read_grad_dump(const std::string& path) {
@@ -256,6 +260,10 @@ void check_grad_dump(const std::vector<json>& steps, const std::string& who, con
     if (!placed.second)
       fail("step " + std::to_string(step) + " appears twice (step objects " + std::to_string(placed.first->second + 1) +
            " and " + std::to_string(i + 1) + of_n + ")");
+    if (i > 0 && steps[i - 1]["step"].get<int64_t>() > step)
+      fail("step " + std::to_string(step) + " comes after step " + std::to_string(steps[i - 1]["step"].get<int64_t>()) +
+           " (step objects " + std::to_string(i) + " and " + std::to_string(i + 1) + of_n +
+           "); a dump's steps increase, as tmem writes them");
     const std::string at = "step " + std::to_string(step);
     if (s.contains("loss") && !is_number_value(s["loss"]))
       fail(at + ": \"loss\" is " + printable(s["loss"].dump()) + kNumberValue);

@@ -8,6 +8,7 @@
 // "Infinity" and "-Infinity" and read back as such; finite doubles are
 // written with 17 significant digits and so round-trip exactly.
 #pragma once
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -52,7 +53,9 @@ class GradDumpWriter {
   /// integer "step"; ValueError for first_step < 0.
   explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`
-  /// (a JSON object; anything else is a ValueError naming it).
+  /// (a JSON object; anything else is a ValueError naming it). Steps
+  /// increase: a step before first_step or not after the last one written is
+  /// a ValueError (`tmem grads` refuses such a dump).
   /// An undefined tensor (a parameter's grad() when it got no gradient) is
   /// not summarized but named in "no_grad", in the given order (the key is
   /// left out when there is none). Throws IOError naming the file when the
@@ -63,6 +66,8 @@ class GradDumpWriter {
 
  private:
   AppendFileWriter out_;
+  int64_t first_;               // first_step: the steps before it are the kept ones
+  std::optional<int64_t> last_;  // the last step written
 };
 
 /// Reads every step object of a dump file (one object a line; a line may
@@ -74,7 +79,8 @@ class GradDumpWriter {
 std::vector<nlohmann::json> read_grad_dump(const std::string& path);
 
 /// Checks that `steps` is a gradient dump `tmem grads` can read: every step
-/// object has an integer "step" in int64's range, no step appears twice, a
+/// object has an integer "step" in int64's range, no step appears twice and
+/// none comes after a larger one (GradDumpWriter writes them increasing), a
 /// "loss" (when given) is a number_from_json value, and "tensors" is an array
 /// of objects, each with a string "name" (no name twice in a step) and a
 /// "norm" that is a number >= 0, "NaN" or "Infinity" (what GradDumpWriter

@@ -382,6 +382,35 @@ TEST_CASE("a dump with a step twice or a tensor twice in a step is refused, nami
                        IOError);
 }
 
+TEST_CASE("a dump whose steps go back is refused by the reader and never written by GradDumpWriter") {
+  // summarize took the steps in file order, so a norm series ran backwards.
+  const std::string w = R"({"name": "w", "norm": 2})";
+  const std::vector<nlohmann::json> back = {dump_step(0, "[" + w + "]"), dump_step(7, "[" + w + "]"),
+                                            dump_step(3, "[" + w + "]")};
+  CHECK_THROWS_WITH_AS(summarize_grad_dump(back),
+                       "summarize_grad_dump: malformed gradient dump: step 3 comes after step 7 (step objects 2 and 3 "
+                       "of 3); a dump's steps increase, as tmem writes them",
+                       IOError);
+  const std::string path = (std::filesystem::temp_directory_path() / "tmem_dump_order.jsonl").string();
+  {
+    GradDumpWriter out(path);
+    out.write_step(2, 1.0, {{"w", zeros({2})}});
+    CHECK_THROWS_WITH_AS(out.write_step(2, 1.0, {{"w", zeros({2})}}),
+                         "GradDumpWriter::write_step: expected a step after 2 (a dump's steps increase), but got step 2",
+                         ValueError);
+    out.write_step(5, 1.0, {{"w", zeros({2})}});
+  }
+  GradDumpWriter resumed(path, 4);  // keeps step 2, drops 5
+  CHECK_THROWS_WITH_AS(resumed.write_step(3, 1.0, {{"w", zeros({2})}}),
+                       "GradDumpWriter::write_step: expected a step >= 4 (a dump's steps increase), but got step 3",
+                       ValueError);
+  resumed.write_step(4, 1.0, {{"w", zeros({2})}});
+  const std::vector<nlohmann::json> steps = read_grad_dump(path);
+  REQUIRE(steps.size() == 2);
+  CHECK((steps[0]["step"] == 2 && steps[1]["step"] == 4));
+  std::filesystem::remove(path);
+}
+
 TEST_CASE("summarize_grad_dump refuses a negative norm naming the step and the tensor") {
   // -1 and -1e308 were summarized and flagged "ok".
   for (const std::string bad : {"-1", "-1e+308", "\"-Infinity\"", "-1e-300"}) {
