@@ -391,7 +391,12 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
     }
     if (!ckpt.empty() && files.checkpoint_every > 0 && (step + 1) % files.checkpoint_every == 0)
       save_checkpoint(step + 1);
-    if (hooks.progress && writer) {
+    // Nothing is printed once a stop is pending, until the checkpoint is
+    // saved: under mpirun's Ctrl-C, mpirun stops reading the ranks' output
+    // (a terminal's progress line every step), so a print could block until
+    // its SIGKILL a second later.
+    const bool stop_pending = data_parallel ? ranks_stop : g_stop_requested.load();
+    if (hooks.progress && writer && !stop_pending) {
       const double secs = seconds_since_start();
       hooks.progress({step + 1, cfg.steps, loss_v, recent.mean(), lr, secs,
                       static_cast<double>(step + 1 - res.start_step) / std::max(secs, 1e-9), res.start_step});

@@ -108,16 +108,21 @@ const TensorMemoryProbe::Record* TensorMemoryProbe::last(const TensorMemory& lay
   return nullptr;
 }
 
-void TensorMemory::check_finite_coords(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, int64_t N) const {
-  const int64_t B = mu_r.shape()[0], nc = mu_r.shape()[1], K = opt.chunk;
-  const std::vector<double> v = cat({mu_r.detach(), mu_w.detach(), sig.detach()}, 2).to(Device::cpu()).to_vector();
+void TensorMemory::check_finite_writes(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, const Tensor& cont,
+                                       int64_t N) const {
+  const int64_t B = mu_r.shape()[0], nc = mu_r.shape()[1], K = opt.chunk, w = 7 + opt.channels;
+  const std::vector<double> v =
+      cat({mu_r.detach(), mu_w.detach(), sig.detach(), cont.detach()}, 2).to(Device::cpu()).to_vector();
   for (int64_t b = 0; b < B; ++b)
     for (int64_t k = 0; k < nc; ++k)
-      for (int64_t i = 0; i < 7; ++i)
-        check<ValueError>(std::isfinite(v[static_cast<size_t>((b * nc + k) * 7 + i)]), "TensorMemory: the ",
-                          i < 3 ? "read coordinates" : i < 6 ? "write coordinates" : "write width", " of row ", b,
-                          ", tokens ", k * K, "-", std::min(k * K + K, N) - 1, i < 6 ? " are" : " is", " not finite: x[", b, ", ",
-                          k * K, ":", std::min(k * K + K, N), "] or the layer's weights hold NaN or Inf");
+      for (int64_t i = 0; i < w; ++i)
+        check<ValueError>(std::isfinite(v[static_cast<size_t>((b * nc + k) * w + i)]), "TensorMemory: the ",
+                          i < 3   ? "read coordinates are"
+                          : i < 6 ? "write coordinates are"
+                          : i < 7 ? "write width is"
+                                  : "written content is",
+                          " not finite for row ", b, ", tokens ", k * K, "-", std::min(k * K + K, N) - 1, ": x[", b,
+                          ", ", k * K, ":", std::min(k * K + K, N), "] or the layer's weights hold NaN or Inf");
 }
 
 TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState& state_in) const {
@@ -146,7 +151,7 @@ TensorMemoryOutput TensorMemory::forward(const Tensor& x, const ConvLSTM3DState&
   Tensor mu_w = tanh((coord_write ? coord_write : coord)->forward(wtok));
   Tensor cont = content->forward(wtok);                                  // [B, nc, Cm]
   Tensor sig = (softplus(sigma->forward(wtok)) + 1e-4) * opt.sigma_scale;  // [B, nc, 1]
-  check_finite_coords(mu_r, mu_w, sig, N);
+  check_finite_writes(mu_r, mu_w, sig, cont, N);
   if (TensorMemoryProbe* probe = TensorMemoryProbe::active())
     probe->record({this, mu_r.detach(), mu_w.detach(), sig.detach()});
 

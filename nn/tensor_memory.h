@@ -121,8 +121,9 @@ class TensorMemory : public Module {
   /// Throws ShapeError for another x or state shape, DtypeError or
   /// DeviceError for a state of another dtype or device than x, and
   /// ValueError naming the row and tokens when the read or write
-  /// coordinates or widths are not finite (x or the weights hold NaN or Inf:
-  /// a NaN coordinate would read 0 and write cell 0 silently).
+  /// coordinates, widths or written content are not finite (x or the
+  /// weights hold NaN or Inf: a NaN coordinate would read 0 and write cell 0
+  /// silently, an infinite content would make the state NaN).
   TensorMemoryOutput forward(const Tensor& x, const ConvLSTM3DState& state) const;
 
   int64_t dim;
@@ -135,9 +136,11 @@ class TensorMemory : public Module {
   Tensor nearest_cell(const Tensor& mu) const;
 
  private:
-  // Throws the ValueError of forward when a coordinate mu_r, mu_w [B, nc, 3]
-  // or width sig [B, nc, 1] is not finite (N: the tokens of x).
-  void check_finite_coords(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, int64_t N) const;
+  // Throws the ValueError of forward when a coordinate mu_r, mu_w [B, nc, 3],
+  // width sig [B, nc, 1] or content cont [B, nc, channels] is not finite
+  // (N: the tokens of x).
+  void check_finite_writes(const Tensor& mu_r, const Tensor& mu_w, const Tensor& sig, const Tensor& cont,
+                           int64_t N) const;
   Generator* gen_;
 };
 

@@ -515,13 +515,19 @@ TEST_CASE("TensorMemory names non-finite tokens and a state of another dtype its
     std::vector<double> x(2 * 5 * 4, 0.25);
     x[(1 * 5 + 3) * 4 + 2] = std::numeric_limits<double>::quiet_NaN();  // row 1, token 3: chunk 1's write token
     CHECK_THROWS_WITH_AS(mem.forward(tensor(x, {2, 5, 4}), s0),
-                         "TensorMemory: the write coordinates of row 1, tokens 2-3 are not finite: x[1, 2:4] or the "
+                         "TensorMemory: the write coordinates are not finite for row 1, tokens 2-3: x[1, 2:4] or the "
                          "layer's weights hold NaN or Inf", ValueError);
     x[(1 * 5 + 3) * 4 + 2] = 0.25;
     x[(0 * 5 + 4) * 4 + 0] = std::numeric_limits<double>::quiet_NaN();  // row 0, token 4: the last chunk, alone
     CHECK_THROWS_WITH_AS(mem.forward(tensor(x, {2, 5, 4}), s0),
-                         "TensorMemory: the read coordinates of row 0, tokens 4-4 are not finite: x[0, 4:5] or the "
+                         "TensorMemory: the read coordinates are not finite for row 0, tokens 4-4: x[0, 4:5] or the "
                          "layer's weights hold NaN or Inf", ValueError);
+    // -inf: tanh and softplus keep the coordinates and the width finite, the content is infinite.
+    x[(0 * 5 + 4) * 4 + 0] = 0.25;
+    x[(1 * 5 + 1) * 4 + 1] = -std::numeric_limits<double>::infinity();
+    CHECK_THROWS_WITH_AS(mem.forward(tensor(x, {2, 5, 4}), s0),
+                         doctest::Contains("for row 1, tokens 0-1: x[1, 0:2] or the layer's weights hold NaN or Inf"),
+                         ValueError);
     const ConvLSTM3DState f64{to_dtype(s0.h, DType::Float64), to_dtype(s0.c, DType::Float64)};
     CHECK_THROWS_WITH_AS(mem.forward(zeros({2, 5, 4}), f64),
                          "TensorMemory: expected state h, c of x's dtype float32, but got h float64 c float64",

@@ -18,18 +18,23 @@ using tmem::tools::progress_eta;
 
 namespace {
 
-// What f prints on stdout (file descriptor 1), read back from a file.
-std::string stdout_of(const std::function<void()>& f) {
-  const std::string path = tmem::test::tmp_path("tmem_progress_stdout.txt");
+// What f prints on stdout and stderr (file descriptors 1 and 2, one file), read back.
+std::string output_of(const std::function<void()>& f) {
+  const std::string path = tmem::test::tmp_path("tmem_progress_output.txt");
   std::fflush(stdout);
-  const int saved = dup(1), fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
-  REQUIRE((saved >= 0 && fd >= 0));
+  std::fflush(stderr);
+  const int out = dup(1), err = dup(2), fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  REQUIRE((out >= 0 && err >= 0 && fd >= 0));
   dup2(fd, 1);
+  dup2(fd, 2);
   close(fd);
   f();
   std::fflush(stdout);
-  dup2(saved, 1);
-  close(saved);
+  std::fflush(stderr);
+  dup2(out, 1);
+  dup2(err, 2);
+  close(out);
+  close(err);
   return tmem::test::read_all(path);
 }
 
@@ -39,16 +44,16 @@ TEST_CASE("end_progress_line ends the line a terminal's progress left open, once
   using tmem::tools::end_progress_line;
   using tmem::tools::print_progress_line;
   // An error after step 1 of 3 once followed the progress line on the same line.
-  CHECK(stdout_of([] {
+  CHECK(output_of([] {
           print_progress_line("base", "step", 1, 3, "loss 1.0", 2.0, true, 10);
           end_progress_line();
           end_progress_line();
         }) == "\rbase [######..............] step 1/3  loss 1.0  ETA 0:04\n");
-  CHECK(stdout_of([] {
+  CHECK(output_of([] {
           print_progress_line("base", "step", 3, 3, "loss 1.0", 2.0, true, 10);
           end_progress_line();
         }) == "\rbase [####################] step 3/3  loss 1.0  ETA 0:00\n");
-  CHECK(stdout_of([] {
+  CHECK(output_of([] {
           print_progress_line("base", "step", 1, 3, "loss 1.0", 2.0, false, 3);
           end_progress_line();
         }) == "base [######..............] step 1/3  loss 1.0  ETA 0:04\n");

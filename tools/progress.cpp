@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <ctime>
@@ -63,8 +64,8 @@ bool progress_line_open = false;  // the last progress line went to a terminal w
 void end_progress_line() {
   if (!progress_line_open) return;
   progress_line_open = false;
-  fmt::print("\n");
   std::fflush(stdout);
+  fmt::print(stderr, "\n");  // on the stream of the message that follows, as mpirun forwards each on its own
 }
 
 void print_progress_line(const std::string& label, const std::string& unit, int64_t done, int64_t total,
@@ -74,6 +75,14 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   if (start > 0 && done == start + 1) fmt::print("{}: resumed from its checkpoint at {} {}/{}\n", label, unit, start, total);
   const int64_t every = std::max<int64_t>(total / std::max<int64_t>(lines, 1), 1);
   if (!tty && !last && done % every != 0) return;
+  // A terminal's line at most 10 times a second (and at the first and last
+  // step): fast steps printed hundreds a second, which filled mpirun's
+  // terminal buffer once it stopped reading on Ctrl-C, blocking rank 0
+  // before it could save its checkpoint.
+  static std::chrono::steady_clock::time_point shown;
+  const auto now = std::chrono::steady_clock::now();
+  if (tty && !last && done != start + 1 && now - shown < std::chrono::milliseconds(100)) return;
+  shown = now;
   const double eta = progress_eta(done, total, seconds, start, run);
   fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
              unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
@@ -336,6 +345,9 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
     } catch (const models::Interrupted& e) {
       interrupted = interrupted_message(e);
       return 130;
+    } catch (...) {
+      end_progress_line();  // dist::run prints the rank's failure next
+      throw;
     }
   });
   if (!interrupted.empty() && dist::rank() == 0) {

@@ -38,7 +38,8 @@ double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, 
 /// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
 /// <fields>  ETA <time>", the ETA progress_eta(done, total, seconds, start,
 /// run). On a terminal (tty) the line is rewritten in place
-/// ('\r', a newline only when done == total); otherwise it is printed as its
+/// ('\r', a newline only when done == total), at most every 0.1 s besides
+/// the first step and the last; otherwise it is printed as its
 /// own line only every total / lines-th step and at the end. The first line
 /// after a resume (start > 0, done == start + 1) is preceded by
 /// "<label>: resumed from its checkpoint at <unit> <start>/<total>".
@@ -47,8 +48,8 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
                          const RunEta* run = nullptr, int64_t start = 0);
 
 /// Ends the progress line a terminal shows while a part runs (print_progress_line
-/// leaves it open), so that an error or a stop notice printed next starts a
-/// line of its own; does nothing when no line is open.
+/// leaves it open), so that an error or a stop notice printed next on stderr
+/// starts a line of its own: a newline on stderr; nothing when no line is open.
 void end_progress_line();
 
 /// The time left of a run that trains its parts one after the other (the

@@ -170,7 +170,7 @@ Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 void bind_nn(py::module_& m) {
   py::module_ nnm = m.def_submodule("nn", "Modules, layers and gradient clipping.");
   nnm.attr("IncompatibleKeys") = py::module_::import("collections").attr("namedtuple")(
-      "IncompatibleKeys", py::make_tuple("missing_keys", "unexpected_keys"));
+      "IncompatibleKeys", py::make_tuple("missing_keys", "unexpected_keys"), py::arg("module") = "tmem.nn");
   py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
   // Python subclasses reach Module's methods inside their __init__; before
   // super().__init__() the C++ Module does not exist yet, and calling one
@@ -217,9 +217,10 @@ void bind_nn(py::module_& m) {
              return mod;
            }, "Evaluation mode (dropout off); returns the module.")
       .def_property("training", &Module::is_training, [](Module& mod, const py::object& on) {
-             if (!py::isinstance<py::bool_>(on))
+             py::detail::make_caster<bool> flag;  // without conversion: True, False or a NumPy bool
+             if (!flag.load(on, false))
                throw py::type_error("Module.training: expected a bool, but got " + type_name(on));
-             mod.set_training(on.cast<bool>());
+             mod.set_training(py::detail::cast_op<bool>(flag));
            }, "Whether the module is in training mode; setting it changes this module only, not its children "
               "(train() sets them all).")
       .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")

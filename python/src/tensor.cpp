@@ -662,13 +662,19 @@ void bind_tensor(py::module_& m) {
 
   // A seed as PyTorch takes one: an int in [-2^63, 2^64), a negative one as
   // its two's complement (torch.manual_seed(-1) is seed 2^64 - 1).
-  auto seed_from_py = [](const py::object& seed, const std::string& who) -> uint64_t {
-    if (!py::isinstance<py::int_>(seed) || py::isinstance<py::bool_>(seed))
+  // A Python or NumPy int (anything with __index__), not a bool.
+  auto seed_from_py = [](const py::object& given, const std::string& who) -> uint64_t {
+    const bool is_bool = PyBool_Check(given.ptr()) || py::isinstance(given, py::module_::import("numpy").attr("bool_"));
+    PyObject* index = is_bool ? nullptr : PyNumber_Index(given.ptr());
+    if (!index) {
+      PyErr_Clear();
       throw py::type_error(who + ": expected seed to be an int, but got " +
-                           py::str(py::type::of(seed).attr("__name__")).cast<std::string>());
+                           py::str(py::type::of(given).attr("__name__")).cast<std::string>());
+    }
+    const auto seed = py::reinterpret_steal<py::int_>(index);
     const py::int_ lo(std::numeric_limits<int64_t>::min()), hi(std::numeric_limits<uint64_t>::max());
     if (seed < lo || seed > hi)
-      throw py::value_error(who + ": seed " + py::str(seed).cast<std::string>() +
+      throw py::value_error(who + ": seed " + py::str(py::handle(seed)).cast<std::string>() +
                             " is outside [-2^63, 2^64 - 1] (a negative seed is taken as its two's complement)");
     return seed < py::int_(0) ? static_cast<uint64_t>(seed.cast<int64_t>()) : seed.cast<uint64_t>();
   };

@@ -2,6 +2,7 @@
 state, a Python subclass of Module trained on a toy task, optimizers,
 clipping, safetensors checkpoints and gradient dumps."""
 import os
+import pickle
 import tempfile
 import unittest
 
@@ -72,6 +73,8 @@ class TestModules(unittest.TestCase):
         self.assertTrue(m.qkv.training)
         with self.assertRaisesRegex(TypeError, "Module.training: expected a bool, but got int"):
             m.training = 0
+        m.training = np.bool_(True)  # as every bool argument takes a NumPy bool
+        self.assertTrue(m.training)
         self.assertIs(m.to("cpu"), m)
 
     def test_tensor_memory_state(self):
@@ -413,6 +416,7 @@ class TestFiles(unittest.TestCase):
         missing, unexpected = m2.load_state_dict(partial, strict=False)
         self.assertEqual(missing, ["calls", "fc1.bias", "fc2.bias", "fc2.weight", "scale"])  # MLP has two buffers
         self.assertEqual(unexpected, ["extra"])
+        self.assertEqual(pickle.loads(pickle.dumps(keys)), keys)
         # state_dict's tensors are detached but share the parameters' storage.
         sd = m2.state_dict()
         self.assertFalse(sd["fc1.weight"].requires_grad)

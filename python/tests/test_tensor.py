@@ -61,6 +61,13 @@ class TestFactories(unittest.TestCase):
                 tmem.Generator(bad)
         with self.assertRaisesRegex(TypeError, "manual_seed: expected seed to be an int, but got float"):
             tmem.manual_seed(1.5)
+        for bad in (True, np.bool_(False)):
+            with self.assertRaisesRegex(TypeError, "Generator: expected seed to be an int, but got bool"):
+                tmem.Generator(bad)
+        # NumPy ints are ints, as for every other int argument.
+        np.testing.assert_array_equal(tmem.randn(6, generator=tmem.Generator(np.int32(-1))).numpy(), a)
+        tmem.manual_seed(np.uint64(7))
+        np.testing.assert_array_equal(tmem.randn(6).numpy(), tmem.randn(6, generator=tmem.Generator(7)).numpy())
 
     def test_rand_without_a_generator(self):
         # rand(2, 3) was a TypeError unless a generator was given (pybind11
