@@ -21,7 +21,7 @@ name=
 trap 'rm -f "$log"; [[ -z $name ]] || rm -rf "runs/$name"' EXIT
 "${launcher[@]}" "$tmem" "${args[@]}" > "$log" 2>&1 &
 pid=$!
-for _ in $(seq 600); do grep -q "step 100/1000" "$log" && break; sleep 0.1; done
+for _ in $(seq 600); do grep -Eq "step [1-9][0-9]{2}/1000" "$log" && break; sleep 0.1; done
 kill -"$signal" "$pid"
 rc=0
 wait "$pid" || rc=$?

@@ -145,8 +145,8 @@ TEST_CASE("cli: --resume does not replace a finished cell of another config, and
   other.insert(other.end(), {"--resume", "--lr", "0.001"});
   r = run_tmem(other, dir);
   CHECK(r.status == 1);
-  CHECK(r.output.find("result.json holds a finished run of another config:\n  lr: saved 0.0003, now 0.001") !=
-        std::string::npos);
+  CHECK(r.output.find("tmem: error: --resume: runs/oc holds a run of another config (cell.lr: 0.0003 -> 0.001); "
+                      "give this run another --name, or run without --resume to replace it") != std::string::npos);
   CHECK(tmem::test::read_all(result) == before);
   CHECK(tmem::test::read_all(config) == config_before);  // the refused run's command is not recorded
   auto longer = args;

@@ -67,6 +67,7 @@ int run(BrownArgs& a) {
     params.push_back(models::TransformerLM(mc, gen).num_parameters());
   }
   RunRecorder rec(a.name, "train brown", models::lm_config_to_json(a.cfg));
+  if (a.cfg.resume) rec.check_resume({"method", "steps"});
   const auto& m = a.cfg.model;
   fmt::print("tmem train brown: methods {}, d={}, {} layers, {} heads, seq {}, batch {}, {} steps "
              "({:.2f}M tokens), lr {:g}, on {}, {} -> {}\n",
@@ -116,7 +117,9 @@ int run(BrownArgs& a) {
                 {"eval_protocol", "perplexity per token over the whole stream in eval_batch parallel rows, "
                                   "segment by segment; xl / tensor / leaky carry their state across segments, "
                                   "base / local / linear evaluate each segment on its own"},
-                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods) : methods}};
+                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods,
+                                                                       lm_method == a.methods.back())
+                                          : methods}};
     rec.write_json("results.json", all);
     rec.draw();
   }

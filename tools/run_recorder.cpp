@@ -1,8 +1,10 @@
 #include "tmem/tools/run_recorder.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <set>
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -88,8 +90,42 @@ void RunRecorder::place(models::CheckpointOptions& o, const std::string& sub) co
   record_config();
 }
 
+namespace {
+
+// The differences between two configs, "key: a -> b", skipping keys in `skip` at any depth.
+void config_diff(const nlohmann::json& a, const nlohmann::json& b, const std::string& at,
+                 const std::set<std::string>& skip, std::vector<std::string>& out) {
+  if (a.is_object() && b.is_object()) {
+    std::set<std::string> keys;
+    for (const auto& [k, v] : a.items()) keys.insert(k);
+    for (const auto& [k, v] : b.items()) keys.insert(k);
+    for (const std::string& k : keys) {
+      if (skip.count(k)) continue;
+      config_diff(a.contains(k) ? a[k] : nlohmann::json(), b.contains(k) ? b[k] : nlohmann::json(),
+                  at.empty() ? k : at + "." + k, skip, out);
+    }
+  } else if (a != b) {
+    auto shown = [](const nlohmann::json& v) { return v.is_null() ? std::string("(none)") : printable(v.dump()); };
+    out.push_back(at + ": " + shown(a) + " -> " + shown(b));
+  }
+}
+
+}  // namespace
+
+void RunRecorder::check_resume(const std::vector<std::string>& may_differ) const {
+  std::error_code ec;
+  if (!writer_ || !std::filesystem::exists(path("config.json"), ec)) return;
+  const nlohmann::json earlier = read_json_file(path("config.json"), "run");
+  std::vector<std::string> diff;
+  config_diff(earlier.is_object() && earlier.contains("config") ? earlier["config"] : nlohmann::json(),
+              config_["config"], "", {may_differ.begin(), may_differ.end()}, diff);
+  check<ValueError>(diff.empty(), "--resume: ", dir_, " holds a run of another config (", fmt::format("{}", fmt::join(diff, ", ")),
+                    "); give this run another --name, or run without --resume to replace it");
+}
+
 nlohmann::json RunRecorder::with_earlier(const std::string& file, const std::string& key,
-                                         const std::vector<std::string>& id_keys, nlohmann::json items) const {
+                                         const std::vector<std::string>& id_keys, nlohmann::json items,
+                                         bool note) const {
   const std::string p = path(file);
   std::error_code ec;
   if (!writer_ || !std::filesystem::exists(p, ec)) return items;
@@ -97,12 +133,12 @@ nlohmann::json RunRecorder::with_earlier(const std::string& file, const std::str
   try {
     earlier = read_json_file(p, "run");
   } catch (const IOError& e) {
-    if (noted_.insert(file).second) fmt::print("note: {}; this run's results replace it\n", e.what());
+    if (note) fmt::print("note: the earlier run's {} entries are not kept: {}\n", key, e.what());
     return items;
   }
   auto identity = [&](const nlohmann::json& entry) {
     nlohmann::json id = nlohmann::json::array();
-    for (const std::string& k : id_keys) id.push_back(entry.is_object() ? entry.value(k, nlohmann::json()) : nlohmann::json());
+    for (const std::string& k : id_keys) id.push_back(entry.value(k, nlohmann::json()));
     return id;
   };
   std::set<nlohmann::json> ids;
@@ -110,17 +146,26 @@ nlohmann::json RunRecorder::with_earlier(const std::string& file, const std::str
   const auto list = earlier.is_object() ? earlier.find(key) : earlier.end();
   if (!earlier.is_object() || list == earlier.end() || !list->is_array()) return items;
   std::vector<std::string> kept;
+  size_t dropped = 0;
   for (const auto& entry : *list) {
+    if (!entry.is_object() ||
+        !std::all_of(id_keys.begin(), id_keys.end(), [&](const std::string& k) { return entry.contains(k); })) {
+      ++dropped;
+      continue;
+    }
     const nlohmann::json id = identity(entry);
     if (ids.count(id)) continue;
     items.push_back(entry);
     std::string name;
-    for (const auto& v : id) name += (name.empty() ? "" : " ") + (v.is_string() ? v.get<std::string>() : v.dump());
+    for (const auto& v : id) name += (name.empty() ? "" : " ") + printable(v.is_string() ? v.get<std::string>() : v.dump());
     kept.push_back(name);
   }
-  if (!kept.empty() && noted_.insert(file).second)
+  if (note && !kept.empty())
     fmt::print("note: {} keeps the earlier run's {} that this one did not rerun ({}): {}\n", p, key, kept.size(),
                fmt::join(kept, ", "));
+  if (note && dropped > 0)
+    fmt::print("note: {} drops {} earlier {} entries that are not objects naming their {}\n", p, dropped, key,
+               fmt::join(id_keys, " and "));
   return items;
 }
 

@@ -6,7 +6,6 @@
 #pragma once
 #include <functional>
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,22 +59,30 @@ class RunRecorder {
   /// there; the directory is made when either needs it, and config.json is
   /// recorded (record_config). Throws IOError.
   void place(models::CheckpointOptions& o, const std::string& sub) const;
+  /// For --resume, before anything is written: throws ValueError naming
+  /// --resume and the values that differ when the run directory's
+  /// config.json (the run this one continues) holds another config than
+  /// this run's, apart from keys named in may_differ (at any depth: the
+  /// lists of cells, the step count), so that results of two configs never
+  /// mix in one results.json. Throws IOError when config.json is not JSON.
+  /// Does nothing on ranks other than 0.
+  void check_resume(const std::vector<std::string>& may_differ) const;
   /// For a --resume that reruns fewer entries than the run it continues:
   /// items (this run's entries of path(file)[key]) followed by the entries
   /// of the earlier path(file)[key] whose identity (their values of id_keys)
-  /// is not among items, so that the earlier run's results stay listed. The
-  /// first time it keeps any it prints a note naming them; a missing,
+  /// is not among items, so that the earlier run's results stay listed;
+  /// entries that are not objects holding every id key are dropped. With
+  /// `note`, prints which it kept and how many it dropped. A missing,
   /// unreadable or foreign earlier file keeps none (noted when unreadable).
   /// On ranks other than 0 it returns items.
   nlohmann::json with_earlier(const std::string& file, const std::string& key,
-                              const std::vector<std::string>& id_keys, nlohmann::json items) const;
+                              const std::vector<std::string>& id_keys, nlohmann::json items, bool note = true) const;
 
  private:
   std::string dir_;
   bool writer_;  // rank 0
   nlohmann::json config_;          // config.json's content
   mutable bool config_written_ = false;
-  mutable std::set<std::string> noted_;  // files with_earlier has printed its note for
   std::map<std::string, std::pair<PlotOptions, std::vector<PlotSeries>>> plots_;
 };
 

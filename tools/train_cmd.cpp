@@ -246,6 +246,7 @@ int run_cells(TrainArgs& a) {
   RunRecorder rec(a.name, "train " + a.task,
                   {{"methods", a.methods}, {"sweep", sweep}, {"values", values}, {"noises", a.noises},
                    {"seeds", a.seeds}, {"cell", models::config_to_json(base)}});
+  if (a.cfg.resume) rec.check_resume({"methods", "values", "noises", "seeds", "method", "seed", "steps"});
   const std::string& root = rec.dir();
   const bool tty = isatty(fileno(stdout));
   fmt::print("tmem train {}: methods {} x {} {} x noise {} x seeds {}, {} steps, batch {}, {} -> {}\n",
@@ -518,6 +519,7 @@ std::function<int()> add_ablate_command(CLI::App& app) {
                            std::to_string(variants.size() - 1) + ")");
       RunRecorder rec(name->empty() ? std::string("ablate") : *name, "ablate",
                       {{"variants", chosen}, {"cell", models::config_to_json(*cfg)}});
+      if (cfg->resume) rec.check_resume({"variants", "steps"});
       const bool tty = isatty(fileno(stdout));
       json rows = json::array();
       std::vector<RunEta::Part> parts;

@@ -130,6 +130,7 @@ int run(VideoArgs& a) {
   const ImageDataset test = load_fashion_mnist(a.data_dir, false);
   MovingFashionMNIST{train, a.cfg.data};  // throws for bad clip options before any run starts
   RunRecorder rec(a.name, "train moving-fmnist", models::video_config_to_json(a.cfg));
+  if (a.cfg.resume) rec.check_resume({"method", "occlusion", "steps"});
   const auto& c = a.cfg;
   fmt::print("tmem train moving-fmnist: methods {} x occlusion settings {}, {} frames of {}x{}, patch {} "
              "({} patches per frame), d={}, {} layers, {} heads, batch {}, {} steps ({} training "
@@ -197,7 +198,10 @@ int run(VideoArgs& a) {
                                     "of distinct classes among the items); occluded item: the occluded item's class "
                                     "is among the top-k. Clip i of the test set is drawn from its own generator, so "
                                     "it has the same items and motion with occlusion off and on"},
-                  {"runs", a.cfg.resume ? rec.with_earlier("results.json", "runs", {"method", "occlusion"}, runs) : runs}};
+                  {"runs", a.cfg.resume ? rec.with_earlier("results.json", "runs", {"method", "occlusion"}, runs,
+                                                                  occ == occlusion.back() &&
+                                                                      video_method == a.methods.back())
+                                        : runs}};
       rec.write_json("results.json", all);
       rec.draw();
     }

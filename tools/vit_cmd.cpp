@@ -131,6 +131,7 @@ int run(FashionArgs& a) {
   const int64_t n_train = train.images.shape()[0], n_test = test.images.shape()[0];
   const int64_t steps = models::vit_train_steps(a.cfg, n_train);
   RunRecorder rec(a.name, "train fashion-mnist", models::vit_config_to_json(a.cfg, n_train));
+  if (a.cfg.resume) rec.check_resume({"method", "steps", "epochs"});
   const auto& e = a.cfg.model.encoder;
   fmt::print("tmem train fashion-mnist --task {}: methods {}, {} train / {} test images, patch {} ({} "
              "patches), d={}, {} layers, {} heads",
@@ -202,7 +203,9 @@ int run(FashionArgs& a) {
     json all = {{"task", "fashion-mnist-" + a.cfg.task},
                 {"data", {{"dir", a.data_dir}, {"train_images", n_train}, {"test_images", n_test}}},
                 {"train_metric", mae ? "PSNR (dB) of the training batch's composite" : "training batch accuracy"},
-                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods) : methods}};
+                {"methods", a.cfg.resume ? rec.with_earlier("results.json", "methods", {"method"}, methods,
+                                                                       vit_method == a.methods.back())
+                                          : methods}};
     if (mae)
       all["eval_protocol"] = "test images in order, masks from random_patch_mask with one Generator(mask_seed) per "
                              "ratio; composite = visible patches of the input + predicted masked patches clamped to "
