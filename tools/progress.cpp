@@ -259,6 +259,17 @@ std::string interrupted_message(const models::Interrupted& e) {
   return fmt::format("{}; this run's generated name is {}, so add --name {}", e.what(), generated_name, generated_name);
 }
 
+namespace {
+
+// Says where a stopped run stopped and how to continue it; the exit status 130.
+int report_interrupted(const models::Interrupted& e) {
+  end_progress_line();
+  fmt::print(stderr, "tmem: {}\n", interrupted_message(e));
+  return 130;
+}
+
+}  // namespace
+
 void add_checkpoint_options(CLI::App& app, models::CheckpointOptions& o, const std::string& resume_help) {
   app.add_flag("--resume", o.resume, resume_help);
   app.add_option("--checkpoint-every", o.checkpoint_every, "Checkpoint every N steps (0: only at the end)")
@@ -338,23 +349,16 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
   // A stop request ends every rank after the same step (models::train_loop):
   // not a failure of the job, so it is caught inside dist::run, and rank 0
   // says how to continue.
-  std::string interrupted;
-  const int status = dist::run([&] {
+  return dist::run([&] {
     try {
       return run_with_debug(debug, run);
     } catch (const models::Interrupted& e) {
-      interrupted = interrupted_message(e);
-      return 130;
+      return dist::rank() == 0 ? report_interrupted(e) : 130;
     } catch (...) {
       end_progress_line();  // dist::run prints the rank's failure next
       throw;
     }
   });
-  if (!interrupted.empty() && dist::rank() == 0) {
-    end_progress_line();
-    fmt::print(stderr, "tmem: {}\n", interrupted);
-  }
-  return status;
 }
 
 void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options) {
@@ -412,9 +416,7 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   try {
     return run();
   } catch (const models::Interrupted& e) {
-    end_progress_line();
-    fmt::print(stderr, "tmem: {}\n", interrupted_message(e));
-    return 130;
+    return report_interrupted(e);
   } catch (const std::exception& e) {
     end_progress_line();
     fmt::print(stderr, "tmem: error: {}\n", e.what());
