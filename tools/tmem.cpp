@@ -158,11 +158,13 @@ bool g_stop_notice = true;
 // The first Ctrl-C (or SIGTERM, as kill, timeout and job schedulers send, or
 // SIGUSR1, which mpirun forwards to every rank) asks a training run to stop
 // after its current step with its checkpoint saved (models::request_stop;
-// the error then says how to continue); a second one ends the process at
-// once.
+// the error then says how to continue); a second one, of any of the three,
+// ends the process at once. (mpirun sends SIGTERM to the ranks still running
+// when one has exited with the stop's status 130: by then every rank has
+// saved and left MPI_Finalize's fence, so ending at once loses nothing.)
 void stop_after_this_step(int sig) {
   tmem::models::request_stop();
-  std::signal(sig, SIG_DFL);
+  for (const int s : {SIGINT, SIGTERM, SIGUSR1}) std::signal(s, SIG_DFL);
   static constexpr char kInt[] = "\ntmem: stopping after this step (Ctrl-C again to quit at once)\n";
   static constexpr char kTerm[] = "\ntmem: stopping after this step on SIGTERM (send it again to quit at once)\n";
   static constexpr char kUsr1[] = "\ntmem: stopping after this step on SIGUSR1 (send it again to quit at once)\n";
