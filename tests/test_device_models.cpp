@@ -24,6 +24,11 @@ models::TrainConfig tiny(models::BackboneMethod method, const std::string& devic
   c.batch = 4;
   c.eval_batches = 1;
   c.task_cfg.W = 5;
+  // Small enough that the host build of the kernels runs it in seconds under
+  // the sanitizer job too.
+  c.model.dim = 32;
+  c.model.memory.channels = 8;
+  c.model.memory.D = c.model.memory.H = c.model.memory.W = 4;
   c.device = device;
   return c;
 }
