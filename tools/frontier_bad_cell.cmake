@@ -1,6 +1,6 @@
 # `tmem frontier --report` leaves out, with a warning naming the file, a cell
 # whose result.json holds a key of the wrong type or a config of another
-# task, and reports the good cells (runs in the run of tmem_frontier_tiny).
+# task (and the other faults below), and reports the good cells (runs in the run of tmem_frontier_tiny).
 set(src runs/ctest-frontier/none_lr0.001_seed42)
 set(run runs/ctest-frontier-bad)
 file(REMOVE_RECURSE ${run})
@@ -54,4 +54,31 @@ foreach(expected "${run}/torn/result.json is not a finished frontier cell \\(fro
 endforeach()
 if(NOT rc EQUAL 0 OR NOT out MATCHES "none +- +0 +0.001 .* 1 ")
   message(FATAL_ERROR "the good cell alone is not the none row (rc ${rc}): ${out}")
+endif()
+# JSON that is not an object, a stop past the run's steps, and a config of
+# another state size than the cell's name are left out with a warning each.
+set(lin runs/ctest-frontier/linear_f4_lr0.003_seed42)
+file(READ ${lin}/result.json lin_good)
+file(READ runs/ctest-frontier/none_lr0.001_seed43/result.json seed43)
+string(REGEX REPLACE "\"stopped_at\": *-?[0-9]+" "\"stopped_at\": 999999" late "${seed43}")
+string(REGEX REPLACE "\"linear_features\": *4," "\"linear_features\": 32," resized "${lin_good}")
+if(late STREQUAL seed43 OR resized STREQUAL lin_good)
+  message(FATAL_ERROR "the fixture cells have no stopped_at or linear_features to corrupt")
+endif()
+file(REMOVE_RECURSE ${run}/torn ${run}/high ${run}/none_copy ${run}/none_lr0.001_seed43)
+file(MAKE_DIRECTORY ${run}/array ${run}/none_lr0.001_seed43 ${run}/linear_f4_lr0.003_seed42)
+file(WRITE ${run}/array/result.json "[]")
+file(WRITE ${run}/none_lr0.001_seed43/result.json "${late}")
+file(WRITE ${run}/linear_f4_lr0.003_seed42/result.json "${resized}")
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
+                RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
+foreach(expected "${run}/array/result.json is not a finished frontier cell \\(it holds a JSON array, not an object\\)"
+                 "${run}/none_lr0.001_seed43/result.json is not a cell of this frontier \\(stopped_at 999999 is past its config's 2 steps\\)"
+                 "${run}/linear_f4_lr0.003_seed42/result.json is not a cell of this frontier \\(its config's model is not of size f4\\)")
+  if(NOT err MATCHES "warning: ${expected}")
+    message(FATAL_ERROR "no warning matching ${expected}: ${err}")
+  endif()
+endforeach()
+if(NOT rc EQUAL 0 OR out MATCHES "linear")
+  message(FATAL_ERROR "the resized cell is in the table (rc ${rc}): ${out}")
 endif()

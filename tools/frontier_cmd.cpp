@@ -173,7 +173,12 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
       continue;
     }
     const json& j = file.j;
-    if (!j.is_object() || j.contains("vs")) continue;
+    if (!j.is_object()) {
+      fmt::print(stderr, "warning: {} is not a finished frontier cell (it holds a JSON {}, not an object): left out\n",
+                 path, j.type_name());
+      continue;
+    }
+    if (j.contains("vs")) continue;
     const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
       return j.contains(key) && (j[key].*type)();
     };
@@ -197,6 +202,14 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
                         j["config"].value("task", ""), "\", not ", task);
       const std::string fault = cell_fault(j, file.dir);
       check<ValueError>(fault.empty(), fault);
+      check<ValueError>(j["stopped_at"].get<int64_t>() <= cfg.steps, "stopped_at ", j["stopped_at"].get<int64_t>(),
+                        " is past its config's ", cfg.steps, " steps");
+      // The config must have the state size the cell is named by.
+      models::TrainConfig sized = cfg;
+      for (const StateSize& z : sizes_of(cfg.model.method))
+        if (z.label == j["size"]) z.apply(sized.model);
+      check<ValueError>(models::config_to_json(sized) == models::config_to_json(cfg),
+                        "its config's model is not of size ", j["size"].get<std::string>());
     } catch (const Error& err) {
       fmt::print(stderr, "warning: {} is not a cell of this frontier ({}): left out\n", path, err.what());
       continue;
