@@ -366,6 +366,10 @@ const std::vector<std::string>& task_parameters(const std::string& name) {
   return it->second;
 }
 
+bool is_segmented_task(const std::string& name) {
+  return name == "mqar" || name == "map-recall" || name == "coord-recall";
+}
+
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c) {
   if (name == "coord-binding") return make_coord_binding(c);
   if (name == "map-building") return make_map_building(c);

@@ -112,6 +112,11 @@ std::unique_ptr<Task> make_coord_recall(const TaskConfig& c);
 /// also refuses W, queries, T, length or G above kMaxTaskSize).
 std::unique_ptr<Task> make_task(const std::string& name, const TaskConfig& c);
 
+/// True for the segmented tasks (mqar, map-recall, coord-recall), whose
+/// models are the segment-recurrent methods (models/diagnostic.h
+/// segmented_methods()); false for every other name.
+bool is_segmented_task(const std::string& name);
+
 /// The TaskConfig fields task `name` reads, by field name (W, noise,
 /// queries, T, L, length, P, G); the others leave its batches unchanged, so
 /// a command refuses an option that sets one of them. Throws ValueError for

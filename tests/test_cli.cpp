@@ -283,6 +283,30 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: a method or option the task cannot use, and clip 0, are usage errors (status 2) before any run") {
+  const std::string dir = fresh_cli_dir("tmem_cli_usage_of_task");
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"train", "coord-binding", "--method", "none"},
+       "--method: the coord-binding task takes base, base_wide, slots, tensor, linear, ssm or rmt, but got none "
+       "(a method of the segmented tasks mqar, map-recall and coord-recall)"},
+      {{"train", "no-harm", "--method", "base,xl"}, "--method: the no-harm task takes base, base_wide, slots"},
+      {{"train", "mqar", "--method", "full,base"},
+       "--method: the segmented task mqar takes none, full, xl, linear, ssm, rmt or tensor, but got base"},
+      {{"train", "mqar", "--W", "16"}, "--W: the mqar task does not read W, so the option would be ignored"},
+      {{"frontier", "map-recall", "--G", "2"}, "--G: the map-recall task does not read G"},
+      {{"train", "mqar", "--clip", "0"}, "--clip: expected a finite number in (0, 1e+09), but got 0"},
+      {{"train", "brown", "--clip", "0"}, "--clip: expected a finite number in (0, 1e+09), but got 0"},
+  };
+  for (const auto& c : cases) {
+    const auto r = run_tmem(c.first, dir);
+    INFO(c.first[1] << " " << c.first[2] << "\n" << r.output);
+    CHECK(r.status == 2);
+    CHECK(r.output.find("tmem: error: " + c.second) != std::string::npos);
+  }
+  CHECK(!fs::exists(dir + "/runs"));
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep their types") {
   const std::string dir = fresh_cli_dir("tmem_cli_config");
   tmem::test::write_all(dir + "/unknown.json", R"({"no_such_key": 1})");

@@ -174,7 +174,7 @@ int run_train_brown(int argc, char** argv) {
   app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices and embeddings)")->capture_default_str()
       ->check(real_range(0, 10));
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9, true));
   app.add_option("--dropout", c.model.dropout, "Dropout")->capture_default_str()->check(real_range(0, 1));
   app.add_option("--mem-channels", c.model.memory.channels, "Memory channels C")->capture_default_str()
       ->check(int_range(1, 4096));

@@ -373,8 +373,8 @@ void check_task_options(const CLI::App& app, const std::string& task, const std:
     if (app.count(opt) == 0 || std::find(read->begin(), read->end(), field) != read->end()) continue;
     std::string takes;
     for (const std::string& f : *read) takes += (takes.empty() ? "--" : ", --") + f;
-    throw ValueError(fmt::format("{}: the {} task does not read {}, so the option would be ignored (its parameters: {})",
-                                 opt, task, field, takes));
+    throw CLI::ValidationError(opt, fmt::format("the {} task does not read {}, so the option would be ignored (its "
+                                                "parameters: {})", task, field, takes));
   }
 }
 
@@ -415,6 +415,8 @@ int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int(
   }
   try {
     return run();
+  } catch (const CLI::ParseError& e) {  // an option check of the command itself
+    return exit_on_parse_error(app, e);
   } catch (const models::Interrupted& e) {
     return report_interrupted(e);
   } catch (const std::exception& e) {

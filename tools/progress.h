@@ -213,7 +213,7 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
 inline constexpr const char* kFashionMnistDirHelp =
     "The Fashion-MNIST IDX files (install the Debian package dataset-fashion-mnist, e.g. bash tools/setup.sh)";
 
-/// Throws ValueError for the first of `options` (task parameters such as
+/// Throws CLI::ValidationError (a usage error) for the first of `options` (task parameters such as
 /// "--W", each named "--" + a TaskConfig field) given on app's command line
 /// that `task` does not read (models::task_parameters), which it would
 /// otherwise ignore; an unknown task is left to the command's own error.

@@ -111,6 +111,26 @@ std::string result_differences(const json& result, const models::TrainConfig& c,
 
 namespace {
 
+// A --method the task cannot train is a usage error: the segmented tasks
+// take models::segmented_methods(), the others every method but none, full
+// and xl (the segmented comparison's own names).
+void check_methods_of_task(const std::string& task, const std::vector<models::BackboneMethod>& methods) {
+  using enum models::BackboneMethod;
+  const bool segmented = models::is_segmented_task(task);
+  const auto& seg = models::segmented_methods();
+  for (const auto m : methods) {
+    const bool is_segmented_method = std::find(seg.begin(), seg.end(), m) != seg.end();
+    const bool comparison_only = m == none || m == full || m == xl;
+    if (segmented && !is_segmented_method)
+      throw CLI::ValidationError("--method", fmt::format("the segmented task {} takes none, full, xl, linear, ssm, "
+                                                         "rmt or tensor, but got {}", task, to_string(m)));
+    if (!segmented && comparison_only)
+      throw CLI::ValidationError("--method", fmt::format("the {} task takes base, base_wide, slots, tensor, linear, "
+                                                         "ssm or rmt, but got {} (a method of the segmented tasks "
+                                                         "mqar, map-recall and coord-recall)", task, to_string(m)));
+  }
+}
+
 // The losses an earlier run of a cell wrote (empty when unreadable).
 std::vector<double> earlier_losses(const std::string& run_dir) {
   try {
@@ -420,7 +440,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   t->add_option("--lr", c.lr, "AdamW learning rate")->capture_default_str()->check(real_range(0, 10));
   t->add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only; biases, gains and memory gates get none)")->capture_default_str()
       ->check(real_range(0, 10));
-  t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  t->add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9, true));
   t->add_option("--dim", c.model.dim,
                  "Model width d (0: the task's - 64 for coord-binding and no-harm, 96 for map-building and occlusion)")
       ->capture_default_str()->check(int_range(0, 65536));
@@ -451,6 +471,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
   return [t, a]() {
     if (!*t) return -1;
     check_task_options(*t, a->task, {"--W", "--T", "--P", "--G", "--L", "--length", "--queries", "--noise"});
+    check_methods_of_task(a->task, a->methods);
     return run(*a);
   };
 }

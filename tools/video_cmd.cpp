@@ -264,7 +264,7 @@ int run_train_moving_fmnist(int argc, char** argv) {
   app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str()
       ->check(real_range(0, 10));
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9, true));
   app.add_option("--eval-clips", c.eval_clips, "Test clips (a fixed set)")->capture_default_str()
       ->check(int_range(1, 1000000));
   app.add_option("--eval-seed", c.eval_seed, "Seed of the test clips")->capture_default_str()->check(kNonNegative);

@@ -289,7 +289,7 @@ int run_train_fashion_mnist(int argc, char** argv) {
   app.add_option("--warmup", c.warmup, "Linear warmup steps")->capture_default_str()->check(int_range(0, 1000000000));
   app.add_option("--weight-decay", c.weight_decay, "AdamW weight decay (matrices only)")->capture_default_str()
       ->check(real_range(0, 10));
-  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9));
+  app.add_option("--clip", c.clip, "Gradient-norm clip")->capture_default_str()->check(real_range(0, 1e9, true));
   app.add_option("--eval-batch", c.eval_batch, "Images per test batch")->capture_default_str()
       ->check(int_range(1, 65536));
   app.add_option("--train-images", a.train_images, "Use only the first n training images (0: all 60,000)")
