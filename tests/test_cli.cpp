@@ -283,7 +283,7 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: a method or option the task cannot use, and clip 0, are usage errors (status 2) before any run") {
+TEST_CASE("cli: a method, a task option or a method option the run cannot use, and clip 0, are usage errors (status 2)") {
   const std::string dir = fresh_cli_dir("tmem_cli_usage_of_task");
   const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
       {{"train", "coord-binding", "--method", "none"},
@@ -296,6 +296,12 @@ TEST_CASE("cli: a method or option the task cannot use, and clip 0, are usage er
       {{"frontier", "map-recall", "--G", "2"}, "--G: the map-recall task does not read G"},
       {{"train", "mqar", "--clip", "0"}, "--clip: expected a finite number in (0, 1e+09), but got 0"},
       {{"train", "brown", "--clip", "0"}, "--clip: expected a finite number in (0, 1e+09), but got 0"},
+      {{"train", "mqar", "--method", "full", "--xl-cache", "5"},
+       "--xl-cache: it sets xl, and the run's methods are full, so the option would be ignored"},
+      {{"train", "mqar", "--ssm-state", "8"},  // the default methods
+       "--ssm-state: it sets ssm, and the run's methods are full and tensor, so the option would be ignored"},
+      {{"train", "coord-binding", "--method", "base,base_wide", "--chunk", "2"},
+       "--chunk: it sets tensor or slots, and the run's methods are base and base_wide"},
   };
   for (const auto& c : cases) {
     const auto r = run_tmem(c.first, dir);

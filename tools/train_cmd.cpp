@@ -131,6 +131,32 @@ void check_methods_of_task(const std::string& task, const std::vector<models::Ba
   }
 }
 
+// An option of a method none of the run's methods is (default: full,tensor
+// on the segmented tasks, else base,tensor) is a usage error, as a task
+// option the task does not read is (check_task_options): it would be ignored.
+void check_method_options(const CLI::App& app, const std::string& task, std::vector<models::BackboneMethod> methods) {
+  using enum models::BackboneMethod;
+  if (methods.empty()) methods = models::is_segmented_task(task) ? std::vector{full, tensor} : std::vector{base, tensor};
+  const auto names = [](const std::vector<models::BackboneMethod>& ms, const std::string& last) {
+    std::string s;
+    for (size_t i = 0; i < ms.size(); ++i) s += (i == 0 ? "" : i + 1 == ms.size() ? last : ", ") + to_string(ms[i]);
+    return s;
+  };
+  const std::vector<std::pair<std::string, std::vector<models::BackboneMethod>>> readers = {
+      {"--xl-cache", {xl}}, {"--linear-features", {linear}}, {"--ssm-state", {ssm}}, {"--memory-tokens", {rmt}},
+      {"--mem-channels", {tensor}}, {"--mem-grid", {tensor}}, {"--sigma-scale", {tensor}},
+      {"--memory-forget-bias", {tensor}}, {"--chunk", {tensor, slots}}, {"--leaky-memory", {tensor, slots}}};
+  for (const auto& [option, readers_of] : readers) {
+    if (app.count(option) == 0) continue;
+    const bool read = std::any_of(methods.begin(), methods.end(), [&readers_of](models::BackboneMethod m) {
+      return std::find(readers_of.begin(), readers_of.end(), m) != readers_of.end();
+    });
+    if (!read)
+      throw CLI::ValidationError(option, fmt::format("it sets {}, and the run's methods are {}, so the option "
+                                                     "would be ignored", names(readers_of, " or "), names(methods, " and ")));
+  }
+}
+
 // The losses an earlier run of a cell wrote (empty when unreadable).
 std::vector<double> earlier_losses(const std::string& run_dir) {
   try {
@@ -472,6 +498,7 @@ std::function<int()> add_train_command(CLI::App& app, int argc, char** argv) {
     if (!*t) return -1;
     check_task_options(*t, a->task, {"--W", "--T", "--P", "--G", "--L", "--length", "--queries", "--noise"});
     check_methods_of_task(a->task, a->methods);
+    check_method_options(*t, a->task, a->methods);
     return run(*a);
   };
 }
