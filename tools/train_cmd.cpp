@@ -146,14 +146,15 @@ void check_method_options(const CLI::App& app, const std::string& task, std::vec
       {"--xl-cache", {xl}}, {"--linear-features", {linear}}, {"--ssm-state", {ssm}}, {"--memory-tokens", {rmt}},
       {"--mem-channels", {tensor}}, {"--mem-grid", {tensor}}, {"--sigma-scale", {tensor}},
       {"--memory-forget-bias", {tensor}}, {"--chunk", {tensor, slots}}, {"--leaky-memory", {tensor, slots}}};
-  for (const auto& [option, readers_of] : readers) {
-    if (app.count(option) == 0) continue;
+  for (const auto& reader : readers) {
+    const std::vector<models::BackboneMethod>& readers_of = reader.second;
+    if (app.count(reader.first) == 0) continue;
     const bool read = std::any_of(methods.begin(), methods.end(), [&readers_of](models::BackboneMethod m) {
       return std::find(readers_of.begin(), readers_of.end(), m) != readers_of.end();
     });
     if (!read)
-      throw CLI::ValidationError(option, fmt::format("it sets {}, and the run's methods are {}, so the option "
-                                                     "would be ignored", names(readers_of, " or "), names(methods, " and ")));
+      throw CLI::ValidationError(reader.first, fmt::format("it sets {}, and the run's methods are {}, so the option "
+                                                           "would be ignored", names(readers_of, " or "), names(methods, " and ")));
   }
 }
 
