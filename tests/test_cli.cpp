@@ -131,6 +131,25 @@ TEST_CASE("cli: train on a segmented task defaults to the methods full and tenso
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: --resume of a run whose config.json holds no config object says it is damaged, and keeps it") {
+  const std::string dir = fresh_cli_dir("tmem_cli_damaged_config");
+  fs::create_directories(dir + "/runs/dc");
+  for (const char* text : {"[]", "{\"config\": 3}", "null"}) {
+    INFO(text);
+    tmem::test::write_all(dir + "/runs/dc/config.json", text);
+    auto args = tiny_train_args("dc");
+    args.push_back("--resume");
+    const auto r = run_tmem(args, dir);
+    INFO(r.output);
+    CHECK(r.status == 1);
+    CHECK(r.output.find("tmem: error: --resume: runs/dc/config.json is damaged (no \"config\" object in it), so what "
+                        "it ran is unknown; give this run another --name, or run without --resume to replace it") !=
+          std::string::npos);
+    CHECK(tmem::test::read_all(dir + "/runs/dc/config.json") == text);
+  }
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: --resume does not replace a finished cell of another config, and extends one of fewer steps") {
   const std::string dir = fresh_cli_dir("tmem_cli_other_config");
   const auto args = tiny_train_args("oc");

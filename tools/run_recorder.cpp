@@ -116,9 +116,11 @@ void RunRecorder::check_resume(const std::vector<std::string>& may_differ) const
   std::error_code ec;
   if (!writer_ || !std::filesystem::exists(path("config.json"), ec)) return;
   const nlohmann::json earlier = read_json_file(path("config.json"), "run");
+  check<ValueError>(earlier.is_object() && earlier.contains("config") && earlier["config"].is_object(), "--resume: ",
+                    path("config.json"), " is damaged (no \"config\" object in it), so what it ran is unknown; give "
+                    "this run another --name, or run without --resume to replace it");
   std::vector<std::string> diff;
-  config_diff(earlier.is_object() && earlier.contains("config") ? earlier["config"] : nlohmann::json(),
-              config_["config"], "", {may_differ.begin(), may_differ.end()}, diff);
+  config_diff(earlier["config"], config_["config"], "", {may_differ.begin(), may_differ.end()}, diff);
   check<ValueError>(diff.empty(), "--resume: ", dir_, " holds a run of another config (", fmt::format("{}", fmt::join(diff, ", ")),
                     "); give this run another --name, or run without --resume to replace it");
 }
