@@ -111,50 +111,60 @@ std::string result_differences(const json& result, const models::TrainConfig& c,
 
 namespace {
 
+using Methods = std::vector<models::BackboneMethod>;
+
+// The methods of a run without --method: the ceiling and the memory on the
+// segmented tasks, else the baseline and the memory.
+Methods default_methods(const std::string& task) {
+  using enum models::BackboneMethod;
+  return models::is_segmented_task(task) ? Methods{full, tensor} : Methods{base, tensor};
+}
+
+// "a, b or c" (last = " or ").
+std::string method_names(const Methods& ms, const std::string& last) {
+  std::string s;
+  for (size_t i = 0; i < ms.size(); ++i) s += (i == 0 ? "" : i + 1 == ms.size() ? last : ", ") + to_string(ms[i]);
+  return s;
+}
+
+bool has(const Methods& ms, models::BackboneMethod m) { return std::find(ms.begin(), ms.end(), m) != ms.end(); }
+
 // A --method the task cannot train is a usage error: the segmented tasks
 // take models::segmented_methods(), the others every method but none, full
 // and xl (the segmented comparison's own names).
-void check_methods_of_task(const std::string& task, const std::vector<models::BackboneMethod>& methods) {
+void check_methods_of_task(const std::string& task, const Methods& methods) {
   using enum models::BackboneMethod;
-  const bool segmented = models::is_segmented_task(task);
-  const auto& seg = models::segmented_methods();
+  const Methods& segmented = models::segmented_methods();
+  const Methods diagnostic = {base, base_wide, slots, tensor, linear, ssm, rmt};
+  const bool is_segmented = models::is_segmented_task(task);
   for (const auto m : methods) {
-    const bool is_segmented_method = std::find(seg.begin(), seg.end(), m) != seg.end();
-    const bool comparison_only = m == none || m == full || m == xl;
-    if (segmented && !is_segmented_method)
-      throw CLI::ValidationError("--method", fmt::format("the segmented task {} takes none, full, xl, linear, ssm, "
-                                                         "rmt or tensor, but got {}", task, to_string(m)));
-    if (!segmented && comparison_only)
-      throw CLI::ValidationError("--method", fmt::format("the {} task takes base, base_wide, slots, tensor, linear, "
-                                                         "ssm or rmt, but got {} (a method of the segmented tasks "
-                                                         "mqar, map-recall and coord-recall)", task, to_string(m)));
+    if (is_segmented && !has(segmented, m))
+      throw CLI::ValidationError("--method", fmt::format("the segmented task {} takes {}, but got {}", task,
+                                                         method_names(segmented, " or "), to_string(m)));
+    if (!is_segmented && !has(diagnostic, m))
+      throw CLI::ValidationError("--method", fmt::format("the {} task takes {}, but got {} (a method of the segmented "
+                                                         "tasks mqar, map-recall and coord-recall)", task,
+                                                         method_names(diagnostic, " or "), to_string(m)));
   }
 }
 
-// An option of a method none of the run's methods is (default: full,tensor
-// on the segmented tasks, else base,tensor) is a usage error, as a task
-// option the task does not read is (check_task_options): it would be ignored.
-void check_method_options(const CLI::App& app, const std::string& task, std::vector<models::BackboneMethod> methods) {
+// An option of a method none of the run's methods is (default_methods when
+// none is given) is a usage error, as a task option the task does not read
+// is (check_task_options): it would be ignored.
+void check_method_options(const CLI::App& app, const std::string& task, Methods methods) {
   using enum models::BackboneMethod;
-  if (methods.empty()) methods = models::is_segmented_task(task) ? std::vector{full, tensor} : std::vector{base, tensor};
-  const auto names = [](const std::vector<models::BackboneMethod>& ms, const std::string& last) {
-    std::string s;
-    for (size_t i = 0; i < ms.size(); ++i) s += (i == 0 ? "" : i + 1 == ms.size() ? last : ", ") + to_string(ms[i]);
-    return s;
-  };
-  const std::vector<std::pair<std::string, std::vector<models::BackboneMethod>>> readers = {
+  if (methods.empty()) methods = default_methods(task);
+  const std::vector<std::pair<std::string, Methods>> readers = {
       {"--xl-cache", {xl}}, {"--linear-features", {linear}}, {"--ssm-state", {ssm}}, {"--memory-tokens", {rmt}},
       {"--mem-channels", {tensor}}, {"--mem-grid", {tensor}}, {"--sigma-scale", {tensor}},
       {"--memory-forget-bias", {tensor}}, {"--chunk", {tensor, slots}}, {"--leaky-memory", {tensor, slots}}};
   for (const auto& reader : readers) {
-    const std::vector<models::BackboneMethod>& readers_of = reader.second;
+    const Methods& readers_of = reader.second;
     if (app.count(reader.first) == 0) continue;
-    const bool read = std::any_of(methods.begin(), methods.end(), [&readers_of](models::BackboneMethod m) {
-      return std::find(readers_of.begin(), readers_of.end(), m) != readers_of.end();
-    });
-    if (!read)
+    if (std::none_of(methods.begin(), methods.end(), [&readers_of](models::BackboneMethod m) { return has(readers_of, m); }))
       throw CLI::ValidationError(reader.first, fmt::format("it sets {}, and the run's methods are {}, so the option "
-                                                           "would be ignored", names(readers_of, " or "), names(methods, " and ")));
+                                                           "would be ignored", method_names(readers_of, " or "),
+                                                           method_names(methods, " and ")));
   }
 }
 
@@ -265,10 +275,7 @@ int run_cells(TrainArgs& a) {
       throw ValueError(std::string(e.what()) + "; tmem train also trains brown, fashion-mnist and moving-fmnist");
     throw;
   }
-  if (a.methods.empty()) {
-    using enum models::BackboneMethod;
-    a.methods = task->segment() > 0 ? std::vector{full, tensor} : std::vector{base, tensor};
-  }
+  if (a.methods.empty()) a.methods = default_methods(a.task);
   const bool coord = a.task == "coord-binding" || a.task == "coord-recall";
   if (!coord) a.noises = {a.cfg.task_cfg.noise};
   // Build every cell's model once before training, so a bad option (grid 0,
