@@ -4,7 +4,8 @@
 #   cmake -D "CMD=mpirun|-np|2|prog|args" -D EXPECT=regex -D LIMIT=seconds -P dist_expect_abort.cmake
 # (CMD's arguments are separated by '|': a ';' would split the CTest command).
 # With -D NO_PATH=dir, dir is removed first and must not exist afterwards (a
-# job refused before any work leaves no run directory).
+# job refused before any work leaves no run directory); with -D STATUS=n the
+# exit status must be n (2 for a usage error every rank refuses).
 string(REPLACE "|" ";" cmd "${CMD}")
 if(DEFINED NO_PATH)
   file(REMOVE_RECURSE "${NO_PATH}")
@@ -19,6 +20,9 @@ if(NOT rc MATCHES "^[0-9]+$")
 endif()
 if(rc EQUAL 0)
   message(FATAL_ERROR "the job exited with status 0 although a rank failed")
+endif()
+if(DEFINED STATUS AND NOT rc EQUAL STATUS)
+  message(FATAL_ERROR "the job exited with status ${rc}, not ${STATUS}")
 endif()
 if(NOT "${out}${err}" MATCHES "${EXPECT}")
   message(FATAL_ERROR "the output does not name the failure (expected a match of \"${EXPECT}\")")

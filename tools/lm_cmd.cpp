@@ -12,7 +12,6 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
 #include "tmem/data/brown.h"
-#include "tmem/dist/sampler.h"
 #include "tmem/models/lm_trainer.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
@@ -45,7 +44,7 @@ void print_progress(const std::string& method, const models::LMTrainProgress& p,
 
 int run(BrownArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  dist::BatchShard(a.cfg.batch, "train brown: --batch");  // the batch splits over the ranks: checked before loading
+  check_batch_splits(a.cfg.batch);  // before the data loads
   const int64_t steps = models::lm_train_steps(a.cfg);
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the corpus loads

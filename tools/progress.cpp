@@ -354,11 +354,20 @@ int run_training(const std::string& command, bool distributed, const DebugArgs& 
       return run_with_debug(debug, run);
     } catch (const models::Interrupted& e) {
       return dist::rank() == 0 ? report_interrupted(e) : 130;
+    } catch (const CLI::ParseError& e) {  // an option check: every rank refuses the same options
+      return dist::rank() == 0 ? usage_error(e) : 2;
     } catch (...) {
       end_progress_line();  // dist::run prints the rank's failure next
       throw;
     }
   });
+}
+
+void check_batch_splits(int64_t batch) {
+  const int ranks = dist::world_size();
+  if (batch % ranks != 0)
+    throw CLI::ValidationError("--batch", fmt::format("the batch of {} does not split evenly over {} ranks; choose a "
+                                                      "multiple of {}", batch, ranks, ranks));
 }
 
 void check_task_options(const CLI::App& app, const std::string& task, const std::vector<std::string>& options) {
@@ -400,10 +409,15 @@ void parse_command_line(CLI::App& app, int argc, char** argv) {
   app.parse(argc, argv);
 }
 
-int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {
-  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+int usage_error(const std::exception& e) {
+  end_progress_line();
   fmt::print(stderr, "tmem: error: {}\nRun with --help for more information.\n", e.what());
   return 2;
+}
+
+int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e) {
+  if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);
+  return usage_error(e);
 }
 
 int parse_and_run(CLI::App& app, int argc, char** argv, const std::function<int()>& run) {

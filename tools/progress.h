@@ -205,9 +205,16 @@ void add_distributed_option(CLI::App& app, bool& distributed);
 /// train data-parallel): it joins the job (dist::Session), silences stdout
 /// on ranks > 0 (RunRecorder writes on rank 0 only), gives rank r > 0 the
 /// profile FILE.rank<r>, and ends every rank with the failing rank's message
-/// when one throws (dist::run). Throws ValueError naming `command` and
-/// dist::unavailable_reason() when the build has no MPI.
+/// when one throws (dist::run). A CLI::ParseError from `run` (an option
+/// check, the same on every rank) is a usage error instead: rank 0 prints
+/// it (usage_error) and every rank returns 2. Throws ValueError naming
+/// `command` and dist::unavailable_reason() when the build has no MPI.
 int run_training(const std::string& command, bool distributed, const DebugArgs& d, const std::function<int()>& run);
+
+/// Throws CLI::ValidationError (a usage error) naming --batch when a batch
+/// of `batch` rows does not split evenly over the ranks of the job
+/// (dist::world_size(); one process takes any batch).
+void check_batch_splits(int64_t batch);
 
 /// The --data-dir help of the Fashion-MNIST commands.
 inline constexpr const char* kFashionMnistDirHelp =
@@ -231,6 +238,10 @@ void parse_command_line(CLI::App& app, int argc, char** argv);
 /// returns 2, the status of a usage error (as Python's argparse), where
 /// CLI11 would return its own code per error kind (105, 106, 109...).
 int exit_on_parse_error(const CLI::App& app, const CLI::ParseError& e);
+
+/// Prints "tmem: error: <e.what()>" and the --help hint on stderr and
+/// returns 2, the status of a usage error.
+int usage_error(const std::exception& e);
 
 /// Parses argv into app (every option checked with check_every_option),
 /// then runs `run`: a parse error or --help exits through

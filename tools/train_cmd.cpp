@@ -16,7 +16,6 @@
 #include "tmem/core/device_backend.h"
 #include "tmem/core/file_io.h"
 #include "tmem/core/parallel.h"
-#include "tmem/dist/sampler.h"
 #include "tmem/models/diagnostic.h"
 #include "tmem/models/trainer.h"
 #include "tmem/tools/progress.h"
@@ -194,6 +193,13 @@ void draw_cell(RunRecorder& rec, const models::TrainConfig& c, const std::string
   rec.draw();
 }
 
+// "12.3 steps/s", or "4.2 s/step" below one step a second (tqdm's it/s and
+// s/it), so that a slow run's rate does not print as 0.0.
+std::string rate_text(double steps_per_second) {
+  if (steps_per_second >= 1 || steps_per_second <= 0) return fmt::format("{:.1f} steps/s", steps_per_second);
+  return fmt::format("{:.1f} s/step", 1 / steps_per_second);
+}
+
 }  // namespace
 
 json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainConfig c, const std::string& label,
@@ -232,8 +238,8 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   ensure_writable_dir(c.run_dir);
   models::TrainResult r = models::train_diagnostic(c, [&](const models::TrainProgress& p) {
     print_progress_line(label, "step", p.step, p.steps,
-                        fmt::format("loss {:.4f}  acc {:>5.1f}%  {:.1f} steps/s", p.loss, 100 * p.accuracy,
-                                    p.steps_per_second),
+                        fmt::format("loss {:.4f}  acc {:>5.1f}%  {}", p.loss, 100 * p.accuracy,
+                                    rate_text(p.steps_per_second)),
                         p.seconds, tty, 10, eta, p.start);
   });
   if (eta) eta->finish(static_cast<int64_t>(r.losses.size()), r.seconds);
@@ -262,7 +268,7 @@ namespace {
 
 int run_cells(TrainArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
-  dist::BatchShard(a.cfg.batch, "train: --batch");  // the batch splits over the ranks: checked before runs/<name>
+  check_batch_splits(a.cfg.batch);  // before runs/<name> is made
   auto [sweep, values] = sweep_of(a);
   check<ValueError>(!values.empty(), "train: --", sweep, " needs at least one value");
   std::unique_ptr<models::Task> task;  // validates the name early, with the sweep's first value

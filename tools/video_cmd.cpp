@@ -9,7 +9,6 @@
 
 #include "tmem/core/device_backend.h"
 #include "tmem/core/parallel.h"
-#include "tmem/dist/sampler.h"
 #include "tmem/models/video_trainer.h"
 #include "tmem/tools/progress.h"
 #include "tmem/tools/run_recorder.h"
@@ -110,7 +109,7 @@ int run(VideoArgs& a) {
     occlusion.push_back(o == "on");
   }
   a.cfg.model.frames = a.cfg.data.frames;
-  dist::BatchShard(a.cfg.batch, "train moving-fmnist: --batch");  // the batch splits over the ranks: checked before loading
+  check_batch_splits(a.cfg.batch);  // before the data loads
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train moving-fmnist: --resume needs --name (the run to continue)");

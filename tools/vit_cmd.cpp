@@ -111,6 +111,7 @@ void print_table(const FashionArgs& a, const std::vector<models::ViTTrainResult>
 int run(FashionArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   models::check_vit_task(a.cfg.task);
+  check_batch_splits(a.cfg.batch);  // before the images load
   const Device device = parse_device(a.cfg.device);
   if (!device.is_cpu()) device_backend(device, "train");  // a missing GPU fails before the images load
   check<ValueError>(!a.cfg.resume || !a.name.empty(), "train fashion-mnist: --resume needs --name (the run to continue)");
