@@ -18,7 +18,10 @@
 # all its cells compare with each other, plus one change that alters only
 # values below 1e-38: denormals flushed to 0 (tools/lanes/636e326-flush-
 # denormal.patch; without it a tensor cell on an 8^3 grid is several times
-# slower). start builds it in runs/lanes/src-636e326 when missing.
+# slower). start builds it in runs/lanes/src-636e326 when missing, and runs
+# it with TMEM_CPU_CACHE_MB=4096: its caching allocator kept at most 1 GiB of
+# freed blocks (later tmem keeps the step's peak), so an rmt step at R 128
+# (2 GB at once) page-faulted its blocks back every step, at twice the time.
 # Usage: tools/frontier_lanes.sh start|status|save|stop
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -83,10 +86,11 @@ case ${1:-} in
         continue
       fi
       bash tools/frontier_cells.sh restore "$name"
-      if [[ $kind == pinned ]]; then bin=$(pinned_binary); else bin=$(current_binary); fi
+      cache=()
+      if [[ $kind == pinned ]]; then bin=$(pinned_binary) cache=(TMEM_CPU_CACHE_MB=4096); else bin=$(current_binary); fi
       # shellcheck disable=SC2086  # args is a word list
-      OMP_WAIT_POLICY=passive nohup nice -n "$niceness" "$bin" frontier $args --threads 1 --name "$name" --resume \
-        >> "$lanes/$lane.log" 2>&1 < /dev/null &
+      env "${cache[@]}" OMP_WAIT_POLICY=passive nohup nice -n "$niceness" "$bin" frontier $args --threads 1 \
+        --name "$name" --resume >> "$lanes/$lane.log" 2>&1 < /dev/null &
       echo "frontier_lanes: started $lane ($(basename "$bin"), log $lanes/$lane.log)"
     done
     # Copies of earlier builds that no lane runs any more (the pinned one stays).
