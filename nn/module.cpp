@@ -53,7 +53,11 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
   auto quoted = [](const std::string& name) { return fmt::format("\"{}\"", printable(name)); };
   for (const auto& kv : state)
     if (own.count(kv.first) == 0) keys.unexpected_keys.push_back(kv.first);
-  for (const auto& [n, t] : own) {
+  // This module's keys in PyTorch's order: each module's parameters, then
+  // its buffers, then its children's.
+  NamedTensors ordered;
+  collect("", ordered, &ordered);
+  for (const auto& [n, t] : ordered) {
     auto it = state.find(n);
     if (it == state.end()) {
       keys.missing_keys.push_back(n);

@@ -27,7 +27,9 @@ class Module {
   /// Parameters and buffers by dotted name (PyTorch state_dict).
   std::map<std::string, Tensor> state_dict() const;
   /// The keys a load_state_dict did not match (PyTorch's _IncompatibleKeys):
-  /// this module's keys the state lacks, and the state's keys it does not have.
+  /// this module's keys the state lacks, in PyTorch's order (each module's
+  /// parameters, then its buffers, then its children's), and the state's keys
+  /// it does not have, in the state's order.
   struct IncompatibleKeys {
     std::vector<std::string> missing_keys, unexpected_keys;
   };

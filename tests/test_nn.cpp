@@ -89,6 +89,11 @@ TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a s
   CHECK(keys.missing_keys == std::vector<std::string>{"fc1.bias", "fc2.weight"});
   CHECK(keys.unexpected_keys == std::vector<std::string>{"fc3.weight"});
   CHECK(other.fc1->weight.to_vector() == m.fc1->weight.to_vector());
+  // Missing keys come in module order, as PyTorch lists them: weight before
+  // bias (the order Linear registers them), not sorted.
+  state.erase("fc1.weight");
+  CHECK(other.load_state_dict(state, false).missing_keys ==
+        std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"});
   const nn::Module::IncompatibleKeys none = other.load_state_dict(m.state_dict());
   CHECK((none.missing_keys.empty() && none.unexpected_keys.empty()));
   m.eval();
