@@ -105,6 +105,38 @@ std::string cell_name(models::BackboneMethod method, const std::string& size, do
   return to_string(method) + (s == "-" ? "" : "_" + s) + "_lr" + lr_str(lr) + "_seed" + std::to_string(seed);
 }
 
+// One cell of the grid: a method at one of its sizes (sizes_of), a learning
+// rate and a seed.
+struct CellKey {
+  models::BackboneMethod method{};
+  size_t size = 0;
+  double lr = 0;
+  uint64_t seed = 0;
+};
+
+std::string cell_name(const CellKey& k) { return cell_name(k.method, sizes_of(k.method)[k.size].label, k.lr, k.seed); }
+
+// The cells of method's grid in training order: first its learning rates at
+// the middle size and the first seed (one per --lr), then, once `lr` is
+// chosen among them (0: not yet, and the list ends there), the later seeds
+// at the middle size (the equal-state comparison) before the other sizes at
+// the first seed, the largest of which costs the most; --all-seeds adds the
+// later seeds at the other sizes.
+std::vector<CellKey> grid_of(const FrontierArgs& a, models::BackboneMethod method, double lr) {
+  const size_t sizes = sizes_of(method).size(), middle = sizes / 2;
+  std::vector<CellKey> cells;
+  for (double r : a.lrs) cells.push_back({method, middle, r, a.seeds[0]});
+  if (lr <= 0) return cells;
+  for (size_t s = 1; s < a.seeds.size(); ++s) cells.push_back({method, middle, lr, a.seeds[s]});
+  for (size_t i = 0; i < sizes; ++i)
+    if (i != middle) cells.push_back({method, i, lr, a.seeds[0]});
+  if (a.all_seeds)
+    for (size_t s = 1; s < a.seeds.size(); ++s)
+      for (size_t i = 0; i < sizes; ++i)
+        if (i != middle) cells.push_back({method, i, lr, a.seeds[s]});
+  return cells;
+}
+
 // Why the finished cell j in directory `dir` cannot be one of a frontier's
 // cells ("" when it can): a method, size or learning rate no frontier
 // trains, values out of their ranges, or a directory name other than the one
@@ -402,7 +434,29 @@ void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>&
     rec.add_curve("frontier", {a.task + ": accuracy vs state size at equal backbone",
                                "log10 floats of state carried across segments", "eval accuracy (%)"}, s);
   rec.draw();
-  json out = {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}};
+  // The cells of this invocation's grid (its --methods, --lr, --seed) not
+  // finished yet: what the lanes still have to train.
+  std::vector<std::string> to_run;
+  std::string waiting;  // methods whose learning rate is not chosen yet
+  for (const auto method : a.methods) {
+    std::vector<json> tried;
+    for (const CellKey& k : grid_of(a, method, 0))
+      for (const json& c : cells)
+        if (c["cell"] == cell_name(k)) tried.push_back(c);
+    const bool chosen = tried.size() == a.lrs.size();
+    for (const CellKey& k : grid_of(a, method, chosen ? chosen_lr(tried, method, first_seed) : 0))
+      if (std::none_of(cells.begin(), cells.end(), [&](const json& c) { return c["cell"] == cell_name(k); }))
+        to_run.push_back(cell_name(k));
+    if (!chosen) waiting += (waiting.empty() ? "" : ", ") + to_string(method);
+  }
+  if (to_run.empty())
+    fmt::print("every cell of the grid is in ({} methods, {} learning rates, {} seeds)\n", a.methods.size(),
+               a.lrs.size(), a.seeds.size());
+  else
+    fmt::print("to run: {} cell{}{}: {}\n", to_run.size(), to_run.size() == 1 ? "" : "s",
+               waiting.empty() ? "" : ", then the grid of " + waiting + " at the chosen learning rate",
+               fmt::join(to_run, ", "));
+  json out = {{"task", a.task}, {"lr_choice", lr_choice}, {"table", table}, {"cells", cells}, {"to_run", to_run}};
   if (!with.empty()) out["with"] = with;
   rec.write_json("results.json", out);
   fmt::print("results written to {}/results.json{}\n", root, series.empty() ? "" : (" and " + root + "/frontier.svg"));
@@ -563,29 +617,22 @@ int run(FrontierArgs& a) {
                a.task, a.methods.size(), a.lrs.size(), a.seeds.size(),
                a.all_seeds ? "every size" : "later seeds at the middle size", a.cfg.steps,
                a.cfg.batch, get_num_threads(), root);
-    auto train = [&](models::BackboneMethod method, size_t size, double lr, uint64_t seed) {
-      models::TrainConfig c = cell_config(a, method, size, lr, seed);
-      const std::string label = sizes_of(method)[size].label;
-      const std::string name = cell_name(method, label, lr, seed);
-      return run_or_reuse(rec, name, c, to_string(method) + " " + label + " lr " + lr_str(lr) + " seed " + std::to_string(seed),
-                          {{"cell", name}, {"method", method}, {"size", label}, {"lr", lr}, {"seed", seed}}, tty);
+    auto train = [&](const CellKey& k) {
+      models::TrainConfig c = cell_config(a, k.method, k.size, k.lr, k.seed);
+      const std::string label = sizes_of(k.method)[k.size].label;
+      const std::string name = cell_name(k);
+      return run_or_reuse(rec, name, c,
+                          to_string(k.method) + " " + label + " lr " + lr_str(k.lr) + " seed " + std::to_string(k.seed),
+                          {{"cell", name}, {"method", k.method}, {"size", label}, {"lr", k.lr}, {"seed", k.seed}}, tty);
     };
     for (const auto method : a.methods) {
-      const size_t sizes = sizes_of(method).size(), middle = sizes / 2;
       std::vector<json> tried;
-      for (double lr : a.lrs) tried.push_back(train(method, middle, lr, a.seeds[0]));
+      for (const CellKey& k : grid_of(a, method, 0)) tried.push_back(train(k));
       const double lr = chosen_lr(tried, method, a.seeds[0]);
       fmt::print("{}: learning rate {} (best eval accuracy at {}, seed {})\n", to_string(method),
-                 lr_str(lr), sizes_of(method)[middle].label, a.seeds[0]);
-      // The later seeds at the middle size (the equal-state comparison)
-      // before the other sizes, the largest of which costs the most.
-      for (size_t s = 1; s < a.seeds.size(); ++s) train(method, middle, lr, a.seeds[s]);
-      for (size_t i = 0; i < sizes; ++i)
-        if (i != middle) train(method, i, lr, a.seeds[0]);
-      if (a.all_seeds)
-        for (size_t s = 1; s < a.seeds.size(); ++s)
-          for (size_t i = 0; i < sizes; ++i)
-            if (i != middle) train(method, i, lr, a.seeds[s]);
+                 lr_str(lr), sizes_of(method)[sizes_of(method).size() / 2].label, a.seeds[0]);
+      const std::vector<CellKey> grid = grid_of(a, method, lr);
+      for (size_t i = a.lrs.size(); i < grid.size(); ++i) train(grid[i]);
     }
   }
   report(a, rec, with_runs);
@@ -646,7 +693,7 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
   f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
   f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(int_range(0, 1000000000));
-  f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far");
+  f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far, and list the cells of the grid (--methods, --lr, --seed) still to run");
   f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
                                "size, chosen learning rate and first seed (needs the frontier's learning rates)");
   f->add_option("--with", a->with,
