@@ -44,6 +44,12 @@ std::map<std::string, Tensor> Module::state_dict() const {
   return out;
 }
 
+NamedTensors Module::named_state() const {
+  NamedTensors all;
+  collect("", all, &all);
+  return all;
+}
+
 Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Tensor>& state, bool strict) {
   std::map<std::string, Tensor> own = state_dict();
   // Every fault is listed (as PyTorch does) before anything is copied, so a
@@ -53,11 +59,7 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
   auto quoted = [](const std::string& name) { return fmt::format("\"{}\"", printable(name)); };
   for (const auto& kv : state)
     if (own.count(kv.first) == 0) keys.unexpected_keys.push_back(kv.first);
-  // This module's keys in PyTorch's order: each module's parameters, then
-  // its buffers, then its children's.
-  NamedTensors ordered;
-  collect("", ordered, &ordered);
-  for (const auto& [n, t] : ordered) {
+  for (const auto& [n, t] : named_state()) {
     auto it = state.find(n);
     if (it == state.end()) {
       keys.missing_keys.push_back(n);

@@ -26,10 +26,13 @@ class Module {
   std::vector<Tensor> parameters() const;
   /// Parameters and buffers by dotted name (PyTorch state_dict).
   std::map<std::string, Tensor> state_dict() const;
+  /// state_dict's entries in PyTorch's order: each module's parameters, then
+  /// its buffers, then its children's (a tensor shared by two names under
+  /// both).
+  NamedTensors named_state() const;
   /// The keys a load_state_dict did not match (PyTorch's _IncompatibleKeys):
-  /// this module's keys the state lacks, in PyTorch's order (each module's
-  /// parameters, then its buffers, then its children's), and the state's keys
-  /// it does not have, in the state's order.
+  /// this module's keys the state lacks, in named_state's order (PyTorch's),
+  /// and the state's keys it does not have, in the state's order.
   struct IncompatibleKeys {
     std::vector<std::string> missing_keys, unexpected_keys;
   };

@@ -89,8 +89,11 @@ TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a s
   CHECK(keys.missing_keys == std::vector<std::string>{"fc1.bias", "fc2.weight"});
   CHECK(keys.unexpected_keys == std::vector<std::string>{"fc3.weight"});
   CHECK(other.fc1->weight.to_vector() == m.fc1->weight.to_vector());
-  // Missing keys come in module order, as PyTorch lists them: weight before
-  // bias (the order Linear registers them), not sorted.
+  // named_state and the missing keys come in module order, as PyTorch lists
+  // them: weight before bias (the order Linear registers them), not sorted.
+  std::vector<std::string> names;
+  for (const auto& [n, t] : other.named_state()) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"});
   state.erase("fc1.weight");
   CHECK(other.load_state_dict(state, false).missing_keys ==
         std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"});

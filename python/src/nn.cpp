@@ -196,11 +196,12 @@ void bind_nn(py::module_& m) {
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
       .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
       .def("state_dict", [](const Module& mod) {
-             std::map<std::string, Tensor> out;
-             for (const auto& [n, t] : mod.state_dict()) out[n] = t.detach();
+             py::dict out;
+             for (const auto& [n, t] : mod.named_state()) out[py::str(n)] = py::cast(t.detach());
              return out;
            }, "Parameters and buffers by dotted name, detached: they share storage with the module's tensors "
-              "but record no gradient, as PyTorch's.")
+              "but record no gradient, as PyTorch's; in PyTorch's order (each module's parameters, then its "
+              "buffers, then its children's).")
       .def("load_state_dict", [](Module& mod, const std::map<std::string, Tensor>& state, bool strict) {
              const Module::IncompatibleKeys keys = mod.load_state_dict(state, strict);
              return py::module_::import("tmem._tmem").attr("nn").attr("IncompatibleKeys")(keys.missing_keys,

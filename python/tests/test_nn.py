@@ -417,6 +417,8 @@ class TestFiles(unittest.TestCase):
         # In module order, as torch 1.13 lists them for the same module: its
         # parameters, its buffers, then its children's.
         self.assertEqual(missing, ["scale", "calls", "fc1.bias", "fc2.weight", "fc2.bias"])
+        # state_dict itself is in that order too, as torch's.
+        self.assertEqual(list(m2.state_dict()), ["scale", "calls", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
         self.assertEqual(unexpected, ["extra"])
         self.assertEqual(pickle.loads(pickle.dumps(keys)), keys)
         # state_dict's tensors are detached but share the parameters' storage.
