@@ -265,6 +265,11 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"stream", "--vocab", ""}, "--vocab: expected an integer"},
       {{"frontier", "mqar", "--lr", "1e-3,0.001"}, "--lr: the value \"0.001\" is given twice"},
       {{"frontier", "mqar", "--seed", "42,0042"}, "--seed: the value \"42\" is given twice"},
+      {{"frontier", "mqar", "--lr", "0.001,0.0010000001"},
+       "--lr: the values \"0.001\" and \"0.0010000001\" agree to the 6 significant digits that name runs and cells "
+       "(0.001): give values that differ there"},
+      {{"train", "coord-binding", "--noise", "0.05,0.0500000001"}, "--noise: the values \"0.05\" and \"0.0500000001\" agree"},
+      {{"grads", "diff", "a.jsonl", "b.jsonl", "--rtol", "inf"}, "--rtol: expected a finite number >= 0, but got \"inf\""},
       {{"train", "no-harm", "--steps", "09x"}, "--steps: expected an integer in [0, 1000000000], but got \"09x\""},
       {{"train", "no-harm", "--name", "a\nb"}, "--name: expected a plain directory name under runs/ (no '/' or control"},
       {{"stream", "--max-minutes", "0"}, "--max-minutes: expected a finite number in (0, 1e+06), but got 0"},

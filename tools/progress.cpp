@@ -10,7 +10,7 @@
 #include <limits>
 #include <memory>
 #include <new>
-#include <set>
+#include <map>
 
 #include <fmt/format.h>
 
@@ -163,10 +163,12 @@ std::string int_error(const std::string& v, int64_t lo, int64_t hi) {
 }
 
 std::string real_error(const std::string& v, double lo, double hi, bool open = false) {
-  const std::string range = std::isfinite(lo) || std::isfinite(hi)
-                                ? fmt::format("a finite number in {}{:g}, {:g}{}", open ? '(' : '[', lo, hi,
-                                              open ? ')' : ']')
-                                : "a finite number";
+  const std::string range =
+      std::isfinite(lo) && std::isfinite(hi)
+          ? fmt::format("a finite number in {}{:g}, {:g}{}", open ? '(' : '[', lo, hi, open ? ')' : ']')
+      : std::isfinite(lo) ? fmt::format("a finite number {} {:g}", open ? ">" : ">=", lo)
+      : std::isfinite(hi) ? fmt::format("a finite number {} {:g}", open ? "<" : "<=", hi)
+                          : std::string("a finite number");
   if (v.empty()) return "expected " + range + ", but got an empty value";
   double x = 0;
   const char* end = v.data() + v.size();
@@ -223,15 +225,24 @@ void check_every_option(CLI::App& app) {
           ""));
   }
   // A list naming a value twice would run the same cell twice (1e-3 and
-  // 0.001 are one learning rate).
+  // 0.001 are one learning rate), and two numbers that agree to the 6
+  // significant digits that name runs and cells ({:g}) would train into one
+  // cell, the second overwriting the first.
   app.parse_complete_callback([&app] {
     for (const CLI::Option* o : app.get_options()) {
       if (o->get_type_size() == 0 || o->get_items_expected_max() <= 1) continue;
       const bool real = o->get_type_name().starts_with("FLOAT");
-      std::set<std::string> seen;
-      for (const std::string& v : o->results())
-        if (!seen.insert(real ? fmt::format("{}", std::strtod(v.c_str(), nullptr)) : v).second)
+      std::map<std::string, std::string> seen;  // the value as cells name it -> the value as given
+      for (const std::string& v : o->results()) {
+        const double x = std::strtod(v.c_str(), nullptr);
+        const auto [it, fresh] = seen.emplace(real ? fmt::format("{:g}", x) : v, v);
+        if (fresh) continue;
+        if (!real || std::strtod(it->second.c_str(), nullptr) == x)
           throw CLI::ValidationError(o->get_name(), "the value \"" + printable(v) + "\" is given twice");
+        throw CLI::ValidationError(o->get_name(), "the values \"" + printable(it->second) + "\" and \"" + printable(v) +
+                                                      "\" agree to the 6 significant digits that name runs and cells (" +
+                                                      it->first + "): give values that differ there");
+      }
     }
   });
   for (CLI::App* sub : app.get_subcommands({})) check_every_option(*sub);
