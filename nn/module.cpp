@@ -1,6 +1,7 @@
 #include "tmem/nn/module.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_set>
 
 #include <fmt/format.h>
@@ -80,9 +81,25 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
   if (!shapes.empty()) faults += " size mismatch for " + shapes + ".";
   if (mismatch) throw ValueError("load_state_dict:" + faults);
   if (!shapes.empty()) throw ShapeError("load_state_dict:" + faults);
-  NoGradGuard no_grad;
+  // An int64 buffer refuses a NaN, an inf or a value beyond its range (as
+  // copy_ does; the cast would be undefined), before anything is copied.
   for (auto& [n, t] : own)
-    if (auto it = state.find(n); it != state.end()) copy_data(t, it->second);
+    if (auto it = state.find(n); it != state.end() && t.dtype() == DType::Int64 && is_floating(it->second.dtype()))
+      for (const double x : it->second.to_vector())
+        check<ValueError>(std::isfinite(x) && x >= -0x1p63 && x < 0x1p63, "load_state_dict: ", quoted(n), ": value ",
+                          x, " cannot be converted to int64 without overflow");
+  // Every value is read whole into fresh memory before any is written, so
+  // a value that shares memory with the module (m.weight.T) is not
+  // overwritten while it is read.
+  NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> writes;
+  for (auto& [n, t] : own)
+    if (auto it = state.find(n); it != state.end()) {
+      Tensor v = empty(t.shape(), it->second.dtype(), t.device());
+      copy_data(v, it->second);
+      writes.emplace_back(t, v);
+    }
+  for (const auto& [t, v] : writes) copy_data(t, v);
   return keys;
 }
 

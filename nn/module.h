@@ -39,9 +39,9 @@ class Module {
   /// Copies values into this module's parameters and buffers. strict: every
   /// key must match both ways; otherwise the keys that did not are returned
   /// (under strict both lists are empty). Throws, having copied nothing,
-  /// ValueError under strict listing every missing and unexpected key (and
-  /// any shape mismatch), or ShapeError listing every key whose shape
-  /// differs, with both shapes.
+  /// ValueError under strict listing every missing and unexpected key (and any
+  /// shape mismatch), ShapeError listing every key whose shape differs (both
+  /// shapes), or ValueError for a value an int64 buffer cannot hold (NaN, inf).
   IncompatibleKeys load_state_dict(const std::map<std::string, Tensor>& state, bool strict = true);
   /// Training mode (dropout active) for this module and all children.
   void train(bool on = true);

@@ -1,8 +1,11 @@
 // nn/: Module bookkeeping, Linear, and the optimizers against torch.optim.
+#include <cmath>
+
 #include "fixture.h"
 #include "tmem/nn/layers.h"
 #include "tmem/nn/linear.h"
 #include "tmem/nn/optim.h"
+#include "tmem/ops/shape.h"
 #include "test_util.h"
 
 using namespace tmem;
@@ -103,6 +106,25 @@ TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a s
   CHECK(!m.fc1->is_training());
   m.set_training(true);  // this module only, as PyTorch's module.training = True
   CHECK((m.is_training() && !m.fc1->is_training()));
+}
+
+TEST_CASE("Module: load_state_dict reads a value that shares memory with the module whole, and refuses a value "
+          "an int64 buffer cannot hold, copying nothing") {
+  nn::Linear l(3, 3);
+  copy_data(l.weight, tensor({0, 1, 2, 3, 4, 5, 6, 7, 8}, {3, 3}));
+  l.load_state_dict({{"weight", transpose(l.weight, 0, 1)}, {"bias", l.bias}});
+  CHECK(l.weight.to_vector() == std::vector<double>{0, 3, 6, 1, 4, 7, 2, 5, 8});  // PyTorch: the transpose
+
+  Open m;
+  Tensor count = m.register_buffer("count", tensor_int({7}, {1}));
+  Tensor w = m.register_parameter("w", tensor({1.5}, {1}));
+  for (double bad : {std::nan(""), 1e30}) {
+    CHECK_THROWS_WITH_AS(m.load_state_dict({{"count", tensor({bad}, {1})}, {"w", tensor({2.5}, {1})}}),
+                         doctest::Contains("cannot be converted to int64 without overflow"), ValueError);
+    CHECK((count.to_vector() == std::vector<double>{7} && w.to_vector() == std::vector<double>{1.5}));
+  }
+  m.load_state_dict({{"count", tensor({9.0}, {1})}, {"w", tensor({2.5}, {1})}});
+  CHECK((count.to_vector() == std::vector<double>{9} && w.to_vector() == std::vector<double>{2.5}));
 }
 
 TEST_CASE("Module: register_module refuses a cycle (the module itself, or one that contains it)") {
