@@ -16,7 +16,7 @@ foreach(bad typed other)
   file(MAKE_DIRECTORY ${run}/${bad})
   file(WRITE ${run}/${bad}/result.json "${${bad}}")
 endforeach()
-execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report --steps 2 --batch 2 --eval-batches 1
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "report failed (rc ${rc}): ${err}")
@@ -42,7 +42,7 @@ file(WRITE ${run}/torn/result.json "${torn}")
 file(WRITE ${run}/high/result.json "${high}")
 file(WRITE ${run}/none_copy/result.json "${good}")
 file(WRITE ${run}/none_lr0.001_seed43/result.json "${edited}")
-execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report --steps 2 --batch 2 --eval-batches 1
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
 foreach(expected "${run}/torn/result.json is not a finished frontier cell \\(frontier: cell ${run}/torn/result.json: "
                  "${run}/high/result.json is not a cell of this frontier \\(eval_accuracy 5 is outside \\[0, 1\\]\\)"
@@ -55,30 +55,35 @@ endforeach()
 if(NOT rc EQUAL 0 OR NOT out MATCHES "none +- +0 +0.001 .* 1 ")
   message(FATAL_ERROR "the good cell alone is not the none row (rc ${rc}): ${out}")
 endif()
-# JSON that is not an object, a stop past the run's steps, and a config of
-# another state size than the cell's name are left out with a warning each.
+# JSON that is not an object, a stop past the run's steps, a config of
+# another state size than the cell's name, and a cell trained with another
+# batch than the run's (averaged in, it would skew its row) are left out
+# with a warning each, naming the setting.
 set(lin runs/ctest-frontier/linear_f4_lr0.003_seed42)
 file(READ ${lin}/result.json lin_good)
 file(READ runs/ctest-frontier/none_lr0.001_seed43/result.json seed43)
 string(REGEX REPLACE "\"stopped_at\": *-?[0-9]+" "\"stopped_at\": 999999" late "${seed43}")
 string(REGEX REPLACE "\"linear_features\": *4," "\"linear_features\": 32," resized "${lin_good}")
-if(late STREQUAL seed43 OR resized STREQUAL lin_good)
-  message(FATAL_ERROR "the fixture cells have no stopped_at or linear_features to corrupt")
+string(REGEX REPLACE "\"batch\": *2," "\"batch\": 4," rebatched "${good}")
+if(late STREQUAL seed43 OR resized STREQUAL lin_good OR rebatched STREQUAL good)
+  message(FATAL_ERROR "the fixture cells have no stopped_at, linear_features or batch to corrupt")
 endif()
 file(REMOVE_RECURSE ${run}/torn ${run}/high ${run}/none_copy ${run}/none_lr0.001_seed43)
 file(MAKE_DIRECTORY ${run}/array ${run}/none_lr0.001_seed43 ${run}/linear_f4_lr0.003_seed42)
 file(WRITE ${run}/array/result.json "[]")
 file(WRITE ${run}/none_lr0.001_seed43/result.json "${late}")
 file(WRITE ${run}/linear_f4_lr0.003_seed42/result.json "${resized}")
-execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report
+file(WRITE ${run}/none_lr0.001_seed42/result.json "${rebatched}")
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-bad --report --steps 2 --batch 2 --eval-batches 1
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
 foreach(expected "${run}/array/result.json is not a finished frontier cell \\(it holds a JSON array, not an object\\)"
                  "${run}/none_lr0.001_seed43/result.json is not a cell of this frontier \\(stopped_at 999999 is past its config's 2 steps\\)"
-                 "${run}/linear_f4_lr0.003_seed42/result.json is not a cell of this frontier \\(its config's model is not of size f4\\)")
+                 "${run}/linear_f4_lr0.003_seed42/result.json is not a cell of this frontier \\(it was trained with other settings than this command's options:\n  linear_features: saved 32, now 4\\): left out"
+                 "${run}/none_lr0.001_seed42/result.json is not a cell of this frontier \\(it was trained with other settings than this command's options:\n  batch: saved 4, now 2\\): left out")
   if(NOT err MATCHES "warning: ${expected}")
     message(FATAL_ERROR "no warning matching ${expected}: ${err}")
   endif()
 endforeach()
-if(NOT rc EQUAL 0 OR out MATCHES "\nlinear ")  # a table row (the cells to run name linear too)
-  message(FATAL_ERROR "the resized cell is in the table (rc ${rc}): ${out}")
+if(NOT rc EQUAL 0 OR out MATCHES "\n(linear|none) ")  # a table row (the cells to run name them too)
+  message(FATAL_ERROR "the resized or rebatched cell is in the table (rc ${rc}): ${out}")
 endif()

@@ -88,10 +88,11 @@ int64_t floats_of(const models::TrainConfig& c) {
   return models::state_floats(models::backbone_config_for(*task, c.model));
 }
 
-models::TrainConfig cell_config(const FrontierArgs& a, models::BackboneMethod method, size_t size, double lr,
+// The config of one cell: the run's options (base, its task set) with the
+// cell's method, state size, learning rate and seed.
+models::TrainConfig cell_config(const models::TrainConfig& base, models::BackboneMethod method, size_t size, double lr,
                                 uint64_t seed) {
-  models::TrainConfig c = a.cfg;
-  c.task = a.task;
+  models::TrainConfig c = base;
   c.model.method = method;
   sizes_of(method)[size].apply(c.model);
   c.lr = lr;
@@ -191,12 +192,15 @@ std::vector<CellFile> cell_files(const std::string& root) {
   return files;
 }
 
-// Every finished frontier cell of `task` under root (none when root does not
-// exist): its result.json with the keys the report reads, of their types and
-// ranges (cell_fault), and a config of that task that applies; any other
-// result.json is left out with a warning naming it. The cells of --vs
-// sweeps are left out.
-std::vector<json> finished_cells(const std::string& root, const std::string& task) {
+// Every finished frontier cell under root (none when root does not exist)
+// trained with the run's options `base` (its task set; what=: whose options
+// they are, for the warning): its result.json with the keys the report
+// reads, of their types and ranges (cell_fault), and a config that is
+// base's at the cell's method, size, lr and seed, so a cell of another T,
+// batch or backbone is not averaged with the others; any other result.json
+// is left out with a warning naming it. The cells of --vs sweeps are left
+// out.
+std::vector<json> finished_cells(const std::string& root, const models::TrainConfig& base, const std::string& what) {
   std::vector<json> cells;
   for (const CellFile& file : cell_files(root)) {
     const std::string& path = file.path;
@@ -230,18 +234,21 @@ std::vector<json> finished_cells(const std::string& root, const std::string& tas
     try {
       models::TrainConfig cfg;
       models::apply_config_json(cfg, j["config"]);
-      check<ValueError>(j["config"].value("task", "") == task, "its config is of task \"",
-                        j["config"].value("task", ""), "\", not ", task);
+      check<ValueError>(j["config"].value("task", "") == base.task, "its config is of task \"",
+                        j["config"].value("task", ""), "\", not ", base.task);
       const std::string fault = cell_fault(j, file.dir);
       check<ValueError>(fault.empty(), fault);
       check<ValueError>(j["stopped_at"].get<int64_t>() <= cfg.steps, "stopped_at ", j["stopped_at"].get<int64_t>(),
                         " is past its config's ", cfg.steps, " steps");
-      // The config must have the state size the cell is named by.
-      models::TrainConfig sized = cfg;
-      for (const StateSize& z : sizes_of(cfg.model.method))
-        if (z.label == j["size"]) z.apply(sized.model);
-      check<ValueError>(models::config_to_json(sized) == models::config_to_json(cfg),
-                        "its config's model is not of size ", j["size"].get<std::string>());
+      const auto sizes = sizes_of(cfg.model.method);
+      size_t size = 0;  // cell_fault found the cell's size among them
+      while (sizes[size].label != j["size"]) ++size;
+      const std::string diff = models::config_differences(
+          j["config"],
+          models::config_to_json(cell_config(base, cfg.model.method, size, j["lr"].get<double>(),
+                                             j["seed"].get<uint64_t>())),
+          models::default_config_json(), "");
+      check<ValueError>(diff.empty(), "it was trained with other settings than ", what, ":", diff);
     } catch (const Error& err) {
       fmt::print(stderr, "warning: {} is not a cell of this frontier ({}): left out\n", path, err.what());
       continue;
@@ -291,26 +298,43 @@ double sd_of(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size() - 1));
 }
 
-// A --with run: another frontier run of the task and its label.
+// A --with run: another frontier run of the task, its label, and the
+// options its cells were trained with (its config.json's).
 struct WithRun {
   std::string name, label;
+  models::TrainConfig cfg;
 };
 
-// "NAME=LABEL" as a WithRun; throws ValueError unless both parts are given
-// and runs/NAME holds a frontier of `task` (its config.json says so: a train
-// run or another task's frontier has no cells to put beside this one's).
+// "NAME=LABEL" as a WithRun; throws ValueError unless both parts are given,
+// NAME is a run name, and runs/NAME holds a frontier of `task` whose
+// config.json records the options of its cells (a train run or another
+// task's frontier has no cells to put beside this one's).
 WithRun parse_with(const std::string& arg, const std::string& task) {
   const size_t eq = arg.find('=');
   check<ValueError>(eq != std::string::npos && eq > 0 && eq + 1 < arg.size(),
                     "frontier: --with expects NAME=LABEL (e.g. frontier-mqar-fb3=forget bias 3), but got \"", arg, "\"");
-  WithRun w{arg.substr(0, eq), arg.substr(eq + 1)};
-  const std::string dir = run_dir(w.name);
+  WithRun w{arg.substr(0, eq), arg.substr(eq + 1), {}};
+  std::string dir;
+  try {
+    dir = run_dir(w.name);
+  } catch (const ValueError&) {
+    throw ValueError("frontier: --with " + printable(arg) +
+                     ": NAME must be a run name, a plain folder of runs/ (no '/', not '.' or '..')");
+  }
   check<ValueError>(std::filesystem::is_directory(dir), "frontier: --with ", arg, ": there is no run ", dir);
   const std::string command = recorded_command(dir);
   check<ValueError>(command == "frontier " + task, "frontier: --with ", arg, ": ", dir, " is ",
                     command.empty() ? std::string("no run of tmem (it has no config.json)")
                                     : "a run of `tmem " + printable(command) + "`",
                     ", not a frontier of ", task);
+  const json recorded = read_json_file(dir + "/config.json", "frontier --with");
+  const json* cell = recorded.contains("config") && recorded["config"].is_object() && recorded["config"].contains("cell")
+                         ? &recorded["config"]["cell"]
+                         : nullptr;
+  check<ValueError>(cell && cell->is_object(), "frontier: --with ", arg, ": ", dir,
+                    "/config.json does not record its cells' options (no config.cell object)");
+  models::apply_config_json(w.cfg, *cell);
+  w.cfg.task = task;  // runs before 2026-12-05 recorded the default task there
   return w;
 }
 
@@ -378,7 +402,7 @@ bool bounded(models::BackboneMethod m) {
 // and the bounded methods of each --with run beside them, labelled.
 void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>& with_runs) {
   const std::string& root = rec.dir();
-  const std::vector<json> cells = finished_cells(root, a.task);
+  const std::vector<json> cells = finished_cells(root, a.cfg, "this command's options");
   const uint64_t first_seed = a.seeds.front();
   json lr_choice = json::object();
   const std::vector<Row> rows = rows_of(cells, first_seed, lr_choice);
@@ -392,7 +416,7 @@ void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>&
   std::vector<std::pair<std::string, std::vector<Row>>> extra;  // label, bounded rows
   for (const WithRun& w : with_runs) {
     json w_lr = json::object();
-    std::vector<Row> w_rows = rows_of(finished_cells(run_dir(w.name), a.task), first_seed, w_lr);
+    std::vector<Row> w_rows = rows_of(finished_cells(run_dir(w.name), w.cfg, "its run's options (its config.json)"), first_seed, w_lr);
     std::erase_if(w_rows, [](const Row& r) { return !bounded(r.method); });
     fmt::print("{} ({}):\n", w.label, run_dir(w.name));
     with.push_back({{"run", w.name}, {"label", w.label}, {"lr_choice", w_lr}, {"table", print_rows(w_rows, observed)}});
@@ -481,7 +505,7 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
     PlotSeries s{to_string(method), {}, {}};
     std::vector<double> accs;
     for (int64_t v : a.values) {
-      models::TrainConfig c = cell_config(a, method, middle, lr, seed);
+      models::TrainConfig c = cell_config(a.cfg, method, middle, lr, seed);
       const int64_t own = a.vs == "P" ? c.task_cfg.P : c.task_cfg.G;
       set_sweep(c, a.vs, v);
       std::string name = cell_name(method, size, lr, seed);
@@ -535,7 +559,7 @@ void check_run_agrees(const FrontierArgs& a, const std::string& root) {
       size_t size = 0;
       while (size < sizes.size() && sizes[size].label != label) ++size;
       if (size == sizes.size()) continue;
-      models::TrainConfig expected = cell_config(a, method, size, j.at("lr").get<double>(), j.at("seed").get<uint64_t>());
+      models::TrainConfig expected = cell_config(a.cfg, method, size, j.at("lr").get<double>(), j.at("seed").get<uint64_t>());
       if (j.contains("vs")) set_sweep(expected, j.at("vs").get<std::string>(), j.at("value").get<int64_t>());
       const bool extendable = std::find(a.methods.begin(), a.methods.end(), method) != a.methods.end();
       diff = models::config_differences(saved, models::config_to_json(expected), models::default_config_json(),
@@ -553,6 +577,7 @@ int run(FrontierArgs& a) {
   if (a.threads > 0) set_num_threads(a.threads);
   check<ValueError>(a.task == "mqar" || a.task == "map-recall" || a.task == "coord-recall",
                     "frontier: expected task mqar, map-recall or coord-recall, but got \"", a.task, "\"");
+  a.cfg.task = a.task;
   check<ValueError>(!a.lrs.empty() && !a.seeds.empty(), "frontier: --lr and --seed need at least one value");
   for (double lr : a.lrs)
     check<ValueError>(std::isfinite(lr) && lr > 0, "frontier: --lr values must be positive, but got ", lr);
@@ -572,6 +597,9 @@ int run(FrontierArgs& a) {
                       " trains its sweep's cells (finished ones are reused): give one of them");
     check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
     check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
+    check<ValueError>(a.vs == "P" || a.task != "map-recall",
+                      "frontier: --vs G is for mqar and coord-recall, but the task is map-recall (it has no distractor "
+                      "segments)");
     check<ValueError>(!a.values.empty(), "frontier: --vs needs --values");
     check<ValueError>(a.with.empty(), "frontier: --with adds runs to the frontier's table and plot, not to --vs ", a.vs);
   }
@@ -583,7 +611,7 @@ int run(FrontierArgs& a) {
   // Build every (method, size) model once, so a bad option fails before any training.
   for (const auto method : a.methods)
     for (size_t i = 0; i < sizes_of(method).size(); ++i) {
-      models::TrainConfig c = cell_config(a, method, i, a.lrs[0], a.seeds[0]);
+      models::TrainConfig c = cell_config(a.cfg, method, i, a.lrs[0], a.seeds[0]);
       auto task = models::make_task(c.task, c.task_cfg);
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);
@@ -591,11 +619,11 @@ int run(FrontierArgs& a) {
   std::vector<json> vs_cells;  // the frontier's finished cells, whose learning rates --vs takes
   if (!a.vs.empty()) {
     for (int64_t v : a.values) {  // each --vs value makes a valid task
-      models::TrainConfig c = cell_config(a, a.methods.front(), 0, a.lrs[0], a.seeds[0]);
+      models::TrainConfig c = cell_config(a.cfg, a.methods.front(), 0, a.lrs[0], a.seeds[0]);
       set_sweep(c, a.vs, v);
       models::make_task(c.task, c.task_cfg);
     }
-    vs_cells = finished_cells(run_dir(a.name), a.task);
+    vs_cells = finished_cells(run_dir(a.name), a.cfg, "this command's options");
     for (const auto method : a.methods)
       check<ValueError>(chosen_lr(vs_cells, method, a.seeds.front()) > 0, "frontier: --vs needs the learning rate of ",
                         to_string(method), ": run `tmem frontier ", a.task, " --name ", a.name, " --methods ",
@@ -618,7 +646,7 @@ int run(FrontierArgs& a) {
                a.all_seeds ? "every size" : "later seeds at the middle size", a.cfg.steps,
                a.cfg.batch, get_num_threads(), root);
     auto train = [&](const CellKey& k) {
-      models::TrainConfig c = cell_config(a, k.method, k.size, k.lr, k.seed);
+      models::TrainConfig c = cell_config(a.cfg, k.method, k.size, k.lr, k.seed);
       const std::string label = sizes_of(k.method)[k.size].label;
       const std::string name = cell_name(k);
       return run_or_reuse(rec, name, c,
@@ -693,12 +721,15 @@ std::function<int()> add_frontier_command(CLI::App& app) {
   f->add_option("--name", a->name, "Run name: results go to runs/<name>/ (default frontier-<task>)");
   f->add_flag("--resume", c.resume, "Reuse finished cells and continue the others from their checkpoints");
   f->add_option("--checkpoint-every", c.checkpoint_every, "Checkpoint every N steps")->capture_default_str()->check(int_range(0, 1000000000));
-  f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far, and list the cells of the grid (--methods, --lr, --seed) still to run");
+  f->add_flag("--report", a->report_only, "Train nothing: write the table and plot of the cells finished so far with this command's options (give the "
+                "run's --steps, --batch and task options; a cell trained with others is named and left out), and list the "
+                "cells of the grid (--methods, --lr, --seed) still to run");
   f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
                                "size, chosen learning rate and first seed (needs the frontier's learning rates)");
   f->add_option("--with", a->with,
                 "Also table and plot the bounded methods of another frontier run of this task, labelled: NAME=LABEL "
-                "(e.g. frontier-coord-recall-fb3=forget bias 3); repeatable");
+                "(e.g. frontier-coord-recall-fb3=forget bias 3), its cells checked against the options its config.json "
+                "records; repeatable");
   f->add_option("--values", a->values, "--vs values, comma-separated (e.g. 16,32,64,128)")->delimiter(',')
       ->check(int_range(0, 65536));
   add_debug_options(*f, a->debug);

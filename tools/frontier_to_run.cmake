@@ -7,7 +7,7 @@ set(run runs/ctest-frontier-to-run)
 file(REMOVE_RECURSE ${run})
 file(COPY runs/ctest-frontier/ DESTINATION ${run})
 function(report expected)
-  execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-to-run --report ${ARGN}
+  execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier-to-run --report --steps 2 --batch 2 --eval-batches 1 ${ARGN}
                   RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
   if(NOT rc EQUAL 0 OR NOT out MATCHES "${expected}")
     message(FATAL_ERROR "report ${ARGN} (rc ${rc}) does not match \"${expected}\":\n${out}${err}")

@@ -3,7 +3,7 @@
 # tmem_frontier_tiny and tmem_frontier_forget_bias), and refuses a run that
 # does not exist, an argument without its label, and a run that is not a
 # frontier of this task (a train run's cells would only be warned about).
-execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with "ctest-frontier-fb=forget bias 2"
+execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --steps 2 --batch 2 --eval-batches 1 --with "ctest-frontier-fb=forget bias 2"
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "report failed (rc ${rc}): ${err}")
@@ -19,7 +19,7 @@ file(READ runs/ctest-frontier/results.json results)
 if(NOT results MATCHES "\"label\": \"forget bias 2\"")
   message(FATAL_ERROR "results.json lacks the --with run: ${results}")
 endif()
-foreach(bad "ctest-no-such-run=x" "ctest-frontier-fb" "=x")
+foreach(bad "ctest-no-such-run=x" "ctest-frontier-fb" "=x" "a/b=x" "..=x")
   execute_process(COMMAND ${TMEM} frontier mqar --name ctest-frontier --report --with ${bad}
                   RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_QUIET)
   if(rc EQUAL 0 OR NOT err MATCHES "frontier: --with")
