@@ -2,7 +2,8 @@
 # tools/frontier_cells.sh: save, then restore into an empty runs/, gives back
 # every finished cell's result.json and the checkpoint of a cell in progress
 # byte for byte (kept gzip-compressed in between); a checkpoint over 2 MB
-# compressed is named and not kept; a partial goes once its cell finished.
+# compressed is named and not kept; a partial goes once its cell finished;
+# the run's config.json is kept and restored where the run has none.
 # Usage: frontier_cells_test.sh path/to/tools/frontier_cells.sh
 set -euo pipefail
 script=$1
@@ -16,6 +17,7 @@ echo '{"eval_accuracy": 0.5}' > "$runs/done/result.json"
 { head -c 1500000 /dev/urandom; head -c 1000000 /dev/zero; } > "$runs/going/checkpoint.safetensors"
 head -c 2100000 /dev/urandom > "$runs/big/checkpoint.safetensors"
 cp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
+echo '{"command": "frontier mqar", "config": {"cell": {"batch": 64}}}' > "$runs/config.json"
 
 out=$(bash "$script" save fr)
 echo "$out"
@@ -31,6 +33,7 @@ echo "$out"
 grep -q "restored 1 cells and 1 checkpoints" <<< "$out"
 cmp "$runs/done/result.json" "$kept/done.json"
 cmp "$runs/going/checkpoint.safetensors" "$tmp/going.orig"
+cmp "$runs/config.json" "$kept/run/config.json"
 [[ ! -e $runs/big ]]
 
 # A partial that cannot be read back is named and skipped; the rest restore.

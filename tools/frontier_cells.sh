@@ -10,7 +10,10 @@
 # and not kept (that cell starts again on a fresh machine). A partial is
 # dropped once its cell has finished; one that grows past the limit leaves
 # the earlier kept one in place. A result.json that is not valid JSON is not
-# kept, and a partial that cannot be read back is named and skipped.
+# kept, and a partial that cannot be read back is named and skipped. The
+# run's config.json (the options its cells were trained with, which
+# `tmem frontier --with` reads) is kept as run/config.json and restored
+# where the run has none.
 # TMEM_RUNS and TMEM_FRONTIER_KEPT replace runs/ and docs/frontier/ (paths
 # from the repository's root; the test uses them).
 # Usage: tools/frontier_cells.sh save|restore NAME   (e.g. frontier-mqar)
@@ -75,6 +78,14 @@ case $1 in
       cell=$(basename "$(basename "$f" .gz)" .safetensors)
       [[ -e $kept/$cell.json ]] && rm "$f"
     done
+    if [[ -e $runs/config.json ]] && ! cmp -s "$runs/config.json" "$kept/run/config.json"; then
+      if /usr/bin/python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$runs/config.json" 2> /dev/null; then
+        mkdir -p "$kept/run"
+        cp "$runs/config.json" "$kept/run/config.json.tmp" && mv "$kept/run/config.json.tmp" "$kept/run/config.json"
+      else
+        echo "frontier_cells: $runs/config.json is not valid JSON: not kept" >&2
+      fi
+    fi
     echo "frontier_cells: saved $n new or changed cells and $p checkpoints of cells in progress to $kept"
     ;;
   restore)
@@ -106,6 +117,10 @@ case $1 in
         fi
       fi
     done
+    if [[ -e $kept/run/config.json && ! -e $runs/config.json ]]; then
+      mkdir -p "$runs"
+      cp "$kept/run/config.json" "$runs/config.json.tmp" && mv "$runs/config.json.tmp" "$runs/config.json"
+    fi
     echo "frontier_cells: restored $n cells and $p checkpoints of cells in progress from $kept to $runs"
     ;;
 esac
