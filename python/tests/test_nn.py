@@ -185,6 +185,23 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertFalse(a.train(False).training)
         self.assertEqual(a.state_dict(), {})
 
+    def test_registered_names_are_attributes(self):
+        # As torch.nn.Module's: register_buffer("count", ...) makes m.count.
+        m = nn.Module()
+        count = m.register_buffer("count", tmem.zeros(2))
+        w = m.register_parameter("w", tmem.ones(3))
+        sub = m.register_module("sub", nn.Linear(1, 1))
+        self.assertIs(m.count, count)
+        self.assertIs(m.w, w)
+        self.assertIs(m.sub, sub)
+        m.count.fill_(3.0)
+        self.assertEqual(m.state_dict()["count"].numpy().tolist(), [3.0, 3.0])
+        with self.assertRaisesRegex(ValueError, "'count' is already registered"):
+            m.count = tmem.zeros(2)
+        del m.count
+        self.assertFalse(hasattr(m, "count"))
+        self.assertEqual(list(m.state_dict()), ["w", "sub.weight", "sub.bias"])
+
     def test_registration_names(self):
         m = nn.Linear(1, 1)
         m.register_module("sub", nn.Linear(1, 1))

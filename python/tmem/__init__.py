@@ -26,16 +26,17 @@ def _before_init_error(self, what):
 def _module_setattr(self, name, value):
     """Registers modules and tensors that require grad assigned as attributes
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
-    Reassigning a registered name raises ValueError: change a parameter's
-    values in place (copy_) instead; assigning a module or parameter before
-    super().__init__() raises AttributeError, as in PyTorch."""
+    Reassigning a registered name (a module, parameter or buffer) raises
+    ValueError: change its values in place (copy_) instead; assigning a
+    module or parameter before super().__init__() raises AttributeError, as
+    in PyTorch."""
     if not name.startswith("_") and not hasattr(type(self), name):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not nn._constructed(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
         registered = self.__dict__.setdefault("_tmem_registered", set())
-        if (is_module or is_param) and name in registered:
+        if name in registered:
             raise ValueError(f"nn.Module: '{name}' is already registered; change its values in place "
                              f"(copy_) instead of assigning a new one")
         if is_module:
@@ -56,6 +57,20 @@ def _module_delattr(self, name):
         self.unregister(name)
         registered.discard(name)
     object.__delattr__(self, name)
+
+
+def _register_as_attribute(method):
+    """Module.register_parameter, register_buffer or register_module that
+    also makes what it registers an attribute of the module, as
+    torch.nn.Module's do (register_buffer("running_mean", ...), then
+    self.running_mean)."""
+    @_functools.wraps(method)
+    def register(self, name, value):
+        out = method(self, name, value)
+        self.__dict__.setdefault("_tmem_registered", set()).add(name)
+        object.__setattr__(self, name, out)
+        return out
+    return register
 
 
 def _parameter(data):
@@ -101,5 +116,7 @@ for _guard in (no_grad, detect_anomaly):  # noqa: F405
 
 nn.Module.__setattr__ = _module_setattr
 nn.Module.__delattr__ = _module_delattr
+for _name in ("register_parameter", "register_buffer", "register_module"):
+    setattr(nn.Module, _name, _register_as_attribute(getattr(nn.Module, _name)))
 _guard_module_methods()
 nn.Parameter = _parameter
