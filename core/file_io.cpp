@@ -157,13 +157,13 @@ void AppendFileWriter::write(std::string_view s) {
 void ensure_writable_dir(const std::string& dir) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) throw IOError("cannot create the run directory " + dir + ": " + ec.message());
-  check<IOError>(std::filesystem::is_directory(dir, ec), "the run directory ", dir, " is not a directory");
+  if (ec) throw IOError("cannot create the directory " + dir + ": " + ec.message());
+  check<IOError>(std::filesystem::is_directory(dir, ec), dir, " is not a directory");
   const std::string probe = dir + "/.tmem-write-check";
   try {
     write_file_atomic(probe, std::string(4096, '.'));  // a block: a disk with a few bytes left fails too
   } catch (const IOError& e) {
-    throw IOError("the run directory " + dir + " is not writable: " + e.what());
+    throw IOError("the directory " + dir + " is not writable: " + e.what());
   }
   std::filesystem::remove(probe, ec);
 }

@@ -34,6 +34,19 @@ TEST_CASE("cli: a run directory that cannot be written is an error before traini
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: a --profile trace that cannot be written is an error naming --profile before training starts") {
+  const std::string dir = fresh_cli_dir("tmem_cli_profile_dir");
+  std::vector<std::string> args = tiny_train_args("prof");
+  args.insert(args.end(), {"--profile", "/proc/no-such-dir/p.json"});
+  const auto r = run_tmem(args, dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("--profile: cannot write the trace /proc/no-such-dir/p.json: cannot create the directory "
+                      "/proc/no-such-dir") != std::string::npos);
+  CHECK(r.output.find("eval accuracy") == std::string::npos);  // nothing trained
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: a really full disk (a 1 MiB tmpfs) fails the run naming runs/<name>, and keeps the old results") {
   const std::string dir = fresh_cli_dir("tmem_cli_tmpfs");
   if (geteuid() != 0 || mount("tmpfs", dir.c_str(), "tmpfs", 0, "size=1m") != 0) {

@@ -318,7 +318,11 @@ int run_with_debug(const DebugArgs& d, const std::function<int()>& run) {
     if (fs::is_directory(d.profile, ec))
       throw IOError("--profile: " + printable(d.profile) + " is a directory; expected a file name for the trace");
     const fs::path parent = fs::path(d.profile).parent_path();
-    ensure_writable_dir(parent.empty() ? "." : parent.string());
+    try {
+      ensure_writable_dir(parent.empty() ? "." : parent.string());
+    } catch (const IOError& e) {
+      throw IOError("--profile: cannot write the trace " + printable(d.profile) + ": " + e.what());
+    }
     prof = std::make_unique<profiler>();
   }
   const AnomalyModeGuard anomaly(d.detect_anomaly);
