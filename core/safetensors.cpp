@@ -211,7 +211,8 @@ SafetensorsFile load_safetensors(const std::string& path) {
       check<IOError>(offs.size() == 2 && offs[0] <= offs[1] && offs[1] <= data_size &&
                          offs[1] - offs[0] == n,
                      "load_safetensors: ", path, ": tensor \"", printable(name), "\" of shape ", shape_str(shape),
-                     " has bad data offsets (", n, " bytes needed, ", data_size, " in the file)");
+                     " has bad data offsets ", fmt::format("[{}]", fmt::join(offs, ", ")), " (its shape and dtype take ",
+                     n, " bytes; the data section holds ", data_size, ")");
       Tensor t = empty(shape, dt);
       const bool same = st == "F32" || st == "F64" || st == "I64";  // stored as tmem stores it: read in place
       std::vector<unsigned char> raw(same ? 0 : n);

@@ -183,7 +183,14 @@ TEST_CASE("safetensors: an unknown dtype or a size that does not fit the dtype i
   write(R"({"x":{"dtype":"U8","shape":[2],"data_offsets":[0,2]}})", "ab");
   CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("unsupported dtype \"U8\""), IOError);
   write(R"({"x":{"dtype":"F16","shape":[2],"data_offsets":[0,2]}})", "ab");  // 2 halves need 4 bytes
-  CHECK_THROWS_WITH_AS(load_safetensors(p), doctest::Contains("bad data offsets (4 bytes needed"), IOError);
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("bad data offsets [0, 2] (its shape and dtype take 4 bytes; the data section holds 2)"),
+                       IOError);
+  write(R"({"x":{"dtype":"F32","shape":[4],"data_offsets":[8,24]}})", std::string(16, '\0'));  // 16 bytes, past the end
+  CHECK_THROWS_WITH_AS(load_safetensors(p),
+                       doctest::Contains("bad data offsets [8, 24] (its shape and dtype take 16 bytes; the data section "
+                                         "holds 16)"),
+                       IOError);
   write(R"({"x":{"dtype":"BF16","shape":[2],"data_offsets":[0,4]}})", std::string("\x80\x3f\x00\xc0", 4));
   CHECK(load_safetensors(p).tensors.at("x").to_vector() == std::vector<double>{1.0, -2.0});
   fs::remove(p);
