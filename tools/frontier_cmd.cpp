@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -486,14 +487,41 @@ void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>&
   fmt::print("results written to {}/results.json{}\n", root, series.empty() ? "" : (" and " + root + "/frontier.svg"));
 }
 
+// The finished --vs cell `name` under root trained with config c, or
+// nothing (a missing one is simply not finished; a torn one, or one of other
+// settings, is named in a warning).
+std::optional<json> finished_vs_cell(const std::string& root, const std::string& name, const models::TrainConfig& c) {
+  const std::string path = root + "/" + name + "/result.json";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return std::nullopt;
+  try {
+    const json j = read_json_file(path, "frontier: cell");
+    check<ValueError>(j.is_object() && j.contains("eval_accuracy") && j["eval_accuracy"].is_number() &&
+                          j.contains("config") && j["config"].is_object(),
+                      "eval_accuracy or config is missing or of the wrong type");
+    const double acc = j["eval_accuracy"].get<double>();
+    check<ValueError>(acc >= 0 && acc <= 1, "eval_accuracy ", acc, " is outside [0, 1]");
+    const std::string diff = models::config_differences(j["config"], models::config_to_json(c),
+                                                        models::default_config_json(), "");
+    check<ValueError>(diff.empty(), "it was trained with other settings than this command's options:", diff);
+    return j;
+  } catch (const Error& err) {
+    fmt::print(stderr, "warning: {} is not a cell of this sweep ({}): left out\n", path, err.what());
+    return std::nullopt;
+  }
+}
+
 // Accuracy against the task parameter a.vs (P or G) for every method at its
 // middle size, its chosen learning rate and the first seed; the cells at the
-// frontier's own value are the frontier's. Writes vs-<P|G>.json and .svg; cells: the
-// frontier's finished cells, read once by run().
+// frontier's own value are the frontier's. Trains the cells not finished
+// yet, or with --report only tables the finished ones ("-" for the others,
+// which it lists). Writes vs-<P|G>.json and .svg; cells: the frontier's
+// finished cells, read once by run().
 void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& rec, bool tty) {
   const uint64_t seed = a.seeds.front();
   json rows = json::array();
   std::vector<PlotSeries> series;
+  std::vector<std::string> to_run;  // --report: the sweep's cells not finished yet
   fmt::print("\n{} accuracy (%) against {}, middle state size, seed {}\n{:<7} {:<9}", a.task, a.vs,
              seed, "method", "size");
   for (int64_t v : a.values) fmt::print(" {:>7}", a.vs + "=" + std::to_string(v));
@@ -503,7 +531,7 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
     const size_t middle = sizes_of(method).size() / 2;
     const std::string size = sizes_of(method)[middle].label;
     PlotSeries s{to_string(method), {}, {}};
-    std::vector<double> accs;
+    std::vector<double> accs;  // NaN: not finished (--report)
     for (int64_t v : a.values) {
       models::TrainConfig c = cell_config(a.cfg, method, middle, lr, seed);
       const int64_t own = a.vs == "P" ? c.task_cfg.P : c.task_cfg.G;
@@ -511,26 +539,44 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
       std::string name = cell_name(method, size, lr, seed);
       if (v != own) name += "_" + a.vs + std::to_string(v);
       c.resume = true;
-      const json j = run_or_reuse(rec, name, c, to_string(method) + " " + size + " " + a.vs + "=" + std::to_string(v),
-                                  {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
-                                   {"vs", a.vs}, {"value", v}},
-                                  tty);
-      accs.push_back(j["eval_accuracy"].get<double>());
+      std::optional<json> j;
+      if (a.report_only) {
+        j = finished_vs_cell(rec.dir(), name, c);
+        if (!j) to_run.push_back(name);
+      } else {
+        j = run_or_reuse(rec, name, c, to_string(method) + " " + size + " " + a.vs + "=" + std::to_string(v),
+                         {{"cell", name}, {"method", method}, {"size", size}, {"lr", lr}, {"seed", seed},
+                          {"vs", a.vs}, {"value", v}},
+                         tty);
+      }
+      accs.push_back(j ? (*j)["eval_accuracy"].get<double>() : std::nan(""));
+      if (!j) continue;
       s.x.push_back(static_cast<double>(v));
       s.y.push_back(100 * accs.back());
     }
     fmt::print("{:<7} {:<9}", to_string(method), size);
-    for (double x : accs) fmt::print(" {:>7.1f}", 100 * x);
+    json acc_json = json::array();
+    for (double x : accs) {
+      if (std::isnan(x)) fmt::print(" {:>7}", "-");
+      else fmt::print(" {:>7.1f}", 100 * x);
+      acc_json.push_back(std::isnan(x) ? json() : json(x));
+    }
     fmt::print("\n");
-    rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", accs}});
-    series.push_back(s);
+    rows.push_back({{"method", method}, {"size", size}, {"lr", lr}, {a.vs, a.values}, {"accuracy", acc_json}});
+    if (!s.x.empty()) series.push_back(s);
+  }
+  if (a.report_only) {
+    if (to_run.empty()) fmt::print("every cell of the sweep is in\n");
+    else fmt::print("to run: {} cell{}: {}\n", to_run.size(), to_run.size() == 1 ? "" : "s", fmt::join(to_run, ", "));
   }
   const std::string base = rec.dir() + "/vs-" + a.vs;
   for (const PlotSeries& s : series)
     rec.add_curve("vs-" + a.vs, {a.task + ": accuracy against " + a.vs + " (middle state sizes)", a.vs,
                                  "eval accuracy (%)"}, s);
   rec.draw();
-  rec.write_json("vs-" + a.vs + ".json", {{"task", a.task}, {"vs", a.vs}, {"rows", rows}});
+  json out = {{"task", a.task}, {"vs", a.vs}, {"rows", rows}};
+  if (a.report_only) out["to_run"] = to_run;
+  rec.write_json("vs-" + a.vs + ".json", out);
   fmt::print("results written to {}.json and {}.svg\n", base, base);
 }
 
@@ -593,8 +639,6 @@ int run(FrontierArgs& a) {
   // --vs is checked whole (below: its values and learning rates) before the
   // run directory is made.
   if (!a.vs.empty()) {
-    check<ValueError>(!a.report_only, "frontier: --report trains nothing, but --vs ", a.vs,
-                      " trains its sweep's cells (finished ones are reused): give one of them");
     check<ValueError>(a.vs == "P" || a.vs == "G", "frontier: --vs takes P or G, but got \"", a.vs, "\"");
     check<ValueError>(a.vs == "G" || a.task == "mqar", "frontier: --vs P is for mqar, but the task is ", a.task);
     check<ValueError>(a.vs == "P" || a.task != "map-recall",
@@ -725,7 +769,8 @@ std::function<int()> add_frontier_command(CLI::App& app) {
                 "run's --steps, --batch and task options; a cell trained with others is named and left out), and list the "
                 "cells of the grid (--methods, --lr, --seed) still to run");
   f->add_option("--vs", a->vs, "P (mqar) or G: accuracy against that task parameter for every method at its middle "
-                               "size, chosen learning rate and first seed (needs the frontier's learning rates)");
+                               "size, chosen learning rate and first seed (needs the frontier's learning rates); "
+                               "with --report, the table of the finished cells and the list of the others");
   f->add_option("--with", a->with,
                 "Also table and plot the bounded methods of another frontier run of this task, labelled: NAME=LABEL "
                 "(e.g. frontier-coord-recall-fb3=forget bias 3), its cells checked against the options its config.json "
