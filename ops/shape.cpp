@@ -233,6 +233,8 @@ Tensor expand(const Tensor& a, const Shape& shape) {
     }
     int64_t have = a.shape()[i - lead];
     int64_t want = shape[i] == -1 ? have : shape[i];
+    check<ShapeError>(want >= 0, "expand: size ", shape[i], " at dim ", i, " of ", shape_str(shape),
+                      " is negative (only -1, keep the input's size, is allowed)");
     check<ShapeError>(have == want || have == 1, "expand: the input of shape ", shape_str(a.shape()),
                       " cannot be expanded to ", shape_str(shape));
     out_shape[i] = want;

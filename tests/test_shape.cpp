@@ -21,6 +21,11 @@ TEST_CASE("views share storage and the version counter") {
   check_close(a, {1, 1, 1, 1, 1, 1});
   check_close(slice(reshape(arange(0, 10), {10}), 0, 1, 8, 3), {1, 4, 7});
   check_close(expand(tensor({1, 2}, {2, 1}), {2, 3}), {1, 1, 1, 2, 2, 2});
+  check_close(expand(tensor({1, 2}, {2, 1}), {-1, 2}), {1, 1, 2, 2});
+  // A size-1 dim took any negative size (a shape [2, -2] failing later, in sum or numpy()); PyTorch refuses it.
+  CHECK_THROWS_WITH_AS(expand(tensor({1, 2}, {2, 1}), {2, -2}),
+                       "expand: size -2 at dim 1 of [2,-2] is negative (only -1, keep the input's size, is allowed)",
+                       ShapeError);
   CHECK_THROWS_AS(view(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), ShapeError);
   check_close(reshape(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), {6}), {0, 3, 1, 4, 2, 5});
 }
