@@ -1,12 +1,12 @@
 #include "tmem/nn/module.h"
 
 #include <algorithm>
-#include <cmath>
 #include <unordered_set>
 
 #include <fmt/format.h>
 
 #include "tmem/core/autograd.h"
+#include "tmem/ops/elementwise.h"
 
 namespace tmem::nn {
 
@@ -81,22 +81,21 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
   if (!shapes.empty()) faults += " size mismatch for " + shapes + ".";
   if (mismatch) throw ValueError("load_state_dict:" + faults);
   if (!shapes.empty()) throw ShapeError("load_state_dict:" + faults);
-  // An int64 buffer refuses a NaN, an inf or a value beyond its range (as
-  // copy_ does; the cast would be undefined), before anything is copied.
-  for (auto& [n, t] : own)
-    if (auto it = state.find(n); it != state.end() && t.dtype() == DType::Int64 && is_floating(it->second.dtype()))
-      for (const double x : it->second.to_vector())
-        check<ValueError>(std::isfinite(x) && x >= -0x1p63 && x < 0x1p63, "load_state_dict: ", quoted(n), ": value ",
-                          x, " cannot be converted to int64 without overflow");
-  // Every value is read whole into fresh memory before any is written, so
-  // a value that shares memory with the module (m.weight.T) is not
+  // Every value is first converted whole into fresh memory of the module's
+  // dtype by copy_ (which refuses a NaN, an inf or a value beyond int64's
+  // range for an int64 buffer), so a refused value leaves the module as it
+  // was, and a value that shares memory with the module (m.weight.T) is not
   // overwritten while it is read.
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> writes;
   for (auto& [n, t] : own)
     if (auto it = state.find(n); it != state.end()) {
-      Tensor v = empty(t.shape(), it->second.dtype(), t.device());
-      copy_data(v, it->second);
+      Tensor v = empty(t.shape(), t.dtype(), t.device());
+      try {
+        copy_(v, it->second);
+      } catch (const ValueError& e) {
+        throw ValueError(fmt::format("load_state_dict: {}: {}", quoted(n), e.what()));
+      }
       writes.emplace_back(t, v);
     }
   for (const auto& [t, v] : writes) copy_data(t, v);
