@@ -415,7 +415,7 @@ TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of r
   REQUIRE(::mkfifo(result.c_str(), 0600) == 0);
   r = run_tmem(args, dir);
   CHECK(r.status == 1);
-  CHECK(r.output.find("warning: train: result runs/ed/base_length32_seed42/result.json is not a regular file: the cell "
+  CHECK(r.output.find("warning: cell runs/ed/base_length32_seed42/result.json is not a regular file: the cell "
                       "runs again") != std::string::npos);
   CHECK(r.output.find("cannot write runs/ed/base_length32_seed42/result.json: not a regular file") !=
         std::string::npos);

@@ -118,6 +118,20 @@ struct CellKey {
 
 std::string cell_name(const CellKey& k) { return cell_name(k.method, sizes_of(k.method)[k.size].label, k.lr, k.seed); }
 
+// The directory of a --vs cell: its frontier cell's name and the sweep's
+// parameter and value ("rmt_R32_lr0.0003_seed42_P32").
+std::string vs_cell_name(const std::string& cell, const std::string& vs, int64_t value) {
+  return cell + "_" + vs + std::to_string(value);
+}
+
+// Whether a cell directory is a --vs cell's (its name ends in _P<n> or
+// _G<n>; a frontier cell's ends in _seed<n>).
+bool is_vs_cell_name(const std::string& dir) {
+  const std::string last = dir.substr(dir.rfind('_') + 1);
+  return last.size() > 1 && (last[0] == 'P' || last[0] == 'G') &&
+         std::all_of(last.begin() + 1, last.end(), [](char ch) { return ch >= '0' && ch <= '9'; });
+}
+
 // The cells of method's grid in training order: first its learning rates at
 // the middle size and the first seed (one per --lr), then, once `lr` is
 // chosen among them (0: not yet, and the list ends there), the later seeds
@@ -200,10 +214,11 @@ std::vector<CellFile> cell_files(const std::string& root) {
 // base's at the cell's method, size, lr and seed, so a cell of another T,
 // batch or backbone is not averaged with the others; any other result.json
 // is left out with a warning naming it. The cells of --vs sweeps are left
-// out.
+// out (finished_vs_cell reads them).
 std::vector<json> finished_cells(const std::string& root, const models::TrainConfig& base, const std::string& what) {
   std::vector<json> cells;
   for (const CellFile& file : cell_files(root)) {
+    if (is_vs_cell_name(file.dir)) continue;
     const std::string& path = file.path;
     if (!file.error.empty()) {
       fmt::print(stderr, "warning: {} is not a finished frontier cell ({}): left out\n", path, file.error);
@@ -215,7 +230,6 @@ std::vector<json> finished_cells(const std::string& root, const models::TrainCon
                  path, j.type_name());
       continue;
     }
-    if (j.contains("vs")) continue;
     const auto is = [&j](const char* key, bool (json::*type)() const noexcept) {
       return j.contains(key) && (j[key].*type)();
     };
@@ -490,25 +504,15 @@ void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>&
 // The finished --vs cell `name` under root trained with config c, or
 // nothing (a missing one is simply not finished; a torn one, or one of other
 // settings, is named in a warning).
-std::optional<json> finished_vs_cell(const std::string& root, const std::string& name, const models::TrainConfig& c) {
-  const std::string path = root + "/" + name + "/result.json";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return std::nullopt;
-  try {
-    const json j = read_json_file(path, "frontier: cell");
-    check<ValueError>(j.is_object() && j.contains("eval_accuracy") && j["eval_accuracy"].is_number() &&
-                          j.contains("config") && j["config"].is_object(),
-                      "eval_accuracy or config is missing or of the wrong type");
-    const double acc = j["eval_accuracy"].get<double>();
-    check<ValueError>(acc >= 0 && acc <= 1, "eval_accuracy ", acc, " is outside [0, 1]");
-    const std::string diff = models::config_differences(j["config"], models::config_to_json(c),
-                                                        models::default_config_json(), "");
-    check<ValueError>(diff.empty(), "it was trained with other settings than this command's options:", diff);
-    return j;
-  } catch (const Error& err) {
-    fmt::print(stderr, "warning: {} is not a cell of this sweep ({}): left out\n", path, err.what());
-    return std::nullopt;
-  }
+std::optional<json> finished_vs_cell(const std::string& root, const std::string& name, models::TrainConfig c) {
+  c.run_dir = root + "/" + name;
+  std::optional<json> j = cell_result(c, "left out");
+  if (!j) return j;
+  const std::string diff = result_differences(*j, c);
+  if (diff.empty()) return j;
+  fmt::print(stderr, "warning: {}/{} was trained with other settings than this command's options:{}: left out\n",
+             c.run_dir, models::kResultFile, diff);
+  return std::nullopt;
 }
 
 // Accuracy against the task parameter a.vs (P or G) for every method at its
@@ -537,7 +541,7 @@ void run_vs(const FrontierArgs& a, const std::vector<json>& cells, RunRecorder& 
       const int64_t own = a.vs == "P" ? c.task_cfg.P : c.task_cfg.G;
       set_sweep(c, a.vs, v);
       std::string name = cell_name(method, size, lr, seed);
-      if (v != own) name += "_" + a.vs + std::to_string(v);
+      if (v != own) name = vs_cell_name(name, a.vs, v);
       c.resume = true;
       std::optional<json> j;
       if (a.report_only) {

@@ -68,19 +68,14 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
   else c.task_cfg.length = v;
 }
 
-namespace {
-
-// The result.json of c.run_dir with a config, an eval accuracy in [0, 1]
-// and a training curve of [step, accuracy] pairs, or nullopt (none, torn,
-// edited or foreign, or not a regular file: the cell runs again).
-std::optional<json> cell_result(const models::TrainConfig& c) {
+std::optional<json> cell_result(const models::TrainConfig& c, const std::string& fate) {
   const std::string path = c.run_dir + "/" + models::kResultFile;
   if (!std::filesystem::exists(path)) return std::nullopt;
   json j;
   try {
-    j = read_json_file(path, "train: result");
+    j = read_json_file(path, "cell");
   } catch (const IOError& e) {
-    fmt::print(stderr, "warning: {}: the cell runs again\n", e.what());
+    fmt::print(stderr, "warning: {}: {}\n", e.what(), fate);
     return std::nullopt;
   }
   const auto is_pair = [](const json& pt) {
@@ -94,19 +89,16 @@ std::optional<json> cell_result(const models::TrainConfig& c) {
                        std::all_of(j["train_accuracy_curve"].begin(), j["train_accuracy_curve"].end(), is_pair)));
   if (!whole) {
     fmt::print(stderr, "warning: {} is not a finished run's result (a key is missing, of the wrong type or out of "
-               "range): the cell runs again\n", path);
+               "range): {}\n", path, fate);
     return std::nullopt;
   }
   return j;
 }
 
-// How a result's config differs from c's (models::config_differences).
-std::string result_differences(const json& result, const models::TrainConfig& c, const std::string& except = "") {
+std::string result_differences(const json& result, const models::TrainConfig& c, const std::string& except) {
   return models::config_differences(result["config"], models::config_to_json(c), models::default_config_json(),
                                     except);
 }
-
-}  // namespace
 
 namespace {
 
@@ -208,7 +200,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   c.run_dir = rec.path(cell_dir);
   if (c.resume) {
     const bool have_checkpoint = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile);
-    if (auto prior = cell_result(c)) {
+    if (auto prior = cell_result(c, "the cell runs again")) {
       const std::string diff = result_differences(*prior, c);
       if (diff.empty()) {
         fmt::print("{}: done earlier, eval accuracy {:.1f}% (from {}/result.json)\n", name,

@@ -1,6 +1,7 @@
 // `tmem train <task>`: trains the diagnostic models side by side and prints
 // the results table.
 #pragma once
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -24,6 +25,17 @@ std::function<int()> add_ablate_command(CLI::App& app);
 
 /// Sets the task parameter `name` (W, T, L, P, G or length) of c to v.
 void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
+
+/// The result.json of c.run_dir with a config, an eval accuracy in [0, 1]
+/// and a training curve of [step, accuracy] pairs, or nullopt: none yet, or
+/// torn, edited or not a regular file (a warning names the file and ends
+/// with `fate`, "the cell runs again" or "left out").
+std::optional<nlohmann::json> cell_result(const models::TrainConfig& c, const std::string& fate);
+
+/// How the config of a result.json differs from c's, leaving out the key
+/// `except` ("" when they agree; models::config_differences).
+std::string result_differences(const nlohmann::json& result, const models::TrainConfig& c,
+                               const std::string& except = "");
 
 /// Trains c as the cell `cell_dir` of the run `rec` (c.run_dir becomes
 /// rec.path(cell_dir)), printing progress and a result line under `label`,
