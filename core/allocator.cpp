@@ -4,6 +4,7 @@
 #include <charconv>
 #include <cstdint>
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <new>
 #include <optional>
@@ -11,6 +12,8 @@
 #include <string_view>
 #include <unordered_map>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "tmem/core/error.h"
 
@@ -51,7 +54,51 @@ struct Cache {
   std::mutex mu;
   std::unordered_map<size_t, std::vector<void*>> free;
   AllocatorStats stats;
+  size_t unchecked = 0;  // bytes taken from the system since the last memory check
 };
+
+// The first number after `key` in the file at path (a /proc/meminfo or
+// cgroup memory.stat line), or nullopt when the file or the key is missing.
+std::optional<size_t> read_number(const char* path, std::string_view key) {
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line))
+    if (line.starts_with(key)) {
+      const size_t at = line.find_first_of("0123456789", key.size());
+      size_t v = 0;
+      if (at == std::string::npos ||
+          std::from_chars(line.data() + at, line.data() + line.size(), v).ec != std::errc())
+        return std::nullopt;
+      return v;
+    }
+  return std::nullopt;
+}
+
+// Bytes the system can still give this process without swapping out or
+// killing anything: /proc/meminfo's MemAvailable plus SwapFree, bounded by
+// the cgroup v2 limit when one is set (memory.max less memory.current, plus
+// the page cache it could reclaim). SIZE_MAX when neither can be read.
+size_t system_available() {
+  size_t avail = SIZE_MAX;
+  if (auto mem = read_number("/proc/meminfo", "MemAvailable:"))
+    avail = (*mem + read_number("/proc/meminfo", "SwapFree:").value_or(0)) * 1024;
+  const auto max = read_number("/sys/fs/cgroup/memory.max", "");
+  const auto current = read_number("/sys/fs/cgroup/memory.current", "");
+  if (max && current) {
+    const size_t reclaimable = read_number("/sys/fs/cgroup/memory.stat", "inactive_file ").value_or(0);
+    avail = std::min(avail, *max > *current ? *max - *current + reclaimable : reclaimable);
+  }
+  return avail;
+}
+
+// Every 64 MiB taken from the system, and before any request of 64 MiB or
+// more, the allocator checks that the system still has the request and a
+// 256 MiB reserve; past that, Linux would hand out the block and kill the
+// process when its pages are first written (the OOM killer), not fail the
+// allocation.
+constexpr size_t kCheckEvery = 64 * kMiB;
+constexpr size_t kReserve = 256 * kMiB;
+constexpr double kGiB = 1 << 30;
 
 Cache& cache() {
   static Cache* c = new Cache;  // never destroyed: storages may outlive static destructors
@@ -86,13 +133,29 @@ void* cpu_allocate(size_t n) {
       return p;
     }
   }
+  bool check_system = cls >= kCheckEvery;
+  {
+    std::lock_guard<std::mutex> lock(c.mu);
+    c.unchecked += cls;
+    if (c.unchecked >= kCheckEvery) check_system = true;
+    if (check_system) c.unchecked = 0;
+  }
+  const auto refuse = [&](const std::string& why) {
+    throw OutOfMemoryError(fmt::format("cpu allocator: out of memory: cannot allocate {} bytes ({:.2f} GiB){} ({} bytes "
+                                       "in use by tensors)", n, n / kGiB, why, cpu_allocator_stats().in_use));
+  };
+  if (check_system && system_available() < cls + kReserve) {
+    cpu_empty_cache();
+    const size_t avail = system_available();
+    if (avail < cls + kReserve)
+      refuse(fmt::format(": the system has {:.2f} GiB available and keeps {:.2f} GiB of it in reserve",
+                         avail / kGiB, kReserve / kGiB));
+  }
   void* p = std::aligned_alloc(kAlign, cls);
   if (!p) {
     cpu_empty_cache();
     p = std::aligned_alloc(kAlign, cls);
-    if (!p)
-      throw OutOfMemoryError("cpu allocator: out of memory: cannot allocate " + std::to_string(n) + " bytes (" +
-                             std::to_string(cpu_allocator_stats().in_use) + " bytes in use by tensors)");
+    if (!p) refuse("");
   }
   std::lock_guard<std::mutex> lock(c.mu);
   c.stats.in_use += cls;

@@ -20,8 +20,11 @@ size_t allocator_size_class(size_t n);
 
 /// A block of at least n bytes (64-byte aligned). Throws OutOfMemoryError
 /// naming the size and the bytes in use when the system has no memory for it
-/// (after emptying the cache),
-/// and ValueError when TMEM_CPU_CACHE_MB is set to other than a whole number.
+/// (after emptying the cache): malloc fails, or the system's available memory
+/// (MemAvailable + SwapFree, within the cgroup's limit), read before each
+/// request of 64 MiB or more and after every 64 MiB taken, is short of the
+/// request and a 256 MiB reserve; and ValueError when TMEM_CPU_CACHE_MB is
+/// set to other than a whole number.
 void* cpu_allocate(size_t n);
 /// Returns a block from cpu_allocate(n) (same n). It is kept for reuse while
 /// the cached bytes stay within the limit: the peak of bytes in use (at

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
 
 #include "tmem/core/safetensors.h"
 #include "tmem/ops/cpu/scratch.h"
@@ -59,11 +60,37 @@ TEST_CASE("sizes: var with correction >= N is inf or NaN as in PyTorch, never ne
   CHECK(std::isnan(var(tensor({3.0, 3.0}, {2}, DType::Float64), {}, 2).item()));
 }
 
+// /proc/meminfo's value for key in bytes (0 when missing).
+int64_t meminfo_bytes(const std::string& key) {
+  std::ifstream in("/proc/meminfo");
+  std::string name;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> name >> kb) {
+    if (name == key) return kb * 1024;
+    std::getline(in, unit);
+  }
+  return 0;
+}
+
+TEST_CASE("sizes: a block beyond the system's available memory is refused up front, where Linux would hand it out "
+          "and kill the process when it is written") {
+  const int64_t avail = meminfo_bytes("MemAvailable:") + meminfo_bytes("SwapFree:");
+  REQUIRE(avail > 0);
+  // 128 MiB past what is free: malloc gives it (the kernel's overcommit
+  // refuses only what exceeds RAM + swap), but writing it all would not fit.
+  const int64_t floats = (avail + (int64_t{128} << 20)) / 4;
+  REQUIRE(floats * 4 < meminfo_bytes("MemTotal:") + meminfo_bytes("SwapTotal:"));
+  CHECK_THROWS_WITH_AS(empty({floats}), doctest::Contains(" GiB available and keeps 0.25 GiB of it in reserve ("),
+                       OutOfMemoryError);
+  CHECK(empty({int64_t{16} << 20}).numel() == int64_t{16} << 20);  // 64 MiB: available
+}
+
 TEST_CASE("sizes: memory the system cannot give is a tmem error naming the size, also for an op's scratch") {
   // 2^50 bytes: more than any address space holds, so the allocation fails.
   CHECK_THROWS_WITH_AS(empty({int64_t{1} << 48}),
                        doctest::Contains("empty: no memory for a float32 tensor of shape [281474976710656] on cpu: cpu "
-                                         "allocator: out of memory: cannot allocate 1125899906842624 bytes ("),
+                                         "allocator: out of memory: cannot allocate 1125899906842624 bytes (1048576.00 GiB)"),
                        OutOfMemoryError);
   // Scratch of the OpenMP regions is allocated before the region, where an
   // exception can reach the caller.
