@@ -285,6 +285,10 @@ int run_cells(TrainArgs& a) {
       c.model.method = method;
       set_sweep(c, sweep, v);
       models::resolve_task_defaults(c);
+      if (c.model.dim % c.model.heads != 0)
+        throw CLI::ValidationError("--heads", fmt::format("{} heads do not divide the model width {} ({}); choose a "
+                                                          "divisor of it", c.model.heads, c.model.dim,
+                                                          a.cfg.model.dim == 0 ? "the task's default --dim" : "--dim"));
       auto task = models::make_task(c.task, c.task_cfg);
       Generator gen(0);
       models::DiagnosticModel check_model(*task, c.model, gen);

@@ -511,10 +511,14 @@ void bind_tensor(py::module_& m) {
            "Cast to float64.")
       .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
       .def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
+             check<ValueError>(!(grad_enabled() && t.requires_grad() && t.is_leaf()),
+                               "tensor[index] = value: the tensor is a leaf that requires grad, so a view of it "
+                               "cannot be written in place; wrap the update in `with tmem.no_grad():`");
              Tensor view = get_item(t, index);
              if (py::isinstance<Tensor>(value)) copy_(view, value.cast<Tensor>());
              else fill_value_(view, value);
-           }, "Writes a tensor (broadcast; copy_) or a number (fill_) into the view __getitem__ gives.")
+           }, "Writes a tensor (broadcast; copy_) or a number (fill_) into the view __getitem__ gives. Raises "
+              "ValueError for a leaf that requires grad outside no_grad (as PyTorch does).")
       .def("__repr__", [](const Tensor& t) {
              std::ostringstream s;
              s << t;

@@ -494,6 +494,13 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         z = x * 1.0
         with self.assertRaises(tmem.ValueError):
             z[0] = 5.0
+        with self.assertRaisesRegex(tmem.ValueError, r"^tensor\[index\] = value: the tensor is a leaf that requires "
+                                                     r"grad, so a view of it cannot be written in place; wrap the "
+                                                     r"update in `with tmem.no_grad\(\):`$"):
+            x[0] = 5.0
+        with tmem.no_grad():
+            x[0] = 5.0
+        np.testing.assert_array_equal(x.numpy(), [5, 2])
 
     def test_repr_is_the_cpp_printers(self):
         # tests/fixtures/tensor_repr.json: torch 1.13's repr of each tensor,
