@@ -349,6 +349,21 @@ Tensor make_view(const Tensor& t, Shape shape, Shape strides, int64_t offset) {
 void copy_data(const Tensor& dst, const Tensor& src) {
   check<ShapeError>(dst.shape() == src.shape(), "copy: expected equal shapes, but got dst ",
                     shape_str(dst.shape()), " src ", shape_str(src.shape()));
+  if (dst.dtype() == DType::Int64 && is_floating(src.dtype())) {
+    // Every value is checked before any is written (a cast of NaN, inf or
+    // one beyond int64's range is undefined), on the host.
+    if (!dst.device().is_cpu() || !src.device().is_cpu()) {
+      Tensor host = empty(dst.shape(), DType::Int64);
+      copy_data(host, transfer(src, Device::cpu()));
+      return copy_data(dst, host);
+    }
+    dispatch_all(src.dtype(), [&]<class S>() {
+      const S* p = src.data<S>();
+      for_each_row<1>(src.shape(), {src.strides()}, [&](std::array<int64_t, 1> o, int64_t len, std::array<int64_t, 1> st) {
+        for (int64_t i = 0; i < len; ++i) check_int64_value(static_cast<double>(p[o[0] + i * st[0]]), "copy");
+      });
+    });
+  }
   if (dst.device() != src.device()) return copy_data(dst, transfer(src, dst.device()));
   if (!dst.device().is_cpu()) {
     const Device d = dst.device();

@@ -6,7 +6,6 @@
 #include <fmt/format.h>
 
 #include "tmem/core/autograd.h"
-#include "tmem/ops/elementwise.h"
 
 namespace tmem::nn {
 
@@ -82,9 +81,9 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
   if (mismatch) throw ValueError("load_state_dict:" + faults);
   if (!shapes.empty()) throw ShapeError("load_state_dict:" + faults);
   // Every value is first converted whole into fresh memory of the module's
-  // dtype by copy_ (which refuses a NaN, an inf or a value beyond int64's
-  // range for an int64 buffer), so a refused value leaves the module as it
-  // was, and a value that shares memory with the module (m.weight.T) is not
+  // dtype (copy_data refuses a NaN, an inf or a value beyond int64's range
+  // for an int64 buffer), so a refused value leaves the module as it was,
+  // and a value that shares memory with the module (m.weight.T) is not
   // overwritten while it is read.
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> writes;
@@ -92,7 +91,7 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
     if (auto it = state.find(n); it != state.end()) {
       Tensor v = empty(t.shape(), t.dtype(), t.device());
       try {
-        copy_(v, it->second);
+        copy_data(v, it->second);
       } catch (const ValueError& e) {
         throw ValueError(fmt::format("load_state_dict: {}: {}", quoted(n), e.what()));
       }

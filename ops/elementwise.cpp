@@ -249,9 +249,9 @@ Tensor& copy_(Tensor& a, const Tensor& src) {
   Tensor s = src.to(a.device());
   if (!is_floating(a.dtype())) {
     // No arithmetic (add refuses int64): a fresh copy of src's values (cast
-    // as tensor() casts: truncated, range-checked), broadcast to a's shape.
+    // by copy_data: truncated, range-checked), broadcast to a's shape.
     Tensor v = empty(s.shape(), a.dtype(), a.device());
-    copy_data(v, s.dtype() == a.dtype() ? s : tensor(s.to_vector(), s.shape(), a.dtype()).to(a.device()));
+    copy_data(v, s);
     commit_inplace(a, expand(v, a.shape()), "copy_");
     return a;
   }

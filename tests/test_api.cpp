@@ -285,7 +285,15 @@ TEST_CASE("int64 tensors refuse a fill or value that does not fit int64, instead
     CHECK_THROWS_WITH_AS(full({2}, bad, DType::Int64), doctest::Contains("fill: value"), ValueError);
     CHECK_THROWS_WITH_AS(tensor({1.0, bad}, {2}, DType::Int64), doctest::Contains("cannot be converted to int64"),
                          ValueError);
+    // A copy checks every value before it writes any.
+    Tensor dst = tensor_int({7, 7}, {2});
+    CHECK_THROWS_WITH_AS(copy_data(dst, tensor({1.0, bad}, {2}, DType::Float64)),
+                         doctest::Contains("copy: value"), ValueError);
+    CHECK(dst.to_int_vector() == std::vector<int64_t>{7, 7});
   }
+  Tensor dst = tensor_int({7, 7}, {2});
+  copy_data(dst, tensor({-2.9, 5.0}, {2}));
+  CHECK(dst.to_int_vector() == std::vector<int64_t>{-2, 5});  // truncated, as PyTorch casts
   CHECK(full({1}, -0x1p63, DType::Int64).to_int_vector()[0] == std::numeric_limits<int64_t>::min());
   CHECK(full({2}, 3.0, DType::Int64).to_int_vector() == std::vector<int64_t>{3, 3});
 }
