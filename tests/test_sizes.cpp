@@ -96,6 +96,10 @@ TEST_CASE("sizes: memory the system cannot give is a tmem error naming the size,
   // exception can reach the caller.
   CHECK_THROWS_WITH_AS(cpu::ThreadScratch<float>("gaussian_splat", int64_t{1} << 50),
                        doctest::Contains("gaussian_splat: scratch memory: cpu allocator: out of memory"), OutOfMemoryError);
+  CHECK_THROWS_WITH_AS(cpu::Scratch<float>("convlstm3d_cell", int64_t{1} << 50),
+                       doctest::Contains("convlstm3d_cell: scratch memory: cpu allocator: out of memory"), OutOfMemoryError);
+  CHECK_THROWS_WITH_AS(cpu::Scratch<double>("convlstm3d_cell", int64_t{1} << 62),
+                       doctest::Contains("convlstm3d_cell: scratch of 4611686018427387904 values overflows a size"), Error);
   cpu::ThreadScratch<double> ok("gaussian_splat", 3);
   CHECK(ok.slot()[2] == 0.0);
 }

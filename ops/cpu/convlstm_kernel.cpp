@@ -202,13 +202,14 @@ void conv_back_row(const Plan<T>& pl, int a, const T* x, const T* g, const T* k,
 template <class T>
 struct Packed {
   int64_t npair, nt8;
-  std::vector<T> fwd, fwd_bias, bwd;
-  Packed(const Dims& dm, const T* pw, const T* pb, bool need_bwd) {
+  Scratch<T> fwd, fwd_bias, bwd;
+  Packed(const Dims& dm, const T* pw, const T* pb, bool need_bwd)
+      : npair((dm.C + 1) / 2),
+        nt8((dm.Cz() + 7) / 8),
+        fwd("convlstm3d_cell", npair * dm.Cz() * 8),
+        fwd_bias("convlstm3d_cell", npair * 8),
+        bwd("convlstm3d_cell backward", need_bwd ? nt8 * 4 * dm.C * 8 : 0) {
     const int64_t C = dm.C, Cz = dm.Cz(), C4 = 4 * C;
-    npair = (C + 1) / 2;
-    nt8 = (Cz + 7) / 8;
-    fwd.assign(static_cast<size_t>(npair * Cz * 8), T(0));
-    fwd_bias.assign(static_cast<size_t>(npair * 8), T(0));
     for (int64_t u = 0; u < npair; ++u)
       for (int64_t r = 0; r < 8; ++r) {
         const int64_t ch = 2 * u + r / 4, gate = r % 4;
@@ -218,7 +219,6 @@ struct Packed {
         for (int64_t k = 0; k < Cz; ++k) fwd[(u * Cz + k) * 8 + r] = pw[src * Cz + k];
       }
     if (!need_bwd) return;
-    bwd.assign(static_cast<size_t>(nt8 * C4 * 8), T(0));
     for (int64_t t = 0; t < nt8; ++t)
       for (int64_t k = 0; k < C4; ++k)
         for (int64_t i = 0; i < 8 && 8 * t + i < Cz; ++i)
@@ -416,7 +416,7 @@ void cell_backward(const Dims& dm, const Plan<T>& pl, const Packed<T>& pk, const
   const PartialLayout lay(dm);
   const bool par = batch_parallel(dm);
   const int nthr = par ? omp_get_max_threads() : 1;
-  std::vector<V> partial(static_cast<size_t>(nthr * lay.total), V(T(0)));
+  Scratch<V> partial("convlstm3d_cell backward", nthr * lay.total);
   // Scratch: blocks [Cz, Sp] with a halo in front and behind: z, a1, a2 (the
   // inputs of the D, H, W stages) and two for the gradient on its way down
   // the stack; a3 [Cz, Sp]; dP [4C, Sp].

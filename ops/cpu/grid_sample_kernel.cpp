@@ -10,9 +10,9 @@
 #include <array>
 #include <cmath>
 #include <limits>
-#include <vector>
 
 #include "tmem/ops/cpu/kernels.h"
+#include "tmem/ops/cpu/scratch.h"
 #include "tmem/ops/grid_sample.h"
 
 namespace tmem::cpu {
@@ -340,7 +340,7 @@ void backward_kernel(const Geometry<K>& geo, const Options& o, const T* in, cons
   // threads; thread 0 scatters into the gradient itself, the others into
   // private accumulators summed into it after the loop.
   if (!accumulate) std::fill(gin, gin + N * S, T(0));
-  std::vector<T> priv(static_cast<size_t>((nt - 1) * S));
+  Scratch<T> priv("grid_sample backward", (nt - 1) * S);
   for (int64_t n = 0; n < N; ++n) {
     T* dst = gin + n * S;
 #pragma omp parallel num_threads(nt)

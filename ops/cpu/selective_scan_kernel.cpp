@@ -14,7 +14,6 @@
 // in an order fixed by the shapes, whatever the thread count.
 #include <algorithm>
 #include <cmath>
-#include <vector>
 
 #include <xsimd/xsimd.hpp>
 
@@ -109,15 +108,15 @@ void scan_backward(const ScanArgs& d, const Inputs<S>& in, const S* gy, const S*
   const Chunks ch(d);
   // Per-item parts of the sums over b (A, D) and over the channel chunks
   // (Bm, Cm; with one chunk per item the gradients themselves).
-  std::vector<S> partA(gr.A ? B * E * N : 0), partD(gr.D ? B * E : 0);
-  std::vector<S> partB(gr.Bm && ch.count > 1 ? B * ch.count * TN : 0);
-  std::vector<S> partC(gr.Cm && ch.count > 1 ? B * ch.count * TN : 0);
+  const char* op = "selective_scan backward";
+  Scratch<S> partA(op, gr.A ? B * E * N : 0), partD(op, gr.D ? B * E : 0);
+  Scratch<S> partB(op, gr.Bm && ch.count > 1 ? B * ch.count * TN : 0);
+  Scratch<S> partC(op, gr.Cm && ch.count > 1 ? B * ch.count * TN : 0);
   S* dBm = ch.count > 1 ? partB.data() : gr.Bm;
   S* dCm = ch.count > 1 ? partC.data() : gr.Cm;
   // Per thread: the states h_0 .. h_T [T+1, N], the decays [T, N], the
   // adjoint and the gradient of A along one chain [N].
-  ThreadScratch<S> hs_s("selective_scan backward", (T + 1) * N), dec_s("selective_scan backward", TN),
-      g_s("selective_scan backward", N), gA_s("selective_scan backward", N);
+  ThreadScratch<S> hs_s(op, (T + 1) * N), dec_s(op, TN), g_s(op, N), gA_s(op, N);
 #pragma omp parallel if (work(d) >= kSpawnWork && B * ch.count > 1)
   {
     S *hs = hs_s.slot(), *dec = dec_s.slot(), *g = g_s.slot(), *gA = gA_s.slot();
@@ -174,14 +173,14 @@ void scan_backward(const ScanArgs& d, const Inputs<S>& in, const S* gy, const S*
           if (gr.delta) gr.delta[i] = sd;
         }
         if (gr.h0) std::copy(g, g + N, gr.h0 + be * N);
-        if (gr.A) std::copy(gA, gA + N, partA.begin() + be * N);
+        if (gr.A) std::copy(gA, gA + N, partA.data() + be * N);
         if (gr.D) partD[be] = gD;
       }
     }
   }
   // The sums, in a fixed order: over b for A and D, over the chunks for Bm
   // and Cm.
-  auto sum_parts = [](S* out, const std::vector<S>& part, int64_t outer, int64_t parts, int64_t len) {
+  auto sum_parts = [](S* out, const Scratch<S>& part, int64_t outer, int64_t parts, int64_t len) {
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t j = 0; j < len; ++j) {
         S s = S(0);
