@@ -61,8 +61,15 @@ std::atomic<uint64_t> tmp_counter{0};
 
 }  // namespace
 
+void check_path(const std::string& path, const std::string& who) {
+  const size_t nul = path.find('\0');
+  check<ValueError>(nul == std::string::npos, who, ": the path \"", printable(path), "\" holds a NUL byte (at ", nul,
+                    "), where the system would cut it");
+}
+
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), target_(path_) {
   check<IOError>(!path_.empty(), "cannot write a file with an empty name");
+  check_path(path_, "cannot write");
   // A symbolic link stays a link: the file it names is the one replaced.
   struct stat st;
   if (::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
@@ -124,6 +131,7 @@ void write_file_atomic(const std::string& path, std::string_view data) {
 }
 
 void append_file_atomic(const std::string& path, std::string_view data) {
+  check_path(path, "cannot append");
   std::string old;
   std::error_code ec;
   if (std::filesystem::exists(path, ec)) {
@@ -138,6 +146,7 @@ void append_file_atomic(const std::string& path, std::string_view data) {
 }
 
 AppendFileWriter::AppendFileWriter(std::string path, bool truncate) : path_(std::move(path)) {
+  check_path(path_, "cannot write");
   struct stat st;
   if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode))
     throw IOError("cannot write " + path_ + ": not a regular file");
@@ -155,6 +164,7 @@ void AppendFileWriter::write(std::string_view s) {
 }
 
 void ensure_writable_dir(const std::string& dir) {
+  check_path(dir, "cannot create the directory");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw IOError("cannot create the directory " + dir + ": " + ec.message());
@@ -202,6 +212,7 @@ nlohmann::json parse_json(std::string_view text, const std::string& source, int 
 
 nlohmann::json read_json_file(const std::string& path, const std::string& who) {
   namespace fs = std::filesystem;
+  check_path(path, who);
   const std::string source = who + " " + path;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);

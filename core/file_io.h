@@ -54,6 +54,11 @@ class AtomicFileWriter {
   bool committed_ = false;
 };
 
+/// Throws ValueError naming `who` and path when path holds a NUL byte: every
+/// system call would stop there and use another file (Python's open() says
+/// "embedded null byte"). Every file function of tmem checks it first.
+void check_path(const std::string& path, const std::string& who);
+
 /// Writes `data` to `path` through an AtomicFileWriter. Throws IOError naming
 /// path when any step fails; the old file at path then survives unchanged.
 void write_file_atomic(const std::string& path, std::string_view data);

@@ -116,6 +116,7 @@ const std::string& keep_steps_before(const std::string& path, int64_t first_step
   check<ValueError>(first_step >= 0, "GradDumpWriter: expected first_step >= 0 (the step a run resumes at), but got ",
                     first_step);
   std::error_code ec;
+  check_path(path, "GradDumpWriter");
   if (first_step <= 0 || !std::filesystem::exists(path, ec)) return path;
   check<IOError>(std::filesystem::is_regular_file(path, ec), "cannot write ", path, ": not a regular file");
   std::ifstream in(path, std::ios::binary);
@@ -169,6 +170,7 @@ void GradDumpWriter::write_step(int64_t step, double loss,
 
 std::vector<json> read_grad_dump(const std::string& path) {
   namespace fs = std::filesystem;
+  check_path(path, "read_grad_dump");
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (st.type() == fs::file_type::not_found)

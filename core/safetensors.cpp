@@ -140,6 +140,7 @@ void save_safetensors(const std::string& path, const std::map<std::string, Tenso
 SafetensorsFile load_safetensors(const std::string& path) {
   // Checked before opening: a directory would read as an empty buffer and a
   // FIFO would block the open until a writer came.
+  check_path(path, "load_safetensors");
   std::error_code ec;
   const auto st = std::filesystem::status(path, ec);
   check<IOError>(!ec && std::filesystem::exists(st), "load_safetensors: cannot open ", path,
@@ -149,7 +150,9 @@ SafetensorsFile load_safetensors(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   check<IOError>(static_cast<bool>(in), "load_safetensors: cannot open ", path);
   in.seekg(0, std::ios::end);
-  const uint64_t size = static_cast<uint64_t>(in.tellg());
+  const std::streamoff end = in.tellg();
+  check<IOError>(end >= 0, "load_safetensors: ", path, " cannot be read (it has no size to seek to)");
+  const uint64_t size = static_cast<uint64_t>(end);
   in.seekg(0);
   check<IOError>(size >= 8, "load_safetensors: ", path, " is truncated (", size, " bytes, no header length)");
   unsigned char len_le[8];

@@ -50,6 +50,24 @@ TEST_CASE("file_io: write_file_atomic replaces the file and leaves no temporary 
   fs::remove_all(dir);
 }
 
+TEST_CASE("file_io: a path with a NUL byte is refused by every reader and writer, which would cut it there") {
+  const std::string dir = fresh_dir("tmem_fio_nul"), cut = dir + "/x", p = cut + std::string(1, '\0') + "y.st";
+  write_file_atomic(cut, "keep\n");
+  const std::string nul_at = "holds a NUL byte (at " + std::to_string(cut.size()) + ")";
+  const doctest::Contains names_nul(nul_at.c_str());
+  CHECK_THROWS_WITH_AS(write_file_atomic(p, "data"), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(append_file_atomic(p, "data"), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(AppendFileWriter(p, true), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(ensure_writable_dir(p), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(save_safetensors(p, {{"a", ones({1})}}), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(load_safetensors(p), names_nul, ValueError);
+  CHECK_THROWS_WITH_AS(read_json_file(p, "config"), doctest::Contains("config: the path \""), ValueError);
+  CHECK_THROWS_WITH_AS(read_grad_dump(p), names_nul, ValueError);
+  CHECK(read_all(cut) == "keep\n");
+  CHECK(others_in(dir, "x").empty());
+  fs::remove_all(dir);
+}
+
 TEST_CASE("file_io: a write that fails (file size limit) throws IOError naming the file, the old file survives") {
   const std::string dir = fresh_dir("tmem_fio_full"), p = dir + "/result.json";
   write_file_atomic(p, "old results\n");

@@ -409,6 +409,11 @@ class TestFiles(unittest.TestCase):
 
     def test_safetensors_round_trip(self):
         path = os.path.join(self.dir.name, "m.safetensors")
+        # A NUL byte in the path is refused, as Python's open() refuses it,
+        # not cut there (which would write or read another file).
+        with self.assertRaisesRegex(ValueError, "holds a NUL byte"):
+            tmem.save_safetensors(path + "\0x", {"a": tmem.ones(1)})
+        self.assertFalse(os.path.exists(path))
         m = MLP(4)
         tmem.save_safetensors(path, m.state_dict(), {"note": "test"})
         tensors, meta = tmem.load_safetensors(path, metadata=True)
