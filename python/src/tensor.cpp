@@ -617,12 +617,18 @@ void bind_tensor(py::module_& m) {
                                " does not fit int64");
           }
           // asarray keeps a 0-d shape (ascontiguousarray makes it [1]), as torch.tensor(3.0).
-          Tensor t = from_numpy(np.attr("asarray")(a, numpy_dtype(target), py::arg("order") = "C"));
+          // Floats to int64 through tensor(), which refuses NaN, inf and values
+          // beyond int64 (NumPy's cast gives INT64_MIN for them).
+          const bool float_to_int = target == DType::Int64 && kind == 'f';
+          Tensor t = from_numpy(np.attr("asarray")(a, numpy_dtype(float_to_int ? DType::Float64 : target),
+                                                   py::arg("order") = "C"));
+          if (float_to_int) t = tensor(t.to_vector(), t.shape(), DType::Int64);
           if (requires_grad) t.requires_grad_();
           return t;
         }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad").noconvert() = false,
         "A new tensor holding a copy of data (nested lists, numbers or an array). Python floats give "
-        "float32, ints and bools int64, NumPy arrays keep float64.");
+        "float32, ints and bools int64, NumPy arrays keep float64. Raises ValueError for a float an int64 "
+        "cannot hold.");
 
   auto factory = [&m](const char* name, auto make, const char* doc) {
     m.def(name, [make, name](const py::args& args, const py::object& dtype, const py::object& device,

@@ -173,6 +173,15 @@ class TestFactories(unittest.TestCase):
             with self.assertRaises(tmem.ValueError) as cm:
                 tmem.tensor(data)
             self.assertEqual(str(cm.exception), message)
+        # Floats to int64: truncated as torch.tensor truncates them; NaN, inf
+        # and values beyond int64 refused as torch refuses them (NumPy's cast
+        # gave INT64_MIN).
+        self.assertEqual(tmem.tensor([2.7, -2.7], dtype=tmem.int64).tolist(), [2, -2])
+        self.assertEqual(tmem.tensor(np.array([[3.9]]), dtype=tmem.int64).tolist(), [[3]])
+        for bad in (float("nan"), float("inf"), 1e30, [1.0, -1e30]):
+            with self.assertRaisesRegex(tmem.ValueError, r"^tensor: value -?(nan|inf|1e\+30) cannot be converted to "
+                                                         r"int64 without overflow$"):
+                tmem.tensor(bad, dtype=tmem.int64)
         with self.assertRaises(tmem.DtypeError) as cm:
             tmem.tensor([1.5, None])
         self.assertEqual(str(cm.exception), "tensor: expected numbers, but got None")
