@@ -14,10 +14,10 @@ namespace {
 
 // ---- kernels ----
 
-__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float b1, float b2,
-                             float decay, float step_size, float bc2_sqrt, float eps) {
+__global__ void adamw_kernel(float* p, const float* g, float* m, float* v, int64_t n, float b1, float c1, float b2,
+                             float c2, float decay, float step_size, float bc2_sqrt, float eps) {
   for (int64_t k = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; k < n; k += int64_t(blockDim.x) * gridDim.x)
-    adamw_update(p, m, v, g[k], k, b1, b2, decay, step_size, bc2_sqrt, eps);
+    adamw_update(p, m, v, g[k], k, b1, c1, b2, c2, decay, step_size, bc2_sqrt, eps);
 }
 
 __global__ void sgd_kernel(float* p, const float* g, float* buf, int64_t n, float lr, float momentum, float wd,
@@ -78,8 +78,9 @@ V reduce_to_host(int device, Launch launch) {
 void adamw_step(int device, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
   if (n == 0) return;
   DeviceGuard guard(device);
-  adamw_kernel<<<blocks_for(n), kThreads>>>(p, g, m, v, n, float(s.beta1), float(s.beta2), float(s.decay),
-                                            float(s.step_size), float(s.bc2_sqrt), float(s.eps));
+  adamw_kernel<<<blocks_for(n), kThreads>>>(p, g, m, v, n, float(s.beta1), float(1.0 - s.beta1), float(s.beta2),
+                                            float(1.0 - s.beta2), float(s.decay), float(s.step_size),
+                                            float(s.bc2_sqrt), float(s.eps));
   TMEM_CUDA_CHECK_LAUNCH();
 }
 

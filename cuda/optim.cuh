@@ -11,12 +11,13 @@
 
 namespace tmem::cuda {
 
-/// AdamW's update of element k of p, m and v, given its gradient gk.
-TMEM_HD void adamw_update(float* p, float* m, float* v, float gk, int64_t k, float b1, float b2, float decay,
-                          float step_size, float bc2_sqrt, float eps) {
+/// AdamW's update of element k of p, m and v, given its gradient gk; c1 and
+/// c2 are 1 - beta1 and 1 - beta2 computed in double (as PyTorch's alpha).
+TMEM_HD void adamw_update(float* p, float* m, float* v, float gk, int64_t k, float b1, float c1, float b2, float c2,
+                          float decay, float step_size, float bc2_sqrt, float eps) {
   p[k] *= decay;
-  m[k] = b1 * m[k] + (1.0f - b1) * gk;
-  v[k] = b2 * v[k] + (1.0f - b2) * gk * gk;
+  m[k] = b1 * m[k] + c1 * gk;
+  v[k] = b2 * v[k] + c2 * gk * gk;
   const float denom = std::sqrt(v[k]) / bc2_sqrt + eps;
   p[k] -= step_size * m[k] / denom;
 }

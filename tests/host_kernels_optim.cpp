@@ -13,8 +13,8 @@ namespace tmem::test {
 
 void host::adamw_step(int, float* p, const float* g, float* m, float* v, int64_t n, const AdamWScalars& s) {
   for (int64_t k = 0; k < n; ++k)
-    cuda::adamw_update(p, m, v, g[k], k, float(s.beta1), float(s.beta2), float(s.decay), float(s.step_size),
-                       float(s.bc2_sqrt), float(s.eps));
+    cuda::adamw_update(p, m, v, g[k], k, float(s.beta1), float(1.0 - s.beta1), float(s.beta2), float(1.0 - s.beta2),
+                       float(s.decay), float(s.step_size), float(s.bc2_sqrt), float(s.eps));
 }
 
 void host::sgd_step(int, float* p, const float* g, float* buf, int64_t n, const SgdScalars& s) {

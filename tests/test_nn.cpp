@@ -221,6 +221,26 @@ TEST_CASE("AdamW: three steps match torch.optim.AdamW to 1e-6") {
   for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
 }
 
+TEST_CASE("AdamW in float32 gives torch.optim.AdamW's float32 values exactly (1 - beta rounded from double)") {
+  // Values from torch 1.13 (python3-torch): 1 - 0.999f in float32 would put
+  // the first two 6.6e-6 off.
+  for (const auto& [wd, expected] : {std::pair{0.5, -0.75}, std::pair{0.0, -0.5}}) {
+    Tensor x = tensor({0.5}, {1}).requires_grad_();
+    nn::AdamW opt({x}, 1.0, 0.9, 0.999, 1e-8, wd);
+    sum(mul(x, 3.0)).backward();
+    opt.step();
+    CHECK(x.to_vector()[0] == expected);
+  }
+  Tensor x = tensor({0.5, -1.25}, {2}).requires_grad_();
+  nn::AdamW opt({x}, 0.01, 0.9, 0.999, 1e-8, 0.01);
+  for (int i = 0; i < 3; ++i) {
+    opt.zero_grad();
+    sum(mul(mul(x, x), tensor({3.0, 0.7}, {2}))).backward();
+    opt.step();
+  }
+  CHECK(x.to_vector() == std::vector<double>{0.46987444162368774, -1.2196359634399414});
+}
+
 TEST_CASE("SGD with momentum and weight decay matches torch.optim.SGD") {
   auto fx = load_fixture("optim")["sgd"];
   auto ps = fixture_params(fx["init"]);

@@ -11,12 +11,15 @@ namespace tmem::cpu {
 
 template <class Scalar>
 void Kernels<Scalar>::adamw_step(int, T* p, const T* g, T* m, T* v, int64_t n, const AdamWScalars& s) {
+  // 1 - beta in double, then rounded (PyTorch's alpha = 1 - beta1): in
+  // float32, 1 - 0.999f is 0.00099998713, 1.3e-5 off.
   const T b1 = static_cast<T>(s.beta1), b2 = static_cast<T>(s.beta2), decay = static_cast<T>(s.decay);
+  const T c1 = static_cast<T>(1.0 - s.beta1), c2 = static_cast<T>(1.0 - s.beta2);
 #pragma omp parallel for if (n > 65536)
   for (int64_t k = 0; k < n; ++k) {
     p[k] *= decay;
-    m[k] = b1 * m[k] + (T(1) - b1) * g[k];
-    v[k] = b2 * v[k] + (T(1) - b2) * g[k] * g[k];
+    m[k] = b1 * m[k] + c1 * g[k];
+    v[k] = b2 * v[k] + c2 * g[k] * g[k];
     T denom = std::sqrt(v[k]) / static_cast<T>(s.bc2_sqrt) + static_cast<T>(s.eps);
     p[k] -= static_cast<T>(s.step_size) * m[k] / denom;
   }
