@@ -418,6 +418,14 @@ bool bounded(models::BackboneMethod m) {
 void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>& with_runs) {
   const std::string& root = rec.dir();
   const std::vector<json> cells = finished_cells(root, a.cfg, "this command's options");
+  // A report under other options than the run's would replace its
+  // results.json (and config.json) with an empty table.
+  if (cells.empty()) {
+    const std::vector<CellFile> files = cell_files(root);
+    const auto kept = std::count_if(files.begin(), files.end(), [](const CellFile& f) { return !is_vs_cell_name(f.dir); });
+    check<ValueError>(kept == 0, "frontier: no cell in ", root, " (", kept, " there) is a finished cell of this "
+                      "command's options (the warnings above say why); give the command the run's options");
+  }
   const uint64_t first_seed = a.seeds.front();
   json lr_choice = json::object();
   const std::vector<Row> rows = rows_of(cells, first_seed, lr_choice);
