@@ -112,17 +112,10 @@ void RunEta::finish(int64_t steps, double seconds) {
   ++current_;
 }
 
-namespace {
-
-// Whether `name` names an entry of one directory: not empty, ".", "..", and
-// without '/' or '\\', so a path built from it stays in that directory, and
-// without control characters (a newline would split the lines that name it).
 bool is_plain_name(const std::string& name) {
   return !name.empty() && name != "." && name != ".." && name.find_first_of("/\\") == std::string::npos &&
          std::none_of(name.begin(), name.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
 }
-
-}  // namespace
 
 std::string run_dir(const std::string& name) {
   if (!is_plain_name(name))

@@ -96,6 +96,11 @@ std::string timestamped_name(const std::string& prefix);
 /// that name as the --name to pass with --resume.
 std::string interrupted_message(const models::Interrupted& e);
 
+/// Whether `name` names an entry of one directory: not empty, ".", "..", and
+/// without '/' or '\\', so a path built from it stays in that directory, and
+/// without control characters (a newline would split the lines that name it).
+bool is_plain_name(const std::string& name);
+
 /// "runs/<name>", the directory of a run. Throws ValueError naming --name
 /// unless name is a plain directory name (not empty, ".", "..", and without
 /// '/' or '\\'), so a run never writes outside runs/.

@@ -159,13 +159,18 @@ void check_method_options(const CLI::App& app, const std::string& task, Methods 
   }
 }
 
-// The losses an earlier run of a cell wrote (empty when unreadable).
+// The losses an earlier run of a cell wrote; empty, with a warning naming
+// the file, when it is missing, torn or not an array of numbers (the cell
+// then has no loss curve).
 std::vector<double> earlier_losses(const std::string& run_dir) {
+  const std::string path = run_dir + "/" + models::kLossesFile;
   try {
-    const json j = read_json_file(run_dir + "/" + models::kLossesFile, "train: losses");
+    const json j = read_json_file(path, "train: losses");
     if (j.is_array() && std::all_of(j.begin(), j.end(), [](const json& x) { return x.is_number(); }))
       return j.get<std::vector<double>>();
-  } catch (const IOError&) {  // a missing, torn or foreign losses.json: no loss curve for the cell
+    fmt::print(stderr, "warning: {} is not an array of numbers: its cell has no loss curve\n", path);
+  } catch (const IOError& e) {
+    fmt::print(stderr, "warning: {}: its cell has no loss curve\n", e.what());
   }
   return {};
 }
@@ -382,7 +387,21 @@ int run_cells(TrainArgs& a) {
       fmt::print("\n");
     }
   if (any_off) fmt::print("(-mem: the same models on the same eval batches with every memory gate sigmoid(gamma) set to 0)\n");
-  if (a.cfg.resume) cells = rec.with_earlier("results.json", "cells", {"cell"}, std::move(cells));
+  if (a.cfg.resume) {
+    const size_t ran = cells.size();
+    cells = rec.with_earlier("results.json", "cells", {"cell"}, std::move(cells));
+    // The kept cells' curves stay in the run's plots, drawn from their own
+    // result.json and losses.json.
+    for (size_t i = ran; i < cells.size(); ++i) {
+      const json& name = cells[i]["cell"];
+      if (!name.is_string() || !is_plain_name(name.get<std::string>())) continue;
+      models::TrainConfig kept = base;
+      kept.run_dir = rec.path(name.get<std::string>());
+      if (auto prior = cell_result(kept, "its curves are left out of the plots"))
+        draw_cell(rec, kept, name.get<std::string>(), earlier_losses(kept.run_dir),
+                  prior->value("train_accuracy_curve", json::array()));
+    }
+  }
   json results = {{"task", a.task}, {"cells", cells}};
   rec.write_json("results.json", results);
   fmt::print("results written to {}/results.json\n", root);
