@@ -200,6 +200,11 @@ void check_int64_value(double value, const char* op) {
 
 void fill_data(const Tensor& t, double value) {
   if (t.dtype() == DType::Int64) check_int64_value(value, "fill");
+  // As torch.full and fill_: a finite value beyond float32's range is an
+  // error, not inf (inf itself is a value).
+  if (t.dtype() == DType::Float32)
+    check<ValueError>(!std::isfinite(value) || std::abs(value) <= std::numeric_limits<float>::max(), "fill: value ",
+                      value, " cannot be converted to float32 without overflow");
   if (!t.device().is_cpu()) {
     const Device d = t.device();
     device_backend(d, "fill").fill(

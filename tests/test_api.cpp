@@ -279,7 +279,7 @@ TEST_CASE("set_flush_denormal without the pool sets the calling thread, and thre
   CHECK(other == static_cast<double>(1e-30f * 1e-10f));  // the process's other threads keep IEEE underflow
 }
 
-TEST_CASE("int64 tensors refuse a fill or value that does not fit int64, instead of an undefined cast") {
+TEST_CASE("int64 and float32 tensors refuse a fill or value they cannot hold, instead of an undefined cast or inf") {
   for (const double bad : {std::nan(""), double{INFINITY}, -double{INFINITY}, 0x1p63, -0x1p64}) {
     INFO(bad);
     CHECK_THROWS_WITH_AS(full({2}, bad, DType::Int64), doctest::Contains("fill: value"), ValueError);
@@ -295,5 +295,13 @@ TEST_CASE("int64 tensors refuse a fill or value that does not fit int64, instead
   copy_data(dst, tensor({-2.9, 5.0}, {2}));
   CHECK(dst.to_int_vector() == std::vector<int64_t>{-2, 5});  // truncated, as PyTorch casts
   CHECK(full({1}, -0x1p63, DType::Int64).to_int_vector()[0] == std::numeric_limits<int64_t>::min());
+  // float32, as torch.full: a finite value beyond its range is refused; inf
+  // and float32's largest are values.
+  for (const double bad : {1e300, -3.5e38})
+    CHECK_THROWS_WITH_AS(full({2}, bad), doctest::Contains("cannot be converted to float32 without overflow"),
+                         ValueError);
+  CHECK(std::isinf(full({1}, INFINITY).item()));
+  CHECK(full({1}, -double{std::numeric_limits<float>::max()}).item() == -double{std::numeric_limits<float>::max()});
+  CHECK(full({1}, 1e300, DType::Float64).item() == 1e300);
   CHECK(full({2}, 3.0, DType::Int64).to_int_vector() == std::vector<int64_t>{3, 3});
 }
