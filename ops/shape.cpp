@@ -422,12 +422,12 @@ std::vector<Tensor> split(const Tensor& a, int64_t split_size, int64_t dim) {
   check<ValueError>(split_size > 0, "split: expected a positive split_size, but got ", split_size);
   const int64_t d = normalize_dim(dim, a.dim(), "split"), n = a.shape()[d];
   std::vector<Tensor> out;
-  for (int64_t s = 0; s < n; s += split_size) {
+  for (int64_t s = 0; s < n || out.empty(); s += split_size) {
     Shape shape = a.shape();
     shape[d] = std::min(split_size, n - s);
     out.push_back(make_view(a, shape, a.strides(), a.offset() + s * a.strides()[d]));
   }
-  if (!out.empty()) record(OpId::Split, {a}, out, {}, [d](const Node&, const Grads& g) { return Grads{cat(g, d)}; });
+  record(OpId::Split, {a}, out, {}, [d](const Node&, const Grads& g) { return Grads{cat(g, d)}; });
   return out;
 }
 

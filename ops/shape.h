@@ -53,8 +53,8 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index);
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim);
 /// Stacks along a new dim.
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim);
-/// Splits into views of split_size along dim (the last may be smaller; none
-/// for a dim of size 0), as torch.split: one tape node whose backward
+/// Splits into views of split_size along dim (the last may be smaller; one
+/// empty view for a dim of size 0), as torch.split: one tape node whose backward
 /// concatenates the parts' gradients (zeros for a part that got none), so
 /// taking T parts costs O(T) in backward, not T zero-filled copies of `a`.
 /// Throws ShapeError for a 0-d tensor, ValueError for split_size < 1.
