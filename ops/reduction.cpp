@@ -185,8 +185,36 @@ Tensor var(const Tensor& a, const std::vector<int64_t>& dims, int64_t correction
 
 ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, true); }
 ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim) { return extreme(a, dim, keepdim, false); }
-Tensor max(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, true).values; }
-Tensor min(const Tensor& a) { return extreme(reshape(a, {-1}), 0, false, false).values; }
+namespace {
+
+// The max or min of every element; its gradient is shared evenly among the
+// elements equal to it (every NaN when it is NaN), as torch 1.13's
+// evenly_distribute_backward. The shares are counted on the host.
+Tensor extreme_all(const Tensor& a, bool is_max) {
+  Tensor value;
+  {
+    NoGradGuard no_grad;
+    value = extreme(reshape(a, {-1}), 0, false, is_max).values;
+  }
+  record(is_max ? OpId::Max : OpId::Min, {a}, {value}, {a.detach(), value}, [](const Node& n, const Grads& g) {
+    const Tensor& x = n.saved_tensor(0);
+    const double m = n.saved_tensor(1).item();
+    std::vector<double> share = x.to_vector();
+    double count = 0;
+    for (double& s : share) {
+      s = std::isnan(m) ? std::isnan(s) : s == m;
+      count += s;
+    }
+    for (double& s : share) s /= count;
+    return Grads{mul(g[0], tensor(share, x.shape(), g[0].dtype()).to(g[0].device()))};
+  });
+  return value;
+}
+
+}  // namespace
+
+Tensor max(const Tensor& a) { return extreme_all(a, true); }
+Tensor min(const Tensor& a) { return extreme_all(a, false); }
 
 namespace {
 Tensor arg_extreme(const Tensor& a, std::optional<int64_t> dim, bool keepdim, bool is_max) {

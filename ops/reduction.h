@@ -30,8 +30,10 @@ struct ValuesIndices {
 /// empty dim.
 ValuesIndices max(const Tensor& a, int64_t dim, bool keepdim = false);
 ValuesIndices min(const Tensor& a, int64_t dim, bool keepdim = false);
-/// Max / min over all elements (0-d result; the gradient goes to the first
-/// extreme element).
+/// Max / min over all elements (0-d result). The gradient is shared evenly
+/// among the elements equal to the result (every NaN when it is NaN), as
+/// torch.max(a)'s; max(a, dim) gives it to the first index only. Throws
+/// ShapeError for an empty tensor.
 Tensor max(const Tensor& a);
 Tensor min(const Tensor& a);
 

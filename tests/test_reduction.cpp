@@ -28,6 +28,20 @@ TEST_CASE("reductions: sum, mean, var, max/min with indices") {
   CHECK_THROWS_AS(sum(x, {2}), IndexError);
 }
 
+TEST_CASE("max and min over every element share the gradient evenly among ties, as torch.max(a)") {
+  // torch 1.13: [[0, 1], [1, 0]], [0, 0.5, 0, 0.5], [0.5, 0, 0.5].
+  Tensor x = tensor({1, 3, 3, -1}, {2, 2}).requires_grad_();
+  mul(max(x), 2.0).backward();
+  check_close(x.grad(), {0, 1, 1, 0});
+  Tensor y = tensor({1, NAN, 2, NAN}, {4}).requires_grad_();
+  max(y).backward();
+  check_close(y.grad(), {0, 0.5, 0, 0.5});
+  Tensor z = tensor({-1, 3, -1}, {3}, DType::Float64).requires_grad_();
+  min(z).backward();
+  check_close(z.grad(), {0.5, 0, 0.5});
+  CHECK(z.grad().dtype() == DType::Float64);
+}
+
 TEST_CASE("sum over leading dims (read in place as columns) matches a naive sum, on 1 and 2 threads") {
   // [3, 200, 37]: 600 rows past one 256-row block, 37 columns (a vector tail);
   // [2, 5, 700]: columns over several per-thread chunks; a sliced input is
