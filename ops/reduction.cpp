@@ -105,11 +105,10 @@ Tensor reduce_sum(OpId id, const Tensor& a, const Plan& p, double scale) {
   return out;
 }
 
-ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
-  OpId id = is_max ? OpId::Max : OpId::Min;
-  const OpRange range(id);
+// The values and indices of max or min along dim, without a tape node
+// (in the caller's OpRange).
+ValuesIndices extreme_values(const Tensor& a, const Plan& p, OpId id, bool is_max) {
   const char* name = op_name(id).data();
-  Plan p = make_plan(a, {dim}, keepdim, name);
   check<ShapeError>(p.R > 0, name, ": cannot reduce an empty dim of shape ", shape_str(a.shape()));
   Tensor rows = rows_of(a, p);
   Tensor values = empty(p.out, a.dtype(), a.device());
@@ -118,6 +117,14 @@ ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
     k.extreme_rows(a.device().index, rows.template data<T>(), values.template data<T>(),
                    indices.data<int64_t>(), p.O, p.R, is_max);
   });
+  return {values, indices};
+}
+
+ValuesIndices extreme(const Tensor& a, int64_t dim, bool keepdim, bool is_max) {
+  OpId id = is_max ? OpId::Max : OpId::Min;
+  const OpRange range(id);
+  const Plan p = make_plan(a, {dim}, keepdim, op_name(id).data());
+  auto [values, indices] = extreme_values(a, p, id, is_max);
   record(id, {a}, {values}, {indices}, [id, p](const Node& n, const Grads& g) {
     const Tensor& ix = n.saved_tensor(0);
     Shape perm_shape;
@@ -191,12 +198,11 @@ namespace {
 // elements equal to it (every NaN when it is NaN), as torch 1.13's
 // evenly_distribute_backward. The shares are counted on the host.
 Tensor extreme_all(const Tensor& a, bool is_max) {
-  Tensor value;
-  {
-    NoGradGuard no_grad;
-    value = extreme(reshape(a, {-1}), 0, false, is_max).values;
-  }
-  record(is_max ? OpId::Max : OpId::Min, {a}, {value}, {a.detach(), value}, [](const Node& n, const Grads& g) {
+  const OpId id = is_max ? OpId::Max : OpId::Min;
+  const OpRange range(id);
+  const Tensor flat = reshape(a.detach(), {-1});
+  const Tensor value = extreme_values(flat, make_plan(flat, {0}, false, op_name(id).data()), id, is_max).values;
+  record(id, {a}, {value}, {a.detach(), value}, [](const Node& n, const Grads& g) {
     const Tensor& x = n.saved_tensor(0);
     const double m = n.saved_tensor(1).item();
     std::vector<double> share = x.to_vector();
