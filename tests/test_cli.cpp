@@ -281,6 +281,9 @@ TEST_CASE("cli: every bad option value is a parse error naming the option and it
       {{"stream", "--tokens", "abc"}, "--tokens: expected an integer in [1, "},
       {{"stream", "--vocab", ""}, "--vocab: expected an integer"},
       {{"frontier", "mqar", "--lr", "1e-3,0.001"}, "--lr: the value \"0.001\" is given twice"},
+      // Compared as parsed, not with ==, which flushes 1e-320 (a denormal) to 0.
+      {{"train", "coord-binding", "--noise", "0,1e-320"},
+       "--noise: the values \"0\" and \"1e-320\" agree to the 6 significant digits that name runs and cells (0)"},
       {{"frontier", "mqar", "--seed", "42,0042"}, "--seed: the value \"42\" is given twice"},
       {{"frontier", "mqar", "--lr", "0.001,0.0010000001"},
        "--lr: the values \"0.001\" and \"0.0010000001\" agree to the 6 significant digits that name runs and cells "

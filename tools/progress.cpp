@@ -1,6 +1,7 @@
 #include "tmem/tools/progress.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -230,7 +231,9 @@ void check_every_option(CLI::App& app) {
         const double x = std::strtod(v.c_str(), nullptr);
         const auto [it, fresh] = seen.emplace(real ? fmt::format("{:g}", x) : v, v);
         if (fresh) continue;
-        if (!real || std::strtod(it->second.c_str(), nullptr) == x)
+        // The same bits, not ==, which the flushed denormals make true for 0 and 1e-320.
+        const double earlier = std::strtod(it->second.c_str(), nullptr);
+        if (!real || std::bit_cast<uint64_t>(earlier) == std::bit_cast<uint64_t>(x))
           throw CLI::ValidationError(o->get_name(), "the value \"" + printable(v) + "\" is given twice");
         throw CLI::ValidationError(o->get_name(), "the values \"" + printable(it->second) + "\" and \"" + printable(v) +
                                                       "\" agree to the 6 significant digits that name runs and cells (" +
