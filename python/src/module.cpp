@@ -104,8 +104,16 @@ Device device_from_py(py::handle obj) {
 }
 
 std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what) {
+  const auto beyond_int64 = [](py::handle h) {
+    int overflow = 0;
+    return PyLong_Check(h.ptr()) && (PyLong_AsLongLongAndOverflow(h.ptr(), &overflow), overflow != 0);
+  };
   const auto fail = [&] {
-    return py::type_error(who + ": expected " + what + ", but got " + py::repr(obj).cast<std::string>());
+    bool big = beyond_int64(obj);
+    if (py::isinstance<py::sequence>(obj) && !py::isinstance<py::str>(obj))
+      for (const py::handle item : obj) big = big || beyond_int64(item);
+    return py::type_error(who + ": expected " + what + (big ? " that fit int64" : "") + ", but got " +
+                          printable(py::repr(obj).cast<std::string>()));
   };
   try {
     if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) throw fail();
@@ -120,7 +128,10 @@ double number_from_py(py::handle obj, const std::string& who, const std::string&
   py::detail::make_caster<double> number;
   if (!number.load(obj, true)) {
     PyErr_Clear();  // a failed __float__ leaves its error set
-    throw py::type_error(who + ": expected " + what + " to be a number, but got " + py::repr(obj).cast<std::string>());
+    const std::string repr = printable(py::repr(obj).cast<std::string>());
+    if (PyLong_Check(obj.ptr()))  // an int beyond float64, as Python's float() refuses it
+      throw ValueError(who + ": " + what + " " + repr + " is too large for a float64");
+    throw py::type_error(who + ": expected " + what + " to be a number, but got " + repr);
   }
   return py::detail::cast_op<double>(number);
 }

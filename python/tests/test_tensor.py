@@ -192,6 +192,14 @@ class TestFactories(unittest.TestCase):
             with self.assertRaises(TypeError) as cm:
                 call()
             self.assertEqual(str(cm.exception), message)
+        # An int beyond float64 is a ValueError naming it, cut to 80 characters
+        # (not a TypeError printing all 401 digits); one beyond int64 in a shape
+        # says so.
+        with self.assertRaisesRegex(tmem.ValueError, r"^fill_: value 1000[0-9]{76}\.\.\. \(401 bytes in all\) is too large for a float64$"):
+            tmem.zeros([2]).fill_(10**400)
+        with self.assertRaisesRegex(TypeError, r"^zeros: expected a shape of ints \(an int, a tuple or a list\) that "
+                                               r"fit int64, but got \[9223372036854775808\]$"):
+            tmem.zeros([2**63])
         t = tmem.zeros([2])
         with self.assertRaises(TypeError) as cm:
             t += "x"
