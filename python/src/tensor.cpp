@@ -515,10 +515,19 @@ void bind_tensor(py::module_& m) {
                                "tensor[index] = value: the tensor is a leaf that requires grad, so a view of it "
                                "cannot be written in place; wrap the update in `with tmem.no_grad():`");
              Tensor view = get_item(t, index);
-             if (py::isinstance<Tensor>(value)) copy_(view, value.cast<Tensor>());
-             else fill_value_(view, value);
-           }, "Writes a tensor (broadcast; copy_) or a number (fill_) into the view __getitem__ gives. Raises "
-              "ValueError for a leaf that requires grad outside no_grad (as PyTorch does).")
+             if (!py::isinstance<Tensor>(value)) {
+               fill_value_(view, value);
+               return;
+             }
+             // As PyTorch's indexing assignment, leading size-1 dims of the value
+             // beyond the view's rank are dropped (x[0] = tensor([5.0])).
+             Tensor v = value.cast<Tensor>();
+             const Shape& s = v.shape();
+             auto first = s.begin();
+             while (s.end() - first > view.dim() && *first == 1) ++first;
+             copy_(view, first == s.begin() ? v : reshape(v, Shape(first, s.end())));
+           }, "Writes a tensor (broadcast, leading size-1 dims dropped; copy_) or a number (fill_) into the view "
+              "__getitem__ gives. Raises ValueError for a leaf that requires grad outside no_grad (as PyTorch does).")
       .def("__repr__", [](const Tensor& t) {
              std::ostringstream s;
              s << t;

@@ -507,6 +507,14 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         y[1] = tmem.tensor([1.0, 2.0, 3.0])
         y[:, 0] = 7.0
         np.testing.assert_array_equal(y.numpy(), [[7, 2, 2], [7, 2, 3]])
+        # Leading size-1 dims of the value are dropped, as in PyTorch: a [1]
+        # value into a 0-d element, [1, 1, 3] into [3]; other shapes are refused.
+        w = tmem.zeros(3)
+        w[0] = tmem.tensor([5.0])
+        w[...] = w + tmem.ones(1, 1, 3)
+        np.testing.assert_array_equal(w.numpy(), [6, 1, 1])
+        with self.assertRaisesRegex(tmem.ShapeError, r"copy_: the source of shape \[2, ?3\] does not broadcast"):
+            w[...] = tmem.ones(2, 3)
         x = tmem.tensor([1.0, 2.0], requires_grad=True)
         z = x * 1.0
         with self.assertRaises(tmem.ValueError):
