@@ -398,6 +398,18 @@ TEST_CASE("cli: --config=FILE is read as --config FILE, and config values keep t
   fs::remove_all(dir);
 }
 
+TEST_CASE("cli: a run directory whose results.json is a directory is refused before training, not after") {
+  const std::string dir = fresh_cli_dir("tmem_cli_results_dir");
+  fs::create_directories(dir + "/runs/rd/results.json");
+  const auto r = run_tmem(tiny_train_args("rd"), dir);
+  INFO(r.output);
+  CHECK(r.status == 1);
+  CHECK(r.output.find("tmem: error: run: runs/rd/results.json is not a regular file (a directory), and the run "
+                      "would fail to write its results over it after training; remove it") != std::string::npos);
+  CHECK(r.output.find("eval accuracy") == std::string::npos);
+  fs::remove_all(dir);
+}
+
 TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range, and a FIFO neither hangs nor is replaced") {
   const std::string dir = fresh_cli_dir("tmem_cli_resume_edited");
   auto args = tiny_train_args("ed");

@@ -26,6 +26,22 @@ void check_same_command(const std::string& dir, const std::string& command) {
                     printable(earlier), "`, not of `tmem ", command, "`; give this run another --name");
 }
 
+// Refuses a run directory holding a .json or .svg entry that is not a
+// regular file (a directory, a device, a link into a loop): the run would
+// train and then fail to write its results over it.
+void check_result_files(const std::string& dir) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string ext = e.path().extension().string();
+    if (ext != ".json" && ext != ".svg") continue;
+    const fs::file_status st = fs::status(e.path(), ec);
+    check<IOError>(!ec && fs::is_regular_file(st), "run: ", e.path().string(), " is not a regular file (",
+                   ec ? ec.message() : fs::is_directory(st) ? "a directory" : "a device, a FIFO or a socket",
+                   "), and the run would fail to write its results over it after training; remove it");
+  }
+}
+
 }  // namespace
 
 std::string recorded_command(const std::string& dir) {
@@ -43,6 +59,7 @@ RunRecorder::RunRecorder(const std::string& name, const std::string& command, co
   if (!writer_) return;
   check_same_command(dir_, command);
   ensure_writable_dir(dir_);
+  check_result_files(dir_);
 }
 
 void RunRecorder::record_config() const {

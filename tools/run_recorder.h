@@ -34,7 +34,8 @@ class RunRecorder {
   /// results would be overwritten), or when the ranks of a distributed job
   /// were given other options (models::check_ranks_agree; collective);
   /// IOError naming the directory when it cannot be written or its
-  /// config.json is not JSON.
+  /// config.json is not JSON, and naming the entry when a .json or .svg in
+  /// it is not a regular file (the run would fail to write over it).
   RunRecorder(const std::string& name, const std::string& command, const nlohmann::json& config);
   /// Writes config.json when this run has not yet. Throws IOError.
   void record_config() const;
