@@ -374,6 +374,12 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
                       "output, but got shape ", shape_str(root.shape()));
     seed = ones(root.shape(), root.dtype(), root.device());
   }
+  if (seed.dtype() != root.dtype() && is_floating(seed.dtype()) && is_floating(root.dtype())) {
+    // As PyTorch, a gradient of another floating dtype is cast to the root's.
+    Tensor cast = empty(seed.shape(), root.dtype(), seed.device());
+    copy_data(cast, seed);
+    seed = cast;
+  }
   check_grad_meta(seed, root.shape(), root.dtype(), root.device(), "backward", "the root");
   NoGradGuard no_grad;
   if (root.is_leaf()) {

@@ -21,6 +21,15 @@ TEST_CASE("diamond graph accumulates both paths: x.grad = 21") {
   check_close(x.grad(), {21.0});
 }
 
+TEST_CASE("backward casts a gradient of another floating dtype to the root's, as PyTorch") {
+  Tensor x = tensor({1, 2}, {2}).requires_grad_();
+  Tensor y = mul(x, 3.0);
+  y.backward(tensor({1, 0.5}, {2}, DType::Float64));
+  check_close(x.grad(), {3, 1.5});
+  CHECK(x.grad().dtype() == DType::Float32);
+  CHECK_THROWS_AS(mul(x, 3.0).backward(tensor_int({1, 1}, {2})), DtypeError);
+}
+
 TEST_CASE("x*(x*a) + x*(x*a) + (x*x)*a with a = 1 gives x.grad = 6") {
   Tensor x = tensor({1.0}, {1});
   x.requires_grad_();
