@@ -197,7 +197,8 @@ LoopResult train_loop(nn::Module& model, const LoopConfig& cfg, const LoopHooks&
   MetricWindow recent{static_cast<size_t>(cfg.window), {}};
   double seconds_before = 0;  // training time of the invocations before a resume
   if (!files.run_dir.empty() && writer) std::filesystem::create_directories(files.run_dir);
-  const bool have_checkpoint = files.resume && std::filesystem::exists(ckpt);
+  std::error_code ec;  // a checkpoint that cannot be looked at (a link loop) counts: loading it names why
+  const bool have_checkpoint = files.resume && (std::filesystem::exists(ckpt, ec) || ec);
   if (data_parallel) {
     Tensor seen = tensor_int({have_checkpoint}, {1});
     dist::all_reduce(seen);

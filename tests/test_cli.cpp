@@ -410,7 +410,7 @@ TEST_CASE("cli: a run directory whose results.json is a directory is refused bef
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range, and a FIFO neither hangs nor is replaced") {
+TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range, and a FIFO is refused before training, neither read nor replaced") {
   const std::string dir = fresh_cli_dir("tmem_cli_resume_edited");
   auto args = tiny_train_args("ed");
   auto r = run_tmem(args, dir);
@@ -434,10 +434,10 @@ TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of r
   REQUIRE(::mkfifo(result.c_str(), 0600) == 0);
   r = run_tmem(args, dir);
   CHECK(r.status == 1);
-  CHECK(r.output.find("warning: cell runs/ed/base_length32_seed42/result.json is not a regular file: the cell "
-                      "runs again") != std::string::npos);
-  CHECK(r.output.find("cannot write runs/ed/base_length32_seed42/result.json: not a regular file") !=
+  CHECK(r.output.find("tmem: error: run: runs/ed/base_length32_seed42/result.json is not a regular file (a device, "
+                      "a FIFO or a socket), and the run would fail to write its results over it after training") !=
         std::string::npos);
+  CHECK(r.output.find("eval accuracy") == std::string::npos);  // refused before training
   CHECK(fs::is_fifo(result));
   fs::remove_all(dir);
 }

@@ -192,11 +192,11 @@ struct CellFile {
 };
 std::vector<CellFile> cell_files(const std::string& root) {
   std::vector<CellFile> files;
-  if (!std::filesystem::is_directory(root)) return files;
+  std::error_code ec;
+  if (!std::filesystem::is_directory(root, ec)) return files;
   for (const auto& e : std::filesystem::directory_iterator(root)) {
     CellFile f{e.path().filename().string(), (e.path() / "result.json").string(), "", json()};
-    std::error_code ec;
-    if (!std::filesystem::exists(f.path, ec)) continue;
+    if (!std::filesystem::exists(f.path, ec) && !ec) continue;  // a link loop is read, and named below
     try {
       f.j = read_json_file(f.path, "frontier: cell");
     } catch (const IOError& err) {

@@ -26,15 +26,19 @@ void check_same_command(const std::string& dir, const std::string& command) {
                     printable(earlier), "`, not of `tmem ", command, "`; give this run another --name");
 }
 
-// Refuses a run directory holding a .json or .svg entry that is not a
-// regular file (a directory, a device, a link into a loop): the run would
-// train and then fail to write its results over it.
-void check_result_files(const std::string& dir) {
+// Refuses a run directory holding a .json or .svg entry, in it or in one of
+// its cells' directories, that is not a regular file (a directory, a device,
+// a link into a loop): the run would train and then fail to write its
+// results over it.
+void check_result_files(const std::string& dir, bool cells = true) {
   namespace fs = std::filesystem;
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     const std::string ext = e.path().extension().string();
-    if (ext != ".json" && ext != ".svg") continue;
+    if (ext != ".json" && ext != ".svg") {
+      if (cells && e.is_directory(ec) && !e.is_symlink(ec)) check_result_files(e.path().string(), false);
+      continue;
+    }
     const fs::file_status st = fs::status(e.path(), ec);
     check<IOError>(!ec && fs::is_regular_file(st), "run: ", e.path().string(), " is not a regular file (",
                    ec ? ec.message() : fs::is_directory(st) ? "a directory" : "a device, a FIFO or a socket",

@@ -70,7 +70,8 @@ void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v) {
 
 std::optional<json> cell_result(const models::TrainConfig& c, const std::string& fate) {
   const std::string path = c.run_dir + "/" + models::kResultFile;
-  if (!std::filesystem::exists(path)) return std::nullopt;
+  std::error_code ec;  // set for a link loop: the read below names it
+  if (!std::filesystem::exists(path, ec) && !ec) return std::nullopt;
   json j;
   try {
     j = read_json_file(path, "cell");
@@ -203,8 +204,10 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
                   const json& id, bool tty, RunEta* eta) {
   const std::string name = id.begin().value().get<std::string>();
   c.run_dir = rec.path(cell_dir);
+  std::error_code ec;  // a checkpoint that cannot be looked at (a link loop) counts: loading it names why
+  const bool checkpoint_there = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile, ec) || ec;
   if (c.resume) {
-    const bool have_checkpoint = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile);
+    const bool have_checkpoint = checkpoint_there;
     if (auto prior = cell_result(c, "the cell runs again")) {
       const std::string diff = result_differences(*prior, c);
       if (diff.empty()) {
@@ -227,7 +230,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
     }
     if (!have_checkpoint)
       fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);
-  } else if (std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile)) {
+  } else if (checkpoint_there) {
     fmt::print("note: {} holds a checkpoint, which {} replaces from step 0 (--resume would continue it)\n",
                c.run_dir, name);
   }
