@@ -200,13 +200,13 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   const char* name = nm(OpId::MaskedFill);
   check<DeviceError>(mask.device() == a.device(), name, ": expected the mask on the input's device ",
                      a.device().str(), ", but got ", mask.device().str());
-  check<ShapeError>(broadcast_shapes(a.shape(), mask.shape(), name) == a.shape(), name,
-                    ": expected the mask to broadcast to the input's shape, but got input ",
-                    shape_str(a.shape()), " mask ", shape_str(mask.shape()));
+  // The input and the mask broadcast together, as in torch.masked_fill (a
+  // larger mask gives a larger result).
+  const Shape shape = broadcast_shapes(a.shape(), mask.shape(), name);
   Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
-  Tensor out = where_data(OpId::MaskedFill, a.shape(), m, scalar_like(a, value), a);
-  record(OpId::MaskedFill, {a}, {out}, {m}, [](const Node& n, const Grads& g) {
-    return Grads{where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0])};
+  Tensor out = where_data(OpId::MaskedFill, shape, m, scalar_like(a, value), a);
+  record(OpId::MaskedFill, {a}, {out}, {m}, [in = a.shape()](const Node& n, const Grads& g) {
+    return Grads{sum_to(where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0]), in)};
   });
   return out;
 }

@@ -53,7 +53,9 @@ Tensor clamp(const Tensor& a, double lo, double hi);
 /// cond ? a : b, all broadcast; cond is a tensor whose non-zero elements
 /// select a (any dtype). Gradients flow to a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
-/// a with `value` wherever mask (broadcast to a's shape) is non-zero.
+/// a with `value` wherever mask is non-zero; a and mask broadcast together
+/// (torch.masked_fill), so a larger mask gives a larger result. Throws
+/// ShapeError when they do not broadcast.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
 /// Casts a floating tensor to another floating dtype (or an int64 tensor to a
 /// floating one, without gradient). Differentiable between floating dtypes.

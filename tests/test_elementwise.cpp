@@ -26,6 +26,14 @@ TEST_CASE("elementwise values at edge points match PyTorch's definitions") {
   check_close(clamp(tensor({-2, 0.5, 3}, {3}), -1, 1), {-1, 0.5, 1});
   check_close(where(tensor({1, 0}, {2}), tensor({1, 2}, {2}), tensor({3, 4}, {2})), {1, 4});
   check_close(masked_fill(tensor({1, 2}, {2}), tensor({0, 1}, {2}), -5), {1, -5});
+  // A mask larger than the input broadcasts the result (torch 1.13: [[1, 0, 1],
+  // [0, 0, 1]], and the input's gradient counts the unmasked rows: [1, 2, 0]).
+  Tensor x = zeros({3}).requires_grad_();
+  Tensor y = masked_fill(x, tensor({1, 0, 1, 0, 0, 1}, {2, 3}), 1.0);
+  CHECK(y.shape() == Shape{2, 3});
+  check_close(y, {1, 0, 1, 0, 0, 1});
+  sum(y).backward();
+  check_close(x.grad(), {1, 2, 0});
 }
 
 TEST_CASE("exp, sigmoid, softplus at +-inf: exact limits in the vector body and the tail") {
