@@ -205,9 +205,8 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
   const std::string name = id.begin().value().get<std::string>();
   c.run_dir = rec.path(cell_dir);
   std::error_code ec;  // a checkpoint that cannot be looked at (a link loop) counts: loading it names why
-  const bool checkpoint_there = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile, ec) || ec;
+  const bool have_checkpoint = std::filesystem::exists(c.run_dir + "/" + models::kCheckpointFile, ec) || ec;
   if (c.resume) {
-    const bool have_checkpoint = checkpoint_there;
     if (auto prior = cell_result(c, "the cell runs again")) {
       const std::string diff = result_differences(*prior, c);
       if (diff.empty()) {
@@ -230,7 +229,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
     }
     if (!have_checkpoint)
       fmt::print("note: no checkpoint in {}, {} starts from step 0\n", c.run_dir, name);
-  } else if (checkpoint_there) {
+  } else if (have_checkpoint) {
     fmt::print("note: {} holds a checkpoint, which {} replaces from step 0 (--resume would continue it)\n",
                c.run_dir, name);
   }
