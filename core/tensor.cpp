@@ -164,17 +164,20 @@ std::string Tensor::str() const {
   return "Tensor" + shape_str(shape()) + " " + dtype_name(dtype()) + " " + device().str();
 }
 
-Tensor empty(const Shape& shape, DType dtype, Device device) {
+namespace {
+
+// empty's body; `op` (the factory called) names the errors.
+Tensor allocate(const Shape& shape, DType dtype, Device device, const char* op) {
   for (int64_t d : shape)
-    check<ShapeError>(d >= 0, "empty: negative dimension in shape ", shape_str(shape));
+    check<ShapeError>(d >= 0, op, ": negative dimension in shape ", shape_str(shape));
   const int64_t n = numel_of(shape), item = static_cast<int64_t>(dtype_size(dtype));
-  check<ShapeError>(n <= std::numeric_limits<int64_t>::max() / item, "empty: shape ", shape_str(shape), " of ",
+  check<ShapeError>(n <= std::numeric_limits<int64_t>::max() / item, op, ": shape ", shape_str(shape), " of ",
                     dtype_name(dtype), " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
   try {
-    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item), device, "empty");
+    impl->storage = std::make_shared<Storage>(static_cast<size_t>(n * item), device, op);
   } catch (const OutOfMemoryError& e) {
-    throw OutOfMemoryError("empty: no memory for a " + std::string(dtype_name(dtype)) + " tensor of shape " +
+    throw OutOfMemoryError(std::string(op) + ": no memory for a " + std::string(dtype_name(dtype)) + " tensor of shape " +
                            shape_str(shape) + " on " + device.str() + ": " + e.what());
   }
   impl->shape = shape;
@@ -182,6 +185,17 @@ Tensor empty(const Shape& shape, DType dtype, Device device) {
   impl->dtype = dtype;
   return Tensor(impl);
 }
+
+// full's body, named `op` in errors.
+Tensor allocate_filled(const Shape& shape, double value, DType dtype, Device device, const char* op) {
+  Tensor t = allocate(shape, dtype, device, op);
+  fill_data(t, value);
+  return t;
+}
+
+}  // namespace
+
+Tensor empty(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, "empty"); }
 
 void check_cpu(const Tensor& t, const char* op) {
   if (!t.device().is_cpu()) throw_not_implemented(op, t.device());
@@ -223,16 +237,18 @@ void fill_data(const Tensor& t, double value) {
   t.bump_version();
 }
 
-Tensor zeros(const Shape& shape, DType dtype, Device device) { return full(shape, 0.0, dtype, device); }
-Tensor ones(const Shape& shape, DType dtype, Device device) { return full(shape, 1.0, dtype, device); }
+Tensor zeros(const Shape& shape, DType dtype, Device device) {
+  return allocate_filled(shape, 0.0, dtype, device, "zeros");
+}
+Tensor ones(const Shape& shape, DType dtype, Device device) {
+  return allocate_filled(shape, 1.0, dtype, device, "ones");
+}
 Tensor full(const Shape& shape, double value, DType dtype, Device device) {
-  Tensor t = empty(shape, dtype, device);
-  fill_data(t, value);
-  return t;
+  return allocate_filled(shape, value, dtype, device, "full");
 }
 
 Tensor full_int(const Shape& shape, int64_t value, Device device) {
-  Tensor t = empty(shape, DType::Int64);
+  Tensor t = allocate(shape, DType::Int64, Device::cpu(), "full_int");
   std::fill_n(t.data<int64_t>(), t.numel(), value);
   return transfer(t, device);
 }

@@ -37,6 +37,14 @@ TEST_CASE("sizes: a shape whose element count overflows int64 is a ShapeError na
   CHECK(numel_of({}) == 1);
 }
 
+TEST_CASE("sizes: a negative dim is a ShapeError naming the factory called and the shape") {
+  CHECK_THROWS_WITH_AS(empty({-1, 2}), "empty: negative dimension in shape [-1,2]", ShapeError);
+  CHECK_THROWS_WITH_AS(zeros({-1, 2}), "zeros: negative dimension in shape [-1,2]", ShapeError);
+  CHECK_THROWS_WITH_AS(ones({3, -2}), "ones: negative dimension in shape [3,-2]", ShapeError);
+  CHECK_THROWS_WITH_AS(full({-5}, 2.0), "full: negative dimension in shape [-5]", ShapeError);
+  CHECK_THROWS_WITH_AS(full_int({-5}, 2), "full_int: negative dimension in shape [-5]", ShapeError);
+}
+
 TEST_CASE("sizes: a shape whose byte count overflows int64 is a ShapeError") {
   const int64_t n = int64_t{1} << 61;  // fits as elements, but 8 bytes each overflow
   CHECK_THROWS_WITH_AS(empty({n}, DType::Float64), doctest::Contains("bytes"), ShapeError);

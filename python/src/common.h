@@ -33,6 +33,12 @@ std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const 
 /// <what> to be a number, but got <repr>" otherwise, where pybind11 would
 /// say only "Unable to cast Python instance to C++ type".
 double number_from_py(py::handle obj, const std::string& who, const std::string& what);
+/// A file path from a str, bytes or os.PathLike (pathlib.Path), as open()
+/// takes it: the str's UTF-8 bytes, or the bytes as they are. Throws
+/// TypeError "<who>: expected path to be a str or os.PathLike, but got
+/// <type>" for anything else; a NUL byte is left for the file functions'
+/// check_path to refuse.
+std::string path_from_py(py::handle obj, const std::string& who);
 /// A shape (or the dims of permute: noun "dims") from the positional
 /// arguments of a factory or method `who`: zeros(2, 3), zeros((2, 3)) or
 /// zeros([2, 3]). Throws TypeError naming `who` when they are not ints.

@@ -1,6 +1,7 @@
 // Files: safetensors checkpoints and the JSON gradient dumps (writer, reader,
 // summaries and diffs). JSON crosses the boundary as text through Python's
-// json module, so dump steps arrive as plain dicts.
+// json module, so dump steps arrive as plain dicts. Paths are str or any
+// os.PathLike (pathlib.Path), as torch.save and open() take them.
 #include "common.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
@@ -39,17 +40,19 @@ std::vector<std::pair<std::string, Tensor>> named_tensors(const py::object& tens
 }  // namespace
 
 void bind_io(py::module_& m) {
-  m.def("save_safetensors", [](const std::string& path, const std::map<std::string, Tensor>& tensors,
+  m.def("save_safetensors", [](const py::object& path, const std::map<std::string, Tensor>& tensors,
                                const StringMap& metadata) {
+          const std::string file = path_from_py(path, "save_safetensors");
           py::gil_scoped_release release;
-          save_safetensors(path, tensors, metadata);
+          save_safetensors(file, tensors, metadata);
         }, py::arg("path"), py::arg("tensors"), py::arg("metadata") = StringMap{},
         "Writes tensors (a dict, e.g. module.state_dict()) and string metadata to a safetensors file, atomically.");
-  m.def("load_safetensors", [](const std::string& path, bool metadata) -> py::object {
+  m.def("load_safetensors", [](const py::object& path, bool metadata) -> py::object {
+          const std::string file = path_from_py(path, "load_safetensors");
           SafetensorsFile f;
           {
             py::gil_scoped_release release;
-            f = load_safetensors(path);
+            f = load_safetensors(file);
           }
           if (metadata) return py::make_tuple(f.tensors, f.metadata);
           return py::cast(f.tensors);
@@ -57,7 +60,9 @@ void bind_io(py::module_& m) {
         "Reads a safetensors file: a dict of tensors, or (tensors, metadata) with metadata=True.");
 
   py::class_<GradDumpWriter>(m, "GradDumpWriter", "Writes a JSON gradient dump, one step object a line.")
-      .def(py::init<const std::string&, int64_t>(), py::arg("path"), py::arg("first_step") = 0,
+      .def(py::init([](const py::object& path, int64_t first_step) {
+             return std::make_unique<GradDumpWriter>(path_from_py(path, "GradDumpWriter"), first_step);
+           }), py::arg("path"), py::arg("first_step") = 0,
            "Opens path for a run whose next step is first_step: 0 truncates the file; a resumed run keeps the "
            "steps before first_step.")
       .def("write_step", [](GradDumpWriter& w, int64_t step, double loss, const py::object& tensors, bool values,
@@ -70,9 +75,9 @@ void bind_io(py::module_& m) {
            py::arg("extra") = py::none(),
            "Writes one step: summaries (norm, mean, std, min, max, NaN/Inf counts) of the named tensors, "
            "every element with values=True, and the keys of extra.");
-  m.def("read_grad_dump", [](const std::string& path) {
+  m.def("read_grad_dump", [](const py::object& path) {
           py::list out;
-          for (const auto& j : read_grad_dump(path)) out.append(py_of(j));
+          for (const auto& j : read_grad_dump(path_from_py(path, "read_grad_dump"))) out.append(py_of(j));
           return out;
         }, py::arg("path"), "Every step object of a dump file, as dicts (NaN/Inf as the strings \"NaN\", ...).");
   m.def("tensor_summary", [](const std::string& name, const Tensor& t, bool values) {

@@ -136,6 +136,20 @@ double number_from_py(py::handle obj, const std::string& who, const std::string&
   return py::detail::cast_op<double>(number);
 }
 
+std::string path_from_py(py::handle obj, const std::string& who) {
+  const py::object fs = py::reinterpret_steal<py::object>(PyOS_FSPath(obj.ptr()));
+  if (!fs) {
+    PyErr_Clear();
+    throw py::type_error(who + ": expected path to be a str or os.PathLike, but got " +
+                         py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+  }
+  // os.fsencode: the file system's encoding with surrogateescape, so a name
+  // os.listdir gave back reaches the same file.
+  const py::object bytes = PyBytes_Check(fs.ptr()) ? fs : py::reinterpret_steal<py::object>(PyUnicode_EncodeFSDefault(fs.ptr()));
+  if (!bytes) throw py::error_already_set();
+  return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.ptr())));
+}
+
 Shape shape_from_args(const py::args& args, const std::string& who, const std::string& noun) {
   if (args.size() == 1) return ints_from_py(args[0], who, noun + " of ints (an int, a tuple or a list)");
   return ints_from_py(args, who, noun + " of ints");

@@ -359,6 +359,22 @@ void bind_guard(py::module_& m, const char* name, const char* doc) {
       });
 }
 
+/// In place a += alpha * b, b a tensor (broadcast) or a number: the body of
+/// add_, sub_ (alpha negated), += and -=. `who` names the method in errors.
+Tensor& add_scaled_(Tensor& a, const py::object& b, double alpha, const std::string& who) {
+  if (!py::isinstance<Tensor>(b)) return add_(a, alpha * number_from_py(b, who, "the operand"));
+  const Tensor t = b.cast<Tensor>();
+  if (alpha == 1.0) return add_(a, t);
+  const Tensor scaled = alpha == -1.0 ? neg(t) : mul(t, alpha);
+  return add_(a, scaled);
+}
+
+/// In place a *= b, b a tensor (broadcast) or a number: the body of mul_ and *=.
+Tensor& mul_any_(Tensor& a, const py::object& b, const std::string& who) {
+  if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
+  return mul_(a, number_from_py(b, who, "the operand"));
+}
+
 }  // namespace
 
 Tensor from_numpy(const py::array& array) {
@@ -569,23 +585,22 @@ void bind_tensor(py::module_& m) {
            })
       .def("__neg__", [](const Tensor& a) { return neg(a); })
       .def("__abs__", [](const Tensor& a) { return abs(a); })
-      .def("__iadd__", [](Tensor& a, const py::object& b) -> Tensor& {
-             if (py::isinstance<Tensor>(b)) return add_(a, b.cast<Tensor>());
-             return add_(a, number_from_py(b, "+=", "the operand"));
-           }, py::is_operator())
-      .def("__isub__", [](Tensor& a, const py::object& b) -> Tensor& {
-             if (py::isinstance<Tensor>(b)) {
-               const Tensor nb = neg(b.cast<Tensor>());
-               return add_(a, nb);
-             }
-             return add_(a, -number_from_py(b, "-=", "the operand"));
-           }, py::is_operator())
-      .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& {
-             if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
-             return mul_(a, number_from_py(b, "*=", "the operand"));
-           }, py::is_operator())
-      .def("add_", [](Tensor& a, const Tensor& b) -> Tensor& { return add_(a, b); }, "In-place a += b.")
-      .def("mul_", [](Tensor& a, double s) -> Tensor& { return mul_(a, s); }, "In-place a *= s.")
+      .def("__iadd__", [](Tensor& a, const py::object& b) -> Tensor& { return add_scaled_(a, b, 1.0, "+="); },
+           py::is_operator())
+      .def("__isub__", [](Tensor& a, const py::object& b) -> Tensor& { return add_scaled_(a, b, -1.0, "-="); },
+           py::is_operator())
+      .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "*="); },
+           py::is_operator())
+      .def("add_", [](Tensor& a, const py::object& b, double alpha) -> Tensor& {
+             return add_scaled_(a, b, alpha, "add_");
+           }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1.0,
+           "In place a += alpha * other, other a tensor (broadcast) or a number (torch.Tensor.add_).")
+      .def("sub_", [](Tensor& a, const py::object& b, double alpha) -> Tensor& {
+             return add_scaled_(a, b, -alpha, "sub_");
+           }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1.0,
+           "In place a -= alpha * other, other a tensor (broadcast) or a number (torch.Tensor.sub_).")
+      .def("mul_", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "mul_"); },
+           py::arg("other"), "In place a *= other, other a tensor (broadcast) or a number (torch.Tensor.mul_).")
       .def("fill_", &fill_value_, "In-place fill with a value (an int into an int64 tensor exactly).")
       .def("zero_", [](Tensor& a) -> Tensor& { return zero_(a); }, "In-place fill with zeros.")
       .def("copy_", [](Tensor& a, const Tensor& src) -> Tensor& { return copy_(a, src); },

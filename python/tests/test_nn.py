@@ -2,6 +2,7 @@
 state, a Python subclass of Module trained on a toy task, optimizers,
 clipping, safetensors checkpoints and gradient dumps."""
 import os
+import pathlib
 import pickle
 import tempfile
 import unittest
@@ -499,6 +500,25 @@ class TestFiles(unittest.TestCase):
         with self.assertRaisesRegex(tmem.IOError, r"diff_grad_dumps: malformed gradient dump B: step 1 appears twice"):
             tmem.diff_grad_dumps(steps, [steps[0], steps[0]])
         self.assertEqual(tmem.tensor_summary("x", tmem.ones(4))["norm"], 2.0)
+
+    def test_paths_are_str_bytes_or_path_like(self):
+        # As open() and torch.save: a pathlib.Path or bytes names the same
+        # file as its str; anything else is a TypeError naming the function.
+        path = pathlib.Path(self.dir.name) / "m.safetensors"
+        tmem.save_safetensors(path, {"a": tmem.tensor([1.0, 2.0])})
+        self.assertEqual(tmem.load_safetensors(str(path))["a"].numpy().tolist(), [1.0, 2.0])
+        self.assertEqual(tmem.load_safetensors(os.fsencode(path))["a"].numpy().tolist(), [1.0, 2.0])
+        dump = pathlib.Path(self.dir.name) / "g.jsonl"
+        tmem.GradDumpWriter(dump).write_step(1, 0.5, {"w": tmem.ones(2)})
+        self.assertEqual([s["step"] for s in tmem.read_grad_dump(dump)], [1])
+        with self.assertRaisesRegex(TypeError, "load_safetensors: expected path to be a str or os.PathLike, but got int"):
+            tmem.load_safetensors(3)
+        with self.assertRaisesRegex(TypeError, "GradDumpWriter: expected path to be a str or os.PathLike, but got "
+                                               "NoneType"):
+            tmem.GradDumpWriter(None)
+        # A NUL byte, from a str or bytes, reaches the file functions' check.
+        with self.assertRaisesRegex(ValueError, "holds a NUL byte"):
+            tmem.read_grad_dump(os.fsencode(dump) + b"\0x")
 
     def test_grad_dump_of_a_parameter_without_grad(self):
         # {name: p.grad} with a None grad was pybind11's "incompatible

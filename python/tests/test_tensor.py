@@ -267,6 +267,13 @@ class TestNumpyInterop(unittest.TestCase):
             self.assertIn("(long double) arrays are not supported; convert with astype(numpy.float64)",
                           str(cm.exception))
 
+    def test_negative_dim_names_the_factory(self):
+        for factory in ("zeros", "ones", "empty"):
+            with self.assertRaisesRegex(tmem.ShapeError, factory + r": negative dimension in shape \[-1,2\]"):
+                getattr(tmem, factory)(-1, 2)
+        with self.assertRaisesRegex(tmem.ShapeError, r"full: negative dimension in shape \[-3\]"):
+            tmem.full([-3], 1.0)
+
     def test_out_of_memory_is_its_own_error(self):
         # 2^48 floats: more than any address space holds.
         with self.assertRaises(tmem.OutOfMemoryError) as cm:
@@ -576,6 +583,28 @@ class TestAutograd(unittest.TestCase):
         c.add_(w)
         self.assertEqual(cv.grad_fn, "slice")
         self.assertFalse(cv.is_leaf)
+
+    def test_in_place_arithmetic_takes_tensors_and_numbers(self):
+        # As torch.Tensor.add_(other, *, alpha=1), sub_ and mul_: other is a
+        # tensor (broadcast) or a number.
+        a = tmem.tensor([1.0, 2.0])
+        a.add_(1.0)
+        a.add_(tmem.tensor([1.0, 1.0]), alpha=0.5)
+        a.sub_(tmem.tensor([2.0]), alpha=2.0)
+        a.sub_(1)
+        self.assertEqual(a.numpy().tolist(), [-2.5, -1.5])
+        a.mul_(tmem.tensor([2.0, -2.0]))
+        a.mul_(3)
+        self.assertEqual(a.numpy().tolist(), [-15.0, 9.0])
+        w = tmem.ones(2, requires_grad=True)
+        c = tmem.zeros(2)
+        c.add_(w, alpha=3.0)
+        c.sum().backward()
+        self.assertEqual(w.grad.numpy().tolist(), [3.0, 3.0])
+        with self.assertRaisesRegex(TypeError, "add_: expected the operand to be a number, but got 'x'"):
+            a.add_("x")
+        with self.assertRaisesRegex(TypeError, "mul_: expected the operand to be a number, but got None"):
+            a.mul_(None)
 
     def test_no_grad(self):
         x = tmem.ones(2, requires_grad=True)
