@@ -406,10 +406,19 @@ void bind_nn(py::module_& m) {
   bind_group_view<nn::SGD>(optim, "SGDParamGroup");
   bind_group_view<nn::AdamW>(optim, "AdamWParamGroup");
   py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay (torch.optim.SGD).")
-      .def(py::init([](const py::iterable& params, double lr, double momentum, double weight_decay) {
-             return nn::SGD(param_groups_arg(params, "optim.SGD"), lr, momentum, weight_decay);
-           }), py::arg("params"), py::arg("lr"), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
-           "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
+      .def(py::init([](const py::iterable& params, const py::object& lr, double momentum, double weight_decay) {
+             auto groups = param_groups_arg(params, "optim.SGD");
+             // As torch.optim.SGD, lr has no default: every group without its
+             // own lr needs one.
+             if (lr.is_none())
+               for (size_t i = 0; i < groups.size(); ++i)
+                 check<ValueError>(groups[i].lr.has_value(), "optim.SGD: parameter group ", i,
+                                   " didn't specify a value of required optimization parameter lr");
+             const double base = lr.is_none() ? *groups.front().lr : number_from_py(lr, "optim.SGD", "lr");
+             return nn::SGD(std::move(groups), base, momentum, weight_decay);
+           }), py::arg("params"), py::arg("lr") = py::none(), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
+           "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them. "
+           "lr is required unless every group has its own; ValueError otherwise.")
       .def_property_readonly("param_groups", &param_groups_out<nn::SGD>,
                              "The groups as mappings of params, lr and weight_decay; setting a group's lr or "
                              "weight_decay sets the optimizer's.")

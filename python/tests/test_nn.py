@@ -308,6 +308,16 @@ class TestOptim(unittest.TestCase):
             optim.SGD([lin.weight, {"params": [lin.bias]}], lr=0.1)
         with self.assertRaisesRegex(ValueError, "parameter group 0 has no 'params'"):
             optim.SGD([{"lr": 0.1}], lr=0.1)
+        # lr has no default (torch.optim.SGD): each group's own lr will do.
+        opt = optim.SGD([{"params": [lin.weight], "lr": 0.2}, {"params": [lin.bias], "lr": 0.3}])
+        self.assertEqual([g["lr"] for g in opt.param_groups], [0.2, 0.3])
+        with self.assertRaisesRegex(ValueError, "optim.SGD: parameter group 1 didn't specify a value of required "
+                                                "optimization parameter lr"):
+            optim.SGD([{"params": [lin.weight], "lr": 0.2}, {"params": [lin.bias]}])
+        with self.assertRaisesRegex(ValueError, "optim.SGD: parameter group 0 didn't specify"):
+            optim.SGD(lin.parameters())
+        with self.assertRaisesRegex(TypeError, "optim.SGD: expected lr to be a number, but got 'fast'"):
+            optim.SGD(lin.parameters(), lr="fast")
 
     def test_param_group_edits_reach_the_optimizer(self):
         # Setting a group's lr, as PyTorch schedules do, changed a copy and the step ignored it.
