@@ -573,6 +573,12 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
     check<ValueError>(!(self.requires_grad() && self.is_leaf()), op,
                       ": a leaf tensor that requires grad is used in an in-place operation; "
                       "wrap the update in NoGradGuard (Python: with tmem.no_grad())");
+    // Also a view of one, even taken under no_grad (PyTorch refuses both):
+    // the write would change the leaf's values outside the tape.
+    const auto& base = self.impl().view_base;
+    check<ValueError>(!(self.impl().is_view && base && base->requires_grad && !base->grad_fn), op,
+                      ": a view of a leaf tensor that requires grad is used in an in-place operation; "
+                      "wrap the update in NoGradGuard (Python: with tmem.no_grad())");
     check<ValueError>(!(self.impl().is_view && new_history), op,
                       ": in-place update of a view that needs grad is not supported; use the "
                       "out-of-place op");

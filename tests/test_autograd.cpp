@@ -102,6 +102,32 @@ TEST_CASE("in-place op on a leaf that requires grad is an error - under NoGradGu
   check_close(w, {2, 2, 2});
 }
 
+TEST_CASE("in-place op on a view of a leaf that requires grad is an error, also for a view taken under NoGradGuard") {
+  Tensor w = ones({2, 3});
+  w.requires_grad_();
+  const std::string message =
+      ": a view of a leaf tensor that requires grad is used in an in-place operation; wrap the update in "
+      "NoGradGuard (Python: with tmem.no_grad())";
+  Tensor row = narrow(w, 0, 1, 1);
+  CHECK_THROWS_WITH_AS(fill_(row, 5.0), ("fill_" + message).c_str(), ValueError);
+  Tensor cell = narrow(row, 1, 2, 1);  // a view of a view: its base is still w
+  CHECK_THROWS_WITH_AS(add_(cell, 1.0), ("add_" + message).c_str(), ValueError);
+  Tensor quiet;
+  {
+    NoGradGuard g;
+    quiet = narrow(w, 0, 0, 1);
+    mul_(quiet, 3.0);
+    fill_(row, 5.0);
+  }
+  CHECK_THROWS_WITH_AS(mul_(quiet, 2.0), ("mul_" + message).c_str(), ValueError);
+  check_close(w, {3, 3, 3, 5, 5, 5});
+  // A view of a tensor that does not require grad is written as before.
+  Tensor y = zeros({2});
+  Tensor first = narrow(y, 0, 0, 1);
+  add_(first, 4.0);
+  check_close(y, {4, 0});
+}
+
 TEST_CASE("in-place op on a non-leaf is differentiated through") {
   Tensor x = tensor({1, 2}, {2});
   x.requires_grad_();

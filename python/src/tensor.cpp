@@ -527,9 +527,6 @@ void bind_tensor(py::module_& m) {
            "Cast to float64.")
       .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
       .def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
-             check<ValueError>(!(grad_enabled() && t.requires_grad() && t.is_leaf()),
-                               "tensor[index] = value: the tensor is a leaf that requires grad, so a view of it "
-                               "cannot be written in place; wrap the update in `with tmem.no_grad():`");
              Tensor view = get_item(t, index);
              if (!py::isinstance<Tensor>(value)) {
                fill_value_(view, value);

@@ -526,10 +526,16 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         z = x * 1.0
         with self.assertRaises(tmem.ValueError):
             z[0] = 5.0
-        with self.assertRaisesRegex(tmem.ValueError, r"^tensor\[index\] = value: the tensor is a leaf that requires "
-                                                     r"grad, so a view of it cannot be written in place; wrap the "
-                                                     r"update in `with tmem.no_grad\(\):`$"):
-            x[0] = 5.0
+        for index, value in ((0, 5.0), (slice(None), tmem.tensor([1.0, 1.0]))):
+            with self.assertRaisesRegex(tmem.ValueError, r"^(fill_|copy_): a view of a leaf tensor that requires grad "
+                                                         r"is used in an in-place operation; wrap the update in "
+                                                         r"NoGradGuard \(Python: with tmem.no_grad\(\)\)$"):
+                x[index] = value
+        # A view taken under no_grad is refused alike once grad is on again.
+        with tmem.no_grad():
+            first = x[0]
+        with self.assertRaisesRegex(tmem.ValueError, "fill_: a view of a leaf tensor"):
+            first.fill_(3.0)
         with tmem.no_grad():
             x[0] = 5.0
         np.testing.assert_array_equal(x.numpy(), [5, 2])
