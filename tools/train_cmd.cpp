@@ -82,12 +82,23 @@ std::optional<json> cell_result(const models::TrainConfig& c, const std::string&
   const auto is_pair = [](const json& pt) {
     return pt.is_array() && pt.size() == 2 && pt[0].is_number() && pt[1].is_number();
   };
-  const bool whole = j.is_object() && j.contains("config") && j["config"].is_object() && j.contains("eval_accuracy") &&
-                     j["eval_accuracy"].is_number() && j["eval_accuracy"].get<double>() >= 0 &&
-                     j["eval_accuracy"].get<double>() <= 1 &&
-                     (!j.contains("train_accuracy_curve") ||
-                      (j["train_accuracy_curve"].is_array() &&
-                       std::all_of(j["train_accuracy_curve"].begin(), j["train_accuracy_curve"].end(), is_pair)));
+  const auto all_of = [](const json& a, auto pred) { return a.is_array() && std::all_of(a.begin(), a.end(), pred); };
+  // Every other key run_or_reuse writes, where present (older results lack
+  // some): a fraction, a count, a number (a NaN loss is written as null).
+  const auto fraction = [&](const char* k) {
+    return !j.contains(k) || (j[k].is_number() && j[k].get<double>() >= 0 && j[k].get<double>() <= 1);
+  };
+  const auto count = [&](const char* k, int64_t lo) {
+    return !j.contains(k) || (j[k].is_number_integer() && j[k].get<int64_t>() >= lo);
+  };
+  const auto number = [&](const char* k) { return !j.contains(k) || j[k].is_number() || j[k].is_null(); };
+  const bool whole =
+      j.is_object() && j.contains("config") && j["config"].is_object() && j.contains("eval_accuracy") &&
+      fraction("eval_accuracy") && fraction("train_accuracy") && fraction("eval_accuracy_observed") &&
+      fraction("eval_accuracy_memory_off") && count("parameters", 0) && count("resumed_from", 0) &&
+      count("state_floats", 0) && count("stopped_at", -1) && number("seconds") && number("final_loss") &&
+      (!j.contains("gates") || all_of(j["gates"], [](const json& g) { return g.is_number(); })) &&
+      (!j.contains("train_accuracy_curve") || all_of(j["train_accuracy_curve"], is_pair));
   if (!whole) {
     fmt::print(stderr, "warning: {} is not a finished run's result (a key is missing, of the wrong type or out of "
                "range): {}\n", path, fate);
@@ -214,6 +225,7 @@ json run_or_reuse(RunRecorder& rec, const std::string& cell_dir, models::TrainCo
                    100 * prior->at("eval_accuracy").get<double>(), c.run_dir);
         draw_cell(rec, c, name, earlier_losses(c.run_dir), prior->value("train_accuracy_curve", json::array()));
         if (eta) eta->finish(0, 0);
+        prior->update(id);  // the cell's directory names it, whatever an edited file says
         return *prior;
       }
       // A finished run is not replaced under --resume, that would lose it:

@@ -27,7 +27,9 @@ std::function<int()> add_ablate_command(CLI::App& app);
 void set_sweep(models::TrainConfig& c, const std::string& name, int64_t v);
 
 /// The result.json of c.run_dir with a config, an eval accuracy in [0, 1]
-/// and a training curve of [step, accuracy] pairs, or nullopt: none yet, or
+/// and, where present, the other keys run_or_reuse writes in their types and
+/// ranges (accuracies in [0, 1], counts, numeric gates, a training curve of
+/// [step, accuracy] pairs), or nullopt: none yet, or
 /// torn, edited or not a regular file (a warning names the file and ends
 /// with `fate`, "the cell runs again" or "left out").
 std::optional<nlohmann::json> cell_result(const models::TrainConfig& c, const std::string& fate);
