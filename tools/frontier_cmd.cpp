@@ -439,10 +439,12 @@ void report(const FrontierArgs& a, RunRecorder& rec, const std::vector<WithRun>&
   std::vector<std::pair<std::string, std::vector<Row>>> extra;  // label, bounded rows
   for (const WithRun& w : with_runs) {
     json w_lr = json::object();
-    std::vector<Row> w_rows = rows_of(finished_cells(run_dir(w.name), w.cfg, "its run's options (its config.json)"), first_seed, w_lr);
+    const std::vector<json> w_cells = finished_cells(run_dir(w.name), w.cfg, "its run's options (its config.json)");
+    std::vector<Row> w_rows = rows_of(w_cells, first_seed, w_lr);
     std::erase_if(w_rows, [](const Row& r) { return !bounded(r.method); });
     fmt::print("{} ({}):\n", w.label, run_dir(w.name));
-    with.push_back({{"run", w.name}, {"label", w.label}, {"lr_choice", w_lr}, {"table", print_rows(w_rows, observed)}});
+    with.push_back({{"run", w.name}, {"label", w.label}, {"lr_choice", w_lr}, {"table", print_rows(w_rows, observed)},
+                    {"cells", w_cells}});
     extra.emplace_back(w.label, std::move(w_rows));
   }
   // The plot: accuracy against log10 state floats, a line per bounded

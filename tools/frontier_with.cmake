@@ -37,3 +37,10 @@ foreach(other "train mqar" "frontier map-recall")
   endif()
   file(REMOVE_RECURSE runs/${dir})
 endforeach()
+# tools/frontier_tables.py tables the --with run's rows under its label from
+# the cells results.json keeps for it.
+execute_process(COMMAND ${PYTHON} ${CMAKE_CURRENT_LIST_DIR}/frontier_tables.py runs/ctest-frontier
+                RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT out MATCHES "\n\\| \\*forget bias 2:\\* \\|[ |]*\n\\| tensor \\| C2_4\\^3 \\| 512 \\| [0-9e-]+ \\| [0-9.]+ \\+- 0.0 \\| [0-9.]+ \\|")
+  message(FATAL_ERROR "frontier_tables.py (rc ${rc}) did not table the --with run's cells: ${out}${err}")
+endif()
