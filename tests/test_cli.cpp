@@ -411,7 +411,7 @@ TEST_CASE("cli: a run directory whose results.json is a directory is refused bef
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range, and a FIFO is refused before training, neither read nor replaced") {
+TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range or to a wrong type, keeps a reused cell's name, and refuses a FIFO before training, neither read nor replaced") {
   const std::string dir = fresh_cli_dir("tmem_cli_resume_edited");
   auto args = tiny_train_args("ed");
   auto r = run_tmem(args, dir);
@@ -430,6 +430,25 @@ TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of r
                                                 "result (a key is missing, of the wrong type or out of range): the "
                                                 "cell runs again")) != std::string::npos);
   CHECK(r.output.find("500.0") == std::string::npos);
+  // Another key of the wrong type is refused alike; a reused cell keeps the
+  // name of its directory, whatever the file says.
+  json j = json::parse(tmem::test::read_all(result));
+  j["gates"] = 5;
+  tmem::test::write_all(result, j.dump());
+  r = run_tmem(args, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("runs/ed/base_length32_seed42/result.json is not a finished run's result (a key is missing, "
+                      "of the wrong type or out of range): the cell runs again") != std::string::npos);
+  j = json::parse(tmem::test::read_all(result));
+  CHECK(j["gates"].is_array());
+  j["cell"] = "other";
+  tmem::test::write_all(result, j.dump());
+  r = run_tmem(args, dir);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("base_length32_seed42: done earlier") != std::string::npos);
+  const json results = json::parse(tmem::test::read_all(dir + "/runs/ed/results.json"));
+  REQUIRE(results["cells"].size() == 1);
+  CHECK(results["cells"][0]["cell"] == "base_length32_seed42");
   // A FIFO once blocked the read for ever; /dev/zero grew without bound.
   fs::remove(result);
   REQUIRE(::mkfifo(result.c_str(), 0600) == 0);
@@ -440,34 +459,6 @@ TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of r
         std::string::npos);
   CHECK(r.output.find("eval accuracy") == std::string::npos);  // refused before training
   CHECK(fs::is_fifo(result));
-  fs::remove_all(dir);
-}
-
-TEST_CASE("cli: --resume runs again a cell whose result.json has an edited key of the wrong type, and a reused cell keeps its own name") {
-  const std::string dir = fresh_cli_dir("tmem_cli_resume_keys");
-  auto args = tiny_train_args("ek");
-  auto r = run_tmem(args, dir);
-  INFO(r.output);
-  REQUIRE(r.status == 0);
-  const std::string result = dir + "/runs/ek/base_length32_seed42/result.json";
-  args.push_back("--resume");
-  json j = json::parse(tmem::test::read_all(result));
-  j["gates"] = 5;
-  tmem::test::write_all(result, j.dump());
-  r = run_tmem(args, dir);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("runs/ek/base_length32_seed42/result.json is not a finished run's result (a key is missing, "
-                      "of the wrong type or out of range): the cell runs again") != std::string::npos);
-  CHECK(json::parse(tmem::test::read_all(result))["gates"].is_array());
-  j = json::parse(tmem::test::read_all(result));
-  j["cell"] = "other";
-  tmem::test::write_all(result, j.dump());
-  r = run_tmem(args, dir);
-  CHECK(r.status == 0);
-  CHECK(r.output.find("base_length32_seed42: done earlier") != std::string::npos);
-  const json results = json::parse(tmem::test::read_all(dir + "/runs/ek/results.json"));
-  REQUIRE(results["cells"].size() == 1);
-  CHECK(results["cells"][0]["cell"] == "base_length32_seed42");
   fs::remove_all(dir);
 }
 
