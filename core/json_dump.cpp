@@ -124,9 +124,16 @@ const std::string& keep_steps_before(const std::string& path, int64_t first_step
   AtomicFileWriter out(path);
   std::string line;
   for (int64_t lineno = 1; std::getline(in, line); ++lineno) {
-    if (in.eof()) break;  // no newline after it: torn by a kill while dumping
-    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const std::string where = "cannot resume the gradient dump " + path + ": line " + std::to_string(lineno);
+    // No newline after it: a step object torn by a kill while dumping, or a
+    // file that is no dump at all (a checkpoint given by mistake), which the
+    // rewrite below would empty.
+    if (in.eof()) {
+      check<IOError>(line.starts_with('{'), where, ": no newline after it, and not the start of a step object: "
+                     "not a gradient dump (give the dump's path, or remove the file)");
+      break;
+    }
+    if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     const json j = parse_json(line, where);
     int64_t step = 0;
     try {
@@ -154,6 +161,16 @@ void GradDumpWriter::write_step(int64_t step, double loss,
   check<ValueError>(last_ ? step > *last_ : step >= first_, "GradDumpWriter::write_step: expected a step ",
                     last_ ? "after " + std::to_string(*last_) : ">= " + std::to_string(first_),
                     " (a dump's steps increase), but got step ", step);
+  for (const char* key : {"step", "loss", "tensors", "no_grad"})
+    check<ValueError>(!extra.contains(key), "GradDumpWriter::write_step: extra key \"", key,
+                      "\" is the step object's own (step, loss, tensors, no_grad); give it another name");
+  // Each name once, as check_grad_dump requires of a dump.
+  std::map<std::string, size_t> first;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto [at, fresh] = first.emplace(tensors[i].first, i);
+    check<ValueError>(fresh, "GradDumpWriter::write_step: tensor \"", printable(tensors[i].first),
+                      "\" is given twice (at ", at->second, " and ", i, "); a dump names each tensor once");
+  }
   json j = extra;
   j["step"] = step;
   j["loss"] = number_to_json(loss);

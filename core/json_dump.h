@@ -47,13 +47,17 @@ class GradDumpWriter {
   /// existing dump with "step" < first_step are kept and the others dropped,
   /// since the resumed run dumps them again; the file is rewritten atomically
   /// first (write_file_atomic), so a failure leaves it as it was. A torn last
-  /// line (no newline: a run killed while dumping) is dropped. Throws IOError
-  /// naming path when it cannot be written or is not a regular file, and
-  /// naming the line when a complete line is not a step object with an
-  /// integer "step"; ValueError for first_step < 0.
+  /// line (no newline: a run killed while dumping) is dropped when it starts
+  /// a step object ('{'). Throws IOError naming path when it cannot be
+  /// written or is not a regular file, and naming the line when a complete
+  /// line is not a step object with an integer "step" or a last line without
+  /// a newline does not start one (a file that is no dump is never emptied);
+  /// ValueError for first_step < 0.
   explicit GradDumpWriter(const std::string& path, int64_t first_step = 0);
   /// Writes {"step", "loss", "tensors": [summaries...]} merged with `extra`
-  /// (a JSON object; anything else is a ValueError naming it). Steps
+  /// (a JSON object without the keys step, loss, tensors and no_grad;
+  /// anything else is a ValueError naming it). A tensor name given twice is a
+  /// ValueError naming both positions (a dump names each tensor once). Steps
   /// increase: a step before first_step or not after the last one written is
   /// a ValueError (`tmem grads` refuses such a dump).
   /// An undefined tensor (a parameter's grad() when it got no gradient) is

@@ -220,6 +220,34 @@ TEST_CASE("a resumed dump keeps the steps before the checkpoint and drops the on
   std::ofstream(path) << "{\"step\": 0, \"tensors\": []}\nnot json at all\n";
   CHECK_THROWS_AS(GradDumpWriter(path, 3), IOError);
   CHECK(test::read_all(path) == before);  // left as it was
+  // A file with no newline at all (a checkpoint given by mistake) is not a
+  // torn dump: it was emptied.
+  const std::string binary("\x74\x00\x00\x00\x00\x00\x00\x00{\"w\":", 14);
+  std::ofstream(path, std::ios::binary) << binary;
+  CHECK_THROWS_WITH_AS(GradDumpWriter(path, 3),
+                       (("cannot resume the gradient dump " + path + ": line 1: no newline after it, and not the start "
+                         "of a step object: not a gradient dump (give the dump's path, or remove the file)").c_str()),
+                       IOError);
+  CHECK(test::read_all(path) == binary);
+  std::filesystem::remove(path);
+}
+
+TEST_CASE("GradDumpWriter refuses a tensor named twice and extra keys of the step object's own") {
+  const std::string path = test::tmp_path("tmem_dump_names.jsonl");
+  GradDumpWriter w(path);
+  CHECK_THROWS_WITH_AS(w.write_step(0, 1.0, {{"w", zeros({2})}, {"b", zeros({1})}, {"w", ones({2})}}),
+                       "GradDumpWriter::write_step: tensor \"w\" is given twice (at 0 and 2); a dump names each "
+                       "tensor once", ValueError);
+  for (const char* key : {"step", "loss", "tensors", "no_grad"})
+    CHECK_THROWS_WITH_AS(w.write_step(0, 1.0, {{"w", zeros({2})}}, false, {{key, 7}}),
+                         ("GradDumpWriter::write_step: extra key \"" + std::string(key) +
+                          "\" is the step object's own (step, loss, tensors, no_grad); give it another name").c_str(),
+                         ValueError);
+  w.write_step(0, 1.0, {{"w", zeros({2})}, {"b", Tensor()}}, false, {{"lr", 0.1}});
+  const auto steps = read_grad_dump(path);
+  REQUIRE(steps.size() == 1);
+  CHECK(steps[0]["lr"] == 0.1);
+  CHECK(steps[0]["no_grad"] == nlohmann::json::array({"b"}));
   std::filesystem::remove(path);
 }
 
