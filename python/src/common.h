@@ -26,7 +26,7 @@ py::dtype numpy_dtype(DType dtype);
 Device device_from_py(py::handle obj);
 /// The ints of obj: an int gives one, a sequence of ints (not a str) its
 /// items. Throws TypeError "<who>: expected <what>, but got <repr>" for
-/// anything else, an int outside int64 included.
+/// anything else, a bool or an int outside int64 included.
 std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const std::string& what);
 /// obj as a double when it is a real number (a Python or NumPy number, a
 /// bool, anything with __float__). Throws TypeError "<who>: expected

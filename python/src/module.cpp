@@ -115,9 +115,17 @@ std::vector<int64_t> ints_from_py(py::handle obj, const std::string& who, const 
     return py::type_error(who + ": expected " + what + (big ? " that fit int64" : "") + ", but got " +
                           printable(py::repr(obj).cast<std::string>()));
   };
+  // A bool is an int to Python, but zeros(True) is no shape (torch: TypeError).
+  const auto is_bool = [](py::handle h) {
+    return PyBool_Check(h.ptr()) || py::isinstance(h, py::module_::import("numpy").attr("bool_"));
+  };
   try {
-    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj)) throw fail();
-    if (py::isinstance<py::sequence>(obj)) return obj.cast<std::vector<int64_t>>();
+    if (py::isinstance<py::str>(obj) || py::isinstance<py::bytes>(obj) || is_bool(obj)) throw fail();
+    if (py::isinstance<py::sequence>(obj)) {
+      for (const py::handle item : obj)
+        if (is_bool(item)) throw fail();
+      return obj.cast<std::vector<int64_t>>();
+    }
     return {obj.cast<int64_t>()};
   } catch (const py::cast_error&) {
     throw fail();

@@ -134,11 +134,15 @@ void bind_ops(py::module_& m) {
        "Variance over dims with Bessel's correction (1: unbiased).");
   m.attr("ValuesIndices") = py::module_::import("collections").attr("namedtuple")("ValuesIndices", "values indices");
   both(m, cls, "max", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
+         // torch.max(x, keepdim=True) without a dim is a TypeError; it was ignored.
+         if (!dim && keepdim) throw py::type_error("max: keepdim=True needs a dim");
          if (!dim) return py::cast(max(x));
          return values_indices(max(x, *dim, keepdim));
        }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
        "The maximum (0-d), or (values, indices) along dim.");
   both(m, cls, "min", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
+         // torch.min(x, keepdim=True) without a dim is a TypeError; it was ignored.
+         if (!dim && keepdim) throw py::type_error("min: keepdim=True needs a dim");
          if (!dim) return py::cast(min(x));
          return values_indices(min(x, *dim, keepdim));
        }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
@@ -177,9 +181,19 @@ void bind_ops(py::module_& m) {
   both(m, cls, "index_select", &index_select, a, py::arg("dim"), py::arg("index"),
        "input indexed along dim by an int64 vector.");
   both(m, cls, "gather", &gather, a, py::arg("dim"), py::arg("index"), "torch.gather.");
-  m.def("cat", &cat, py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim.");
-  m.def("concat", &cat, py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim (alias of cat).");
-  m.def("stack", &stack, py::arg("tensors"), py::arg("dim") = 0, "Stacks along a new dim.");
+  // A sequence of tensors, not one tensor, which pybind11 would take as the
+  // sequence of its rows (torch raises TypeError).
+  const auto sequence_op = [](const char* name, Tensor (*f)(const std::vector<Tensor>&, int64_t)) {
+    return [name, f](const py::object& tensors, int64_t dim) {
+      if (py::isinstance<Tensor>(tensors))
+        throw py::type_error(std::string(name) + ": expected a list or tuple of tensors, but got a Tensor");
+      return f(tensors.cast<std::vector<Tensor>>(), dim);
+    };
+  };
+  m.def("cat", sequence_op("cat", &cat), py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim.");
+  m.def("concat", sequence_op("concat", &cat), py::arg("tensors"), py::arg("dim") = 0,
+        "Concatenates along dim (alias of cat).");
+  m.def("stack", sequence_op("stack", &stack), py::arg("tensors"), py::arg("dim") = 0, "Stacks along a new dim.");
   both(m, cls, "split", &split, a, py::arg("split_size"), py::arg("dim") = 0,
        "Chunks of split_size along dim (the last may be smaller).");
   both(m, cls, "unbind", &unbind, a, py::arg("dim") = 0, "The slices along dim, with dim removed (views).");

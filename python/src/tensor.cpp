@@ -309,7 +309,14 @@ std::optional<Tensor> operator_operand(const Tensor& t, const py::object& other)
   if (py::isinstance<py::array>(other)) return from_numpy(other.cast<py::array>()).to(t.device());
   py::detail::make_caster<double> number;
   if (!number.load(other, true)) return std::nullopt;
-  return full({}, py::detail::cast_op<double>(number), t.dtype(), t.device());
+  double v = py::detail::cast_op<double>(number);
+  // A float32 operand rounds as IEEE does, so ones(3) * 1e39 is inf as in
+  // torch (full itself refuses such a fill value, as torch.full does):
+  // from half an ulp past the largest float on, inf; below it, the largest.
+  constexpr double largest = std::numeric_limits<float>::max();
+  if (t.dtype() == DType::Float32 && std::isfinite(v) && std::abs(v) > largest)
+    v = std::copysign(std::abs(v) >= largest + 0x1p103 ? HUGE_VAL : largest, v);
+  return full({}, v, t.dtype(), t.device());
 }
 
 /// t <op> other (reflected: other <op> t) for a Python operator.
@@ -325,12 +332,16 @@ py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
 /// comparison: an int64 tensor of 0 and 1 (tmem has no bool dtype) without
 /// gradient, computed by NumPy over views of CPU tensors. NotImplemented for
-/// an operand that is neither a tensor, a NumPy array nor a number (so
-/// t == None is False).
+/// an operand that is neither a tensor, a NumPy array nor a Python or NumPy
+/// number (so t == None is False).
 py::object compare(const Tensor& a, const py::object& b, const char* ufunc, const char* op) {
   const bool tensor = py::isinstance<Tensor>(b);
-  if (!tensor && !py::isinstance<py::int_>(b) && !py::isinstance<py::float_>(b) && !py::isinstance<py::array>(b))
-    return py::reinterpret_borrow<py::object>(Py_NotImplemented);
+  py::module_ np = py::module_::import("numpy");
+  // NumPy scalars too (np.int64 from np.unique): refused, Python compared
+  // them by identity, so t == np.int64(1) was False.
+  const bool number = py::isinstance<py::int_>(b) || py::isinstance<py::float_>(b) ||
+                      py::isinstance(b, np.attr("number")) || py::isinstance(b, np.attr("bool_"));
+  if (!tensor && !number && !py::isinstance<py::array>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   py::object rhs = b;
   if (tensor) {
     const Tensor t = b.cast<Tensor>();
@@ -338,25 +349,39 @@ py::object compare(const Tensor& a, const py::object& b, const char* ufunc, cons
     broadcast_shapes(a.shape(), t.shape(), op);
     rhs = numpy_view(t);
   }
-  py::module_ np = py::module_::import("numpy");
   return py::cast(from_numpy(np.attr(ufunc)(numpy_view(a), rhs).attr("astype")(np.attr("int64"))));
 }
 
-/// A Python context manager holding an RAII guard while it is entered.
+/// A Python context manager holding an RAII guard while it is entered: a
+/// stack of them, so that one object entered in nested blocks (a module's
+/// NO_GRAD = tmem.no_grad() in a recursive helper) keeps the mode on in the
+/// inner one, each exit restoring what its enter found.
 template <class Guard>
 struct GuardContext {
-  std::unique_ptr<Guard> guard;
+  std::vector<std::unique_ptr<Guard>> guards;
 };
 
 template <class Guard>
 void bind_guard(py::module_& m, const char* name, const char* doc) {
   py::class_<GuardContext<Guard>>(m, name, doc)
       .def(py::init<>())
-      .def("__enter__", [](GuardContext<Guard>& g) { g.guard = std::make_unique<Guard>(); })
-      .def("__exit__", [](GuardContext<Guard>& g, py::args) {
-        g.guard.reset();
+      .def("__enter__", [](GuardContext<Guard>& g) { g.guards.push_back(std::make_unique<Guard>()); })
+      .def("__exit__", [name](GuardContext<Guard>& g, py::args) {
+        check<ValueError>(!g.guards.empty(), name, ": __exit__ without a matching __enter__");
+        g.guards.pop_back();
         return false;
       });
+}
+
+/// Whether data is a NumPy float64 scalar or nested lists or tuples holding
+/// one, which torch.tensor keeps as float64 (NumPy's array of them would
+/// not say so: it promotes np.float32 and Python floats to float64 too).
+bool holds_numpy_float64(const py::handle& data) {
+  if (py::isinstance(data, py::module_::import("numpy").attr("float64"))) return true;
+  if (!py::isinstance<py::list>(data) && !py::isinstance<py::tuple>(data)) return false;
+  for (const py::handle item : data)
+    if (holds_numpy_float64(item)) return true;
+  return false;
 }
 
 /// In place a += alpha * b, b a tensor (broadcast) or a number: the body of
@@ -450,6 +475,18 @@ void bind_tensor(py::module_& m) {
              if (t.dim() == 0) throw py::type_error("len() of a 0-d tensor");  // as torch
              return t.size(0);
            })
+      // Without it Python iterated through __getitem__ until an IndexError,
+      // so list(tensor(3.0)) was [] instead of torch's TypeError.
+      .def("__iter__", [](const Tensor& t) {
+             if (t.dim() == 0) throw py::type_error("iteration over a 0-d tensor");  // as torch
+             py::list rows;
+             for (int64_t i = 0; i < t.size(0); ++i) rows.append(get_item(t, py::int_(i)));
+             return rows.attr("__iter__")();
+           }, "The views t[0], t[1], ... along the first dim.")
+      .def("clone", [](const Tensor& t) {
+             Tensor out = empty(t.shape(), t.dtype(), t.device());
+             return copy_(out, t);
+           }, "A contiguous copy with its own memory; gradients flow back to the tensor (torch.clone).")
       .def_property_readonly("dtype", &Tensor::dtype, "float32, float64 or int64.")
       .def_property_readonly("device", [](const Tensor& t) { return t.device().str(); },
                              "\"cpu\" or \"cuda:<index>\".")
@@ -565,8 +602,15 @@ void bind_tensor(py::module_& m) {
              if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
              return py::cast(pow(a, py::detail::cast_op<double>(number)));
            }, py::is_operator())
-      .def("__matmul__", [](const Tensor& a, const Tensor& b) { return matmul(a, b); }, py::is_operator(),
-           py::call_guard<py::gil_scoped_release>())
+      .def("__rpow__", [](const Tensor& a, const py::object& b) {
+             return operator_result(a, b, static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&pow), true);
+           }, py::is_operator())
+      // A NumPy array operand becomes a tensor as for + - * /: array's own
+      // __rmatmul__ turned t @ array into an array, dropping the gradient.
+      .def("__matmul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &matmul); },
+           py::is_operator())
+      .def("__rmatmul__", [](const Tensor& a, const py::object& b) { return operator_result(a, b, &matmul, true); },
+           py::is_operator())
       .def("__eq__", [](const Tensor& a, const py::object& b) { return compare(a, b, "equal", "=="); })
       .def("__ne__", [](const Tensor& a, const py::object& b) { return compare(a, b, "not_equal", "!="); })
       .def("__lt__", [](const Tensor& a, const py::object& b) { return compare(a, b, "less", "<"); })
@@ -615,8 +659,12 @@ void bind_tensor(py::module_& m) {
           const char kind = a.dtype().kind();
           DType target;
           if (!dtype.is_none()) target = dtype_from_py(dtype);
-          else if (kind == 'f') target = py::isinstance<py::array>(data) && a.dtype().itemsize() == 8
-                                             ? DType::Float64 : DType::Float32;
+          else if (kind == 'f') {
+            check<DtypeError>(a.dtype().itemsize() <= 8, "tensor: ", py::str(py::handle(a.dtype())).cast<std::string>(),
+                              " (long double) values are not supported; convert with astype(numpy.float64)");
+            target = (py::isinstance<py::array>(data) && a.dtype().itemsize() == 8) || holds_numpy_float64(data)
+                         ? DType::Float64 : DType::Float32;
+          }
           else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
           else {
             // NumPy keeps ints beyond 64 bits, None and other objects as dtype
@@ -648,7 +696,7 @@ void bind_tensor(py::module_& m) {
           return t;
         }, py::arg("data"), py::arg("dtype") = py::none(), py::arg("requires_grad").noconvert() = false,
         "A new tensor holding a copy of data (nested lists, numbers or an array). Python floats give "
-        "float32, ints and bools int64, NumPy arrays keep float64. Raises ValueError for a float an int64 "
+        "float32, ints and bools int64, NumPy float64 arrays and scalars float64 (as torch.tensor). Raises ValueError for a float an int64 "
         "cannot hold.");
 
   auto factory = [&m](const char* name, auto make, const char* doc) {

@@ -1,7 +1,9 @@
 """tmem.Tensor from Python: factories, properties, NumPy and DLPack interop
 (zero-copy where the layout allows), operators, indexing, autograd, errors."""
+import copy
 import json
 import os
+import pickle
 import threading
 import unittest
 
@@ -556,6 +558,106 @@ class TestOperatorsAndIndexing(unittest.TestCase):
                 self.assertEqual(str(t), repr(t))
         # Python numbers become tensors, so this is mul (C++ names mul(w, 2.0) mul_scalar).
         self.assertEqual(repr(tmem.ones(2, requires_grad=True) * 2.0), "tensor([2., 2.], grad_fn=<mul>)")
+
+
+class TestPythonProtocols(unittest.TestCase):
+    """Where Python's fallbacks gave a silently wrong answer (a found break-it
+    pass, 2026-12-06), each as torch 1.13 does it."""
+
+    def test_comparison_with_numpy_scalars_is_elementwise(self):
+        # np.int64 from np.unique compared by identity: every mask was False.
+        labels = tmem.tensor([0, 1, 1, 2])
+        masks = [(labels == k).numpy().tolist() for k in np.unique(labels.numpy())]
+        self.assertEqual(masks, [[1, 0, 0, 0], [0, 1, 1, 0], [0, 0, 0, 1]])
+        f = tmem.tensor([0.25, 0.75])
+        self.assertEqual((f > np.float32(0.5)).numpy().tolist(), [0, 1])
+        self.assertEqual((f != np.float32(0.75)).numpy().tolist(), [1, 0])
+        self.assertEqual((f <= np.int32(0)).numpy().tolist(), [0, 0])
+        self.assertFalse(f == None)  # noqa: E711 (as torch: not an elementwise mask)
+
+    def test_iteration(self):
+        with self.assertRaisesRegex(TypeError, "iteration over a 0-d tensor"):
+            list(tmem.tensor(3.0))
+        rows = list(tmem.tensor([[1.0, 2.0], [3.0, 4.0]]))
+        self.assertEqual([r.numpy().tolist() for r in rows], [[1.0, 2.0], [3.0, 4.0]])
+        self.assertEqual(sum(tmem.tensor([1.0, 2.0, 4.0])).item(), 7.0)
+
+    def test_matmul_and_pow_with_numpy_and_numbers(self):
+        # An array on the right made the result an array without gradient.
+        w = tmem.tensor([[1.0, 2.0], [3.0, 4.0]], requires_grad=True)
+        x = np.array([[1.0, 0.0], [1.0, 1.0]], dtype=np.float32)
+        y = w @ x
+        self.assertIsInstance(y, tmem.Tensor)
+        np.testing.assert_array_equal(y.numpy(), [[3.0, 2.0], [7.0, 4.0]])
+        z = x @ w
+        self.assertIsInstance(z, tmem.Tensor)
+        np.testing.assert_array_equal(z.numpy(), [[1.0, 2.0], [4.0, 6.0]])
+        (y.sum() + z.sum()).backward()
+        # d/dw sum(w x) = 1 x^T; d/dw sum(x w) = x^T 1
+        np.testing.assert_array_equal(w.grad.numpy(), [[1.0, 2.0], [1.0, 2.0]] + np.array([[2.0, 2.0], [1.0, 1.0]]))
+        np.testing.assert_array_equal((2 ** tmem.tensor([1.0, 3.0])).numpy(), [2.0, 8.0])
+
+    def test_numbers_beyond_float32_round_as_ieee(self):
+        # Named "fill" and refused; torch gives inf, as float32 rounding does.
+        self.assertEqual((tmem.ones(3) * 1e39).numpy().tolist(), [np.inf] * 3)
+        self.assertEqual((tmem.ones(2) - 3.5e38).numpy().tolist(), [-np.inf] * 2)
+        largest = float(np.finfo(np.float32).max)
+        self.assertEqual((tmem.ones(1) * (largest * (1 + 2**-30))).numpy().tolist(), [largest])
+        self.assertEqual((tmem.ones(1, dtype=tmem.float64) * 1e39).numpy().tolist(), [1e39])
+
+    def test_one_guard_object_entered_twice(self):
+        ng = tmem.no_grad()
+        with ng:
+            with ng:
+                self.assertFalse(tmem.is_grad_enabled())
+            self.assertFalse(tmem.is_grad_enabled())
+        self.assertTrue(tmem.is_grad_enabled())
+        with self.assertRaisesRegex(tmem.ValueError, "no_grad: __exit__ without a matching __enter__"):
+            ng.__exit__(None, None, None)
+
+    def test_sequence_ops_refuse_one_tensor(self):
+        for name in ("cat", "concat", "stack"):
+            with self.assertRaisesRegex(TypeError, name + ": expected a list or tuple of tensors, but got a Tensor"):
+                getattr(tmem, name)(tmem.ones(2, 3))
+        self.assertEqual(tmem.cat((tmem.ones(2), tmem.zeros(1))).numpy().tolist(), [1.0, 1.0, 0.0])
+
+    def test_tensor_keeps_numpy_float64_and_refuses_long_double(self):
+        self.assertEqual(tmem.tensor(np.float64(1.5)).dtype, tmem.float64)
+        self.assertEqual(tmem.tensor([[1.0, np.float64(1.5)]]).dtype, tmem.float64)
+        self.assertEqual(tmem.tensor([np.float32(1.0), 2.0]).dtype, tmem.float32)
+        self.assertEqual(tmem.tensor([1.5]).dtype, tmem.float32)
+        if np.dtype(np.longdouble).itemsize > 8:
+            with self.assertRaisesRegex(tmem.DtypeError, r"tensor: float128 \(long double\) values are not supported"):
+                tmem.tensor(np.array([1.0], dtype=np.longdouble))
+
+    def test_bool_shapes_and_keepdim_without_dim(self):
+        for bad in (True, [2, False], np.bool_(True)):
+            with self.assertRaisesRegex(TypeError, "zeros: expected a shape of ints"):
+                tmem.zeros(bad)
+        for op in ("max", "min"):
+            with self.assertRaisesRegex(TypeError, op + ": keepdim=True needs a dim"):
+                getattr(tmem.ones(2, 3), op)(keepdim=True)
+
+    def test_clone_copy_and_pickle(self):
+        w = tmem.tensor([1.0, 2.0], requires_grad=True)
+        c = w.clone()
+        self.assertTrue(c.requires_grad)
+        with tmem.no_grad():
+            c.fill_(5.0)
+        self.assertEqual(w.numpy().tolist(), [1.0, 2.0])  # its own memory
+        (w.clone() * 3.0).sum().backward()
+        self.assertEqual(w.grad.numpy().tolist(), [3.0, 3.0])
+        state = copy.deepcopy({"w": w, "n": tmem.arange(3)})
+        self.assertTrue(state["w"].requires_grad and state["w"].is_leaf)
+        self.assertEqual(state["w"].numpy().tolist(), [1.0, 2.0])
+        self.assertEqual(state["n"].dtype, tmem.int64)
+        with tmem.no_grad():
+            w.fill_(0.0)
+        self.assertEqual(state["w"].numpy().tolist(), [1.0, 2.0])
+        back = pickle.loads(pickle.dumps(tmem.tensor([[1.5, -2.0]], dtype=tmem.float64)))
+        self.assertEqual((back.dtype, back.shape, back.numpy().tolist()), (tmem.float64, (1, 2), [[1.5, -2.0]]))
+        with self.assertRaisesRegex(RuntimeError, "deepcopy: only tensors created by the user"):
+            copy.deepcopy(w * 2.0)
 
 
 class TestAutograd(unittest.TestCase):

@@ -111,6 +111,32 @@ def _guard_call(self, fn):
     return guarded
 
 
+def _rebuild_tensor(array, requires_grad, device):
+    """The tensor Tensor.__reduce__ pickled: array's values on device, a leaf
+    that requires grad when the pickled tensor did."""
+    t = tensor(array).to(device)  # noqa: F405
+    return t.requires_grad_() if requires_grad else t
+
+
+def _tensor_reduce(self):
+    """Pickling and copy.copy: the values (through NumPy), requires_grad and
+    the device."""
+    return _rebuild_tensor, (self.detach().cpu().numpy().copy(), self.requires_grad, self.device)
+
+
+def _tensor_deepcopy(self, memo):
+    """copy.deepcopy (of a state_dict, say): a new tensor with its own copy of
+    the values. As in torch, only a leaf can be deep-copied when it requires
+    grad (a copy of a computed tensor could not keep its history)."""
+    if self.requires_grad and not self.is_leaf:
+        raise RuntimeError("deepcopy: only tensors created by the user (graph leaves) can be deep-copied when they "
+                           "require grad; detach() it first")
+    return _rebuild_tensor(*_tensor_reduce(self)[1])
+
+
+Tensor.__reduce__ = _tensor_reduce
+Tensor.__deepcopy__ = _tensor_deepcopy
+
 for _guard in (no_grad, detect_anomaly):  # noqa: F405
     _guard.__call__ = _guard_call
 
