@@ -62,8 +62,11 @@ Tensor wrap_storage(std::shared_ptr<Storage> storage, Shape shape, Shape strides
   return Tensor(impl);
 }
 
-/// A NumPy array viewing t's memory (any strides), keeping its storage alive.
-py::array numpy_view(const Tensor& t) {
+/// A NumPy array viewing t's memory (any strides), keeping its storage
+/// alive. With `user` (the method a user called), read-only when t requires
+/// grad: a write through it would change values autograd tracks behind the
+/// tensor's version counter (torch refuses numpy() on such a tensor).
+py::array numpy_view(const Tensor& t, const char* user = nullptr) {
   check<DeviceError>(t.device().is_cpu(), "numpy: the tensor is on ", t.device().str(),
                      "; copy it to the CPU first (t.cpu())");
   const auto item = static_cast<int64_t>(dtype_size(t.dtype()));
@@ -72,7 +75,9 @@ py::array numpy_view(const Tensor& t) {
   for (int64_t s : t.strides()) strides.push_back(s * item);
   auto* keep = new std::shared_ptr<Storage>(t.impl().storage);
   py::capsule owner(keep, [](void* p) { delete static_cast<std::shared_ptr<Storage>*>(p); });
-  return py::array(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), owner);
+  py::array a(numpy_dtype(t.dtype()), shape, strides, t.raw_data(), owner);
+  if (user && t.requires_grad()) a.attr("setflags")(py::arg("write") = false);
+  return a;
 }
 
 // ---- DLPack (dlpack.h v0.8 ABI, written out from the DLPack specification) ----
@@ -110,10 +115,14 @@ struct DLPackExport {
   DLManagedTensor managed{};
 };
 
-/// t as a "dltensor" capsule sharing its memory (CPU tensors).
+/// t as a "dltensor" capsule sharing its memory (CPU tensors). Throws
+/// ValueError for a tensor that requires grad, as torch does: the consumer
+/// could write it behind autograd.
 py::capsule to_dlpack(const Tensor& t) {
   check<DeviceError>(t.device().is_cpu(), "__dlpack__: the tensor is on ", t.device().str(),
                      "; only CPU tensors are exported (copy with t.cpu())");
+  check<ValueError>(!t.requires_grad(), "__dlpack__: the tensor requires grad, so it is not exported; use "
+                    "t.detach()");
   auto* ex = new DLPackExport{t.detach(), t.shape(), t.strides(), {}};
   DLTensor& d = ex->managed.dl_tensor;
   d.data = t.raw_data();
@@ -247,6 +256,12 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
       PyErr_SetString(PyExc_BufferError, "buffer: the tensor is not contiguous; use t.contiguous()");
       return -1;
     }
+    // Read-only when the tensor requires grad, as numpy() (numpy_view).
+    if (t.requires_grad() && (flags & PyBUF_WRITABLE) == PyBUF_WRITABLE) {
+      PyErr_SetString(PyExc_BufferError, "buffer: the tensor requires grad, so its buffer is read-only; use "
+                                         "t.detach() for a writable one");
+      return -1;
+    }
     const auto item = static_cast<py::ssize_t>(dtype_size(t.dtype()));
     auto* b = new BufferView{t, {t.shape().begin(), t.shape().end()}, {}};
     for (int64_t s : t.strides()) b->strides.push_back(s * item);
@@ -256,7 +271,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
     Py_INCREF(obj);
     view->len = static_cast<py::ssize_t>(t.numel()) * item;
     view->itemsize = item;
-    view->readonly = 0;
+    view->readonly = t.requires_grad() ? 1 : 0;
     view->ndim = static_cast<int>(t.dim());
     view->format = (flags & PyBUF_FORMAT) ? const_cast<char*>(formats[static_cast<int>(t.dtype())]) : nullptr;
     view->shape = (flags & PyBUF_ND) == PyBUF_ND ? b->shape.data() : nullptr;
@@ -536,12 +551,13 @@ void bind_tensor(py::module_& m) {
                                     std::string(dtype_name(t.dtype())) + " of shape " + shape_str(t.shape()));
              return t.item_int();
            }, "operator.index(t) of a one-element int64 tensor (lst[t], range(t)).")
-      .def("numpy", [](const Tensor& t) { return numpy_view(t); },
-           "A NumPy array sharing this CPU tensor's memory (no autograd).")
+      .def("numpy", [](const Tensor& t) { return numpy_view(t, "numpy"); },
+           "A NumPy array sharing this CPU tensor's memory (no autograd); read-only when the tensor requires "
+           "grad.")
       .def("tolist", [](const Tensor& t) { return numpy_view(t.cpu()).attr("tolist")(); },
            "The elements as nested Python lists.")
       .def("__array__", [](const Tensor& t, const py::object& dtype) {
-             py::array a = numpy_view(t.cpu());
+             py::array a = numpy_view(t.cpu(), "numpy");
              return dtype.is_none() ? a : py::array(a.attr("astype")(dtype));
            }, py::arg("dtype") = py::none())
       .def("__dlpack__", [](const Tensor& t, const py::object& stream) { return to_dlpack(t); },

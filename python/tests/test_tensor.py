@@ -638,6 +638,20 @@ class TestPythonProtocols(unittest.TestCase):
             with self.assertRaisesRegex(TypeError, op + ": keepdim=True needs a dim"):
                 getattr(tmem.ones(2, 3), op)(keepdim=True)
 
+    def test_numpy_of_a_tensor_that_requires_grad_is_read_only(self):
+        # A write through it changed a parameter behind autograd's back.
+        w = tmem.tensor([1.0, 2.0], requires_grad=True)
+        for a in (w.numpy(), np.asarray(w)):
+            self.assertEqual(a.tolist(), [1.0, 2.0])
+            with self.assertRaisesRegex(ValueError, "read-only"):
+                a[0] = 5.0
+        self.assertEqual(w.tolist(), [1.0, 2.0])
+        with self.assertRaisesRegex(tmem.ValueError, "__dlpack__: the tensor requires grad, so it is not exported"):
+            np.from_dlpack(w)
+        d = w.detach().numpy()
+        d[0] = 5.0
+        self.assertEqual(w.tolist(), [5.0, 2.0])
+
     def test_clone_copy_and_pickle(self):
         w = tmem.tensor([1.0, 2.0], requires_grad=True)
         c = w.clone()
