@@ -173,7 +173,13 @@ void bind_ops(py::module_& m) {
   m.def("expand", &expand, a, py::arg("size"), "Broadcasts size-1 dims to size (a view).");
   cls.def("expand", [](const Tensor& x, const py::args& s) { return expand(x, shape_from_args(s, "expand")); },
           "Broadcasts size-1 dims (a view; -1 keeps a dim).");
-  both(m, cls, "squeeze", &squeeze, a, py::arg("dim"), "Removes a size-1 dim (a view).");
+  both(m, cls, "squeeze", [](const Tensor& x, std::optional<int64_t> dim) {
+         if (dim) return squeeze(x, *dim);
+         Tensor out = x;
+         for (int64_t d = x.dim() - 1; d >= 0; --d)
+           if (x.size(d) == 1) out = squeeze(out, d);
+         return out;
+       }, a, py::arg("dim") = py::none(), "Removes a size-1 dim, or every size-1 dim when dim is None (a view).");
   both(m, cls, "unsqueeze", &unsqueeze, a, py::arg("dim"), "Inserts a size-1 dim (a view).");
   both(m, cls, "contiguous", &contiguous, a, "input itself when contiguous, else a contiguous copy.");
   both(m, cls, "narrow", &narrow, a, py::arg("dim"), py::arg("start"), py::arg("length"),

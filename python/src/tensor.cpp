@@ -509,7 +509,14 @@ void bind_tensor(py::module_& m) {
       .def_property_readonly("is_leaf", &Tensor::is_leaf, "True for tensors not made by a recorded op.")
       .def_property(
           "requires_grad", &Tensor::requires_grad,
-          [](Tensor& t, bool on) { t.requires_grad_(on); }, "Whether backward computes a gradient for it.")
+          [](Tensor& t, const py::object& on) {
+            // pybind11's message for another type named no property.
+            if (!PyBool_Check(on.ptr()))
+              throw py::type_error("requires_grad: expected a bool, but got " +
+                                   py::str(py::type::of(on).attr("__name__")).cast<std::string>());
+            t.requires_grad_(on.cast<bool>());
+          },
+          "Whether backward computes a gradient for it.")
       .def("requires_grad_", [](Tensor& t, bool on) { return t.requires_grad_(on); }, py::arg("requires_grad").noconvert() = true,
            "Marks a leaf as needing a gradient; returns the tensor.")
       .def_property(

@@ -652,6 +652,16 @@ class TestPythonProtocols(unittest.TestCase):
         d[0] = 5.0
         self.assertEqual(w.tolist(), [5.0, 2.0])
 
+    def test_squeeze_without_dim_and_requires_grad_of_another_type(self):
+        x = tmem.zeros(1, 3, 1, 2, 1)
+        self.assertEqual(x.squeeze().shape, (3, 2))
+        self.assertEqual(tmem.squeeze(x, 2).shape, (1, 3, 2, 1))
+        self.assertEqual(tmem.zeros(1, 1).squeeze().shape, ())
+        with self.assertRaisesRegex(TypeError, "requires_grad: expected a bool, but got str"):
+            x.requires_grad = "yes"
+        x.requires_grad = True
+        self.assertTrue(x.requires_grad)
+
     def test_clone_copy_and_pickle(self):
         w = tmem.tensor([1.0, 2.0], requires_grad=True)
         c = w.clone()
