@@ -662,6 +662,30 @@ class TestPythonProtocols(unittest.TestCase):
         x.requires_grad = True
         self.assertTrue(x.requires_grad)
 
+    def test_new_without_init_builds_the_object_or_refuses(self):
+        # cls.__new__(cls) gave an instance without its C++ object: repr
+        # segfaulted, no_grad's exit aborted, SGD.step was killed.
+        with self.assertRaisesRegex(TypeError, "Tensor: No constructor defined"):
+            tmem.Tensor.__new__(tmem.Tensor)
+        with self.assertRaisesRegex(TypeError, "incompatible constructor arguments"):
+            tmem.optim.SGD.__new__(tmem.optim.SGD)
+        guard = tmem.no_grad.__new__(tmem.no_grad)
+        with guard:
+            self.assertFalse(tmem.is_grad_enabled())
+        self.assertTrue(tmem.is_grad_enabled())
+        self.assertEqual(tmem.nn.Linear.__new__(tmem.nn.Linear, 3, 2).weight.shape, (2, 3))
+        seen = set()
+        for module in (tmem._tmem, tmem.nn, tmem.optim, tmem.models):
+            for cls in vars(module).values():
+                if isinstance(cls, type) and issubclass(cls, tmem.Tensor.__mro__[-2]) and cls not in seen:
+                    seen.add(cls)
+                    try:
+                        obj = cls.__new__(cls)
+                    except TypeError:
+                        continue
+                    repr(obj)  # a built object, or the interpreter would crash here
+        self.assertGreater(len(seen), 30)
+
     def test_clone_copy_and_pickle(self):
         w = tmem.tensor([1.0, 2.0], requires_grad=True)
         c = w.clone()

@@ -134,6 +134,37 @@ def _tensor_deepcopy(self, memo):
     return _rebuild_tensor(*_tensor_reduce(self)[1])
 
 
+def _construct_in_new(cls):
+    """Makes cls.__new__ build the C++ object too (through cls's own
+    __init__), so that cls.__new__(cls) alone never gives an instance without
+    one: pybind11 leaves its memory unset, and a method called on such an
+    instance crashed the interpreter. The type call's __init__ that follows
+    does nothing for cls itself; a Python subclass builds the C++ object in
+    its own __init__ through super().__init__(...), as before."""
+    init = vars(cls)["__init__"]
+    new = _pybind_object.__new__
+
+    def __new__(klass, *args, **kwargs):
+        obj = new(klass)
+        if klass is cls:
+            init(obj, *args, **kwargs)
+        return obj
+
+    def __init__(self, *args, **kwargs):
+        if type(self) is not cls:
+            init(self, *args, **kwargs)
+
+    __init__.__doc__ = init.__doc__
+    cls.__new__ = staticmethod(__new__)
+    cls.__init__ = __init__
+
+
+_pybind_object = Tensor.__mro__[-2]
+for _module in (_tmem, nn, optim, models):
+    for _cls in list(vars(_module).values()):
+        if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
+            _construct_in_new(_cls)
+
 Tensor.__reduce__ = _tensor_reduce
 Tensor.__deepcopy__ = _tensor_deepcopy
 
