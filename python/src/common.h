@@ -39,6 +39,11 @@ double number_from_py(py::handle obj, const std::string& who, const std::string&
 /// <type>" for anything else; a NUL byte is left for the file functions'
 /// check_path to refuse.
 std::string path_from_py(py::handle obj, const std::string& who);
+/// A shape (or dims, or pads: `noun`) given as one argument: an int or a
+/// sequence of ints, as torch takes size= and shape=. Throws TypeError
+/// "<who>: expected <noun> of ints (an int, a tuple or a list), but got
+/// <repr>" for anything else.
+Shape shape_from_py(py::handle obj, const std::string& who, const std::string& noun = "a shape");
 /// A shape (or the dims of permute: noun "dims") from the positional
 /// arguments of a factory or method `who`: zeros(2, 3), zeros((2, 3)) or
 /// zeros([2, 3]). Throws TypeError naming `who` when they are not ints.

@@ -158,8 +158,12 @@ std::string path_from_py(py::handle obj, const std::string& who) {
   return std::string(PyBytes_AS_STRING(bytes.ptr()), static_cast<size_t>(PyBytes_GET_SIZE(bytes.ptr())));
 }
 
+Shape shape_from_py(py::handle obj, const std::string& who, const std::string& noun) {
+  return ints_from_py(obj, who, noun + " of ints (an int, a tuple or a list)");
+}
+
 Shape shape_from_args(const py::args& args, const std::string& who, const std::string& noun) {
-  if (args.size() == 1) return ints_from_py(args[0], who, noun + " of ints (an int, a tuple or a list)");
+  if (args.size() == 1) return shape_from_py(args[0], who, noun);
   return ints_from_py(args, who, noun + " of ints");
 }
 

@@ -154,12 +154,14 @@ void bind_ops(py::module_& m) {
   both(m, cls, "bmm", &bmm, a, py::arg("mat2"), release_gil(), "Batched [B,M,K] @ [B,K,N].");
 
   // ---- shapes ----
-  m.def("reshape", &reshape, a, py::arg("shape"), "input with a new shape (a view when possible; -1 inferred).");
+  m.def("reshape", [](const Tensor& x, const py::object& shape) { return reshape(x, shape_from_py(shape, "reshape")); },
+        a, py::arg("shape"), "input with a new shape (a view when possible; -1 inferred).");
   cls.def("reshape", [](const Tensor& x, const py::args& s) { return reshape(x, shape_from_args(s, "reshape")); },
           "This tensor with a new shape (a view when possible; -1 inferred).");
   cls.def("view", [](const Tensor& x, const py::args& s) { return view(x, shape_from_args(s, "view")); },
           "A view with a new shape (ShapeError when the strides allow none).");
-  m.def("permute", &permute, a, py::arg("dims"), "input with its dims reordered (a view).");
+  m.def("permute", [](const Tensor& x, const py::object& dims) { return permute(x, shape_from_py(dims, "permute", "dims")); },
+        a, py::arg("dims"), "input with its dims reordered (a view).");
   cls.def("permute", [](const Tensor& x, const py::args& d) {
             return permute(x, shape_from_args(d, "permute", "dims"));
           },
@@ -170,7 +172,8 @@ void bind_ops(py::module_& m) {
     for (int64_t i = 0; i < x.dim(); ++i) d[i] = x.dim() - 1 - i;
     return permute(x, d);
   }, "The dims reversed (a view).");
-  m.def("expand", &expand, a, py::arg("size"), "Broadcasts size-1 dims to size (a view).");
+  m.def("expand", [](const Tensor& x, const py::object& size) { return expand(x, shape_from_py(size, "expand")); },
+        a, py::arg("size"), "Broadcasts size-1 dims to size (a view).");
   cls.def("expand", [](const Tensor& x, const py::args& s) { return expand(x, shape_from_args(s, "expand")); },
           "Broadcasts size-1 dims (a view; -1 keeps a dim).");
   both(m, cls, "squeeze", [](const Tensor& x, std::optional<int64_t> dim) {
@@ -203,7 +206,9 @@ void bind_ops(py::module_& m) {
   both(m, cls, "split", &split, a, py::arg("split_size"), py::arg("dim") = 0,
        "Chunks of split_size along dim (the last may be smaller).");
   both(m, cls, "unbind", &unbind, a, py::arg("dim") = 0, "The slices along dim, with dim removed (views).");
-  m.def("pad", &pad, a, py::arg("pad"), py::arg("value") = 0.0,
+  m.def("pad", [](const Tensor& x, const py::object& pads, double value) {
+          return pad(x, shape_from_py(pads, "pad", "pads"), value);
+        }, a, py::arg("pad"), py::arg("value") = 0.0,
         "Constant padding, pads as torch.nn.functional.pad (last dim first).");
   both(m, cls, "repeat_interleave", &repeat_interleave, a, py::arg("repeats"), py::arg("dim"),
        "Repeats each element along dim.");
@@ -211,8 +216,9 @@ void bind_ops(py::module_& m) {
   // ---- softmax, normalisation, losses ----
   both(m, cls, "softmax", &softmax, a, py::arg("dim"), release_gil(), "Softmax along dim.");
   both(m, cls, "log_softmax", &log_softmax, a, py::arg("dim"), release_gil(), "Log-softmax along dim.");
-  m.def("layer_norm", [](const Tensor& x, const Shape& normalized_shape, const py::object& weight,
+  m.def("layer_norm", [](const Tensor& x, const py::object& shape, const py::object& weight,
                          const py::object& bias, double eps) {
+          const Shape normalized_shape = shape_from_py(shape, "layer_norm", "a normalized_shape");
           check<ShapeError>(x.dim() > 0, "layer_norm: expected an input of at least 1 dim, but got a 0-d tensor");
           check<ShapeError>(normalized_shape.size() == 1 && normalized_shape[0] == x.size(-1),
                             "layer_norm: tmem normalises over the last dim only: expected normalized_shape [",

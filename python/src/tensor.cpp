@@ -735,8 +735,9 @@ void bind_tensor(py::module_& m) {
   factory("zeros", [](const Shape& s, DType d, Device dev) { return zeros(s, d, dev); }, "A tensor of zeros.");
   factory("ones", [](const Shape& s, DType d, Device dev) { return ones(s, d, dev); }, "A tensor of ones.");
   factory("empty", [](const Shape& s, DType d, Device dev) { return empty(s, d, dev); }, "An uninitialised tensor.");
-  m.def("full", [](const Shape& shape, const py::object& value, const py::object& dtype, const py::object& device,
+  m.def("full", [](const py::object& size, const py::object& value, const py::object& dtype, const py::object& device,
                    bool requires_grad) {
+          const Shape shape = shape_from_py(size, "full");
           const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
           Tensor t;
           const std::optional<int64_t> x = d == DType::Int64 ? exact_int(value, "full", "fill_value") : std::nullopt;
@@ -817,8 +818,8 @@ void bind_tensor(py::module_& m) {
           return t;
         }, py::kw_only(), py::arg("dtype") = py::none(), py::arg("generator") = py::none(),
         py::arg("requires_grad").noconvert() = false, "Standard normal samples.");
-  m.def("randint", [gen_or_default](int64_t high, const Shape& size, Generator* generator) {
-          return randint(size, high, gen_or_default(generator));
+  m.def("randint", [gen_or_default](int64_t high, const py::object& size, Generator* generator) {
+          return randint(shape_from_py(size, "randint"), high, gen_or_default(generator));
         }, py::arg("high"), py::arg("size"), py::kw_only(), py::arg("generator") = nullptr,
         "int64 samples uniform in [0, high).");
 

@@ -686,6 +686,24 @@ class TestPythonProtocols(unittest.TestCase):
                     repr(obj)  # a built object, or the interpreter would crash here
         self.assertGreater(len(seen), 30)
 
+    def test_module_functions_take_an_int_or_a_sequence_as_shape(self):
+        # pybind11 refused an int with "incompatible function arguments" and a
+        # dump of the tensor; the methods took both.
+        x = tmem.ones(2, 3)
+        self.assertEqual(tmem.full(2, 1.0).shape, (2,))
+        self.assertEqual(tmem.reshape(x, 6).shape, (6,))
+        self.assertEqual(tmem.permute(x, (1, 0)).shape, (3, 2))
+        self.assertEqual(tmem.expand(tmem.ones(1), 3).shape, (3,))
+        self.assertEqual(tmem.pad(x, [1, 2]).shape, (2, 6))
+        self.assertEqual(tmem.layer_norm(x, 3).shape, (2, 3))
+        self.assertEqual(tmem.randint(5, 4).shape, (4,))
+        for call, who in ((lambda: tmem.full([2.5], 1.0), "full"), (lambda: tmem.reshape(x, "a"), "reshape"),
+                          (lambda: tmem.randint(5, True), "randint")):
+            with self.assertRaisesRegex(TypeError, who + ": expected a shape of ints"):
+                call()
+        with self.assertRaisesRegex(TypeError, "layer_norm: expected a normalized_shape of ints"):
+            tmem.layer_norm(x, None)
+
     def test_clone_copy_and_pickle(self):
         w = tmem.tensor([1.0, 2.0], requires_grad=True)
         c = w.clone()
