@@ -116,8 +116,19 @@ void bind_ops(py::module_& m) {
          const double inf = std::numeric_limits<double>::infinity();
          return clamp(x, lo.value_or(-inf), hi.value_or(inf));
        }, a, py::arg("min") = py::none(), py::arg("max") = py::none(), "min(max(input, min), max).");
-  m.def("where", &where, py::arg("condition"), a, py::arg("other"),
-        "input where condition is non-zero, else other (broadcast).");
+  m.def("where", [](const Tensor& condition, const py::object& x, const py::object& y) {
+          // As torch.where, input or other may be a number: a 0-d tensor of
+          // the other operand's dtype and device (float32 when both are numbers).
+          const auto tensor_of = [](const py::object& v) { return py::isinstance<Tensor>(v) ? v.cast<Tensor>() : Tensor(); };
+          Tensor tx = tensor_of(x), ty = tensor_of(y);
+          const Tensor like = tx.defined() ? tx : ty;
+          const DType dtype = like.defined() ? like.dtype() : DType::Float32;
+          const Device device = like.defined() ? like.device() : condition.device();
+          if (!tx.defined()) tx = full({}, number_from_py(x, "where", "input"), dtype, device);
+          if (!ty.defined()) ty = full({}, number_from_py(y, "where", "other"), dtype, device);
+          return where(condition, tx, ty);
+        }, py::arg("condition"), a, py::arg("other"),
+        "input where condition is non-zero, else other (broadcast); either may be a number.");
   both(m, cls, "masked_fill", &masked_fill, a, py::arg("mask"), py::arg("value"),
        "input with value wherever mask (broadcast) is non-zero.");
 

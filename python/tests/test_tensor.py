@@ -704,6 +704,16 @@ class TestPythonProtocols(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "layer_norm: expected a normalized_shape of ints"):
             tmem.layer_norm(x, None)
 
+    def test_where_takes_numbers(self):
+        c = tmem.tensor([1, 0, 1])
+        x = tmem.tensor([1.0, 2.0, 3.0], dtype=tmem.float64)
+        self.assertEqual(tmem.where(c, x, 0.0).numpy().tolist(), [1.0, 0.0, 3.0])
+        self.assertEqual(tmem.where(c, x, 0.0).dtype, tmem.float64)
+        self.assertEqual(tmem.where(c, -1, x).numpy().tolist(), [-1.0, 2.0, -1.0])
+        self.assertEqual(tmem.where(c, 1.5, 2.5).numpy().tolist(), [1.5, 2.5, 1.5])
+        with self.assertRaisesRegex(TypeError, "where: expected other to be a number, but got 'a'"):
+            tmem.where(c, x, "a")
+
     def test_clone_copy_and_pickle(self):
         w = tmem.tensor([1.0, 2.0], requires_grad=True)
         c = w.clone()
