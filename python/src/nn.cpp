@@ -110,11 +110,13 @@ struct GroupView {
     if (key == "weight_decay") return py::float_(*group().weight_decay);
     throw py::key_error(key);
   }
-  void set(const std::string& key, double value) const {
-    if (key == "lr") return get().set_lr(index, value);
-    if (key == "weight_decay") return get().set_weight_decay(index, value);
-    throw ValueError("param_groups[" + std::to_string(index) + "]: only lr and weight_decay can be set, but got '" +
-                     printable(key) + "'");
+  void set(const std::string& key, const py::object& value) const {
+    const std::string who = "param_groups[" + std::to_string(index) + "]";
+    if (key != "lr" && key != "weight_decay")
+      throw ValueError(who + ": only lr and weight_decay can be set, but got '" + printable(key) + "'");
+    const double v = number_from_py(value, who, key);
+    if (key == "lr") return get().set_lr(index, v);
+    get().set_weight_decay(index, v);
   }
 };
 
@@ -428,10 +430,18 @@ void bind_nn(py::module_& m) {
                     [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.");
 
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
-      .def(py::init([](const py::iterable& params, double lr, std::pair<double, double> betas, double eps,
+      .def(py::init([](const py::iterable& params, double lr, const py::object& betas, double eps,
                        double weight_decay) {
-             return nn::AdamW(param_groups_arg(params, "optim.AdamW"), lr, betas.first, betas.second, eps, weight_decay);
-           }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = std::make_pair(0.9, 0.999),
+             // A pair of numbers; pybind11 refused anything else with its
+             // incompatible-arguments message.
+             const bool pair = py::isinstance<py::sequence>(betas) && !py::isinstance<py::str>(betas) && py::len(betas) == 2;
+             if (!pair)
+               throw py::type_error("optim.AdamW: expected betas to be a pair of numbers (beta1, beta2), but got " +
+                                    printable(py::repr(betas).cast<std::string>()));
+             const double b1 = number_from_py(betas[py::int_(0)], "optim.AdamW", "beta1"),
+                          b2 = number_from_py(betas[py::int_(1)], "optim.AdamW", "beta2");
+             return nn::AdamW(param_groups_arg(params, "optim.AdamW"), lr, b1, b2, eps, weight_decay);
+           }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = py::make_tuple(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01,
            "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them.")
       .def_property_readonly("param_groups", &param_groups_out<nn::AdamW>,

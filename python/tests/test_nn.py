@@ -341,6 +341,14 @@ class TestOptim(unittest.TestCase):
             optim.AdamW([p]).param_groups[0]["weight_decay"] = float("inf")
         with self.assertRaisesRegex(ValueError, r"param_groups\[0\]: only lr and weight_decay can be set, but got 'initial_lr'"):
             group["initial_lr"] = 0.1
+        with self.assertRaisesRegex(TypeError, r"param_groups\[0\]: expected lr to be a number, but got 'x'"):
+            group["lr"] = "x"
+        for betas in ((0.9,), 0.9, "ab"):
+            with self.assertRaisesRegex(TypeError, "optim.AdamW: expected betas to be a pair of numbers"):
+                optim.AdamW([p], betas=betas)
+        with self.assertRaisesRegex(TypeError, "optim.AdamW: expected beta2 to be a number, but got None"):
+            optim.AdamW([p], betas=(0.9, None))
+        self.assertEqual(optim.AdamW([p], betas=[0.8, 0.99]).lr, 1e-3)
         with self.assertRaises(KeyError):
             group["momentum"]
         adamw = optim.AdamW([{"params": [p]}, {"params": [tmem.zeros(2).requires_grad_()]}], lr=1e-3)
