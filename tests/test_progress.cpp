@@ -76,6 +76,21 @@ TEST_CASE("RunEta: later parts at the time per step of their kind's finished par
   CHECK_THROWS_AS(eta.finish(1, 1), tmem::ValueError);
 }
 
+TEST_CASE("RunEta: the ETA is a guess while a later part's kind has not been timed, and the line says so") {
+  RunEta eta({{"base", 3}, {"base", 3}, {"tensor", 3}});
+  CHECK(eta.guessed());  // tensor counted at base's time per step
+  CHECK(output_of([&] { print_progress_line("base", "step", 1, 3, "loss 1.0", 2.0, false, 3, &eta); }) ==
+        "base [######..............] step 1/3  loss 1.0  ETA ~0:16\n");
+  eta.finish(3, 6);
+  CHECK(eta.guessed());
+  eta.finish(3, 6);
+  CHECK(!eta.guessed());  // the current part is the only tensor one: its own time
+  CHECK(output_of([&] { print_progress_line("tensor", "step", 1, 3, "loss 1.0", 5.0, false, 3, &eta); }) ==
+        "tensor [######..............] step 1/3  loss 1.0  ETA 0:10\n");
+  RunEta same({{"a", 2}, {"a", 2}});
+  CHECK(!same.guessed());  // one kind: its current rate is measured
+}
+
 TEST_CASE("RunEta: a kind's time per step is its finished parts' seconds over their steps") {
   RunEta eta({{"a", 10}, {"a", 10}, {"b", 8}, {"a", 10}});
   eta.finish(10, 2.5);

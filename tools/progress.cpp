@@ -85,8 +85,8 @@ void print_progress_line(const std::string& label, const std::string& unit, int6
   if (tty && !last && done != start + 1 && now - shown < std::chrono::milliseconds(100)) return;
   shown = now;
   const double eta = progress_eta(done, total, seconds, start, run);
-  fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}", tty ? "\r" : "", label, progress_bar(done, total),
-             unit, done, total, fields, fmt_time(eta), tty && !last ? "" : "\n");
+  fmt::print("{}{} [{}] {} {}/{}  {}  ETA {}{}{}", tty ? "\r" : "", label, progress_bar(done, total),
+             unit, done, total, fields, run && run->guessed() ? "~" : "", fmt_time(eta), tty && !last ? "" : "\n");
   std::fflush(stdout);
   progress_line_open = tty && !last;
 }
@@ -101,6 +101,14 @@ double RunEta::seconds_left(int64_t steps_left, double seconds_per_step) const {
             (measured ? it->second.second / static_cast<double>(it->second.first) : current);
   }
   return left;
+}
+
+bool RunEta::guessed() const {
+  for (size_t i = current_ + 1; i < parts_.size(); ++i) {
+    const auto it = done_.find(parts_[i].kind);
+    if (parts_[i].kind != parts_[current_].kind && (it == done_.end() || it->second.first == 0)) return true;
+  }
+  return false;
 }
 
 void RunEta::finish(int64_t steps, double seconds) {

@@ -37,7 +37,7 @@ double progress_eta(int64_t done, int64_t total, double seconds, int64_t start, 
 
 /// One progress line on stdout, "<label> [<bar>] <unit> <done>/<total>
 /// <fields>  ETA <time>", the ETA progress_eta(done, total, seconds, start,
-/// run). On a terminal (tty) the line is rewritten in place
+/// run), "~<time>" while run->guessed(). On a terminal (tty) the line is rewritten in place
 /// ('\r', a newline only when done == total), at most every 0.1 s besides
 /// the first step and the last; otherwise it is printed as its
 /// own line only every total / lines-th step and at the end. The first line
@@ -78,6 +78,11 @@ class RunEta {
   /// makes the next one current. Throws ValueError when every part has
   /// finished already.
   void finish(int64_t steps, double seconds);
+  /// Whether a later part is of a kind other than the current part's with
+  /// no finished part to time it, so seconds_left counts it at the current
+  /// part's time per step: a guess (the progress line marks it "~"), since
+  /// kinds differ (a tensor cell takes 4.5-12 times a base cell's step).
+  bool guessed() const;
 
  private:
   std::vector<Part> parts_;
