@@ -15,7 +15,8 @@ RUN_DIR/vs-G.json (`--vs P|G --report`), and prints:
   in bold;
 - the cells still to run;
 - each --vs table: accuracy against P or G, "-" for a cell not finished.
-Exits 1 naming the file when results.json is missing or not a report.
+Exits 1 naming the run when results.json is missing or unreadable, or it or
+a vs-*.json is not what `--report` writes.
 """
 import json
 import os
@@ -105,22 +106,39 @@ def read(path):
         sys.exit(f"frontier_tables: cannot read {path}: {e}")
 
 
-def main(argv):
-    if len(argv) != 2:
-        sys.exit(__doc__.split("\n\n")[1])
-    run = argv[1]
+def names(items):
+    """A report's list of cell names, as one line."""
+    if not isinstance(items, list) or not all(isinstance(n, str) for n in items):
+        raise TypeError(f"to_run is not a list of cell names: {items!r}")
+    return ", ".join(items) if items else "none"
+
+
+def tables(run):
+    """The Markdown of run's report; KeyError, TypeError, ValueError or
+    AttributeError when a file is not what `--report` writes."""
     res = read(os.path.join(run, "results.json"))
-    if not isinstance(res, dict) or not all(k in res for k in ("table", "cells", "lr_choice", "to_run")):
-        sys.exit(f"frontier_tables: {os.path.join(run, 'results.json')} is not a `tmem frontier --report` result")
+    if not isinstance(res, dict) or not isinstance(res.get("task"), str):
+        raise TypeError("no task")
     out = [f"{res['task']} frontier", ""] + frontier_table(res) + ["", "learning-rate search (first seed)", ""]
     out += lr_search(res)
-    out += ["", "to run: " + (", ".join(res["to_run"]) if res["to_run"] else "none")]
+    out += ["", "to run: " + names(res["to_run"])]
     for vs in ("P", "G"):
         path = os.path.join(run, f"vs-{vs}.json")
         if os.path.exists(path):
-            out += ["", f"against {vs} (middle size, first seed)", ""] + vs_table(read(path))
-            todo = read(path).get("to_run", [])
-            out += ["", "to run: " + (", ".join(todo) if todo else "none")]
+            v = read(path)
+            out += ["", f"against {vs} (middle size, first seed)", ""] + vs_table(v)
+            out += ["", "to run: " + names(v["to_run"])]
+    return out
+
+
+def main(argv):
+    if len(argv) != 2:
+        sys.exit(__doc__.split("\n\n")[1])
+    try:
+        out = tables(argv[1])
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError, ZeroDivisionError) as e:
+        sys.exit(f"frontier_tables: {argv[1]}: results.json or vs-*.json is not a `tmem frontier --report` result "
+                 f"({type(e).__name__}: {e})")
     print("\n".join(out))
 
 

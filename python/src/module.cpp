@@ -145,8 +145,11 @@ double number_from_py(py::handle obj, const std::string& who, const std::string&
 }
 
 std::string path_from_py(py::handle obj, const std::string& who) {
+  // A __fspath__ that raises or returns another type keeps its own error, as open() gives it.
+  const bool path_like = py::hasattr(py::type::of(obj), "__fspath__");
   const py::object fs = py::reinterpret_steal<py::object>(PyOS_FSPath(obj.ptr()));
   if (!fs) {
+    if (path_like) throw py::error_already_set();
     PyErr_Clear();
     throw py::type_error(who + ": expected path to be a str or os.PathLike, but got " +
                          py::str(py::type::of(obj).attr("__name__")).cast<std::string>());

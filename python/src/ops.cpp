@@ -205,9 +205,15 @@ void bind_ops(py::module_& m) {
   // sequence of its rows (torch raises TypeError).
   const auto sequence_op = [](const char* name, Tensor (*f)(const std::vector<Tensor>&, int64_t)) {
     return [name, f](const py::object& tensors, int64_t dim) {
-      if (py::isinstance<Tensor>(tensors))
-        throw py::type_error(std::string(name) + ": expected a list or tuple of tensors, but got a Tensor");
-      return f(tensors.cast<std::vector<Tensor>>(), dim);
+      const std::string expected = std::string(name) + ": expected a list or tuple of tensors, but got ";
+      if (py::isinstance<Tensor>(tensors)) throw py::type_error(expected + "a Tensor");
+      std::vector<Tensor> ts;
+      try {
+        ts = tensors.cast<std::vector<Tensor>>();
+      } catch (const py::cast_error&) {
+        throw py::type_error(expected + printable(py::repr(tensors).cast<std::string>()));
+      }
+      return f(ts, dim);
     };
   };
   m.def("cat", sequence_op("cat", &cat), py::arg("tensors"), py::arg("dim") = 0, "Concatenates along dim.");

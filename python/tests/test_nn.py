@@ -534,6 +534,12 @@ class TestFiles(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "GradDumpWriter: expected path to be a str or os.PathLike, but got "
                                                "NoneType"):
             tmem.GradDumpWriter(None)
+        # A __fspath__ that fails keeps its own error, as open() does.
+        class Broken:
+            def __fspath__(self):
+                raise OSError("no such mount")
+        with self.assertRaisesRegex(OSError, "no such mount"):
+            tmem.load_safetensors(Broken())
         # A NUL byte, from a str or bytes, reaches the file functions' check.
         with self.assertRaisesRegex(ValueError, "holds a NUL byte"):
             tmem.read_grad_dump(os.fsencode(dump) + b"\0x")

@@ -619,6 +619,8 @@ class TestPythonProtocols(unittest.TestCase):
         for name in ("cat", "concat", "stack"):
             with self.assertRaisesRegex(TypeError, name + ": expected a list or tuple of tensors, but got a Tensor"):
                 getattr(tmem, name)(tmem.ones(2, 3))
+            with self.assertRaisesRegex(TypeError, name + r": expected a list or tuple of tensors, but got \[1, 2\]"):
+                getattr(tmem, name)([1, 2])
         self.assertEqual(tmem.cat((tmem.ones(2), tmem.zeros(1))).numpy().tolist(), [1.0, 1.0, 0.0])
 
     def test_tensor_keeps_numpy_float64_and_refuses_long_double(self):
@@ -685,6 +687,23 @@ class TestPythonProtocols(unittest.TestCase):
                         continue
                     repr(obj)  # a built object, or the interpreter would crash here
         self.assertGreater(len(seen), 30)
+        # A Python subclass builds its C++ part in __init__; without it, a
+        # layer's own methods and properties raise instead of reading nothing.
+        class Sub(tmem.nn.Linear):
+            pass
+        bare = Sub.__new__(Sub)
+        for use in (lambda: bare.weight, lambda: bare(tmem.ones(3)), lambda: bare.parameters()):
+            with self.assertRaisesRegex(AttributeError, "Sub: cannot .* before Module.__init__"):
+                use()
+        self.assertEqual(Sub(3, 2).weight.shape, (2, 3))
+
+    def test_contains(self):
+        self.assertIn(2.0, tmem.tensor(2.0))
+        self.assertIn(1.0, tmem.ones(2, 2))
+        self.assertNotIn(3, tmem.tensor([1, 2]))
+        self.assertIn(np.float32(2.0), tmem.tensor([1.0, 2.0]))
+        with self.assertRaisesRegex(TypeError, "Tensor.__contains__ only supports Tensor or scalar, but got str"):
+            "a" in tmem.ones(2)
 
     def test_module_functions_take_an_int_or_a_sequence_as_shape(self):
         # pybind11 refused an int with "incompatible function arguments" and a

@@ -6,8 +6,11 @@ The compiled part lives in tmem._tmem; this package re-exports it, makes
 ``tmem.nn``, ``tmem.optim`` and ``tmem.models`` importable, and gives ``tmem.nn.Module`` its
 PyTorch-style attribute registration.
 """
+import builtins as _builtins  # tmem.float (a dtype) shadows the builtin below
 import functools as _functools
 import sys as _sys
+
+import numpy as _np
 
 from . import _tmem
 from ._tmem import *  # noqa: F401,F403
@@ -88,15 +91,18 @@ def _needs_init(name, method):
     return checked
 
 
-def _guard_module_methods():
-    for name, attr in list(vars(nn.Module).items()):
-        if name.startswith("_"):
+def _guard_module_methods(cls):
+    """Wraps cls's own public methods and properties in _needs_init: cls is
+    nn.Module or a bound layer derived from it, whose Python subclass may
+    leave the C++ part unbuilt (Sub.__new__(Sub) without __init__)."""
+    for name, attr in list(vars(cls).items()):
+        if name.startswith("_") and name != "__call__":
             continue
         if isinstance(attr, property):
             setter = attr.fset and _needs_init(name, attr.fset)
-            setattr(nn.Module, name, property(_needs_init(name, attr.fget), setter, doc=attr.__doc__))
+            setattr(cls, name, property(_needs_init(name, attr.fget), setter, doc=attr.__doc__))
         elif callable(attr):
-            setattr(nn.Module, name, _needs_init(name, attr))
+            setattr(cls, name, _needs_init(name, attr))
 
 
 def _guard_call(self, fn):
@@ -165,6 +171,15 @@ for _module in (_tmem, nn, optim, models):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
             _construct_in_new(_cls)
 
+def _tensor_contains(self, element):
+    """``element in tensor``: whether any element equals it (torch's
+    Tensor.__contains__); a 0-d tensor too, which refuses iteration."""
+    if not isinstance(element, (Tensor, _builtins.int, _builtins.float, _np.number, _np.bool_)):
+        raise TypeError(f"Tensor.__contains__ only supports Tensor or scalar, but got {type(element).__name__}")
+    return bool((self == element).numpy().any())
+
+
+Tensor.__contains__ = _tensor_contains
 Tensor.__reduce__ = _tensor_reduce
 Tensor.__deepcopy__ = _tensor_deepcopy
 
@@ -175,5 +190,8 @@ nn.Module.__setattr__ = _module_setattr
 nn.Module.__delattr__ = _module_delattr
 for _name in ("register_parameter", "register_buffer", "register_module"):
     setattr(nn.Module, _name, _register_as_attribute(getattr(nn.Module, _name)))
-_guard_module_methods()
+for _module in (nn, models):
+    for _cls in list(vars(_module).values()):
+        if isinstance(_cls, type) and issubclass(_cls, nn.Module):
+            _guard_module_methods(_cls)
 nn.Parameter = _parameter
