@@ -315,6 +315,16 @@ Tensor& fill_value_(Tensor& t, const py::object& v) {
   return fill_(t, number_from_py(v, "fill_", "value"));
 }
 
+/// v rounded to float32's range as IEEE rounding does, so that ones(3) * 1e39
+/// is inf as in torch (full itself refuses such a fill value, as torch.full
+/// does): from half an ulp past the largest float on, inf; below it, the
+/// largest.
+double as_float32(double v) {
+  constexpr double largest = std::numeric_limits<float>::max();
+  if (!std::isfinite(v) || std::abs(v) <= largest) return v;
+  return std::copysign(std::abs(v) >= largest + 0x1p103 ? HUGE_VAL : largest, v);
+}
+
 /// other as the tensor operand of a Python operator on t: a Tensor, a
 /// Python or NumPy number (a 0-d tensor of t's dtype and device) or a NumPy
 /// array (its values, as torch takes them; dtypes must still match); none
@@ -324,14 +334,8 @@ std::optional<Tensor> operator_operand(const Tensor& t, const py::object& other)
   if (py::isinstance<py::array>(other)) return from_numpy(other.cast<py::array>()).to(t.device());
   py::detail::make_caster<double> number;
   if (!number.load(other, true)) return std::nullopt;
-  double v = py::detail::cast_op<double>(number);
-  // A float32 operand rounds as IEEE does, so ones(3) * 1e39 is inf as in
-  // torch (full itself refuses such a fill value, as torch.full does):
-  // from half an ulp past the largest float on, inf; below it, the largest.
-  constexpr double largest = std::numeric_limits<float>::max();
-  if (t.dtype() == DType::Float32 && std::isfinite(v) && std::abs(v) > largest)
-    v = std::copysign(std::abs(v) >= largest + 0x1p103 ? HUGE_VAL : largest, v);
-  return full({}, v, t.dtype(), t.device());
+  const double v = py::detail::cast_op<double>(number);
+  return full({}, t.dtype() == DType::Float32 ? as_float32(v) : v, t.dtype(), t.device());
 }
 
 /// t <op> other (reflected: other <op> t) for a Python operator.
@@ -358,6 +362,9 @@ py::object compare(const Tensor& a, const py::object& b, const char* ufunc, cons
                       py::isinstance(b, np.attr("number")) || py::isinstance(b, np.attr("bool_"));
   if (!tensor && !number && !py::isinstance<py::array>(b)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   py::object rhs = b;
+  // A float compared with a float32 tensor as the operators round it
+  // (tensor([inf]) == 1e39 is true in torch).
+  if (!tensor && a.dtype() == DType::Float32 && PyFloat_Check(b.ptr())) rhs = py::float_(as_float32(b.cast<double>()));
   if (tensor) {
     const Tensor t = b.cast<Tensor>();
     check<DeviceError>(t.device() == a.device(), op, ": tensors on ", a.device().str(), " and ", t.device().str());
@@ -402,11 +409,18 @@ bool holds_numpy_float64(const py::handle& data) {
 /// In place a += alpha * b, b a tensor (broadcast) or a number: the body of
 /// add_, sub_ (alpha negated), += and -=. `who` names the method in errors.
 Tensor& add_scaled_(Tensor& a, const py::object& b, double alpha, const std::string& who) {
+  check<ValueError>(std::isfinite(alpha), who, ": expected a finite alpha, but got ", alpha);
   if (!py::isinstance<Tensor>(b)) return add_(a, alpha * number_from_py(b, who, "the operand"));
   const Tensor t = b.cast<Tensor>();
   if (alpha == 1.0) return add_(a, t);
   const Tensor scaled = alpha == -1.0 ? neg(t) : mul(t, alpha);
   return add_(a, scaled);
+}
+
+/// The alpha of add_ and sub_: a number, not a bool (torch refuses True).
+double alpha_from_py(const py::object& alpha, const std::string& who) {
+  if (PyBool_Check(alpha.ptr())) throw py::type_error(who + ": expected alpha to be a number, but got a bool");
+  return number_from_py(alpha, who, "alpha");
 }
 
 /// In place a *= b, b a tensor (broadcast) or a number: the body of mul_ and *=.
@@ -655,12 +669,12 @@ void bind_tensor(py::module_& m) {
            py::is_operator())
       .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "*="); },
            py::is_operator())
-      .def("add_", [](Tensor& a, const py::object& b, double alpha) -> Tensor& {
-             return add_scaled_(a, b, alpha, "add_");
+      .def("add_", [](Tensor& a, const py::object& b, const py::object& alpha) -> Tensor& {
+             return add_scaled_(a, b, alpha_from_py(alpha, "add_"), "add_");
            }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1.0,
            "In place a += alpha * other, other a tensor (broadcast) or a number (torch.Tensor.add_).")
-      .def("sub_", [](Tensor& a, const py::object& b, double alpha) -> Tensor& {
-             return add_scaled_(a, b, -alpha, "sub_");
+      .def("sub_", [](Tensor& a, const py::object& b, const py::object& alpha) -> Tensor& {
+             return add_scaled_(a, b, -alpha_from_py(alpha, "sub_"), "sub_");
            }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1.0,
            "In place a -= alpha * other, other a tensor (broadcast) or a number (torch.Tensor.sub_).")
       .def("mul_", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "mul_"); },

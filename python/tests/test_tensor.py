@@ -604,6 +604,9 @@ class TestPythonProtocols(unittest.TestCase):
         largest = float(np.finfo(np.float32).max)
         self.assertEqual((tmem.ones(1) * (largest * (1 + 2**-30))).numpy().tolist(), [largest])
         self.assertEqual((tmem.ones(1, dtype=tmem.float64) * 1e39).numpy().tolist(), [1e39])
+        # Comparisons round the same way: tensor([inf]) == 1e39 in torch.
+        self.assertEqual((tmem.tensor([np.inf, 1.0]) == 1e39).numpy().tolist(), [1, 0])
+        self.assertEqual((tmem.tensor([np.inf], dtype=tmem.float64) == 1e39).numpy().tolist(), [0])
 
     def test_one_guard_object_entered_twice(self):
         ng = tmem.no_grad()
@@ -808,6 +811,10 @@ class TestAutograd(unittest.TestCase):
             a.add_("x")
         with self.assertRaisesRegex(TypeError, "mul_: expected the operand to be a number, but got None"):
             a.mul_(None)
+        with self.assertRaisesRegex(TypeError, "sub_: expected alpha to be a number, but got a bool"):
+            a.sub_(1.0, alpha=True)
+        with self.assertRaisesRegex(tmem.ValueError, "add_: expected a finite alpha, but got inf"):
+            a.add_(1.0, alpha=float("inf"))
 
     def test_no_grad(self):
         x = tmem.ones(2, requires_grad=True)
