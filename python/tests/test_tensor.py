@@ -679,6 +679,10 @@ class TestPythonProtocols(unittest.TestCase):
             self.assertFalse(tmem.is_grad_enabled())
         self.assertTrue(tmem.is_grad_enabled())
         self.assertEqual(tmem.nn.Linear.__new__(tmem.nn.Linear, 3, 2).weight.shape, (2, 3))
+        lin = tmem.nn.Linear(2, 3)
+        with self.assertRaisesRegex(TypeError, "Linear.__init__: the object is built already; make a new one"):
+            lin.__init__(256, 256)
+        self.assertEqual(lin.weight.shape, (3, 2))
         seen = set()
         for module in (tmem._tmem, tmem.nn, tmem.optim, tmem.models):
             for cls in vars(module).values():

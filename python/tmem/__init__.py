@@ -154,11 +154,17 @@ def _construct_in_new(cls):
         obj = new(klass)
         if klass is cls:
             init(obj, *args, **kwargs)
+            _built_in_new.add(id(obj))
         return obj
 
     def __init__(self, *args, **kwargs):
         if type(self) is not cls:
             init(self, *args, **kwargs)
+        elif id(self) in _built_in_new:
+            _built_in_new.discard(id(self))  # the type call's own __init__
+        else:
+            raise TypeError(f"{cls.__name__}.__init__: the object is built already; make a new one "
+                            f"(pybind11 would build another over it)")
 
     __init__.__doc__ = init.__doc__
     cls.__new__ = staticmethod(__new__)
@@ -166,6 +172,7 @@ def _construct_in_new(cls):
 
 
 _pybind_object = Tensor.__mro__[-2]
+_built_in_new = set()  # ids of objects __new__ built, until the type call's __init__
 for _module in (_tmem, nn, optim, models):
     for _cls in list(vars(_module).values()):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
