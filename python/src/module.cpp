@@ -78,7 +78,13 @@ void bind_exceptions(py::module_& m) {
 
 DType dtype_from_py(py::handle obj) {
   if (py::isinstance<DType>(obj)) return obj.cast<DType>();
-  const py::dtype dt = py::dtype::from_args(py::reinterpret_borrow<py::object>(obj));
+  py::dtype dt;
+  try {
+    dt = py::dtype::from_args(py::reinterpret_borrow<py::object>(obj));
+  } catch (const py::error_already_set& e) {  // NumPy's "data type 'x' not understood" named no argument
+    throw DtypeError("dtype: tmem has the dtypes float32, float64 and int64, but got " +
+                     printable(py::repr(obj).cast<std::string>()) + " (" + e.what() + ")");
+  }
   if (dt.is(py::dtype::of<float>())) return DType::Float32;
   if (dt.is(py::dtype::of<double>())) return DType::Float64;
   if (dt.is(py::dtype::of<int64_t>())) return DType::Int64;
@@ -86,7 +92,7 @@ DType dtype_from_py(py::handle obj) {
   if (name == "float32") return DType::Float32;
   if (name == "float64") return DType::Float64;
   if (name == "int64") return DType::Int64;
-  throw DtypeError("tmem has the dtypes float32, float64 and int64, but got " + name);
+  throw DtypeError("dtype: tmem has the dtypes float32, float64 and int64, but got " + name);
 }
 
 py::dtype numpy_dtype(DType dtype) {

@@ -730,6 +730,15 @@ class TestPythonProtocols(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "layer_norm: expected a normalized_shape of ints"):
             tmem.layer_norm(x, None)
 
+    def test_dtype_arguments_name_themselves(self):
+        with self.assertRaisesRegex(tmem.DtypeError, r"dtype: tmem has the dtypes float32, float64 and int64, but "
+                                                     r"got 'garbage' \(TypeError: data type 'garbage' not understood"):
+            tmem.zeros(2, dtype="garbage")
+        with self.assertRaisesRegex(tmem.DtypeError, "dtype: tmem has the dtypes float32, float64 and int64, but "
+                                                     "got int8"):
+            tmem.ones(2, dtype=np.int8)
+        self.assertEqual(tmem.zeros(2, dtype="float64").dtype, tmem.float64)
+
     def test_where_takes_numbers(self):
         c = tmem.tensor([1, 0, 1])
         x = tmem.tensor([1.0, 2.0, 3.0], dtype=tmem.float64)
