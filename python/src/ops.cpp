@@ -20,6 +20,22 @@ std::vector<int64_t> dims_from_py(const py::object& dim, const char* op) {
   return ints_from_py(dim, op, "dim to be None, an int or a sequence of ints");
 }
 
+/// Whether x is an int64 CPU tensor, whose sum, max and min NumPy computes
+/// (tmem's kernels are floating only), as the Python operators do.
+bool is_cpu_int64(const Tensor& x) { return x.dtype() == DType::Int64 && x.device().is_cpu(); }
+
+/// numpy.<reduction>(x, axis, keepdims) of an int64 CPU tensor, as an int64
+/// tensor (0-d for axis None). Throws ShapeError for an empty tensor, as the
+/// floating reductions do for max and min.
+Tensor int64_reduction(const char* reduction, const Tensor& x, const py::object& axis, bool keepdim) {
+  check<ShapeError>(x.numel() > 0 || std::string(reduction) == "sum", reduction,
+                    ": the tensor is empty (shape ", shape_str(x.shape()), "), which has no ", reduction);
+  py::module_ np = py::module_::import("numpy");
+  const py::object r = np.attr(reduction)(py::cast(x).attr("numpy")(), py::arg("axis") = axis,
+                                          py::arg("keepdims") = keepdim);
+  return from_numpy(np.attr("asarray")(r, py::arg("dtype") = np.attr("int64")));
+}
+
 /// The (values, indices) pair of max/min along a dim, as tmem.return_types.
 py::object values_indices(const ValuesIndices& r) {
   return py::module_::import("tmem._tmem").attr("ValuesIndices")(r.values, r.indices);
@@ -134,7 +150,11 @@ void bind_ops(py::module_& m) {
 
   // ---- reductions ----
   both(m, cls, "sum", [](const Tensor& x, const py::object& dim, bool keepdim) {
-         return sum(x, dims_from_py(dim, "sum"), keepdim);
+         const std::vector<int64_t> dims = dims_from_py(dim, "sum");
+         if (!is_cpu_int64(x)) return sum(x, dims, keepdim);
+         py::tuple axes(dims.size());
+         for (size_t i = 0; i < dims.size(); ++i) axes[i] = normalize_dim(dims[i], x.dim(), "sum");
+         return int64_reduction("sum", x, dims.empty() ? py::object(py::none()) : py::object(axes), keepdim);
        }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, "Sum over dims (all when None).");
   both(m, cls, "mean", [](const Tensor& x, const py::object& dim, bool keepdim) {
          return mean(x, dims_from_py(dim, "mean"), keepdim);
@@ -147,6 +167,12 @@ void bind_ops(py::module_& m) {
   both(m, cls, "max", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
          // torch.max(x, keepdim=True) without a dim is a TypeError; it was ignored.
          if (!dim && keepdim) throw py::type_error("max: keepdim=True needs a dim");
+         if (is_cpu_int64(x)) {
+           if (!dim) return py::cast(int64_reduction("max", x, py::none(), false));
+           const int64_t d = normalize_dim(*dim, x.dim(), "max");
+           return values_indices({int64_reduction("max", x, py::int_(d), keepdim),
+                                   int64_reduction("argmax", x, py::int_(d), keepdim)});
+         }
          if (!dim) return py::cast(max(x));
          return values_indices(max(x, *dim, keepdim));
        }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
@@ -154,6 +180,12 @@ void bind_ops(py::module_& m) {
   both(m, cls, "min", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
          // torch.min(x, keepdim=True) without a dim is a TypeError; it was ignored.
          if (!dim && keepdim) throw py::type_error("min: keepdim=True needs a dim");
+         if (is_cpu_int64(x)) {
+           if (!dim) return py::cast(int64_reduction("min", x, py::none(), false));
+           const int64_t d = normalize_dim(*dim, x.dim(), "min");
+           return values_indices({int64_reduction("min", x, py::int_(d), keepdim),
+                                   int64_reduction("argmin", x, py::int_(d), keepdim)});
+         }
          if (!dim) return py::cast(min(x));
          return values_indices(min(x, *dim, keepdim));
        }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,

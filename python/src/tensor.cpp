@@ -338,11 +338,44 @@ std::optional<Tensor> operator_operand(const Tensor& t, const py::object& other)
   return full({}, t.dtype() == DType::Float32 ? as_float32(v) : v, t.dtype(), t.device());
 }
 
-/// t <op> other (reflected: other <op> t) for a Python operator.
+/// A NumPy result as torch types it: floats float32 unless an operand was a
+/// float64 tensor or array (int64 / int64 and int64 + 0.5 are float32 in
+/// torch), integers and bools int64.
+Tensor torch_typed(const py::array& r, bool float64) {
+  const char kind = r.dtype().kind();
+  const DType d = kind == 'f' ? (float64 ? DType::Float64 : DType::Float32) : DType::Int64;
+  return from_numpy(r.attr("astype")(numpy_dtype(d)));
+}
+
+/// lhs <ufunc> rhs by NumPy when an operand is an int64 tensor and none
+/// requires grad (tmem's kernels are floating only; labels and indices are
+/// int64), as comparisons are computed; none otherwise, and for an operand
+/// NumPy should not see (a string, None: Python then raises its TypeError).
+std::optional<Tensor> int64_arithmetic(const Tensor& t, const py::object& other, const char* ufunc, bool reflected) {
+  if (!ufunc) return std::nullopt;
+  const bool other_tensor = py::isinstance<Tensor>(other);
+  const Tensor o = other_tensor ? other.cast<Tensor>() : Tensor();
+  const bool ints = t.dtype() == DType::Int64 || (other_tensor && o.dtype() == DType::Int64);
+  if (!ints || t.requires_grad() || (other_tensor && o.requires_grad()) || !t.device().is_cpu() ||
+      (other_tensor && !o.device().is_cpu()))
+    return std::nullopt;
+  py::module_ np = py::module_::import("numpy");
+  const bool number = PyLong_Check(other.ptr()) || PyFloat_Check(other.ptr()) || py::isinstance(other, np.attr("number"));
+  if (!other_tensor && !number && !py::isinstance<py::array>(other)) return std::nullopt;
+  const py::object rhs = other_tensor ? py::object(numpy_view(o)) : other;
+  const py::array r = reflected ? np.attr(ufunc)(rhs, numpy_view(t)) : np.attr(ufunc)(numpy_view(t), rhs);
+  const bool float64 = t.dtype() == DType::Float64 || (other_tensor && o.dtype() == DType::Float64) ||
+                       (py::isinstance<py::array>(other) && other.cast<py::array>().dtype().is(py::dtype::of<double>()));
+  return torch_typed(r, float64);
+}
+
+/// t <op> other (reflected: other <op> t) for a Python operator; `ufunc`,
+/// NumPy's name of the op, computes it for int64 tensors (int64_arithmetic).
 /// NotImplemented for an operand operator_operand does not take, so Python
 /// raises its TypeError ("unsupported operand type(s)") as for torch.Tensor.
 py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&),
-                           bool reflected = false) {
+                           bool reflected = false, const char* ufunc = nullptr) {
+  if (const std::optional<Tensor> r = int64_arithmetic(t, other, ufunc, reflected)) return py::cast(*r);
   const std::optional<Tensor> o = operator_operand(t, other);
   if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   return py::cast(reflected ? f(*o, t) : f(t, *o));
@@ -625,14 +658,17 @@ void bind_tensor(py::module_& m) {
     const char* name;
     Tensor (*f)(const Tensor&, const Tensor&);
     bool reflected;
+    const char* ufunc;  // NumPy's, for int64 tensors
   };
-  for (const BinaryOperator& o : {BinaryOperator{"__add__", &add, false}, BinaryOperator{"__radd__", &add, true},
-                                  BinaryOperator{"__sub__", &sub, false}, BinaryOperator{"__rsub__", &sub, true},
-                                  BinaryOperator{"__mul__", &mul, false}, BinaryOperator{"__rmul__", &mul, true},
-                                  BinaryOperator{"__truediv__", &div, false},
-                                  BinaryOperator{"__rtruediv__", &div, true}})
-    cls.def(o.name, [o](const Tensor& a, const py::object& b) { return operator_result(a, b, o.f, o.reflected); },
-            py::is_operator());
+  for (const BinaryOperator& o :
+       {BinaryOperator{"__add__", &add, false, "add"}, BinaryOperator{"__radd__", &add, true, "add"},
+        BinaryOperator{"__sub__", &sub, false, "subtract"}, BinaryOperator{"__rsub__", &sub, true, "subtract"},
+        BinaryOperator{"__mul__", &mul, false, "multiply"}, BinaryOperator{"__rmul__", &mul, true, "multiply"},
+        BinaryOperator{"__truediv__", &div, false, "true_divide"},
+        BinaryOperator{"__rtruediv__", &div, true, "true_divide"}})
+    cls.def(o.name, [o](const Tensor& a, const py::object& b) {
+              return operator_result(a, b, o.f, o.reflected, o.ufunc);
+            }, py::is_operator());
   cls.def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
              if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
              py::detail::make_caster<double> number;
@@ -661,8 +697,15 @@ void bind_tensor(py::module_& m) {
                                " elements is ambiguous; use tmem.sum, .max() or .item()");
              return t.item() != 0;
            })
-      .def("__neg__", [](const Tensor& a) { return neg(a); })
-      .def("__abs__", [](const Tensor& a) { return abs(a); })
+      // int64 (labels, indices) through NumPy, as the binary operators.
+      .def("__neg__", [](const Tensor& a) {
+             if (a.dtype() != DType::Int64 || !a.device().is_cpu()) return neg(a);
+             return from_numpy(py::module_::import("numpy").attr("negative")(numpy_view(a)));
+           })
+      .def("__abs__", [](const Tensor& a) {
+             if (a.dtype() != DType::Int64 || !a.device().is_cpu()) return abs(a);
+             return from_numpy(py::module_::import("numpy").attr("absolute")(numpy_view(a)));
+           })
       .def("__iadd__", [](Tensor& a, const py::object& b) -> Tensor& { return add_scaled_(a, b, 1.0, "+="); },
            py::is_operator())
       .def("__isub__", [](Tensor& a, const py::object& b) -> Tensor& { return add_scaled_(a, b, -1.0, "-="); },

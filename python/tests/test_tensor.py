@@ -730,6 +730,31 @@ class TestPythonProtocols(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "layer_norm: expected a normalized_shape of ints"):
             tmem.layer_norm(x, None)
 
+    def test_int64_arithmetic_and_reductions_as_torch(self):
+        # Labels and indices are int64; `arange(5) + 1` was a DtypeError.
+        torch = __import__("torch")
+        b, tb = tmem.arange(5), torch.arange(5)
+        cases = [lambda x: x + 1, lambda x: 2 * x, lambda x: x - x, lambda x: 1 - x, lambda x: -x,
+                 lambda x: abs(x - 3), lambda x: x / 2, lambda x: x + 0.5, lambda x: x.sum(), lambda x: x.max(),
+                 lambda x: x.min()]
+        for f in cases:
+            r, t = f(b), f(tb)
+            self.assertEqual(r.numpy().tolist(), t.tolist())
+            self.assertEqual(str(r.dtype).split(".")[-1], str(t.dtype).split(".")[-1])
+        m = tmem.tensor([[3, 1], [2, 5]])
+        values, indices = m.max(1)
+        self.assertEqual((values.numpy().tolist(), indices.numpy().tolist()), ([3, 5], [0, 1]))
+        self.assertEqual(m.min(0, keepdim=True).values.numpy().tolist(), [[2, 1]])
+        self.assertEqual(m.sum(dim=-1, keepdim=True).numpy().tolist(), [[4], [7]])
+        self.assertEqual((b + tmem.ones(5, dtype=tmem.float64)).dtype, tmem.float64)
+        with self.assertRaisesRegex(tmem.IndexError, "sum: dim 3 is out of range"):
+            m.sum(dim=3)
+        with self.assertRaisesRegex(tmem.ShapeError, "max: the tensor is empty"):
+            tmem.tensor([], dtype=tmem.int64).max()
+        # A tensor that requires grad keeps tmem's ops: no NumPy path drops its gradient.
+        with self.assertRaisesRegex(tmem.DtypeError, "mul: expected operands of one dtype"):
+            b * tmem.ones(5, requires_grad=True)
+
     def test_dtype_arguments_name_themselves(self):
         with self.assertRaisesRegex(tmem.DtypeError, r"dtype: tmem has the dtypes float32, float64 and int64, but "
                                                      r"got 'garbage' \(TypeError: data type 'garbage' not understood"):
