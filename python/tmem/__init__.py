@@ -178,6 +178,7 @@ for _module in (_tmem, nn, optim, models):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
             _construct_in_new(_cls)
 
+
 def _tensor_contains(self, element):
     """``element in tensor``: whether any element equals it (torch's
     Tensor.__contains__); a 0-d tensor too, which refuses iteration."""
