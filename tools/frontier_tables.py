@@ -127,7 +127,8 @@ def tables(run):
         if os.path.exists(path):
             v = read(path)
             out += ["", f"against {vs} (middle size, first seed)", ""] + vs_table(v)
-            out += ["", "to run: " + names(v["to_run"])]
+            # A sweep that trained (not --report) writes no to_run: every cell ran.
+            out += ["", "to run: " + names(v.get("to_run", []))]
     return out
 
 
