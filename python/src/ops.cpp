@@ -164,32 +164,28 @@ void bind_ops(py::module_& m) {
        }, a, py::arg("dim") = py::none(), py::kw_only(), py::arg("correction") = 1, py::arg("keepdim").noconvert() = false,
        "Variance over dims with Bessel's correction (1: unbiased).");
   m.attr("ValuesIndices") = py::module_::import("collections").attr("namedtuple")("ValuesIndices", "values indices");
-  both(m, cls, "max", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
-         // torch.max(x, keepdim=True) without a dim is a TypeError; it was ignored.
-         if (!dim && keepdim) throw py::type_error("max: keepdim=True needs a dim");
-         if (is_cpu_int64(x)) {
-           if (!dim) return py::cast(int64_reduction("max", x, py::none(), false));
-           const int64_t d = normalize_dim(*dim, x.dim(), "max");
-           return values_indices({int64_reduction("max", x, py::int_(d), keepdim),
-                                   int64_reduction("argmax", x, py::int_(d), keepdim)});
-         }
-         if (!dim) return py::cast(max(x));
-         return values_indices(max(x, *dim, keepdim));
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
-       "The maximum (0-d), or (values, indices) along dim.");
-  both(m, cls, "min", [](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
-         // torch.min(x, keepdim=True) without a dim is a TypeError; it was ignored.
-         if (!dim && keepdim) throw py::type_error("min: keepdim=True needs a dim");
-         if (is_cpu_int64(x)) {
-           if (!dim) return py::cast(int64_reduction("min", x, py::none(), false));
-           const int64_t d = normalize_dim(*dim, x.dim(), "min");
-           return values_indices({int64_reduction("min", x, py::int_(d), keepdim),
-                                   int64_reduction("argmin", x, py::int_(d), keepdim)});
-         }
-         if (!dim) return py::cast(min(x));
-         return values_indices(min(x, *dim, keepdim));
-       }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false,
-       "The minimum (0-d), or (values, indices) along dim.");
+  // max and min: the extremum (0-d), or (values, indices) along dim.
+  struct Extremum {
+    const char* name;
+    const char* arg;  // NumPy's index function for int64 tensors
+    Tensor (*all)(const Tensor&);
+    ValuesIndices (*along)(const Tensor&, int64_t, bool);
+    const char* doc;
+  };
+  for (const Extremum& e : {Extremum{"max", "argmax", &max, &max, "The maximum (0-d), or (values, indices) along dim."},
+                            Extremum{"min", "argmin", &min, &min, "The minimum (0-d), or (values, indices) along dim."}})
+    both(m, cls, e.name, [e](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
+           // torch.max(x, keepdim=True) without a dim is a TypeError; it was ignored.
+           if (!dim && keepdim) throw py::type_error(std::string(e.name) + ": keepdim=True needs a dim");
+           if (is_cpu_int64(x)) {
+             if (!dim) return py::cast(int64_reduction(e.name, x, py::none(), false));
+             const int64_t d = normalize_dim(*dim, x.dim(), e.name);
+             return values_indices({int64_reduction(e.name, x, py::int_(d), keepdim),
+                                    int64_reduction(e.arg, x, py::int_(d), keepdim)});
+           }
+           if (!dim) return py::cast(e.all(x));
+           return values_indices(e.along(x, *dim, keepdim));
+         }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, e.doc);
 
   // ---- linear algebra ----
   both(m, cls, "matmul", &matmul, a, py::arg("other"), release_gil(),
