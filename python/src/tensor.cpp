@@ -363,7 +363,16 @@ std::optional<Tensor> int64_arithmetic(const Tensor& t, const py::object& other,
   const bool number = PyLong_Check(other.ptr()) || PyFloat_Check(other.ptr()) || py::isinstance(other, np.attr("number"));
   if (!other_tensor && !number && !py::isinstance<py::array>(other)) return std::nullopt;
   const py::object rhs = other_tensor ? py::object(numpy_view(o)) : other;
-  const py::array r = reflected ? np.attr(ufunc)(rhs, numpy_view(t)) : np.attr(ufunc)(numpy_view(t), rhs);
+  const py::object lhs_arr = numpy_view(t);
+  // NumPy's integer // and % by 0 warn and give 0; torch raises.
+  const std::string name = ufunc;
+  if (name == "floor_divide" || name == "remainder") {
+    const py::object divisor = np.attr("asarray")(reflected ? lhs_arr : rhs);
+    if (divisor.attr("dtype").attr("kind").cast<std::string>() != "f" &&
+        np.attr("any")(np.attr("equal")(divisor, 0)).cast<bool>())
+      throw py::value_error(name + ": integer division by zero");
+  }
+  const py::array r = reflected ? np.attr(ufunc)(rhs, lhs_arr) : np.attr(ufunc)(lhs_arr, rhs);
   const bool float64 = t.dtype() == DType::Float64 || (other_tensor && o.dtype() == DType::Float64) ||
                        (py::isinstance<py::array>(other) && other.cast<py::array>().dtype().is(py::dtype::of<double>()));
   return torch_typed(r, float64);
@@ -376,6 +385,7 @@ std::optional<Tensor> int64_arithmetic(const Tensor& t, const py::object& other,
 py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&),
                            bool reflected = false, const char* ufunc = nullptr) {
   if (const std::optional<Tensor> r = int64_arithmetic(t, other, ufunc, reflected)) return py::cast(*r);
+  if (!f) return py::reinterpret_borrow<py::object>(Py_NotImplemented);  // an int64-only operator
   const std::optional<Tensor> o = operator_operand(t, other);
   if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   return py::cast(reflected ? f(*o, t) : f(t, *o));
@@ -665,7 +675,11 @@ void bind_tensor(py::module_& m) {
         BinaryOperator{"__sub__", &sub, false, "subtract"}, BinaryOperator{"__rsub__", &sub, true, "subtract"},
         BinaryOperator{"__mul__", &mul, false, "multiply"}, BinaryOperator{"__rmul__", &mul, true, "multiply"},
         BinaryOperator{"__truediv__", &div, false, "true_divide"},
-        BinaryOperator{"__rtruediv__", &div, true, "true_divide"}})
+        BinaryOperator{"__rtruediv__", &div, true, "true_divide"},
+        // int64 only (index arithmetic: i // W, i % W); float tensors have no such op.
+        BinaryOperator{"__floordiv__", nullptr, false, "floor_divide"},
+        BinaryOperator{"__rfloordiv__", nullptr, true, "floor_divide"},
+        BinaryOperator{"__mod__", nullptr, false, "remainder"}, BinaryOperator{"__rmod__", nullptr, true, "remainder"}})
     cls.def(o.name, [o](const Tensor& a, const py::object& b) {
               return operator_result(a, b, o.f, o.reflected, o.ufunc);
             }, py::is_operator());

@@ -735,6 +735,7 @@ class TestPythonProtocols(unittest.TestCase):
         torch = __import__("torch")
         b, tb = tmem.arange(5), torch.arange(5)
         cases = [lambda x: x + 1, lambda x: 2 * x, lambda x: x - x, lambda x: 1 - x, lambda x: -x,
+                 lambda x: x // 2, lambda x: 7 // (x + 1), lambda x: x % 3, lambda x: (x - 2) % 3,
                  lambda x: abs(x - 3), lambda x: x / 2, lambda x: x + 0.5, lambda x: x.sum(), lambda x: x.max(),
                  lambda x: x.min()]
         for f in cases:
@@ -751,6 +752,12 @@ class TestPythonProtocols(unittest.TestCase):
             m.sum(dim=3)
         with self.assertRaisesRegex(tmem.ShapeError, "max: the tensor is empty"):
             tmem.tensor([], dtype=tmem.int64).max()
+        with self.assertRaisesRegex(ValueError, "floor_divide: integer division by zero"):
+            b // 0
+        with self.assertRaisesRegex(ValueError, "remainder: integer division by zero"):
+            7 % b
+        with self.assertRaises(TypeError):  # float tensors have no // (unsupported operand)
+            tmem.ones(2) // 2
         # A tensor that requires grad keeps tmem's ops: no NumPy path drops its gradient.
         with self.assertRaisesRegex(tmem.DtypeError, "mul: expected operands of one dtype"):
             b * tmem.ones(5, requires_grad=True)
