@@ -441,11 +441,11 @@ void bind_guard(py::module_& m, const char* name, const char* doc) {
 /// Whether data is a NumPy float64 scalar or nested lists or tuples holding
 /// one, which torch.tensor keeps as float64 (NumPy's array of them would
 /// not say so: it promotes np.float32 and Python floats to float64 too).
-bool holds_numpy_float64(const py::handle& data) {
-  if (py::isinstance(data, py::module_::import("numpy").attr("float64"))) return true;
+bool holds_numpy_float64(const py::handle& data, const py::handle& float64) {
+  if (py::isinstance(data, float64)) return true;
   if (!py::isinstance<py::list>(data) && !py::isinstance<py::tuple>(data)) return false;
   for (const py::handle item : data)
-    if (holds_numpy_float64(item)) return true;
+    if (holds_numpy_float64(item, float64)) return true;
   return false;
 }
 
@@ -756,7 +756,7 @@ void bind_tensor(py::module_& m) {
           else if (kind == 'f') {
             check<DtypeError>(a.dtype().itemsize() <= 8, "tensor: ", py::str(py::handle(a.dtype())).cast<std::string>(),
                               " (long double) values are not supported; convert with astype(numpy.float64)");
-            target = (py::isinstance<py::array>(data) && a.dtype().itemsize() == 8) || holds_numpy_float64(data)
+            target = (py::isinstance<py::array>(data) && a.dtype().itemsize() == 8) || holds_numpy_float64(data, np.attr("float64"))
                          ? DType::Float64 : DType::Float32;
           }
           else if (kind == 'i' || kind == 'u' || kind == 'b') target = DType::Int64;
