@@ -10,9 +10,59 @@
 
 #include "tmem/ops/ops.h"
 
+namespace tmem {
+class Generator;
+class GradDumpWriter;
+struct GradSeries;
+struct DumpDifference;
+struct GradcheckResult;
+struct ConvLSTM3DState;
+namespace nn {
+class Module;
+class SGD;
+class AdamW;
+struct TensorMemoryOptions;
+}  // namespace nn
+namespace models {
+struct BackboneConfig;
+struct TaskBatch;
+struct TaskConfig;
+class Task;
+struct TrainConfig;
+}  // namespace models
+}  // namespace tmem
+
 namespace tmem::py_bind {
 
 namespace py = pybind11;
+
+/// The base of the helper classes the binding files define and bind (a
+/// parameter group's view, a guard's context): it gives them the built-object
+/// check of the caster below.
+struct Bound {};
+
+/// Whether pybind11 loads T through the caster below, which refuses an
+/// object whose C++ part was never built: every class the module binds.
+template <typename T>
+inline constexpr bool checks_built =
+    std::is_base_of_v<Bound, T> || std::is_base_of_v<nn::Module, T> ||
+    std::disjunction_v<std::is_same<T, Tensor>, std::is_same<T, Generator>, std::is_same<T, GradDumpWriter>,
+                       std::is_same<T, GradSeries>, std::is_same<T, DumpDifference>,
+                       std::is_same<T, GradcheckResult>, std::is_same<T, ConvLSTM3DState>,
+                       std::is_same<T, nn::SGD>, std::is_same<T, nn::AdamW>,
+                       std::is_same<T, nn::TensorMemoryOptions>, std::is_same<T, models::BackboneConfig>,
+                       std::is_same<T, models::TaskBatch>, std::is_same<T, models::TaskConfig>,
+                       std::is_same<T, models::Task>, std::is_same<T, models::TrainConfig>>;
+
+/// Throws AttributeError "<Sub>: cannot use it before <Bound>.__init__() has
+/// run (call super().__init__() first)" for the instance `inst` of a Python
+/// subclass Sub whose C++ part (of its bound base class Bound) was never built.
+[[noreturn]] void throw_unbuilt(PyObject* inst);
+
+/// Whether obj, an instance of a bound class, has its C++ part: a Python
+/// subclass's instance made by Sub.__new__(Sub) alone, or seen inside its
+/// __init__ before super().__init__(), has none.
+bool is_built(py::handle obj);
 
 /// A DType from tmem.float32 / float64 / int64, a NumPy dtype (or anything
 /// numpy.dtype accepts, e.g. "float32", numpy.float64). Throws DtypeError for
@@ -75,3 +125,22 @@ void bind_io(py::module_& m);
 void bind_models(py::module_& m);
 
 }  // namespace tmem::py_bind
+
+namespace pybind11::detail {
+
+/// The caster of every class tmem binds: pybind11's own, except that an
+/// object whose C++ part was never built (a Python subclass's instance made
+/// by Sub.__new__(Sub), or used before super().__init__()) raises
+/// AttributeError instead of pybind11 handing the method uninitialised
+/// memory, which crashed the interpreter.
+template <typename T>
+class type_caster<T, enable_if_t<tmem::py_bind::checks_built<T>>> : public type_caster_base<T> {
+ public:
+  bool load(handle src, bool convert) { return this->template load_impl<type_caster>(src, convert); }
+  void load_value(value_and_holder&& v_h) {
+    if (!v_h.value_ptr()) tmem::py_bind::throw_unbuilt(reinterpret_cast<PyObject*>(v_h.inst));
+    type_caster_base<T>::load_value(std::move(v_h));
+  }
+};
+
+}  // namespace pybind11::detail

@@ -186,6 +186,20 @@ Tensor optional_tensor(const py::object& obj, const std::string& who) {
 
 py::object tensor_or_none(const Tensor& t) { return t.defined() ? py::cast(t) : py::none(); }
 
+void throw_unbuilt(PyObject* inst) {
+  const auto name = [](PyTypeObject* type) {
+    return py::str(py::handle(reinterpret_cast<PyObject*>(type)).attr("__name__")).cast<std::string>();
+  };
+  const std::string sub = name(Py_TYPE(inst));
+  const std::string base = name(py::detail::all_type_info(Py_TYPE(inst)).front()->type);
+  throw py::attribute_error(sub + ": cannot use it before " + base + ".__init__() has run (call super().__init__() "
+                            "first)");
+}
+
+bool is_built(py::handle obj) {
+  return reinterpret_cast<py::detail::instance*>(obj.ptr())->get_value_and_holder().value_ptr() != nullptr;
+}
+
 namespace {
 
 // Where the first NaN or infinite float of obj (through dicts, lists and

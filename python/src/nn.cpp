@@ -98,7 +98,7 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
 /// the setting reaches the optimizer. Setting params or another key is a
 /// ValueError (a key tmem would not read must not look applied).
 template <class Opt>
-struct GroupView {
+struct GroupView : Bound {
   py::object opt;  // keeps the optimizer alive
   size_t index;
 
@@ -152,13 +152,13 @@ void bind_group_view(py::module_& optim, const char* name) {
 template <class Opt>
 py::list param_groups_out(const py::object& opt) {
   py::list out;
-  for (size_t i = 0; i < opt.cast<const Opt&>().param_groups().size(); ++i) out.append(GroupView<Opt>{opt, i});
+  for (size_t i = 0; i < opt.cast<const Opt&>().param_groups().size(); ++i) out.append(GroupView<Opt>{{}, opt, i});
   return out;
 }
 
 /// tmem.nn.TensorMemoryProbe: a TensorMemoryProbe alive inside `with`, its
 /// records kept after it.
-struct ProbeScope {
+struct ProbeScope : Bound {
   std::unique_ptr<nn::TensorMemoryProbe> live;
   std::vector<nn::TensorMemoryProbe::Record> kept;
   const std::vector<nn::TensorMemoryProbe::Record>& records() const { return live ? live->records() : kept; }
@@ -174,13 +174,12 @@ void bind_nn(py::module_& m) {
   nnm.attr("IncompatibleKeys") = py::module_::import("collections").attr("namedtuple")(
       "IncompatibleKeys", py::make_tuple("missing_keys", "unexpected_keys"), py::arg("module") = "tmem.nn");
   py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
-  // Python subclasses reach Module's methods inside their __init__; before
-  // super().__init__() the C++ Module does not exist yet, and calling one
-  // read a null object (tmem/__init__.py checks this first).
+  // Module.__setattr__ (tmem/__init__.py) refuses to register a module or a
+  // parameter before super().__init__(), as torch does.
   nnm.def("_constructed", [](const py::object& self) {
         if (!py::isinstance<Module>(self))
           throw py::type_error("nn._constructed: expected a Module, but got " + type_name(self));
-        return reinterpret_cast<py::detail::instance*>(self.ptr())->get_value_and_holder().holder_constructed();
+        return is_built(self);
       }, py::arg("module"), "Whether the Module's __init__ has run (its C++ part exists).");
 
   py::class_<Module, std::shared_ptr<Module>>(nnm, "Module", py::dynamic_attr(),

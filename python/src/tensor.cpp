@@ -422,7 +422,7 @@ py::object compare(const Tensor& a, const py::object& b, const char* ufunc, cons
 /// NO_GRAD = tmem.no_grad() in a recursive helper) keeps the mode on in the
 /// inner one, each exit restoring what its enter found.
 template <class Guard>
-struct GuardContext {
+struct GuardContext : Bound {
   std::vector<std::unique_ptr<Guard>> guards;
 };
 

@@ -368,9 +368,9 @@ class TestOptim(unittest.TestCase):
             return M
         cases = [(lambda s: setattr(s, "l", nn.Linear(2, 2)), "cannot assign module 'l' before Module.__init__"),
                  (lambda s: setattr(s, "w", tmem.zeros(2).requires_grad_()), "cannot assign parameter 'w' before"),
-                 (lambda s: s.train(), r"cannot call train\(\) before Module.__init__\(\) call"),
-                 (lambda s: s.parameters(), r"cannot call parameters\(\) before"),
-                 (lambda s: s.training, r"cannot call training\(\) before")]
+                 (lambda s: s.train(), r"M: cannot use it before Module.__init__\(\) has run"),
+                 (lambda s: s.parameters(), r"M: cannot use it before Module.__init__\(\) has run"),
+                 (lambda s: s.training, r"M: cannot use it before Module.__init__\(\) has run")]
         for body, message in cases:
             with self.assertRaisesRegex(AttributeError, message):
                 init_with(body)()

@@ -81,30 +81,6 @@ def _parameter(data):
     return data.detach().requires_grad_()
 
 
-def _needs_init(name, method):
-    """Module's method `name` refusing a Module whose __init__ has not run."""
-    @_functools.wraps(method)
-    def checked(self, *args, **kwargs):
-        if not nn._constructed(self):
-            raise _before_init_error(self, f"call {name}()")
-        return method(self, *args, **kwargs)
-    return checked
-
-
-def _guard_module_methods(cls):
-    """Wraps cls's own public methods and properties in _needs_init: cls is
-    nn.Module or a bound layer derived from it, whose Python subclass may
-    leave the C++ part unbuilt (Sub.__new__(Sub) without __init__)."""
-    for name, attr in list(vars(cls).items()):
-        if name.startswith("_") and name != "__call__":
-            continue
-        if isinstance(attr, property):
-            setter = attr.fset and _needs_init(name, attr.fset)
-            setattr(cls, name, property(_needs_init(name, attr.fget), setter, doc=attr.__doc__))
-        elif callable(attr):
-            setattr(cls, name, _needs_init(name, attr))
-
-
 def _guard_call(self, fn):
     """Decorates fn to run inside a fresh guard of this kind, as
     ``@torch.no_grad()`` does."""
@@ -198,8 +174,4 @@ nn.Module.__setattr__ = _module_setattr
 nn.Module.__delattr__ = _module_delattr
 for _name in ("register_parameter", "register_buffer", "register_module"):
     setattr(nn.Module, _name, _register_as_attribute(getattr(nn.Module, _name)))
-for _module in (nn, models):
-    for _cls in list(vars(_module).values()):
-        if isinstance(_cls, type) and issubclass(_cls, nn.Module):
-            _guard_module_methods(_cls)
 nn.Parameter = _parameter
