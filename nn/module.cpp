@@ -16,22 +16,49 @@ void Module::collect(const std::string& prefix, NamedTensors& params, NamedTenso
   for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, buffers);
 }
 
-NamedTensors Module::named_parameters() const {
-  NamedTensors all, out;
-  collect("", all, nullptr);
-  // A parameter reached twice (a module or tensor shared by two names: weight
-  // tying) is listed once, under its first name, as PyTorch's
-  // remove_duplicate: counted twice it was clipped too hard and refused by
-  // the optimizers.
+namespace {
+
+// The tensors of `all` reached twice (a module or tensor shared by two
+// names: weight tying) once, under their first name, as PyTorch's
+// remove_duplicate: counted twice, a parameter was clipped too hard and
+// refused by the optimizers.
+NamedTensors first_names(const NamedTensors& all) {
+  NamedTensors out;
   std::unordered_set<const TensorImpl*> seen;
-  for (auto& [n, t] : all)
+  for (const auto& [n, t] : all)
     if (seen.insert(t.impl_ptr().get()).second) out.emplace_back(n, t);
   return out;
 }
 
-std::vector<Tensor> Module::parameters() const {
+std::vector<Tensor> tensors_of(const NamedTensors& named) {
   std::vector<Tensor> out;
-  for (auto& [n, t] : named_parameters()) out.push_back(t);
+  for (const auto& [n, t] : named) out.push_back(t);
+  return out;
+}
+
+}  // namespace
+
+NamedTensors Module::named_parameters() const {
+  NamedTensors params;
+  collect("", params, nullptr);
+  return first_names(params);
+}
+
+std::vector<Tensor> Module::parameters() const { return tensors_of(named_parameters()); }
+
+NamedTensors Module::named_buffers() const {
+  NamedTensors params, buffers;
+  collect("", params, &buffers);
+  return first_names(buffers);
+}
+
+std::vector<Tensor> Module::buffers() const { return tensors_of(named_buffers()); }
+
+std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
+  std::unordered_set<const Module*> seen;
+  for (const auto& [n, c] : children_)
+    if (seen.insert(c.get()).second) out.emplace_back(n, c);
   return out;
 }
 

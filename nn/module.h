@@ -24,6 +24,15 @@ class Module {
   /// state_dict keeps both names).
   NamedTensors named_parameters() const;
   std::vector<Tensor> parameters() const;
+  /// Every buffer of this module and its children, as named_parameters
+  /// lists parameters (PyTorch's named_buffers: depth first, a buffer
+  /// reached twice once, under its first name).
+  NamedTensors named_buffers() const;
+  std::vector<Tensor> buffers() const;
+  /// This module's direct children with their names, in registration order;
+  /// a child registered under two names once, under its first (PyTorch's
+  /// named_children).
+  std::vector<std::pair<std::string, std::shared_ptr<Module>>> named_children() const;
   /// Parameters and buffers by dotted name (PyTorch state_dict).
   std::map<std::string, Tensor> state_dict() const;
   /// state_dict's entries in PyTorch's order: each module's parameters, then

@@ -69,6 +69,30 @@ TEST_CASE("Module: dotted parameter names, state_dict round trip, strict key che
   CHECK_THROWS_WITH_AS(other.load_state_dict(wrong), doctest::Contains("fc1.bias"), ShapeError);
 }
 
+TEST_CASE("Module: named_buffers and named_children list each tensor or child once, under its first name") {
+  auto child = std::make_shared<Open>();
+  Tensor steps = child->register_buffer("steps", tensor_int({3}, {1}));
+  child->register_parameter("w", tensor({1.0}, {1}));
+  Open root;
+  Tensor mean = root.register_buffer("mean", zeros({2}));
+  root.register_module("a", child);
+  root.register_module("b", child);  // shared: named_state lists it twice, PyTorch's named_buffers once
+  auto lin = root.register_module("c", std::make_shared<nn::Linear>(2, 2));
+  const nn::NamedTensors buffers = root.named_buffers();
+  REQUIRE(buffers.size() == 2);
+  CHECK(buffers[0].first == "mean");
+  CHECK(buffers[0].second.impl_ptr() == mean.impl_ptr());
+  CHECK(buffers[1].first == "a.steps");
+  CHECK(buffers[1].second.impl_ptr() == steps.impl_ptr());
+  CHECK(root.buffers().size() == 2);
+  CHECK(lin->named_buffers().empty());
+  const auto children = root.named_children();
+  REQUIRE(children.size() == 2);
+  CHECK((children[0].first == "a" && children[0].second == child));
+  CHECK((children[1].first == "c" && children[1].second == lin));
+  CHECK(lin->named_children().empty());
+}
+
 TEST_CASE("Module: load_state_dict lists every fault and copies nothing from a state that does not fit") {
   // It once stopped at the first fault, having copied the keys before it.
   TwoLayer m, other;

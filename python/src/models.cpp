@@ -47,6 +47,16 @@ py::dict result_dict(const TrainResult& r) {
   return d;
 }
 
+/// Gives the bound configuration class `name` of mm copy.copy and
+/// copy.deepcopy: a copy of its values (a module built from a config keeps
+/// such a copy, so that changing the config later changes no copy of it).
+template <class C>
+void bind_copy(py::module_& mm, const char* name) {
+  py::reinterpret_borrow<py::class_<C>>(mm.attr(name))
+      .def("__copy__", [](const C& c) { return c; })
+      .def("__deepcopy__", [](const C& c, const py::dict&) { return c; }, py::arg("memo"));
+}
+
 }  // namespace
 
 void bind_models(py::module_& m) {
@@ -206,6 +216,10 @@ void bind_models(py::module_& m) {
       .def_readwrite("dump_every", &TrainConfig::dump_every, "Steps between gradient dumps.")
       .def("to_dict", [](const TrainConfig& c) { return py_of(config_to_json(c)); },
            "The keys of the config its method reads, as `tmem train` records them in results.json.");
+  bind_copy<TaskConfig>(mm, "TaskConfig");
+  bind_copy<nn::TensorMemoryOptions>(mm, "TensorMemoryOptions");
+  bind_copy<BackboneConfig>(mm, "BackboneConfig");
+  bind_copy<TrainConfig>(mm, "TrainConfig");
 
   mm.def("train_diagnostic", [](const TrainConfig& cfg, const py::object& progress) {
            std::function<void(const TrainProgress&)> cb;

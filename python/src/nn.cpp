@@ -2,6 +2,8 @@
 // TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
 #include <algorithm>
+#include <functional>
+#include <unordered_set>
 
 #include "common.h"
 #include "tmem/nn/layers.h"
@@ -164,6 +166,23 @@ struct ProbeScope : Bound {
   const std::vector<nn::TensorMemoryProbe::Record>& records() const { return live ? live->records() : kept; }
 };
 
+/// (dotted name, module) tuples of `root` (named "") and its descendants,
+/// depth first, each module once under its first name (PyTorch's
+/// named_modules).
+std::vector<py::tuple> named_modules(const py::object& root) {
+  std::vector<py::tuple> out;
+  std::unordered_set<const Module*> seen;
+  const std::function<void(const std::string&, const py::object&)> walk = [&](const std::string& prefix,
+                                                                             const py::object& obj) {
+    const Module& mod = obj.cast<const Module&>();
+    if (!seen.insert(&mod).second) return;
+    out.push_back(py::make_tuple(prefix, obj));
+    for (const auto& [name, child] : mod.named_children()) walk(prefix.empty() ? name : prefix + "." + name, py::cast(child));
+  };
+  walk("", root);
+  return out;
+}
+
 /// The Generator argument of a layer: the given one, or the default one.
 Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 
@@ -196,6 +215,22 @@ void bind_nn(py::module_& m) {
            "Removes the parameter, buffer or module registered as name (del module.name calls it).")
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")
       .def("named_parameters", &Module::named_parameters, "(dotted name, parameter) pairs.")
+      .def("buffers", &Module::buffers, "Every buffer, depth first, in registration order.")
+      .def("named_buffers", &Module::named_buffers, "(dotted name, buffer) pairs.")
+      .def("children", [](const Module& mod) {
+             py::list out;
+             for (const auto& named : mod.named_children()) out.append(py::cast(named.second));
+             return out;
+           }, "The direct children, in registration order, each once.")
+      .def("named_children", &Module::named_children, "(name, child) pairs of the direct children.")
+      .def("modules", [](const py::object& self) {
+             py::list out;
+             for (const auto& named : named_modules(self)) out.append(named[1]);
+             return out;
+           }, "This module and every descendant, depth first, each once.")
+      .def("named_modules", &named_modules,
+           "(dotted name, module) pairs of this module (named \"\") and every descendant, depth first, each once "
+           "(PyTorch's named_modules).")
       .def("state_dict", [](const Module& mod) {
              py::dict out;
              for (const auto& [n, t] : mod.named_state()) out[py::str(n)] = py::cast(t.detach());

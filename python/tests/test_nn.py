@@ -1,6 +1,7 @@
 """tmem.nn and tmem.optim from Python: built-in layers, TensorMemory and its
 state, a Python subclass of Module trained on a toy task, optimizers,
 clipping, safetensors checkpoints and gradient dumps."""
+import copy
 import os
 import pathlib
 import pickle
@@ -107,6 +108,110 @@ class TestModules(unittest.TestCase):
         self.assertTrue(any(n.startswith("cell.") for n in names))
 
 
+class TestModuleTreeAndDeepcopy(unittest.TestCase):
+    def test_children_modules_and_buffers(self):
+        m = MLP(4)
+        self.assertEqual([n for n, _ in m.named_children()], ["fc1", "fc2"])
+        self.assertIs(m.children()[0], m.fc1)
+        self.assertEqual([n for n, _ in m.named_modules()], ["", "fc1", "fc2"])
+        self.assertIs(m.modules()[0], m)
+        self.assertIs(m.named_modules()[2][1], m.fc2)
+        extra = nn.Linear(2, 2)
+        m.register_module("extra", extra)
+        self.assertIs(m.children()[2], extra)
+        self.assertEqual([n for n, _ in m.named_buffers()], ["calls"])
+        self.assertEqual(len(m.buffers()), 1)
+        model = tmem.models.DiagnosticModel(tmem.models.make_task("coord-binding", W=4),
+                                            tmem.models.BackboneConfig(dim=8, layers=2, heads=2))
+        names = [n for n, _ in model.named_modules()]
+        self.assertIn("backbone.blocks.1.attn", names)
+        self.assertEqual(len(names), len(set(names)))
+        self.assertIsInstance(dict(model.named_modules())["backbone.blocks.1.attn"], nn.MultiheadAttention)
+
+    def test_deepcopy_of_a_layer(self):
+        lin = nn.Linear(3, 2)
+        lin.bias.requires_grad_(False)
+        lin.eval()
+        before = tmem.default_generator().get_state()
+        twin = copy.deepcopy(lin)
+        self.assertEqual(tmem.default_generator().get_state(), before)  # building it drew nothing
+        self.assertIs(type(twin), nn.Linear)
+        np.testing.assert_array_equal(twin.weight.numpy(), lin.weight.numpy())
+        self.assertEqual((twin.weight.requires_grad, twin.bias.requires_grad, twin.training), (True, False, False))
+        with tmem.no_grad():
+            lin.weight.fill_(7.0)
+        self.assertFalse(np.any(twin.weight.numpy() == 7.0))  # its own storage
+        self.assertEqual(twin.state_dict().keys(), lin.state_dict().keys())
+
+    def test_deepcopy_of_a_generator_and_a_dropout_stream(self):
+        # A backbone draws its weights and its dropout masks from g: the copy
+        # is built from a copy of g, which then goes back to g's state, so
+        # both draw the same masks from here on and g is not advanced.
+        g = tmem.Generator(5)
+        net = tmem.models.Backbone(tmem.models.BackboneConfig(dim=8, layers=1, heads=2, dropout=0.5), generator=g)
+        state = g.get_state()
+        twin = copy.deepcopy(net)
+        self.assertEqual(g.get_state(), state)
+        x = tmem.randn(2, 3, 8)
+        for _ in range(2):
+            np.testing.assert_array_equal(twin(x).numpy(), net(x).numpy())
+        h = copy.deepcopy(g)
+        self.assertEqual(h.get_state(), g.get_state())
+        self.assertIsNot(h, g)
+
+    def test_deepcopy_of_a_python_module(self):
+        m = MLP(4)
+        m.fc1.eval()
+        m.note = [1, 2]
+        m.frozen = nn.Parameter(tmem.full(2, 3.0))
+        m.frozen.requires_grad_(False)
+        twin = copy.deepcopy(m)
+        self.assertIs(type(twin), MLP)
+        self.assertEqual(list(twin.state_dict()), list(m.state_dict()))
+        for (n, a), (_, b) in zip(twin.state_dict().items(), m.state_dict().items()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy(), err_msg=n)
+        self.assertEqual([n for n, _ in twin.named_buffers()], ["calls"])
+        self.assertEqual([p.requires_grad for p in twin.parameters()], [p.requires_grad for p in m.parameters()])
+        self.assertEqual((twin.training, twin.fc1.training, twin.fc2.training), (True, False, True))
+        self.assertEqual(twin.note, [1, 2])
+        self.assertIsNot(twin.note, m.note)
+        x = tmem.randn(5, 2)
+        np.testing.assert_allclose(twin(x).numpy(), m(x).numpy(), rtol=0, atol=0)
+        with tmem.no_grad():
+            twin.fc2.weight.fill_(0.0)
+        self.assertFalse(np.all(m.fc2.weight.numpy() == 0.0))
+        self.assertIsNot(twin.fc1, m.fc1)
+        self.assertIs(twin.fc1, dict(twin.named_children())["fc1"])
+
+    def test_deepcopy_of_a_subclassed_layer_and_a_model(self):
+        class Scaled(nn.Linear):
+            def __init__(self):
+                super().__init__(2, 2, bias=False)
+                self.gain = nn.Parameter(tmem.full(2, 2.0))
+
+            def forward(self, x):
+                return super().forward(x) * self.gain
+        s = Scaled()
+        twin = copy.deepcopy(s)
+        self.assertEqual([n for n, _ in twin.named_parameters()], ["weight", "gain"])
+        x = tmem.randn(3, 2)
+        np.testing.assert_array_equal(twin(x).numpy(), s(x).numpy())
+        task = tmem.models.make_task("coord-binding", W=4)
+        cfg = tmem.models.BackboneConfig(dim=8, layers=1, heads=2)
+        model = tmem.models.DiagnosticModel(task, cfg, generator=tmem.Generator(3))
+        model.eval()
+        cfg.layers = 3  # a later change to the config reaches neither the model nor its copy
+        batch = task.sample(2, tmem.Generator(1))
+        twin = copy.deepcopy(model)
+        self.assertEqual(len(twin.backbone.blocks), 1)
+        np.testing.assert_array_equal(twin(batch).numpy(), model(batch).numpy())
+        self.assertEqual(copy.deepcopy(cfg).layers, 3)
+        self.assertIsNot(copy.copy(cfg), cfg)
+        with self.assertRaisesRegex(TypeError, "deepcopy: this Backbone was made inside another module, not by its "
+                                               "constructor"):
+            copy.deepcopy(model.backbone)
+
+
 class TestPythonSubclass(unittest.TestCase):
     def test_registration(self):
         m = MLP(8)
@@ -191,10 +296,11 @@ class TestPythonSubclass(unittest.TestCase):
         m = nn.Module()
         count = m.register_buffer("count", tmem.zeros(2))
         w = m.register_parameter("w", tmem.ones(3))
-        sub = m.register_module("sub", nn.Linear(1, 1))
+        sub = nn.Linear(1, 1)
+        self.assertIsNone(m.register_module("sub", sub))  # torch's returns None too
         self.assertIs(m.count, count)
         self.assertIs(m.w, w)
-        self.assertIs(m.sub, sub)
+        self.assertIs(m.sub, sub)  # was None, the value register_module returned
         m.count.fill_(3.0)
         self.assertEqual(m.state_dict()["count"].numpy().tolist(), [3.0, 3.0])
         with self.assertRaisesRegex(ValueError, "'count' is already registered"):

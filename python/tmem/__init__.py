@@ -7,6 +7,7 @@ The compiled part lives in tmem._tmem; this package re-exports it, makes
 PyTorch-style attribute registration.
 """
 import builtins as _builtins  # tmem.float (a dtype) shadows the builtin below
+import copy as _copy
 import functools as _functools
 import sys as _sys
 
@@ -71,7 +72,7 @@ def _register_as_attribute(method):
     def register(self, name, value):
         out = method(self, name, value)
         self.__dict__.setdefault("_tmem_registered", set()).add(name)
-        object.__setattr__(self, name, out)
+        object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
     return register
 
@@ -131,11 +132,13 @@ def _construct_in_new(cls):
         if klass is cls:
             init(obj, *args, **kwargs)
             _built_in_new.add(id(obj))
+            _record_init(obj, cls, args, kwargs)
         return obj
 
     def __init__(self, *args, **kwargs):
         if type(self) is not cls:
             init(self, *args, **kwargs)
+            _record_init(self, cls, args, kwargs)
         elif id(self) in _built_in_new:
             _built_in_new.discard(id(self))  # the type call's own __init__
         else:
@@ -147,7 +150,87 @@ def _construct_in_new(cls):
     cls.__init__ = __init__
 
 
+def _record_init(obj, cls, args, kwargs):
+    """Keeps the arguments a module's C++ part (of the bound class cls) was
+    built with, for copy.deepcopy to build it again: copies of configurations
+    and containers (a later change to them must not reach the copy), the
+    generators and tasks themselves."""
+    if isinstance(obj, nn.Module):
+        def kept(a):
+            return _copy.deepcopy(a) if isinstance(a, (list, dict, *_CONFIGS)) else a
+        obj.__dict__["_tmem_init"] = (cls, tuple(map(kept, args)), {k: kept(v) for k, v in kwargs.items()})
+
+
+def _generator_deepcopy(self, memo):
+    """copy.deepcopy of a Generator: a new one in the same state, drawing the
+    same numbers from here on, independently."""
+    out = Generator()  # noqa: F405
+    out.set_state(self.get_state())
+    return out
+
+
+def _module_deepcopy(self, memo):
+    """copy.deepcopy(module), as torch's: a module of the same class built
+    again from the arguments its C++ part was built with, holding copies of
+    every parameter and buffer (values, requires_grad, device), the training
+    modes, and deep copies of its other attributes. A generator it was built
+    with is copied in its state; building the copy draws nothing from it or
+    from the default generator, whose state it restores. A tensor a Python
+    attribute shares with a bound layer's own (self.w = self.lin.weight) is
+    copied apart. Raises TypeError for a module made by another module's C++
+    (model.backbone): it has no arguments of its own; copy the module that
+    made it."""
+    recorded = self.__dict__.get("_tmem_init")
+    if recorded is None:
+        raise TypeError(f"deepcopy: this {type(self).__name__} was made inside another module, not by its "
+                        f"constructor, so it cannot be built again alone; deep-copy the module that made it")
+    bound, args, kwargs = recorded
+    default = default_generator()  # noqa: F405
+    memo.setdefault(id(default), default)  # dropout from the default generator stays on it
+    default_state = default.get_state()
+    generators = [a for a in (*args, *kwargs.values()) if isinstance(a, Generator)]  # noqa: F405
+    for g in generators:
+        _copy.deepcopy(g, memo)
+    args = tuple(memo[id(a)] if isinstance(a, Generator) else a for a in args)  # noqa: F405
+    kwargs = {k: memo[id(v)] if isinstance(v, Generator) else v for k, v in kwargs.items()}  # noqa: F405
+    try:
+        if type(self) is bound:
+            out = bound(*args, **kwargs)
+        else:
+            out = type(self).__new__(type(self))
+            bound.__init__(out, *args, **kwargs)
+    finally:
+        default.set_state(default_state)
+    for g in generators:
+        memo[id(g)].set_state(g.get_state())
+    memo[id(self)] = out
+    registered = self.__dict__.get("_tmem_registered", set())
+    own_buffers = {name for name, _ in self.named_buffers() if "." not in name}
+    for name, value in self.__dict__.items():
+        if name in ("_tmem_init", "_tmem_registered"):
+            continue
+        value = _copy.deepcopy(value, memo)
+        if name not in registered:
+            object.__setattr__(out, name, value)
+        elif isinstance(value, nn.Module):
+            out.register_module(name, value)
+        elif name in own_buffers:
+            out.register_buffer(name, value)
+        else:
+            out.register_parameter(name, value)
+    state = self.state_dict()
+    if state:
+        out.to(next(iter(state.values())).device)
+    out.load_state_dict(state)
+    for (_, new), (_, old) in zip(out.named_parameters(), self.named_parameters()):
+        new.requires_grad_(old.requires_grad)
+    for (_, new), (_, old) in zip(out.named_modules(), self.named_modules()):
+        new.training = old.training
+    return out
+
+
 _pybind_object = Tensor.__mro__[-2]
+_CONFIGS = (models.TaskConfig, models.BackboneConfig, models.TensorMemoryOptions, models.TrainConfig)
 _built_in_new = set()  # ids of objects __new__ built, until the type call's __init__
 for _module in (_tmem, nn, optim, models):
     for _cls in list(vars(_module).values()):
@@ -166,6 +249,8 @@ def _tensor_contains(self, element):
 Tensor.__contains__ = _tensor_contains
 Tensor.__reduce__ = _tensor_reduce
 Tensor.__deepcopy__ = _tensor_deepcopy
+Generator.__deepcopy__ = _generator_deepcopy  # noqa: F405
+nn.Module.__deepcopy__ = _module_deepcopy
 
 for _guard in (no_grad, detect_anomaly):  # noqa: F405
     _guard.__call__ = _guard_call
