@@ -214,8 +214,16 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
 Tensor to_dtype(const Tensor& a, DType dtype) {
   if (a.dtype() == dtype) return a;
   const OpRange range(OpId::Cast);
-  check<DtypeError>(is_floating(dtype), "to_dtype: casting to int64 is not supported (from ",
-                    dtype_name(a.dtype()), ")");
+  // To int64 (torch's .long()): rounded toward zero by the copy, which
+  // refuses NaN, infinities and values beyond int64 before writing any;
+  // nothing is recorded, as an integer tensor carries no gradient.
+  if (!is_floating(dtype)) {
+    try {
+      return cast_data(a, dtype);
+    } catch (const ValueError& e) {
+      throw ValueError(std::string("to_dtype: ") + e.what());
+    }
+  }
   Tensor out = cast_data(a, dtype);
   record(OpId::Cast, {a}, {out}, {}, [from = a.dtype()](const Node& n, const Grads& g) {
     return Grads{cast_data(g[0], from)};

@@ -57,8 +57,10 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// (torch.masked_fill), so a larger mask gives a larger result. Throws
 /// ShapeError when they do not broadcast.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
-/// Casts a floating tensor to another floating dtype (or an int64 tensor to a
-/// floating one, without gradient). Differentiable between floating dtypes.
+/// Casts a tensor to another dtype. Differentiable between floating dtypes;
+/// int64 to floating and floating to int64 (rounded toward zero, torch's
+/// .long()) record nothing. Throws ValueError naming to_dtype, having
+/// written nothing, when a value is NaN, infinite or beyond int64's range.
 Tensor to_dtype(const Tensor& a, DType dtype);
 
 // ---- in-place forms (bump the version counter; see commit_inplace) ----

@@ -53,3 +53,17 @@ TEST_CASE("exp, sigmoid, softplus at +-inf: exact limits in the vector body and 
     CHECK(p[2] == doctest::Approx(std::log(2.0)).epsilon(1e-6));
   }
 }
+
+TEST_CASE("to_dtype to int64 rounds toward zero (torch's .long()), records nothing, and refuses what int64 cannot "
+          "hold") {
+  Tensor x = tensor({-1.7, 2.9, 0.5, -0.0, 3e15}, {5}, DType::Float64).requires_grad_();
+  Tensor i = to_dtype(x, DType::Int64);
+  CHECK(i.dtype() == DType::Int64);
+  CHECK(i.to_vector() == std::vector<double>{-1, 2, 0, 0, 3e15});
+  CHECK(!i.requires_grad());
+  CHECK(to_dtype(transpose(reshape(arange(0, 6), {2, 3}), 0, 1), DType::Int64).to_vector() ==
+        std::vector<double>{0, 3, 1, 4, 2, 5});
+  for (double bad : {std::nan(""), HUGE_VAL, 1e19, -1e19})
+    CHECK_THROWS_WITH_AS(to_dtype(tensor({1.0, bad}, {2}), DType::Int64),
+                         doctest::Contains("to_dtype: copy: value "), ValueError);
+}

@@ -50,11 +50,19 @@ py::dict result_dict(const TrainResult& r) {
 /// Gives the bound configuration class `name` of mm copy.copy and
 /// copy.deepcopy: a copy of its values (a module built from a config keeps
 /// such a copy, so that changing the config later changes no copy of it).
+/// Throws TypeError for an instance of a Python subclass, whose own
+/// attributes a copy of the C++ values would lose.
 template <class C>
 void bind_copy(py::module_& mm, const char* name) {
+  const auto copy = [name](const py::object& self) {
+    if (!py::type::of(self).is(py::type::of<C>()))
+      throw py::type_error(std::string("copy: an instance of a subclass of ") + name +
+                           " cannot be copied (its own attributes would be lost); copy a " + name + " instead");
+    return self.cast<C>();
+  };
   py::reinterpret_borrow<py::class_<C>>(mm.attr(name))
-      .def("__copy__", [](const C& c) { return c; })
-      .def("__deepcopy__", [](const C& c, const py::dict&) { return c; }, py::arg("memo"));
+      .def("__copy__", copy)
+      .def("__deepcopy__", [copy](const py::object& self, const py::dict&) { return copy(self); }, py::arg("memo"));
 }
 
 }  // namespace

@@ -256,6 +256,15 @@ PYBIND11_MODULE(_tmem, m) {
   m.def("set_flush_denormal", [](bool mode) { return tmem::set_flush_denormal(mode); }, py::arg("mode"),
         "Flush denormal floats to 0 on the CPU (torch.set_flush_denormal); False where the CPU cannot. The "
         "`tmem` command turns it on; here it is off until called.");
+  m.def("_is_built", [](const py::handle& obj) {
+        if (!py::detail::get_type_info(Py_TYPE(obj.ptr())))
+          throw py::type_error("_is_built: expected an instance of a tmem class, but got " +
+                               py::str(py::type::of(obj).attr("__name__")).cast<std::string>());
+        return is_built(obj);
+      }, py::arg("obj"), "Whether obj's C++ object exists (a Python subclass builds it in super().__init__()).");
+  m.def("_check_built", [](const py::handle& obj) {
+        if (py::detail::get_type_info(Py_TYPE(obj.ptr())) && !is_built(obj)) throw_unbuilt(obj.ptr());
+      }, py::arg("obj"), "Raises the AttributeError of a method call when obj's C++ object does not exist.");
   bind_tensor(m);
   bind_ops(m);
   bind_nn(m);

@@ -171,9 +171,13 @@ void bind_ops(py::module_& m) {
     Tensor (*all)(const Tensor&);
     ValuesIndices (*along)(const Tensor&, int64_t, bool);
     const char* doc;
+    const char* arg_doc;
   };
-  for (const Extremum& e : {Extremum{"max", "argmax", &max, &max, "The maximum (0-d), or (values, indices) along dim."},
-                            Extremum{"min", "argmin", &min, &min, "The minimum (0-d), or (values, indices) along dim."}})
+  for (const Extremum& e :
+       {Extremum{"max", "argmax", &max, &max, "The maximum (0-d), or (values, indices) along dim.",
+                 "The int64 index of the first maximum along dim, or into the flattened input without a dim."},
+        Extremum{"min", "argmin", &min, &min, "The minimum (0-d), or (values, indices) along dim.",
+                 "The int64 index of the first minimum along dim, or into the flattened input without a dim."}}) {
     both(m, cls, e.name, [e](const Tensor& x, std::optional<int64_t> dim, bool keepdim) -> py::object {
            // torch.max(x, keepdim=True) without a dim is a TypeError; it was ignored.
            if (!dim && keepdim) throw py::type_error(std::string(e.name) + ": keepdim=True needs a dim");
@@ -186,6 +190,16 @@ void bind_ops(py::module_& m) {
            if (!dim) return py::cast(e.all(x));
            return values_indices(e.along(x, *dim, keepdim));
          }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, e.doc);
+    both(m, cls, e.arg, [e](const Tensor& x, std::optional<int64_t> dim, bool keepdim) {
+           // torch.argmax: without a dim, the index into the flattened input (keepdim then gives all dims 1).
+           const Tensor flat = dim ? x : reshape(x, {-1});
+           const int64_t d = dim ? normalize_dim(*dim, x.dim(), e.arg) : 0;
+           Tensor index = is_cpu_int64(x) ? int64_reduction(e.arg, flat, py::int_(d), keepdim && dim.has_value())
+                                          : e.along(flat, d, keepdim && dim.has_value()).indices;
+           if (!dim && keepdim) index = reshape(index, Shape(static_cast<size_t>(x.dim()), 1));
+           return index;
+         }, a, py::arg("dim") = py::none(), py::arg("keepdim").noconvert() = false, e.arg_doc);
+  }
 
   // ---- linear algebra ----
   both(m, cls, "matmul", &matmul, a, py::arg("other"), release_gil(),
@@ -197,6 +211,17 @@ void bind_ops(py::module_& m) {
         a, py::arg("shape"), "input with a new shape (a view when possible; -1 inferred).");
   cls.def("reshape", [](const Tensor& x, const py::args& s) { return reshape(x, shape_from_args(s, "reshape")); },
           "This tensor with a new shape (a view when possible; -1 inferred).");
+  both(m, cls, "flatten", [](const Tensor& x, int64_t start_dim, int64_t end_dim) {
+         if (x.dim() == 0) return reshape(x, {1});
+         const int64_t start = normalize_dim(start_dim, x.dim(), "flatten");
+         const int64_t end = normalize_dim(end_dim, x.dim(), "flatten");
+         check<ValueError>(start <= end, "flatten: start_dim ", start_dim, " comes after end_dim ", end_dim);
+         Shape shape(x.shape().begin(), x.shape().begin() + start);
+         shape.push_back(-1);
+         shape.insert(shape.end(), x.shape().begin() + end + 1, x.shape().end());
+         return reshape(x, shape);
+       }, a, py::arg("start_dim") = 0, py::arg("end_dim") = -1,
+       "input with dims start_dim..end_dim merged into one (a view when possible; torch.flatten).");
   cls.def("view", [](const Tensor& x, const py::args& s) { return view(x, shape_from_args(s, "view")); },
           "A view with a new shape (ShapeError when the strides allow none).");
   m.def("permute", [](const Tensor& x, const py::object& dims) { return permute(x, shape_from_py(dims, "permute", "dims")); },

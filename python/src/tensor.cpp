@@ -642,6 +642,10 @@ void bind_tensor(py::module_& m) {
            "Cast to float32.")
       .def("double", [](const Tensor& t) { return t.dtype() == DType::Float64 ? t : to_dtype(t, DType::Float64); },
            "Cast to float64.")
+      .def_property_readonly("_impl_id", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.impl_ptr().get()); },
+                             "The identity of the tensor behind this handle (copy.deepcopy's memo).")
+      .def("long", [](const Tensor& t) { return t.dtype() == DType::Int64 ? t : to_dtype(t, DType::Int64); },
+           "Cast to int64 (floats rounded toward zero, as torch).")
       .def("__getitem__", &get_item, "Views for ints, slices (step >= 1), None and Ellipsis.")
       .def("__setitem__", [](const Tensor& t, const py::object& index, const py::object& value) {
              Tensor view = get_item(t, index);

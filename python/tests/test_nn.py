@@ -212,6 +212,81 @@ class TestModuleTreeAndDeepcopy(unittest.TestCase):
             copy.deepcopy(model.backbone)
 
 
+class TestDeepcopyEdges(unittest.TestCase):
+    """Cases a break-it pass found: registration order, kinds and sharing
+    kept by deepcopy, and clear errors where a copy cannot be made."""
+
+    def test_order_kinds_sharing_and_flags(self):
+        class M(nn.Module):
+            head = None  # a class default hid the layer from registration
+
+            def __init__(self):
+                super().__init__()
+                self.a = None
+                self.b = nn.Linear(2, 2)
+                self.a = nn.Linear(2, 3)  # registered after b, though a is first in __dict__
+                self.head = nn.Linear(3, 1)
+                self.register_buffer("rb", tmem.ones(3))
+                self.register_buffer("rb2", self.rb)  # one buffer under two names
+                self.w = self.b.weight  # a layer's parameter under a second name
+        m = M()
+        m.b.eval()
+        m.b.weight.requires_grad_(False)
+        self.assertIn("head", [n for n, _ in m.named_children()])
+        c = copy.deepcopy(m)
+        self.assertEqual(list(c.state_dict()), list(m.state_dict()))
+        self.assertEqual([n for n, _ in c.named_parameters()], [n for n, _ in m.named_parameters()])
+        self.assertEqual([n for n, _ in c.named_buffers()], ["rb"])
+        self.assertEqual(c.num_parameters(), m.num_parameters())
+        self.assertEqual((c.b.training, c.a.training, c.head.training), (False, True, True))
+        self.assertEqual((c.b.weight.requires_grad, c.a.weight.requires_grad), (False, True))
+        c.rb.fill_(5.0)
+        self.assertEqual(c.state_dict()["rb2"].tolist(), [5.0, 5.0, 5.0])
+        with tmem.no_grad():
+            c.b.weight.fill_(2.0)
+        self.assertEqual(c.state_dict()["w"].numpy().tolist(), [[2.0, 2.0], [2.0, 2.0]])
+        self.assertNotEqual(m.state_dict()["w"].numpy().tolist(), [[2.0, 2.0], [2.0, 2.0]])
+        m.unregister("rb2")  # the record forgets it too: deepcopy found a missing key
+        self.assertNotIn("rb2", copy.deepcopy(m).state_dict())
+
+    def test_refusals_name_the_problem(self):
+        class L(nn.Linear):
+            def __init__(self):
+                super().__init__(2, 3)
+                nn.Linear.__init__(self, 4, 5)  # ignored, and deepcopy then failed on shapes
+        with self.assertRaisesRegex(TypeError, r"Linear.__init__: the object is built already"):
+            L()
+
+        class Sub(nn.Linear):
+            pass
+        bare = Sub.__new__(Sub)
+        for use in (lambda: nn.Module().register_module("x", bare), lambda: copy.deepcopy(bare)):
+            with self.assertRaisesRegex(AttributeError, r"^Sub: cannot use it before Linear\.__init__\(\) has run"):
+                use()
+        with self.assertRaisesRegex(TypeError, "copy.copy: a Linear has no shallow copy in tmem"):
+            copy.copy(nn.Linear(2, 2))
+
+        class Config(tmem.models.BackboneConfig):
+            pass
+        with self.assertRaisesRegex(TypeError, "copy: an instance of a subclass of BackboneConfig cannot be copied"):
+            copy.deepcopy(Config())
+
+    def test_generators_states_and_tasks(self):
+        class G(tmem.Generator):
+            pass
+        g = G(4)
+        g.tag = [1]
+        twin = copy.deepcopy(g)
+        self.assertIs(type(twin), G)
+        self.assertEqual((twin.tag, twin.get_state()), ([1], g.get_state()))
+        self.assertEqual(copy.copy(tmem.Generator(9)).get_state(), tmem.Generator(9).get_state())
+        state = nn.TensorMemoryState(tmem.ones(1, 2, 2, 2, 2), tmem.zeros(1, 2, 2, 2, 2))
+        h, c = copy.deepcopy(state)
+        self.assertEqual((h.shape, float(h.sum()), float(c.sum())), ((1, 2, 2, 2, 2), 16.0, 0.0))
+        task = tmem.models.make_task("coord-binding", W=4)
+        self.assertIs(copy.deepcopy(task), task)  # a task's parameters are read-only
+
+
 class TestPythonSubclass(unittest.TestCase):
     def test_registration(self):
         m = MLP(8)

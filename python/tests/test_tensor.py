@@ -759,6 +759,34 @@ class TestPythonProtocols(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "layer_norm: expected a normalized_shape of ints"):
             tmem.layer_norm(x, None)
 
+    def test_argmax_flatten_and_long_as_torch(self):
+        # Expected values from torch 1.13: argmax without a dim indexes the
+        # flattened input, ties give the first index.
+        x = tmem.tensor([[1.0, 5.0, 5.0], [7.0, -2.0, 7.0]])
+        self.assertEqual(tmem.argmax(x).item(), 3)
+        self.assertEqual(x.argmax(keepdim=True).tolist(), [[3]])
+        self.assertEqual(x.argmax(0).tolist(), [1, 0, 1])
+        self.assertEqual(x.argmax(-1, keepdim=True).tolist(), [[1], [0]])
+        self.assertEqual(tmem.argmin(x, 1).tolist(), [0, 1])
+        self.assertEqual(x.argmin().item(), 4)
+        self.assertEqual(tmem.argmax(tmem.tensor(3.0)).shape, ())
+        self.assertEqual(x.argmax(1).dtype, tmem.int64)
+        ids = tmem.tensor([[3, 1], [0, 9]])
+        self.assertEqual((ids.argmax().item(), ids.argmax(1, keepdim=True).tolist()), (3, [[0], [1]]))
+        with self.assertRaisesRegex(tmem.IndexError, "argmax"):
+            x.argmax(2)
+        y = tmem.zeros(2, 3, 4, 5)
+        self.assertEqual([y.flatten().shape, y.flatten(1).shape, y.flatten(1, 2).shape, tmem.flatten(y, -2).shape],
+                         [(120,), (2, 60), (2, 12, 5), (2, 3, 20)])
+        self.assertEqual(tmem.tensor(2.0).flatten().shape, (1,))
+        with self.assertRaisesRegex(tmem.ValueError, "flatten: start_dim 2 comes after end_dim 1"):
+            y.flatten(2, 1)
+        w = tmem.tensor([-1.7, 2.9, 0.5]).requires_grad_()
+        self.assertEqual((w.long().tolist(), w.long().dtype, w.long().requires_grad), ([-1, 2, 0], tmem.int64, False))
+        self.assertEqual(w.to(tmem.int64).tolist(), [-1, 2, 0])
+        with self.assertRaisesRegex(tmem.ValueError, "to_dtype: copy: value nan cannot be converted to int64"):
+            tmem.tensor([float("nan")]).long()
+
     def test_int64_arithmetic_and_reductions_as_torch(self):
         # Labels and indices are int64; `arange(5) + 1` was a DtypeError.
         torch = __import__("torch")

@@ -33,22 +33,20 @@ def _module_setattr(self, name, value):
     Reassigning a registered name (a module, parameter or buffer) raises
     ValueError: change its values in place (copy_) instead; assigning a
     module or parameter before super().__init__() raises AttributeError, as
-    in PyTorch."""
-    if not name.startswith("_") and not hasattr(type(self), name):
+    in PyTorch. A class attribute of that name (a default such as
+    ``head = None``) does not stop the registration; a property does."""
+    if not name.startswith("_") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not nn._constructed(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
-        registered = self.__dict__.setdefault("_tmem_registered", set())
-        if name in registered:
+        if name in self.__dict__.get("_tmem_registered", {}):
             raise ValueError(f"nn.Module: '{name}' is already registered; change its values in place "
                              f"(copy_) instead of assigning a new one")
         if is_module:
             self.register_module(name, value)
-            registered.add(name)
         elif is_param:
             self.register_parameter(name, value)
-            registered.add(name)
     object.__setattr__(self, name, value)
 
 
@@ -56,25 +54,36 @@ def _module_delattr(self, name):
     """Deleting a registered module or parameter attribute also removes its
     registration (torch.nn.Module.__delattr__): it left named_parameters and
     state_dict, and the name could not be assigned again."""
-    registered = self.__dict__.get("_tmem_registered", set())
-    if name in registered:
+    if name in self.__dict__.get("_tmem_registered", {}):
         self.unregister(name)
-        registered.discard(name)
     object.__delattr__(self, name)
 
 
-def _register_as_attribute(method):
-    """Module.register_parameter, register_buffer or register_module that
-    also makes what it registers an attribute of the module, as
-    torch.nn.Module's do (register_buffer("running_mean", ...), then
-    self.running_mean)."""
+def _register_as_attribute(method, kind):
+    """Module.register_parameter, register_buffer or register_module (kind
+    "parameter", "buffer" or "module") that also makes what it registers an
+    attribute of the module, as torch.nn.Module's do
+    (register_buffer("running_mean", ...), then self.running_mean), and
+    records the name and kind in registration order (``_tmem_registered``,
+    which copy.deepcopy replays)."""
     @_functools.wraps(method)
     def register(self, name, value):
+        if isinstance(value, nn.Module):
+            _tmem._check_built(value)
         out = method(self, name, value)
-        self.__dict__.setdefault("_tmem_registered", set()).add(name)
+        self.__dict__.setdefault("_tmem_registered", {})[name] = kind
         object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
     return register
+
+
+def _unregister(method):
+    """Module.unregister that also forgets the name's registration record."""
+    @_functools.wraps(method)
+    def unregister(self, name):
+        method(self, name)
+        self.__dict__.get("_tmem_registered", {}).pop(name, None)
+    return unregister
 
 
 def _parameter(data):
@@ -109,12 +118,18 @@ def _tensor_reduce(self):
 
 def _tensor_deepcopy(self, memo):
     """copy.deepcopy (of a state_dict, say): a new tensor with its own copy of
-    the values. As in torch, only a leaf can be deep-copied when it requires
-    grad (a copy of a computed tensor could not keep its history)."""
+    the values; two handles of one tensor (a module's weight and an attribute
+    naming it) give one copy. As in torch, only a leaf can be deep-copied
+    when it requires grad (a copy of a computed tensor could not keep its
+    history)."""
     if self.requires_grad and not self.is_leaf:
         raise RuntimeError("deepcopy: only tensors created by the user (graph leaves) can be deep-copied when they "
                            "require grad; detach() it first")
-    return _rebuild_tensor(*_tensor_reduce(self)[1])
+    impls = memo.setdefault(_IMPLS, {})
+    if self._impl_id not in impls:
+        _keep_alive(self, memo)
+        impls[self._impl_id] = _rebuild_tensor(*_tensor_reduce(self)[1])
+    return impls[self._impl_id]
 
 
 def _construct_in_new(cls):
@@ -137,6 +152,9 @@ def _construct_in_new(cls):
 
     def __init__(self, *args, **kwargs):
         if type(self) is not cls:
+            if _tmem._is_built(self):
+                raise TypeError(f"{cls.__name__}.__init__: the object is built already (super().__init__() ran "
+                                f"before); make a new one")
             init(self, *args, **kwargs)
             _record_init(self, cls, args, kwargs)
         elif id(self) in _built_in_new:
@@ -161,25 +179,50 @@ def _record_init(obj, cls, args, kwargs):
         obj.__dict__["_tmem_init"] = (cls, tuple(map(kept, args)), {k: kept(v) for k, v in kwargs.items()})
 
 
-def _generator_deepcopy(self, memo):
-    """copy.deepcopy of a Generator: a new one in the same state, drawing the
-    same numbers from here on, independently."""
-    out = Generator()  # noqa: F405
+def _generator_deepcopy(self, memo=None):
+    """copy.copy and copy.deepcopy of a Generator (or of a Python subclass):
+    a new one in the same state, drawing the same numbers from here on,
+    independently, with deep copies of a subclass's attributes."""
+    out = type(self).__new__(type(self))
+    if type(self) is not Generator:  # noqa: F405
+        Generator.__init__(out)  # noqa: F405
+        out.__dict__.update(_copy.deepcopy(self.__dict__, memo))
     out.set_state(self.get_state())
     return out
+
+
+def _module_copy(self):
+    """copy.copy(module): refused with a pointer to deepcopy (pickling's
+    message said only that the module cannot be pickled)."""
+    raise TypeError(f"copy.copy: a {type(self).__name__} has no shallow copy in tmem (its C++ layers own their "
+                    f"tensors); use copy.deepcopy, or share the module itself")
+
+
+def _state_deepcopy(self, memo):
+    """copy.deepcopy of a TensorMemoryState: deep copies of h and c."""
+    return type(self)(_copy.deepcopy(self.h, memo), _copy.deepcopy(self.c, memo))
+
+
+_IMPLS = "tmem: tensor copies by TensorImpl"  # a key of deepcopy's memo no id() can be
+
+
+def _keep_alive(obj, memo):
+    """Keeps obj alive while memo lives, as copy.deepcopy does with what it
+    copies: a memo keyed by id() must not see that id reused."""
+    memo.setdefault(id(memo), []).append(obj)
 
 
 def _module_deepcopy(self, memo):
     """copy.deepcopy(module), as torch's: a module of the same class built
     again from the arguments its C++ part was built with, holding copies of
-    every parameter and buffer (values, requires_grad, device), the training
-    modes, and deep copies of its other attributes. A generator it was built
-    with is copied in its state; building the copy draws nothing from it or
-    from the default generator, whose state it restores. A tensor a Python
-    attribute shares with a bound layer's own (self.w = self.lin.weight) is
-    copied apart. Raises TypeError for a module made by another module's C++
-    (model.backbone): it has no arguments of its own; copy the module that
+    every parameter and buffer (values, requires_grad, device, sharing), the
+    training modes, and deep copies of its other attributes. A generator it
+    was built with is copied in its state; building the copy draws nothing
+    from it or from the default generator, whose state it restores. Raises
+    TypeError for a module made by another module's C++ (model.backbone)
+    copied on its own: it has no arguments of its own; copy the module that
     made it."""
+    own = self.named_modules()  # an unbuilt module raises here
     recorded = self.__dict__.get("_tmem_init")
     if recorded is None:
         raise TypeError(f"deepcopy: this {type(self).__name__} was made inside another module, not by its "
@@ -204,28 +247,35 @@ def _module_deepcopy(self, memo):
     for g in generators:
         memo[id(g)].set_state(g.get_state())
     memo[id(self)] = out
-    registered = self.__dict__.get("_tmem_registered", set())
-    own_buffers = {name for name, _ in self.named_buffers() if "." not in name}
+    # What the constructor made stands in, by name, for the original's
+    # modules and tensors, so that Python attributes aliasing them
+    # (self.w = self.lin.weight) stay aliases in the copy.
+    made = dict(out.named_modules())
+    for name, module in own:
+        if name and name in made:
+            _keep_alive(module, memo)
+            memo.setdefault(id(module), made[name])
+    made = {**dict(out.named_parameters()), **dict(out.named_buffers())}
+    impls = memo.setdefault(_IMPLS, {})
+    for name, t in (*self.named_parameters(), *self.named_buffers()):
+        if name in made:
+            impls.setdefault(t._impl_id, made[name])
+    registered = self.__dict__.get("_tmem_registered", {})
     for name, value in self.__dict__.items():
-        if name in ("_tmem_init", "_tmem_registered"):
-            continue
-        value = _copy.deepcopy(value, memo)
-        if name not in registered:
-            object.__setattr__(out, name, value)
-        elif isinstance(value, nn.Module):
-            out.register_module(name, value)
-        elif name in own_buffers:
-            out.register_buffer(name, value)
-        else:
-            out.register_parameter(name, value)
+        if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
+            object.__setattr__(out, name, _copy.deepcopy(value, memo))
+    for name, kind in registered.items():  # in registration order, each as it was registered
+        getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo))
     state = self.state_dict()
     if state:
         out.to(next(iter(state.values())).device)
     out.load_state_dict(state)
-    for (_, new), (_, old) in zip(out.named_parameters(), self.named_parameters()):
-        new.requires_grad_(old.requires_grad)
-    for (_, new), (_, old) in zip(out.named_modules(), self.named_modules()):
-        new.training = old.training
+    params = dict(out.named_parameters())
+    for name, p in self.named_parameters():
+        params[name].requires_grad_(p.requires_grad)
+    modules = dict(out.named_modules())
+    for name, module in own:
+        modules[name].training = module.training
     return out
 
 
@@ -250,13 +300,18 @@ Tensor.__contains__ = _tensor_contains
 Tensor.__reduce__ = _tensor_reduce
 Tensor.__deepcopy__ = _tensor_deepcopy
 Generator.__deepcopy__ = _generator_deepcopy  # noqa: F405
+Generator.__copy__ = _generator_deepcopy  # noqa: F405
 nn.Module.__deepcopy__ = _module_deepcopy
+nn.Module.__copy__ = _module_copy
+nn.TensorMemoryState.__deepcopy__ = _state_deepcopy
+models.Task.__deepcopy__ = lambda self, memo: self  # immutable: its parameters are read-only
 
 for _guard in (no_grad, detect_anomaly):  # noqa: F405
     _guard.__call__ = _guard_call
 
 nn.Module.__setattr__ = _module_setattr
 nn.Module.__delattr__ = _module_delattr
-for _name in ("register_parameter", "register_buffer", "register_module"):
-    setattr(nn.Module, _name, _register_as_attribute(getattr(nn.Module, _name)))
+for _kind in ("parameter", "buffer", "module"):
+    setattr(nn.Module, "register_" + _kind, _register_as_attribute(getattr(nn.Module, "register_" + _kind), _kind))
+nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Parameter = _parameter
