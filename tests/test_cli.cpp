@@ -411,7 +411,8 @@ TEST_CASE("cli: a run directory whose results.json is a directory is refused bef
   fs::remove_all(dir);
 }
 
-TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range or to a wrong type, keeps a reused cell's name, and refuses a FIFO before training, neither read nor replaced") {
+// A reused cell keeps its directory's name; a FIFO is refused before training, neither read nor replaced.
+TEST_CASE("cli: --resume runs again a cell whose result.json was edited out of range or to a wrong type") {
   const std::string dir = fresh_cli_dir("tmem_cli_resume_edited");
   auto args = tiny_train_args("ed");
   auto r = run_tmem(args, dir);

@@ -81,8 +81,8 @@ int64_t meminfo_bytes(const std::string& key) {
   return 0;
 }
 
-TEST_CASE("sizes: a block beyond the system's available memory is refused up front, where Linux would hand it out "
-          "and kill the process when it is written") {
+// Linux would hand such a block out and kill the process when it is written.
+TEST_CASE("sizes: a block beyond the system's available memory is refused up front") {
   const int64_t avail = meminfo_bytes("MemAvailable:") + meminfo_bytes("SwapFree:");
   REQUIRE(avail > 0);
   // 128 MiB past what is free: malloc gives it (the kernel's overcommit
