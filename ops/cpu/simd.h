@@ -22,14 +22,18 @@ template <class T>
 using Batch = xsimd::batch<T>;
 
 /// e^x of a batch. xsimd::exp turns its argument into an integer exponent,
-/// undefined for +-Inf (UBSan reports it, e.g. for a masked score); x is
-/// clamped to [-1000, 1000] first, which changes no result (xsimd gives 0
-/// below about -745 and Inf above 710), and NaN passes through.
+/// undefined for +-Inf and NaN (UBSan reports it, e.g. for a masked score;
+/// for NaN only where the conversion is not one instruction, as for doubles
+/// on AVX2); x is clamped to [-1000, 1000] first, which changes no result
+/// (xsimd gives 0 below about -745 and Inf above 710), and a NaN lane is
+/// computed as 0 and given back as the NaN it was.
 template <class T, class A>
 inline xsimd::batch<T, A> vexp(const xsimd::batch<T, A>& x) {
   using B = xsimd::batch<T, A>;
   const B lim(T(1000));
-  return xsimd::exp(xsimd::select(x < -lim, -lim, xsimd::select(x > lim, lim, x)));
+  const auto nan = xsimd::isnan(x);
+  const B finite = xsimd::select(nan, B(T(0)), xsimd::select(x < -lim, -lim, xsimd::select(x > lim, lim, x)));
+  return xsimd::select(nan, x, xsimd::exp(finite));
 }
 /// e^x of one value (std::exp): the scalar tail of the functors that use vexp.
 template <class T>
