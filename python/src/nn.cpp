@@ -193,14 +193,6 @@ void bind_nn(py::module_& m) {
   nnm.attr("IncompatibleKeys") = py::module_::import("collections").attr("namedtuple")(
       "IncompatibleKeys", py::make_tuple("missing_keys", "unexpected_keys"), py::arg("module") = "tmem.nn");
   py::module_ optim = m.def_submodule("optim", "Optimizers and learning-rate schedules.");
-  // Module.__setattr__ (tmem/__init__.py) refuses to register a module or a
-  // parameter before super().__init__(), as torch does.
-  nnm.def("_constructed", [](const py::object& self) {
-        if (!py::isinstance<Module>(self))
-          throw py::type_error("nn._constructed: expected a Module, but got " + type_name(self));
-        return is_built(self);
-      }, py::arg("module"), "Whether the Module's __init__ has run (its C++ part exists).");
-
   py::class_<Module, std::shared_ptr<Module>>(nnm, "Module", py::dynamic_attr(),
       "Base of every layer. Subclass it in Python: call super().__init__(), assign modules and tensors that "
       "require grad as attributes (they are registered), define forward.")

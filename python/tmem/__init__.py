@@ -38,7 +38,7 @@ def _module_setattr(self, name, value):
     if not name.startswith("_") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
-        if (is_module or is_param) and not nn._constructed(self):
+        if (is_module or is_param) and not _tmem._is_built(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
         if name in self.__dict__.get("_tmem_registered", {}):
             raise ValueError(f"nn.Module: '{name}' is already registered; change its values in place "
