@@ -9,11 +9,50 @@
 
 namespace tmem::nn {
 
-void Module::collect(const std::string& prefix, NamedTensors& params, NamedTensors* buffers) const {
-  for (const auto& [n, t] : params_) params.emplace_back(prefix + n, t);
-  if (buffers)
-    for (const auto& [n, t] : buffers_) buffers->emplace_back(prefix + n, t);
-  for (const auto& [n, c] : children_) c->collect(prefix + n + ".", params, buffers);
+// The walks of the tree below keep their own stack rather than recurse: a
+// chain of modules (one registered in the next) deeper than the C++ stack is
+// walked, and freed, as well as a shallow one.
+
+Module::~Module() {
+  std::vector<std::shared_ptr<Module>> pending;
+  for (auto& [n, c] : children_) pending.push_back(std::move(c));
+  while (!pending.empty()) {
+    std::shared_ptr<Module> m = std::move(pending.back());
+    pending.pop_back();
+    if (m.use_count() == 1)  // its last owner: take its children before it goes
+      for (auto& [n, c] : m->children_) pending.push_back(std::move(c));
+  }
+}
+
+void Module::collect(NamedTensors& params, NamedTensors* buffers) const {
+  // Each module reached keeps the index of the one it was reached from and
+  // its name there; a dotted name is built only for a module that has
+  // tensors, so a deep chain costs its length, not its square.
+  struct Reached {
+    const Module* module;
+    size_t parent;
+    const std::string* name;
+  };
+  std::vector<Reached> reached{{this, 0, nullptr}};
+  std::vector<size_t> stack{0};
+  while (!stack.empty()) {
+    const size_t i = stack.back();
+    stack.pop_back();
+    const Module* m = reached[i].module;
+    if (!m->params_.empty() || (buffers && !m->buffers_.empty())) {
+      std::vector<const std::string*> path;
+      for (size_t j = i; reached[j].name; j = reached[j].parent) path.push_back(reached[j].name);
+      std::string prefix;
+      for (auto it = path.rbegin(); it != path.rend(); ++it) prefix += **it + ".";
+      for (const auto& [n, t] : m->params_) params.emplace_back(prefix + n, t);
+      if (buffers)
+        for (const auto& [n, t] : m->buffers_) buffers->emplace_back(prefix + n, t);
+    }
+    for (auto it = m->children_.rbegin(); it != m->children_.rend(); ++it) {
+      reached.push_back({it->second.get(), i, &it->first});
+      stack.push_back(reached.size() - 1);
+    }
+  }
 }
 
 namespace {
@@ -40,7 +79,7 @@ std::vector<Tensor> tensors_of(const NamedTensors& named) {
 
 NamedTensors Module::named_parameters() const {
   NamedTensors params;
-  collect("", params, nullptr);
+  collect(params, nullptr);
   return first_names(params);
 }
 
@@ -48,7 +87,7 @@ std::vector<Tensor> Module::parameters() const { return tensors_of(named_paramet
 
 NamedTensors Module::named_buffers() const {
   NamedTensors params, buffers;
-  collect("", params, &buffers);
+  collect(params, &buffers);
   return first_names(buffers);
 }
 
@@ -64,7 +103,7 @@ std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_child
 
 std::map<std::string, Tensor> Module::state_dict() const {
   NamedTensors params, buffers;
-  collect("", params, &buffers);
+  collect(params, &buffers);
   std::map<std::string, Tensor> out;
   for (auto& [n, t] : params) out[n] = t;
   for (auto& [n, t] : buffers) out[n] = t;
@@ -73,7 +112,7 @@ std::map<std::string, Tensor> Module::state_dict() const {
 
 NamedTensors Module::named_state() const {
   NamedTensors all;
-  collect("", all, &all);
+  collect(all, &all);
   return all;
 }
 
@@ -129,8 +168,13 @@ Module::IncompatibleKeys Module::load_state_dict(const std::map<std::string, Ten
 }
 
 void Module::train(bool on) {
-  training_ = on;
-  for (auto& [n, c] : children_) c->train(on);
+  std::vector<Module*> stack{this};
+  while (!stack.empty()) {
+    Module* m = stack.back();
+    stack.pop_back();
+    m->training_ = on;
+    for (auto& [n, c] : m->children_) stack.push_back(c.get());
+  }
 }
 
 void Module::zero_grad() {
@@ -145,7 +189,7 @@ int64_t Module::num_parameters() const {
 
 Module& Module::to(Device device) {
   NamedTensors params, buffers;
-  collect("", params, &buffers);
+  collect(params, &buffers);
   NoGradGuard no_grad;
   for (auto* list : {&params, &buffers})
     for (auto& [n, t] : *list) {
@@ -175,9 +219,15 @@ void Module::check_name(const char* op, const char* kind, const std::string& nam
 
 // Every registration checks, so the tree it walks has no cycle.
 bool Module::in_subtree(const Module* target) const {
-  if (this == target) return true;
-  for (const auto& [n, c] : children_)
-    if (c->in_subtree(target)) return true;
+  std::vector<const Module*> stack{this};
+  std::unordered_set<const Module*> seen;
+  while (!stack.empty()) {
+    const Module* m = stack.back();
+    stack.pop_back();
+    if (m == target) return true;
+    if (seen.insert(m).second)
+      for (const auto& [n, c] : m->children_) stack.push_back(c.get());
+  }
   return false;
 }
 

@@ -16,7 +16,9 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module {
  public:
-  virtual ~Module() = default;
+  /// Releases the children one level at a time, not by recursion, so a
+  /// chain of modules deeper than the C++ stack is freed as well.
+  virtual ~Module();
 
   /// Every parameter of this module and its children, depth first, in
   /// registration order, with dotted names; a parameter shared under two
@@ -105,7 +107,10 @@ class Module {
   void check_child(const std::string& name, const Module* child) const;
   /// Whether `target` is this module or one of its descendants.
   bool in_subtree(const Module* target) const;
-  void collect(const std::string& prefix, NamedTensors& params, NamedTensors* buffers) const;
+  /// This module's and its descendants' parameters (and buffers, when
+  /// `buffers` is given) with dotted names, depth first in registration
+  /// order; a tensor reached twice under each name.
+  void collect(NamedTensors& params, NamedTensors* buffers) const;
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

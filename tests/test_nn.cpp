@@ -187,6 +187,30 @@ TEST_CASE("Module: register_module refuses a cycle (the module itself, or one th
   CHECK(a->state_dict().count("s2.weight") == 1);
 }
 
+TEST_CASE("Module: a chain of modules deeper than the C++ stack is walked and freed without recursion") {
+  constexpr int depth = 100000;  // a recursive walk or release overflows 8 MiB here
+  auto root = std::make_shared<Open>();
+  Open* last = root.get();
+  for (int i = 0; i < depth; ++i) {
+    auto child = std::make_shared<Open>();
+    last->register_module("c", child);
+    last = child.get();
+  }
+  last->register_parameter("w", tensor({1.0}, {1}));
+  last->register_buffer("b", zeros({1}));
+  std::string name;
+  for (int i = 0; i < depth; ++i) name += "c.";
+  const nn::NamedTensors params = root->named_parameters();
+  REQUIRE(params.size() == 1);
+  CHECK(params[0].first == name + "w");
+  CHECK(root->named_buffers()[0].first == name + "b");
+  CHECK(root->state_dict().size() == 2);
+  root->eval();
+  CHECK(!last->is_training());
+  CHECK_THROWS_WITH_AS(last->register_module("top", root), doctest::Contains("would make a cycle"), ValueError);
+  root.reset();  // frees the whole chain
+}
+
 TEST_CASE("Module: parameter, buffer and module names are non-empty, dot-free and unique") {
   Open m;
   m.register_parameter("weight", zeros({2}));

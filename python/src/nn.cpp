@@ -2,7 +2,6 @@
 // TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
 #include <algorithm>
-#include <functional>
 #include <unordered_set>
 
 #include "common.h"
@@ -166,20 +165,44 @@ struct ProbeScope : Bound {
   const std::vector<nn::TensorMemoryProbe::Record>& records() const { return live ? live->records() : kept; }
 };
 
+/// `root` and its descendants, depth first, each once (where first reached),
+/// with the index in the list of the module it was reached from and its name
+/// there (the root's parent is itself). Not recursive: a chain deeper than
+/// the C++ stack is walked as well.
+struct Reached {
+  py::object module;
+  size_t parent;
+  std::string name;
+};
+std::vector<Reached> reach_modules(const py::object& root) {
+  std::vector<Reached> out;
+  std::unordered_set<const Module*> seen;
+  std::vector<Reached> stack{{root, 0, ""}};
+  while (!stack.empty()) {
+    Reached r = std::move(stack.back());
+    stack.pop_back();
+    const Module& mod = r.module.cast<const Module&>();
+    if (!seen.insert(&mod).second) continue;
+    out.push_back(std::move(r));
+    const auto children = mod.named_children();
+    for (auto it = children.rbegin(); it != children.rend(); ++it)
+      stack.push_back({py::cast(it->second), out.size() - 1, it->first});
+  }
+  return out;
+}
+
 /// (dotted name, module) tuples of `root` (named "") and its descendants,
 /// depth first, each module once under its first name (PyTorch's
 /// named_modules).
 std::vector<py::tuple> named_modules(const py::object& root) {
+  const std::vector<Reached> reached = reach_modules(root);
+  std::vector<std::string> names(reached.size());
   std::vector<py::tuple> out;
-  std::unordered_set<const Module*> seen;
-  const std::function<void(const std::string&, const py::object&)> walk = [&](const std::string& prefix,
-                                                                             const py::object& obj) {
-    const Module& mod = obj.cast<const Module&>();
-    if (!seen.insert(&mod).second) return;
-    out.push_back(py::make_tuple(prefix, obj));
-    for (const auto& [name, child] : mod.named_children()) walk(prefix.empty() ? name : prefix + "." + name, py::cast(child));
-  };
-  walk("", root);
+  for (size_t i = 0; i < reached.size(); ++i) {
+    const std::string& up = names[reached[i].parent];
+    if (i > 0) names[i] = up.empty() ? reached[i].name : up + "." + reached[i].name;
+    out.push_back(py::make_tuple(names[i], reached[i].module));
+  }
   return out;
 }
 
@@ -217,7 +240,7 @@ void bind_nn(py::module_& m) {
       .def("named_children", &Module::named_children, "(name, child) pairs of the direct children.")
       .def("modules", [](const py::object& self) {
              py::list out;
-             for (const auto& named : named_modules(self)) out.append(named[1]);
+             for (const Reached& r : reach_modules(self)) out.append(r.module);
              return out;
            }, "This module and every descendant, depth first, each once.")
       .def("named_modules", &named_modules,

@@ -366,6 +366,26 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertFalse(a.train(False).training)
         self.assertEqual(a.state_dict(), {})
 
+    def test_a_chain_deeper_than_the_stack(self):
+        # Walking or freeing a 100,000-deep chain once overflowed the C++ stack (a segfault).
+        class Link(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+        root = Link()
+        last = root
+        for _ in range(100000):
+            child = Link()
+            last.n = child
+            last = child
+        last.lin = nn.Linear(1, 1)
+        self.assertEqual([n for n, _ in root.named_parameters()], ["n." * 100000 + "lin." + p for p in ("weight", "bias")])
+        self.assertEqual(len(root.modules()), 100002)
+        self.assertIs(root.modules()[-1], last.lin)
+        root.train(False)
+        self.assertFalse(last.lin.training)
+        del root, last, child
+
     def test_registered_names_are_attributes(self):
         # As torch.nn.Module's: register_buffer("count", ...) makes m.count.
         m = nn.Module()
