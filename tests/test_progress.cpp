@@ -20,7 +20,8 @@ namespace {
 
 // What f prints on stdout and stderr (file descriptors 1 and 2, one file), read back.
 std::string output_of(const std::function<void()>& f) {
-  const std::string path = tmem::test::tmp_path("tmem_progress_output.txt");
+  // One file per process: ctest runs this file's cases side by side.
+  const std::string path = tmem::test::tmp_path("tmem_progress_output_" + std::to_string(getpid()) + ".txt");
   std::fflush(stdout);
   std::fflush(stderr);
   const int out = dup(1), err = dup(2), fd = open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
@@ -35,7 +36,9 @@ std::string output_of(const std::function<void()>& f) {
   dup2(err, 2);
   close(out);
   close(err);
-  return tmem::test::read_all(path);
+  const std::string text = tmem::test::read_all(path);
+  std::remove(path.c_str());
+  return text;
 }
 
 }  // namespace
