@@ -248,11 +248,9 @@ Tensor expand(const Tensor& a, const Shape& shape) {
 }
 
 Tensor squeeze(const Tensor& a, int64_t dim) {
-  int64_t d = normalize_dim(dim, a.dim(), "squeeze");
-  check<ShapeError>(a.dim() > 0 && a.shape()[d] == 1, "squeeze: dim ", dim, " of shape ",
-                    shape_str(a.shape()), " does not have size 1");
+  const int64_t d = normalize_dim(dim, a.dim(), "squeeze");
   Shape s = a.shape();
-  s.erase(s.begin() + d);
+  if (a.dim() > 0 && s[d] == 1) s.erase(s.begin() + d);
   return reshape(a, s);
 }
 

@@ -35,8 +35,12 @@ Tensor narrow(const Tensor& a, int64_t dim, int64_t start, int64_t length);
 /// Broadcasts size-1 dims (and new leading dims) to `shape`; -1 keeps a dim.
 /// Throws ShapeError when a cannot be expanded.
 Tensor expand(const Tensor& a, const Shape& shape);
-/// Removes dim (which must have size 1), or inserts a size-1 dim at dim.
+/// Removes dim when it has size 1, else returns a view of `a` as it is
+/// (torch.squeeze(input, dim); a 0-d tensor takes dim -1 or 0). Throws
+/// IndexError naming squeeze for a dim out of range.
 Tensor squeeze(const Tensor& a, int64_t dim);
+/// Inserts a size-1 dim at dim (in [-rank - 1, rank]), as a view. Throws
+/// IndexError naming unsqueeze for a dim out of range.
 Tensor unsqueeze(const Tensor& a, int64_t dim);
 /// a itself when contiguous, else a contiguous copy (differentiable).
 Tensor contiguous(const Tensor& a);

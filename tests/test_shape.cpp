@@ -135,6 +135,14 @@ TEST_CASE("split and unbind: views, one tape node, and a backward that concatena
   CHECK_THROWS_WITH_AS(stack({zeros({2}), zeros({2})}, -3), "stack: dim -3 is out of range [-2, 1] for a tensor of rank 1",
                        IndexError);
   CHECK(unsqueeze(zeros({2, 2}), -3).shape() == Shape{1, 2, 2});
+  // As torch.squeeze(x, dim): a dim whose size is not 1 is left (a view).
+  const Tensor sq_in = arange(0, 6);
+  const Tensor sq = squeeze(reshape(sq_in, {2, 3}), 0);
+  CHECK(sq.shape() == Shape{2, 3});
+  CHECK(sq.impl().storage == sq_in.impl().storage);
+  CHECK(squeeze(tensor({1}, {}), -1).shape() == Shape{});
+  CHECK_THROWS_WITH_AS(squeeze(zeros({2, 1}), 2), "squeeze: dim 2 is out of range [-2, 1] for a tensor of rank 2",
+                       IndexError);
   // A step near 2^63 takes the first element: (end - start + step - 1) / step overflowed to -1 elements.
   constexpr int64_t kHuge = std::numeric_limits<int64_t>::max();
   const Tensor m = reshape(arange(0, 6), {2, 3});
