@@ -91,13 +91,13 @@ int64_t int_value(const std::string& key, const json& v, int64_t lo, int64_t hi)
   return x;
 }
 
-// A real config value: a JSON number (true is not 1.0) in [lo, hi], the
-// range of the command-line option that sets it.
-double real_value(const std::string& key, const json& v, double lo, double hi) {
+// A real config value: a JSON number (true is not 1.0) in [lo, hi] (open:
+// in (lo, hi)), the range of the command-line option that sets it.
+double real_value(const std::string& key, const json& v, double lo, double hi, bool open = false) {
   check<ValueError>(v.is_number(), "config: key \"", key, "\" expects a number, but got ", printable(v.dump()));
   const double x = v.get<double>();
-  check<ValueError>(x >= lo && x <= hi, "config: key \"", key, "\" expects a number in [", lo, ", ", hi, "], but got ",
-                    printable(v.dump()));
+  check<ValueError>(open ? x > lo && x < hi : x >= lo && x <= hi, "config: key \"", key, "\" expects a number in ",
+                    open ? "(" : "[", lo, ", ", hi, open ? ")" : "]", ", but got ", printable(v.dump()));
   return x;
 }
 
@@ -117,8 +117,11 @@ void apply_config_json(TrainConfig& c, const json& j) {
   auto& m = c.model;
   for (const auto& [key, v] : j.items()) {
     try {
-      if (key == "task") c.task = v.get<std::string>();
-      else if (key == "device") c.device = v.get<std::string>();
+      if (key == "task") {
+        const std::string task = v.get<std::string>();
+        task_parameters(task);  // an unknown task is refused here, not dropped for the command line's
+        c.task = task;
+      } else if (key == "device") c.device = v.get<std::string>();
       else if (key == "W") c.task_cfg.W = int_value(key, v, 0, 65536);
       else if (key == "noise") c.task_cfg.noise = real_value(key, v, 0, 100);
       else if (key == "queries") c.task_cfg.queries = int_value(key, v, 1, 65536);
@@ -137,7 +140,7 @@ void apply_config_json(TrainConfig& c, const json& j) {
       else if (key == "seed") c.seed = seed_value(key, v);
       else if (key == "lr") c.lr = real_value(key, v, 0, 10);
       else if (key == "weight_decay") c.weight_decay = real_value(key, v, 0, 10);
-      else if (key == "clip") c.clip = real_value(key, v, 0, 1e9);
+      else if (key == "clip") c.clip = real_value(key, v, 0, 1e9, true);
       else if (key == "eval_batches") c.eval_batches = int_value(key, v, 1, 1000000);
       else if (key == "method") m.method = v.get<BackboneMethod>();
       else if (key == "dim") m.dim = int_value(key, v, 0, 65536);

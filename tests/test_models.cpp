@@ -347,6 +347,13 @@ TEST_CASE("config JSON: unknown keys and wrong types are errors naming the key")
                        ValueError);
   CHECK_THROWS_WITH_AS(apply_config_json(c, {{"sigma_scale", 1e6}}),
                        "config: key \"sigma_scale\" expects a number in [0.001, 1000], but got 1000000.0", ValueError);
+  // The command line's ranges: --clip is in (0, 1e9); a task is a known one (it was dropped for the
+  // command line's task unchecked).
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"clip", 0}}), "config: key \"clip\" expects a number in (0, 1e+09), but got 0",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(apply_config_json(c, {{"task", "no-such-task"}}), doctest::Contains("unknown task \"no-such-task\""),
+                       ValueError);
+  CHECK(c.task == TrainConfig().task);
   apply_config_json(c, {{"forget_bias", -2.5}});
   CHECK(c.model.memory.forget_bias == -2.5);
   TrainConfig d;
