@@ -284,8 +284,12 @@ void bind_ops(py::module_& m) {
        "Repeats each element along dim.");
 
   // ---- softmax, normalisation, losses ----
-  both(m, cls, "softmax", &softmax, a, py::arg("dim"), release_gil(), "Softmax along dim.");
-  both(m, cls, "log_softmax", &log_softmax, a, py::arg("dim"), release_gil(), "Log-softmax along dim.");
+  both(m, cls, "softmax", &softmax, a, py::arg("dim"), release_gil(),
+       "Softmax along dim (torch.softmax). A row that is entirely -inf (a fully masked attention row) gives zeros "
+       "and a zero gradient, where torch gives NaN.");
+  both(m, cls, "log_softmax", &log_softmax, a, py::arg("dim"), release_gil(),
+       "Log-softmax along dim (torch.log_softmax). A row that is entirely -inf gives -inf and a zero gradient, "
+       "where torch gives NaN.");
   m.def("layer_norm", [](const Tensor& x, const py::object& shape, const py::object& weight,
                          const py::object& bias, double eps) {
           const Shape normalized_shape = shape_from_py(shape, "layer_norm", "a normalized_shape");
@@ -303,7 +307,8 @@ void bind_ops(py::module_& m) {
           py::gil_scoped_release release;
           return cross_entropy(logits, target, ignore_index, label_smoothing, reduction);
         }, a, py::arg("target"), py::kw_only(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
-        py::arg("label_smoothing") = 0.0, "Cross-entropy of logits [N, C] against int64 class indices [N].");
+        py::arg("label_smoothing") = 0.0, "Cross-entropy of logits [N, C] against int64 class indices [N] (torch.nn.functional.cross_entropy). A row of "
+        "logits that is entirely -inf has loss inf, where torch gives NaN.");
   m.def("embedding", [](const Tensor& indices, const Tensor& weight) { return embedding(weight, indices); },
         a, py::arg("weight"), release_gil(), "weight's rows at int64 indices (torch.nn.functional.embedding).");
   m.def("dropout", [](const Tensor& x, double p, bool training, Generator* generator) {
