@@ -95,6 +95,67 @@ void set_group_option(std::vector<ParamGroup>& groups, size_t group, double valu
   groups[group].*field = value;
 }
 
+// The parameters per group of an optimizer's state_dict: "group_sizes" [G].
+Tensor group_sizes(const std::vector<ParamGroup>& groups) {
+  std::vector<int64_t> sizes;
+  for (const ParamGroup& g : groups) sizes.push_back(static_cast<int64_t>(g.params.size()));
+  return tensor_int(sizes, {static_cast<int64_t>(sizes.size())});
+}
+
+// The checks an optimizer's load_state_dict (named `fn`) makes of a state
+// before copying any of it. int_entry(k) reads an int64 vector entry (a
+// float "step" would have been read as int64 bits); check_groups compares
+// "group_sizes" with the optimizer's (a state without it is one group, the
+// form before groups); check_moment checks entry `key` against parameter p;
+// check_keys refuses a key outside `expected` ("m.5" beside a 5-parameter
+// optimizer's state was ignored, so a state of another model loaded).
+struct StateChecks {
+  const std::map<std::string, Tensor>& s;
+  const char* fn;
+
+  const Tensor& get(const std::string& k) const {
+    auto it = s.find(k);
+    check<ValueError>(it != s.end(), fn, ": missing key \"", k, "\"");
+    return it->second;
+  }
+  std::vector<int64_t> int_entry(const std::string& k) const {
+    const Tensor& t = get(k);
+    check<DtypeError>(t.dtype() == DType::Int64, fn, ": \"", k, "\" must be int64, but got ", dtype_name(t.dtype()));
+    check<ShapeError>(t.dim() == 1, fn, ": \"", k, "\" must be 1-D, but got shape ", shape_str(t.shape()));
+    return t.to_int_vector();
+  }
+  void check_groups(const std::vector<ParamGroup>& groups, size_t n_params) const {
+    std::vector<int64_t> own, saved{static_cast<int64_t>(n_params)};
+    for (const ParamGroup& g : groups) own.push_back(static_cast<int64_t>(g.params.size()));
+    if (s.count("group_sizes")) saved = int_entry("group_sizes");
+    check<ValueError>(saved == own, fn, ": the state has groups of ", shape_str(saved),
+                      " parameters, but this optimizer has ", shape_str(own));
+  }
+  // A NaN or infinite moment makes every parameter it reaches NaN on the
+  // next step; a negative second moment (square_mean) makes sqrt(v) NaN.
+  void check_moment(const std::string& key, const Tensor& p, bool square_mean = false) const {
+    const Tensor& t = get(key);
+    check<ShapeError>(t.shape() == p.shape(), fn, ": \"", key, "\" expected shape ", shape_str(p.shape()),
+                      ", but got ", shape_str(t.shape()));
+    check<DtypeError>(is_floating(t.dtype()), fn, ": \"", key, "\" must be floating, but got ", dtype_name(t.dtype()));
+    const std::vector<double> v = t.to_vector();
+    const auto bad = std::find_if(v.begin(), v.end(), [&](double x) { return !std::isfinite(x) || (square_mean && x < 0); });
+    check<ValueError>(bad == v.end(), fn, ": \"", key, "\" holds ", bad == v.end() ? 0.0 : *bad, " at flat index ",
+                      bad - v.begin(), square_mean ? ", but a second moment must be finite and cannot be negative"
+                                                   : ", but a moment must be finite");
+  }
+  void check_keys(const std::set<std::string>& expected) const {
+    std::string unexpected;
+    for (const auto& kv : s) {
+      if (expected.count(kv.first)) continue;
+      unexpected += unexpected.empty() ? "\"" : ", \"";
+      unexpected += printable(kv.first);
+      unexpected += '"';
+    }
+    check<ValueError>(unexpected.empty(), fn, ": unexpected key(s) ", unexpected);
+  }
+};
+
 }  // namespace
 
 std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, double weight_decay) {
@@ -150,6 +211,35 @@ void SGD::zero_grad() {
   for (const Tensor& p : params_) p.zero_grad();
 }
 
+std::map<std::string, Tensor> SGD::state_dict() const {
+  std::map<std::string, Tensor> s;
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (bufs_[i].defined()) s["momentum_buffer." + std::to_string(i)] = bufs_[i];
+  s["group_sizes"] = group_sizes(groups_);
+  return s;
+}
+
+void SGD::load_state_dict(const std::map<std::string, Tensor>& s) {
+  const StateChecks c{s, "SGD::load_state_dict"};
+  c.check_groups(groups_, params_.size());
+  std::set<std::string> expected{"group_sizes"};
+  for (size_t i = 0; i < params_.size(); ++i)
+    if (const std::string key = "momentum_buffer." + std::to_string(i); s.count(key)) {
+      c.check_moment(key, params_[i]);
+      expected.insert(key);
+    }
+  c.check_keys(expected);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto it = s.find("momentum_buffer." + std::to_string(i));
+    if (it == s.end()) {
+      bufs_[i] = Tensor();
+      continue;
+    }
+    if (!bufs_[i].defined()) bufs_[i] = empty(params_[i].shape(), params_[i].dtype(), params_[i].device());
+    copy_data(bufs_[i], it->second);
+  }
+}
+
 AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, double eps, double weight_decay)
     : AdamW(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, lr, beta1, beta2, eps,
             weight_decay) {}
@@ -201,69 +291,29 @@ std::map<std::string, Tensor> AdamW::state_dict() const {
     s["v." + std::to_string(i)] = v_[i];
   }
   s["step"] = tensor_int({t_}, {1});
-  std::vector<int64_t> sizes;
-  for (const ParamGroup& g : groups_) sizes.push_back(static_cast<int64_t>(g.params.size()));
-  s["group_sizes"] = tensor_int(sizes, {static_cast<int64_t>(sizes.size())});
+  s["group_sizes"] = group_sizes(groups_);
   return s;
 }
 
 void AdamW::load_state_dict(const std::map<std::string, Tensor>& s) {
   // Every entry is checked before any is copied: a state that does not fit
   // leaves the optimizer as it was.
-  constexpr const char* kFn = "AdamW::load_state_dict";
-  auto get = [&](const std::string& k) -> const Tensor& {
-    auto it = s.find(k);
-    check<ValueError>(it != s.end(), kFn, ": missing key \"", k, "\"");
-    return it->second;
-  };
-  // An int64 vector entry (a float "step" would have been read as int64 bits).
-  auto int_entry = [&](const std::string& k) {
-    const Tensor& t = get(k);
-    check<DtypeError>(t.dtype() == DType::Int64, kFn, ": \"", k, "\" must be int64, but got ", dtype_name(t.dtype()));
-    check<ShapeError>(t.dim() == 1, kFn, ": \"", k, "\" must be 1-D, but got shape ", shape_str(t.shape()));
-    return t.to_int_vector();
-  };
-  std::vector<int64_t> own, saved{static_cast<int64_t>(params_.size())};
-  for (const ParamGroup& g : groups_) own.push_back(static_cast<int64_t>(g.params.size()));
-  if (s.count("group_sizes")) saved = int_entry("group_sizes");
-  check<ValueError>(saved == own, kFn, ": the state has groups of ", shape_str(saved),
-                    " parameters, but this optimizer has ", shape_str(own));
-  const std::vector<int64_t> step = int_entry("step");
-  check<ValueError>(step.size() == 1 && step[0] >= 0 && step[0] < std::numeric_limits<int64_t>::max(), kFn,
+  const StateChecks c{s, "AdamW::load_state_dict"};
+  c.check_groups(groups_, params_.size());
+  const std::vector<int64_t> step = c.int_entry("step");
+  check<ValueError>(step.size() == 1 && step[0] >= 0 && step[0] < std::numeric_limits<int64_t>::max(), c.fn,
                     ": \"step\" must hold one count in [0, 2^63 - 1), but got ", shape_str(step));
-  for (size_t i = 0; i < params_.size(); ++i)
-    for (const char* kind : {"m.", "v."}) {
-      const std::string key = kind + std::to_string(i);
-      const Tensor& t = get(key);
-      check<ShapeError>(t.shape() == params_[i].shape(), kFn, ": \"", key, "\" expected shape ",
-                        shape_str(params_[i].shape()), ", but got ", shape_str(t.shape()));
-      check<DtypeError>(is_floating(t.dtype()), kFn, ": \"", key, "\" must be floating, but got ",
-                        dtype_name(t.dtype()));
-      if (kind[0] == 'v') {  // a running mean of squares: a negative one makes sqrt(v) NaN in step()
-        const std::vector<double> v = t.to_vector();
-        const auto neg = std::find_if(v.begin(), v.end(), [](double x) { return x < 0; });
-        check<ValueError>(neg == v.end(), kFn, ": \"", key, "\" holds ", neg == v.end() ? 0.0 : *neg, " at flat index ",
-                          neg - v.begin(), ", but a second moment cannot be negative");
-      }
-    }
-  // The keys read above, and no other: "m.5" beside a 5-parameter
-  // optimizer's state was ignored, so a state of another model loaded.
   std::set<std::string> expected{"step", "group_sizes"};
   for (size_t i = 0; i < params_.size(); ++i) {
-    expected.insert("m." + std::to_string(i));
-    expected.insert("v." + std::to_string(i));
+    const std::string m = "m." + std::to_string(i), v = "v." + std::to_string(i);
+    c.check_moment(m, params_[i]);
+    c.check_moment(v, params_[i], true);
+    expected.insert({m, v});
   }
-  std::string unexpected;
-  for (const auto& kv : s) {
-    if (expected.count(kv.first)) continue;
-    unexpected += unexpected.empty() ? "\"" : ", \"";
-    unexpected += printable(kv.first);
-    unexpected += '"';
-  }
-  check<ValueError>(unexpected.empty(), kFn, ": unexpected key(s) ", unexpected);
+  c.check_keys(expected);
   for (size_t i = 0; i < params_.size(); ++i) {
-    copy_data(m_[i], get("m." + std::to_string(i)));
-    copy_data(v_[i], get("v." + std::to_string(i)));
+    copy_data(m_[i], c.get("m." + std::to_string(i)));
+    copy_data(v_[i], c.get("v." + std::to_string(i)));
   }
   t_ = step[0];
 }

@@ -59,6 +59,20 @@ class SGD {
   /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
   /// < 0 or not finite, IndexError for a group out of range.
   void set_weight_decay(size_t group, double weight_decay);
+  double momentum() const { return momentum_; }
+  /// For checkpoints (torch.optim.SGD's per-parameter momentum_buffer): the
+  /// momentum buffer of each parameter that has one (from its first step
+  /// with momentum != 0) as "momentum_buffer.<i>" (i counts the parameters of
+  /// all groups in order) and the parameters per group as "group_sizes" [G]
+  /// (int64). load_state_dict checks the whole state before copying any of
+  /// it; a parameter whose buffer the state lacks starts its momentum again
+  /// (b = g on its next step), as torch's. Throws ValueError for group sizes
+  /// other than this optimizer's, an unexpected key or a NaN or infinite
+  /// buffer, DtypeError for a
+  /// "group_sizes" that is not int64 or a buffer that is not floating,
+  /// ShapeError for a buffer whose shape is not parameter i's.
+  std::map<std::string, Tensor> state_dict() const;
+  void load_state_dict(const std::map<std::string, Tensor>& state);
 
  private:
   std::vector<ParamGroup> groups_;
@@ -83,6 +97,9 @@ class AdamW {
   void step();
   void zero_grad();
   int64_t steps() const { return t_; }
+  double beta1() const { return beta1_; }
+  double beta2() const { return beta2_; }
+  double eps() const { return eps_; }
   /// The groups, with lr and weight_decay resolved.
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   /// Sets the learning rate of every group (or of group `group`). Throws
@@ -99,7 +116,8 @@ class AdamW {
   /// fit leaves the optimizer unchanged) and throws ValueError on a missing
   /// or unexpected key, group sizes other than this optimizer's (a state without
   /// "group_sizes" is one group: the form before groups), a "step" that is
-  /// not one count in [0, 2^63 - 1), or a negative value in a "v.<i>";
+  /// not one count in [0, 2^63 - 1), a NaN or infinite moment, or a
+  /// negative value in a "v.<i>";
   /// DtypeError for a "step" or "group_sizes" that is not int64 or a moment
   /// that is not floating; ShapeError for a "step" or "group_sizes" that is
   /// not 1-D or a moment whose shape is not parameter i's.

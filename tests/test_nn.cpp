@@ -298,6 +298,56 @@ TEST_CASE("SGD with momentum and weight decay matches torch.optim.SGD") {
   for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
 }
 
+TEST_CASE("SGD: a state_dict resumes the momentum exactly; a state that does not fit is refused whole") {
+  auto params = [] { return std::vector<Tensor>{tensor({1.0, -2.0}, {2}), tensor({0.5}, {1})}; };
+  auto step = [](nn::SGD& opt, std::vector<Tensor>& ps, int k) {
+    opt.zero_grad();
+    accumulate_grad(ps[0].impl(), tensor({0.1 * k + 0.3, -0.2}, {2}), "test");
+    accumulate_grad(ps[1].impl(), tensor({0.5 * k}, {1}), "test");
+    opt.step();
+  };
+  std::vector<Tensor> a = params(), b = params();
+  nn::SGD run(a, 0.1, 0.9, 0.01), resumed(b, 0.1, 0.9, 0.01);
+  CHECK(run.state_dict().size() == 1);  // "group_sizes": no buffer before the first step
+  for (int k = 1; k <= 2; ++k) step(run, a, k);
+  const auto state = run.state_dict();
+  REQUIRE(state.size() == 3);
+  // b = g on the first step, then b = 0.9 b + g (weight decay adds 0.01 p to g).
+  const double p0 = 1.0 - 0.1 * (0.4 + 0.01);
+  CHECK(state.at("momentum_buffer.0").to_vector()[0] == doctest::Approx(0.9 * 0.41 + 0.5 + 0.01 * p0));
+  resumed.load_state_dict(state);
+  for (size_t i = 0; i < 2; ++i) copy_data(b[i], a[i]);
+  step(run, a, 3);
+  step(resumed, b, 3);
+  for (size_t i = 0; i < 2; ++i) CHECK(a[i].to_vector() == b[i].to_vector());
+  auto bad = state;
+  bad["momentum_buffer.1"] = zeros({2});
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad),
+                       "SGD::load_state_dict: \"momentum_buffer.1\" expected shape [1], but got [2]", ShapeError);
+  bad = state;
+  bad["momentum_buffer.1"] = tensor_int({1}, {1});
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad), doctest::Contains("must be floating, but got int64"), DtypeError);
+  bad = state;
+  bad["momentum_buffer.0"] = tensor({INFINITY, 0.0}, {2});
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad),
+                       "SGD::load_state_dict: \"momentum_buffer.0\" holds inf at flat index 0, but a moment must be finite",
+                       ValueError);
+  bad = state;
+  bad["momentum_buffer.2"] = zeros({1});
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad), "SGD::load_state_dict: unexpected key(s) \"momentum_buffer.2\"",
+                       ValueError);
+  bad = state;
+  bad["group_sizes"] = tensor_int({1, 1}, {2});
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad), doctest::Contains("the state has groups of [1,1] parameters"),
+                       ValueError);
+  CHECK(resumed.state_dict().at("momentum_buffer.1").to_vector() == run.state_dict().at("momentum_buffer.1").to_vector());
+  // A state without a parameter's buffer starts its momentum again: b = g.
+  bad = state;
+  bad.erase("momentum_buffer.0");
+  resumed.load_state_dict(bad);
+  CHECK(resumed.state_dict().count("momentum_buffer.0") == 0);
+}
+
 TEST_CASE("clip_grad_norm_ matches PyTorch - a non-finite norm raises and leaves grads unchanged") {
   auto fx = load_fixture("optim")["clip"];
   std::vector<Tensor> ps;

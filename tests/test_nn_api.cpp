@@ -576,7 +576,11 @@ TEST_CASE("AdamW load_state_dict refuses a corrupt step or moment and copies not
   CHECK(has(refused("step", tensor_int({1, 2}, {2})), "but got [1,2]"));
   CHECK(has(refused("step", tensor({1.0}, {1})), "AdamW::load_state_dict: \"step\" must be int64, but got float32"));
   CHECK(has(refused("group_sizes", zeros({1})), "\"group_sizes\" must be int64"));
-  CHECK(has(refused("v.1", tensor({-1.0}, {1})), "\"v.1\" holds -1 at flat index 0, but a second moment cannot be negative"));
+  CHECK(has(refused("v.1", tensor({-1.0}, {1})),
+            "\"v.1\" holds -1 at flat index 0, but a second moment must be finite and cannot be negative"));
+  CHECK(has(refused("v.1", tensor({INFINITY}, {1})), "\"v.1\" holds inf at flat index 0"));
+  CHECK(has(refused("m.0", tensor({0.0, NAN}, {2})),
+            "AdamW::load_state_dict: \"m.0\" holds nan at flat index 1, but a moment must be finite"));
   auto partial = good;
   partial["m.0"] = zeros({2});
   partial.erase("v.1");

@@ -149,12 +149,13 @@ void bind_group_view(py::module_& optim, const char* name) {
       });
 }
 
-/// An optimizer's param_groups as torch.optim shows them: one GroupView per group.
+/// An optimizer's param_groups as torch.optim shows them: one GroupView per
+/// group, in a tuple: a list made here took an appended group and dropped it.
 template <class Opt>
-py::list param_groups_out(const py::object& opt) {
+py::tuple param_groups_out(const py::object& opt) {
   py::list out;
   for (size_t i = 0; i < opt.cast<const Opt&>().param_groups().size(); ++i) out.append(GroupView<Opt>{{}, opt, i});
-  return out;
+  return py::tuple(out);
 }
 
 /// tmem.nn.TensorMemoryProbe: a TensorMemoryProbe alive inside `with`, its
@@ -476,7 +477,12 @@ void bind_nn(py::module_& m) {
       .def("step", &nn::SGD::step, release_gil(), "One update from the parameters' gradients.")
       .def("zero_grad", &nn::SGD::zero_grad, "Clears the parameters' gradients.")
       .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
-                    [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.");
+                    [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
+      .def_property_readonly("momentum", &nn::SGD::momentum, "The momentum factor.")
+      .def("state_dict", &nn::SGD::state_dict,
+           "Each parameter's momentum buffer (from its first step with momentum) and the group sizes, for "
+           "checkpoints.")
+      .def("load_state_dict", &nn::SGD::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");
 
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
       .def(py::init([](const py::iterable& params, double lr, const py::object& betas, double eps,
@@ -501,6 +507,9 @@ void bind_nn(py::module_& m) {
       .def_property("lr", [](const nn::AdamW& o) { return *o.param_groups().at(0).lr; },
                     [](nn::AdamW& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
       .def_property_readonly("steps", &nn::AdamW::steps, "The number of steps taken.")
+      .def_property_readonly("betas", [](const nn::AdamW& o) { return py::make_tuple(o.beta1(), o.beta2()); },
+                             "(beta1, beta2): the moments' decay rates.")
+      .def_property_readonly("eps", &nn::AdamW::eps, "The term added to the denominator.")
       .def("state_dict", &nn::AdamW::state_dict, "Moments and step count, for checkpoints.")
       .def("load_state_dict", &nn::AdamW::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");
 

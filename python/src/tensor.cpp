@@ -579,10 +579,23 @@ void bind_tensor(py::module_& m) {
       .def_property(
           "grad", [](const Tensor& t) { return tensor_or_none(t.grad()); },
           [](Tensor& t, const py::object& g) {
-            check<ValueError>(g.is_none(), "grad: only None can be assigned (it clears the gradient)");
+            if (g.is_none()) return t.zero_grad();
+            if (!py::isinstance<Tensor>(g))
+              throw py::type_error("grad: expected a Tensor or None, but got " +
+                                   py::str(py::type::of(g).attr("__name__")).cast<std::string>());
+            // As torch's checks of an assigned grad, before the old one goes.
+            const Tensor v = g.cast<Tensor>();
+            check<ShapeError>(v.shape() == t.shape(), "grad: assigned grad has shape ", shape_str(v.shape()),
+                              ", but the tensor has shape ", shape_str(t.shape()));
+            check<DtypeError>(v.dtype() == t.dtype(), "grad: assigned grad has dtype ", dtype_name(v.dtype()),
+                              ", but the tensor has dtype ", dtype_name(t.dtype()));
+            check<DeviceError>(v.device() == t.device(), "grad: assigned grad is on ", v.device().str(),
+                               ", but the tensor is on ", t.device().str());
             t.zero_grad();
+            accumulate_grad(t.impl(), v.detach(), "grad");
           },
-          "The accumulated gradient of a leaf (None before any backward); assign None to clear it.")
+          "The accumulated gradient of a leaf (None before any backward). Assign None to clear it, or a tensor "
+          "of the same shape, dtype and device to set it (to a copy of it).")
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
              if (t.is_leaf()) return py::none();  // re-bases a stale view first
              return py::str(std::string(op_name(t.impl().grad_fn->op)));
@@ -687,14 +700,16 @@ void bind_tensor(py::module_& m) {
     cls.def(o.name, [o](const Tensor& a, const py::object& b) {
               return operator_result(a, b, o.f, o.reflected, o.ufunc);
             }, py::is_operator());
+  // An int64 operand goes through NumPy, as + - * / do: 2.5 ** t is float32, t ** 2 int64 (torch's types).
   cls.def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
+             if (const std::optional<Tensor> r = int64_arithmetic(a, b, "power", false)) return py::cast(*r);
              if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
              py::detail::make_caster<double> number;
              if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
              return py::cast(pow(a, py::detail::cast_op<double>(number)));
            }, py::is_operator())
       .def("__rpow__", [](const Tensor& a, const py::object& b) {
-             return operator_result(a, b, static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&pow), true);
+             return operator_result(a, b, static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&pow), true, "power");
            }, py::is_operator())
       // A NumPy array operand becomes a tensor as for + - * /: array's own
       // __rmatmul__ turned t @ array into an array, dropping the gradient.

@@ -295,8 +295,10 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertEqual(names, ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
         self.assertIn("calls", m.state_dict())
         self.assertEqual(m.num_parameters(), 2 * 8 + 8 + 8 * 3 + 3 + 3)
-        with self.assertRaises(ValueError):
-            m.fc1 = nn.Linear(2, 8)
+        m.fc1 = nn.Linear(2, 8)  # replaced, as torch's (registered again, last)
+        self.assertEqual([n for n, _ in m.named_parameters()],
+                         ["scale", "fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias"])
+        self.assertEqual(m.fc1.weight.shape, (8, 2))
         m.note = tmem.zeros(2)
         self.assertEqual(len(m.parameters()), 5)
 
@@ -398,11 +400,29 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertIs(m.sub, sub)  # was None, the value register_module returned
         m.count.fill_(3.0)
         self.assertEqual(m.state_dict()["count"].numpy().tolist(), [3.0, 3.0])
-        with self.assertRaisesRegex(ValueError, "'count' is already registered"):
-            m.count = tmem.zeros(2)
+        # As torch's: a registered name takes a new one of its kind, or None.
+        m.count = tmem.ones(2)
+        self.assertEqual(m.state_dict()["count"].numpy().tolist(), [1.0, 1.0])
+        with self.assertRaisesRegex(TypeError, r"nn.Module: cannot assign float as buffer 'count' \(a Tensor or None expected\)"):
+            m.count = 1.0
+        with self.assertRaisesRegex(TypeError, "cannot assign Tensor as parameter 'w' \\(a leaf tensor that requires grad"):
+            m.w = tmem.zeros(3)
+        with self.assertRaisesRegex(TypeError, "cannot assign Linear as parameter 'w'"):
+            m.w = nn.Linear(1, 1)
         del m.count
         self.assertFalse(hasattr(m, "count"))
         self.assertEqual(list(m.state_dict()), ["w", "sub.weight", "sub.bias"])
+        m.sub = None
+        self.assertIsNone(m.sub)
+        self.assertEqual(list(m.state_dict()), ["w"])
+        self.assertEqual(len(m.modules()), 1)
+        m.sub = nn.Linear(2, 1)  # a head replaced, as in fine-tuning
+        m.w = tmem.zeros(2, requires_grad=True)
+        self.assertEqual({k: v.shape for k, v in m.state_dict().items()},
+                         {"sub.weight": (1, 2), "sub.bias": (1,), "w": (2,)})
+        m.sub = nn.Linear(3, 1)
+        self.assertEqual(m.sub.weight.shape, (1, 3))
+        self.assertEqual(len(m.parameters()), 3)
 
     def test_registration_names(self):
         m = nn.Linear(1, 1)
@@ -481,6 +501,73 @@ class TestOptim(unittest.TestCase):
         self.assertAlmostEqual(optim.warmup_cosine_lr(9, 10, 100, 1e-3), 1e-3)
         self.assertAlmostEqual(optim.warmup_cosine_lr(100, 10, 100, 1e-3, 1e-5), 1e-5)
 
+    def test_sgd_state_dict_resumes_momentum(self):
+        """As torch.optim.SGD's: three steps, or two, a state_dict into a new SGD, and the third, agree exactly."""
+        def steps(lin, opt, n):
+            for _ in range(n):
+                tmem.sum(lin(tmem.ones(2, 3)) ** 2).backward()
+                opt.step()
+                opt.zero_grad()
+
+        lin = nn.Linear(3, 2, generator=tmem.Generator(5))
+        opt = optim.SGD(lin.parameters(), lr=0.05, momentum=0.9)
+        self.assertEqual(list(opt.state_dict()), ["group_sizes"])  # no buffer before the first step
+        steps(lin, opt, 2)
+        state = opt.state_dict()
+        self.assertEqual(sorted(state), ["group_sizes", "momentum_buffer.0", "momentum_buffer.1"])
+        lin2 = nn.Linear(3, 2)
+        lin2.load_state_dict(lin.state_dict())
+        opt2 = optim.SGD(lin2.parameters(), lr=0.05, momentum=0.9)
+        opt2.load_state_dict(state)
+        steps(lin, opt, 1)
+        steps(lin2, opt2, 1)
+        for a, b in zip(lin.parameters(), lin2.parameters()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+        bad = dict(state, **{"momentum_buffer.0": tmem.zeros(3, 2)})
+        with self.assertRaisesRegex(tmem.ShapeError, r'SGD::load_state_dict: "momentum_buffer.0" expected shape \[2,3\], but got \[3,2\]'):
+            opt2.load_state_dict(bad)
+        with self.assertRaisesRegex(ValueError, r'SGD::load_state_dict: unexpected key\(s\) "momentum_buffer.2"'):
+            opt2.load_state_dict(dict(state, **{"momentum_buffer.2": tmem.zeros(1)}))
+        np.testing.assert_array_equal(opt2.state_dict()["momentum_buffer.0"].numpy(), opt.state_dict()["momentum_buffer.0"].numpy())
+
+    def test_optimizer_deepcopy(self):
+        """copy.deepcopy((model, optimizer)), as torch's: the copy steps the model copy's parameters from the same
+        state, and neither touches the other."""
+        class Tagged(optim.AdamW):
+            def __init__(self, params, **kw):
+                super().__init__(params, **kw)
+                self.tags = ["a"]
+
+        for make in (lambda ps: optim.SGD(ps, lr=0.05, momentum=0.9, weight_decay=0.01),
+                     lambda ps: optim.AdamW(ps, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.1),
+                     lambda ps: Tagged(ps, lr=0.02)):
+            lin = nn.Linear(3, 2, generator=tmem.Generator(5))
+            opt = make(lin.parameters())
+            for _ in range(2):
+                tmem.sum(lin(tmem.ones(2, 3)) ** 2).backward()
+                opt.step()
+                opt.zero_grad()
+            lin2, opt2 = copy.deepcopy((lin, opt))
+            self.assertIs(type(opt2), type(opt))
+            self.assertEqual([p._impl_id for g in opt2.param_groups for p in g["params"]],
+                             [p._impl_id for p in lin2.parameters()])
+            self.assertEqual([(g["lr"], g["weight_decay"]) for g in opt2.param_groups],
+                             [(g["lr"], g["weight_decay"]) for g in opt.param_groups])
+            if isinstance(opt, optim.AdamW):
+                self.assertEqual((opt2.betas, opt2.eps, opt2.steps), (opt.betas, opt.eps, 2))
+            else:
+                self.assertEqual(opt2.momentum, 0.9)
+            if isinstance(opt, Tagged):
+                self.assertEqual(opt2.tags, ["a"])
+                self.assertIsNot(opt2.tags, opt.tags)
+            before = [p.numpy().copy() for p in lin.parameters()]
+            for m, o in ((lin2, opt2), (lin, opt)):
+                tmem.sum(m(tmem.ones(2, 3)) ** 2).backward()
+                o.step()
+            for a, b in zip(lin.parameters(), lin2.parameters()):
+                np.testing.assert_array_equal(a.numpy(), b.numpy())
+            self.assertFalse(np.array_equal(before[0], lin.weight.numpy()))
+
     def test_parameter_groups(self):
         """One AdamW with two groups does what two AdamW of one group each do, as in torch.optim."""
         def run(make):
@@ -535,6 +622,8 @@ class TestOptim(unittest.TestCase):
         self.assertEqual(sorted(group.keys()), ["lr", "params", "weight_decay"])
         self.assertIn("lr", group)
         self.assertIsNone(group.get("momentum"))
+        with self.assertRaises(AttributeError):  # a list took the group and dropped it
+            opt.param_groups.append({"params": [tmem.ones(1, requires_grad=True)]})
         for bad in (float("nan"), -1.0):
             with self.assertRaisesRegex(ValueError, r"SGD::set_lr: expected a finite lr >= 0, but got"):
                 group["lr"] = bad

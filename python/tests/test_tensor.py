@@ -662,6 +662,7 @@ class TestPythonProtocols(unittest.TestCase):
         self.assertEqual(x.squeeze().shape, (3, 2))
         self.assertEqual(tmem.squeeze(x, 2).shape, (1, 3, 2, 1))
         self.assertEqual(tmem.zeros(1, 1).squeeze().shape, ())
+        self.assertEqual(tmem.squeeze(x, 1).shape, (1, 3, 1, 2, 1))  # as torch: a dim of size 3 stays
         with self.assertRaisesRegex(TypeError, "requires_grad: expected a bool, but got str"):
             x.requires_grad = "yes"
         x.requires_grad = True
@@ -794,7 +795,7 @@ class TestPythonProtocols(unittest.TestCase):
         cases = [lambda x: x + 1, lambda x: 2 * x, lambda x: x - x, lambda x: 1 - x, lambda x: -x,
                  lambda x: x // 2, lambda x: 7 // (x + 1), lambda x: x % 3, lambda x: (x - 2) % 3,
                  lambda x: abs(x - 3), lambda x: x / 2, lambda x: x + 0.5, lambda x: x.sum(), lambda x: x.max(),
-                 lambda x: x.min()]
+                 lambda x: x.min(), lambda x: x ** 2, lambda x: 2 ** x, lambda x: 2.5 ** x, lambda x: x ** 0.5]
         for f in cases:
             r, t = f(b), f(tb)
             self.assertEqual(r.numpy().tolist(), t.tolist())
@@ -851,6 +852,8 @@ class TestPythonProtocols(unittest.TestCase):
         self.assertTrue(state["w"].requires_grad and state["w"].is_leaf)
         self.assertEqual(state["w"].numpy().tolist(), [1.0, 2.0])
         self.assertEqual(state["n"].dtype, tmem.int64)
+        self.assertEqual(state["w"].grad.numpy().tolist(), [3.0, 3.0])  # as torch's, the gradient too
+        self.assertIsNone(state["n"].grad)
         with tmem.no_grad():
             w.fill_(0.0)
         self.assertEqual(state["w"].numpy().tolist(), [1.0, 2.0])
@@ -870,6 +873,17 @@ class TestAutograd(unittest.TestCase):
         np.testing.assert_allclose(x.grad.numpy(), [2, 4, 6])
         x.grad = None
         self.assertIsNone(x.grad)
+        # Assigned as torch's: a tensor of the same shape, dtype and device (here a copy of it).
+        x.grad = tmem.tensor([1.0, 0.5, 0.0])
+        tmem.sum(x).backward()
+        self.assertEqual(x.grad.numpy().tolist(), [2.0, 1.5, 1.0])
+        with self.assertRaisesRegex(tmem.ShapeError, r"grad: assigned grad has shape \[2\], but the tensor has shape \[3\]"):
+            x.grad = tmem.zeros(2)
+        with self.assertRaisesRegex(tmem.DtypeError, "grad: assigned grad has dtype float64, but the tensor has dtype float32"):
+            x.grad = tmem.zeros(3, dtype=tmem.float64)
+        with self.assertRaisesRegex(TypeError, "grad: expected a Tensor or None, but got list"):
+            x.grad = [1.0, 2.0, 3.0]
+        self.assertEqual(x.grad.numpy().tolist(), [2.0, 1.5, 1.0])  # a refused assignment kept it
 
     def test_backward_with_gradient_and_retain(self):
         x = tmem.ones(2, requires_grad=True)

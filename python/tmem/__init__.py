@@ -30,20 +30,31 @@ def _before_init_error(self, what):
 def _module_setattr(self, name, value):
     """Registers modules and tensors that require grad assigned as attributes
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
-    Reassigning a registered name (a module, parameter or buffer) raises
-    ValueError: change its values in place (copy_) instead; assigning a
-    module or parameter before super().__init__() raises AttributeError, as
-    in PyTorch. A class attribute of that name (a default such as
-    ``head = None``) does not stop the registration; a property does."""
+    A name registered from Python takes, as torch's, a new one of its kind (a
+    module, a tensor that requires grad, any tensor for a buffer), which
+    replaces it (registered again, last in order), or None, which removes the
+    registration; anything else raises TypeError. Assigning a module or
+    parameter before super().__init__() raises AttributeError, as in
+    PyTorch. A class attribute of that name (a default such as ``head =
+    None``) does not stop the registration; a property does."""
     if not name.startswith("_") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not _tmem._is_built(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
-        if name in self.__dict__.get("_tmem_registered", {}):
-            raise ValueError(f"nn.Module: '{name}' is already registered; change its values in place "
-                             f"(copy_) instead of assigning a new one")
-        if is_module:
+        kind = self.__dict__.get("_tmem_registered", {}).get(name)
+        if kind is not None:
+            fits = {"module": is_module, "parameter": is_param, "buffer": isinstance(value, Tensor)}[kind]
+            if value is not None and not fits:
+                wanted = {"module": "a Module", "parameter": "a leaf tensor that requires grad",
+                          "buffer": "a Tensor"}[kind]
+                raise TypeError(f"nn.Module: cannot assign {type(value).__name__} as {kind} '{name}' ({wanted} "
+                                f"or None expected)")
+            self.unregister(name)
+            if value is not None:
+                getattr(self, "register_" + kind)(name, value)
+                return
+        elif is_module:
             self.register_module(name, value)
         elif is_param:
             self.register_parameter(name, value)
@@ -118,7 +129,7 @@ def _tensor_reduce(self):
 
 def _tensor_deepcopy(self, memo):
     """copy.deepcopy (of a state_dict, say): a new tensor with its own copy of
-    the values; two handles of one tensor (a module's weight and an attribute
+    the values and of its .grad; two handles of one tensor (a module's weight and an attribute
     naming it) give one copy. As in torch, only a leaf can be deep-copied
     when it requires grad (a copy of a computed tensor could not keep its
     history)."""
@@ -128,7 +139,9 @@ def _tensor_deepcopy(self, memo):
     impls = memo.setdefault(_IMPLS, {})
     if self._impl_id not in impls:
         _keep_alive(self, memo)
-        impls[self._impl_id] = _rebuild_tensor(*_tensor_reduce(self)[1])
+        out = impls[self._impl_id] = _rebuild_tensor(*_tensor_reduce(self)[1])
+        if self.grad is not None:
+            out.grad = _copy.deepcopy(self.grad, memo)
     return impls[self._impl_id]
 
 
@@ -196,6 +209,28 @@ def _module_copy(self):
     message said only that the module cannot be pickled)."""
     raise TypeError(f"copy.copy: a {type(self).__name__} has no shallow copy in tmem (its C++ layers own their "
                     f"tensors); use copy.deepcopy, or share the module itself")
+
+
+def _optimizer_deepcopy(self, memo):
+    """copy.deepcopy of an optimizer (or of a Python subclass), as torch's:
+    one of the same class over deep copies of its parameters (in one
+    deepcopy call with their model, the model copy's own), with each group's
+    lr and weight_decay, its other options, its state (moments, step count,
+    momentum buffers) and deep copies of a subclass's attributes."""
+    bound = optim.SGD if isinstance(self, optim.SGD) else optim.AdamW
+    groups = [{"params": [_copy.deepcopy(p, memo) for p in g["params"]], "lr": g["lr"],
+               "weight_decay": g["weight_decay"]} for g in self.param_groups]
+    options = {"momentum": self.momentum} if bound is optim.SGD else {"betas": self.betas, "eps": self.eps}
+    if type(self) is bound:
+        out = bound(groups, lr=self.lr, **options)
+    else:
+        out = type(self).__new__(type(self))
+        bound.__init__(out, groups, lr=self.lr, **options)
+    memo[id(self)] = out
+    if type(self) is not bound:
+        out.__dict__.update(_copy.deepcopy(self.__dict__, memo))
+    out.load_state_dict({k: _copy.deepcopy(v, memo) for k, v in self.state_dict().items()})
+    return out
 
 
 def _state_deepcopy(self, memo):
@@ -304,6 +339,8 @@ Generator.__copy__ = _generator_deepcopy  # noqa: F405
 nn.Module.__deepcopy__ = _module_deepcopy
 nn.Module.__copy__ = _module_copy
 nn.TensorMemoryState.__deepcopy__ = _state_deepcopy
+optim.SGD.__deepcopy__ = _optimizer_deepcopy
+optim.AdamW.__deepcopy__ = _optimizer_deepcopy
 models.Task.__deepcopy__ = lambda self, memo: self  # immutable: its parameters are read-only
 
 for _guard in (no_grad, detect_anomaly):  # noqa: F405
