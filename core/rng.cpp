@@ -82,7 +82,7 @@ Generator& default_generator() {
 void manual_seed(uint64_t seed) { default_generator().manual_seed(seed); }
 
 Tensor rand(const Shape& shape, double low, double high, DType dtype, Generator& gen) {
-  Tensor t = empty(shape, dtype);
+  Tensor t = empty(shape, dtype, Device::cpu(), "rand");
   dispatch_floating(dtype, "rand", [&]<class T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(low + (high - low) * gen.uniform());
@@ -91,7 +91,7 @@ Tensor rand(const Shape& shape, double low, double high, DType dtype, Generator&
 }
 
 Tensor randn(const Shape& shape, double mean, double std, DType dtype, Generator& gen) {
-  Tensor t = empty(shape, dtype);
+  Tensor t = empty(shape, dtype, Device::cpu(), "randn");
   dispatch_floating(dtype, "randn", [&]<class T>() {
     T* p = t.data<T>();
     for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(mean + std * gen.normal());
@@ -100,7 +100,7 @@ Tensor randn(const Shape& shape, double mean, double std, DType dtype, Generator
 }
 
 Tensor randint(const Shape& shape, int64_t high, Generator& gen) {
-  Tensor t = empty(shape, DType::Int64);
+  Tensor t = empty(shape, DType::Int64, Device::cpu(), "randint");
   int64_t* p = t.data<int64_t>();
   for (int64_t i = 0; i < t.numel(); ++i) p[i] = gen.randint(high);
   return t;

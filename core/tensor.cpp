@@ -170,7 +170,13 @@ namespace {
 Tensor allocate(const Shape& shape, DType dtype, Device device, const char* op) {
   for (int64_t d : shape)
     check<ShapeError>(d >= 0, op, ": negative dimension in shape ", shape_str(shape));
-  const int64_t n = numel_of(shape), item = static_cast<int64_t>(dtype_size(dtype));
+  int64_t n = 0;
+  try {
+    n = numel_of(shape);
+  } catch (const ShapeError& e) {
+    throw ShapeError(std::string(op) + ": " + e.what());
+  }
+  const int64_t item = static_cast<int64_t>(dtype_size(dtype));
   check<ShapeError>(n <= std::numeric_limits<int64_t>::max() / item, op, ": shape ", shape_str(shape), " of ",
                     dtype_name(dtype), " needs more bytes than an int64 can count");
   auto impl = std::make_shared<TensorImpl>();
@@ -195,7 +201,7 @@ Tensor allocate_filled(const Shape& shape, double value, DType dtype, Device dev
 
 }  // namespace
 
-Tensor empty(const Shape& shape, DType dtype, Device device) { return allocate(shape, dtype, device, "empty"); }
+Tensor empty(const Shape& shape, DType dtype, Device device, const char* op) { return allocate(shape, dtype, device, op); }
 
 void check_cpu(const Tensor& t, const char* op) {
   if (!t.device().is_cpu()) throw_not_implemented(op, t.device());

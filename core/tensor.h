@@ -179,11 +179,11 @@ class Tensor {
 };
 
 // ---- factories (CPU unless a device is given) ----
-/// Uninitialised contiguous tensor. Throws ShapeError naming the shape for a
-/// negative dim or a size whose element or byte count overflows int64;
-/// OutOfMemoryError naming the dtype, shape and device when the device has
-/// no memory for it.
-Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
+/// Uninitialised contiguous tensor. Throws ShapeError naming `op` (the
+/// factory called: rand, randn, ...) and the shape for a negative dim or a
+/// size whose element or byte count overflows int64; OutOfMemoryError naming
+/// the dtype, shape and device when the device has no memory for it.
+Tensor empty(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu(), const char* op = "empty");
 Tensor zeros(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 Tensor ones(const Shape& shape, DType dtype = DType::Float32, Device device = Device::cpu());
 /// A tensor filled with `value` cast to dtype (an int64 tensor holds the

@@ -298,7 +298,7 @@ TEST_CASE("SGD with momentum and weight decay matches torch.optim.SGD") {
   for (size_t i = 0; i < ps.size(); ++i) check_close(ps[i], fixture_values(fx["final"][i]), 1e-6, 0);
 }
 
-TEST_CASE("SGD: a state_dict resumes the momentum exactly; a state that does not fit is refused whole") {
+TEST_CASE("SGD: a state_dict resumes the momentum exactly, and a state that does not fit is refused whole") {
   auto params = [] { return std::vector<Tensor>{tensor({1.0, -2.0}, {2}), tensor({0.5}, {1})}; };
   auto step = [](nn::SGD& opt, std::vector<Tensor>& ps, int k) {
     opt.zero_grad();

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "tmem/core/rng.h"
 #include "tmem/core/safetensors.h"
 #include "tmem/ops/cpu/scratch.h"
 #include "test_util.h"
@@ -43,6 +44,14 @@ TEST_CASE("sizes: a negative dim is a ShapeError naming the factory called and t
   CHECK_THROWS_WITH_AS(ones({3, -2}), "ones: negative dimension in shape [3,-2]", ShapeError);
   CHECK_THROWS_WITH_AS(full({-5}, 2.0), "full: negative dimension in shape [-5]", ShapeError);
   CHECK_THROWS_WITH_AS(full_int({-5}, 2), "full_int: negative dimension in shape [-5]", ShapeError);
+  Generator g(1);
+  CHECK_THROWS_WITH_AS(rand({-1}, 0.0, 1.0, DType::Float32, g), "rand: negative dimension in shape [-1]", ShapeError);
+  CHECK_THROWS_WITH_AS(randn({2, -1}, 0.0, 1.0, DType::Float32, g), "randn: negative dimension in shape [2,-1]",
+                       ShapeError);
+  CHECK_THROWS_WITH_AS(randint({-3}, 5, g), "randint: negative dimension in shape [-3]", ShapeError);
+  // A shape whose element count overflows int64 names the factory too.
+  CHECK_THROWS_WITH_AS(randn({int64_t{1} << 40, int64_t{1} << 40}, 0.0, 1.0, DType::Float32, g),
+                       "randn: shape [1099511627776,1099511627776] has more elements than an int64 can count", ShapeError);
 }
 
 TEST_CASE("sizes: a shape whose byte count overflows int64 is a ShapeError") {

@@ -219,6 +219,12 @@ Tensor get_item(const Tensor& t, const py::object& index) {
         check<IndexError>(ti.dim() == 0, "index: tensor indices (advanced indexing) are not supported, but got ",
                           "a tensor of shape ", shape_str(ti.shape()), "; use index_select, or a 0-d tensor as an int");
       }
+      if (py::isinstance<py::array>(it)) {
+        const py::array ai = it.cast<py::array>();
+        check<IndexError>(ai.ndim() == 0, "index: array indices (advanced indexing) are not supported, but got ",
+                          "an array of shape ", py::str(it.attr("shape")).cast<std::string>(),
+                          "; use index_select, or a 0-d array as an int");
+      }
       check<IndexError>(PyIndex_Check(it.ptr()),
                         "index: only integers, slices (`:`), ellipsis (`...`) and None are valid indices (got ",
                         py::str(py::type::of(it).attr("__name__")).cast<std::string>(), ")");
@@ -768,7 +774,14 @@ void bind_tensor(py::module_& m) {
         "A tensor sharing the memory of a DLPack-capable object (numpy, torch; CPU) or capsule.");
   m.def("tensor", [](const py::object& data, const py::object& dtype, bool requires_grad) {
           py::module_ np = py::module_::import("numpy");
-          py::array a = np.attr("array")(data, py::arg("copy") = true);
+          py::array a;
+          try {
+            a = np.attr("array")(data, py::arg("copy") = true);
+          } catch (py::error_already_set& e) {
+            if (!e.matches(PyExc_ValueError)) throw;
+            throw ValueError("tensor: expected a rectangular nesting of numbers (the lists of each level of one "
+                             "length), but NumPy could not make an array of it: " + py::str(e.value()).cast<std::string>());
+          }
           const char kind = a.dtype().kind();
           DType target;
           if (!dtype.is_none()) target = dtype_from_py(dtype);

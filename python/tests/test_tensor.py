@@ -33,6 +33,9 @@ class TestFactories(unittest.TestCase):
         self.assertEqual(tmem.tensor(3.5).item(), 3.5)
         self.assertEqual(tmem.tensor(np.array(2.0)).shape, ())
         self.assertEqual(tmem.tensor(7).dtype, tmem.int64)
+        with self.assertRaisesRegex(tmem.ValueError, r"tensor: expected a rectangular nesting of numbers .* NumPy could "
+                                                     r"not make an array of it: setting an array element"):
+            tmem.tensor([[1, 2], [3]])
 
     def test_random_is_seeded(self):
         tmem.manual_seed(3)
@@ -270,7 +273,7 @@ class TestNumpyInterop(unittest.TestCase):
                           str(cm.exception))
 
     def test_negative_dim_names_the_factory(self):
-        for factory in ("zeros", "ones", "empty"):
+        for factory in ("zeros", "ones", "empty", "rand", "randn"):
             with self.assertRaisesRegex(tmem.ShapeError, factory + r": negative dimension in shape \[-1,2\]"):
                 getattr(tmem, factory)(-1, 2)
         with self.assertRaisesRegex(tmem.ShapeError, r"full: negative dimension in shape \[-3\]"):
@@ -424,6 +427,8 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         cases = [((Ellipsis, Ellipsis), r"index: an index can only have a single ellipsis \('...'\), but got 2"),
                  (tmem.tensor([1]), r"index: tensor indices \(advanced indexing\) are not supported, but got a "
                                     r"tensor of shape \[1\]; use index_select"),
+                 (np.array([0, 1]), r"index: array indices \(advanced indexing\) are not supported, but got an "
+                                    r"array of shape \(2,\); use index_select"),
                  ([0, 2], r"index: only integers, slices \(`:`\), ellipsis \(`...`\) and None are valid "
                           r"indices \(got list\)"),
                  ((0, 1.5), r"valid indices \(got float\)"),
@@ -437,6 +442,7 @@ class TestOperatorsAndIndexing(unittest.TestCase):
             self.ta[..., ...] = 1.0
         self.assertEqual(self.ta[tmem.tensor(1)].tolist(), self.ta[1].tolist())
         self.assertEqual(self.ta[np.int64(-1), 0].item(), self.a[-1, 0])
+        self.assertEqual(self.ta[np.array(1)].tolist(), self.ta[1].tolist())
 
     def test_huge_slice_steps_take_the_first_element(self):
         # x[::2**63 - 1] once had shape (-1, 3) (start + length * step overflowed),
