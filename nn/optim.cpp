@@ -85,6 +85,22 @@ void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_de
   }
 }
 
+// Appends `group` to `groups` and its parameters to `params` and
+// `group_of` (add_param_group), with resolve_groups' defaults and checks
+// over all the groups, so a parameter already in one is refused; on a throw
+// nothing changes.
+void add_group(std::vector<ParamGroup>& groups, ParamGroup group, double lr, double weight_decay, const char* op,
+               std::vector<Tensor>& params, std::vector<size_t>& group_of) {
+  std::vector<ParamGroup> all = groups;
+  all.push_back(std::move(group));
+  std::vector<Tensor> all_params;
+  std::vector<size_t> all_group_of;
+  resolve_groups(all, lr, weight_decay, op, all_params, all_group_of);
+  groups = std::move(all);
+  params = std::move(all_params);
+  group_of = std::move(all_group_of);
+}
+
 // Sets groups[group].*field (lr or weight_decay, named `what`) after the
 // checks of both setters: the group exists and the value is finite and >= 0.
 void set_group_option(std::vector<ParamGroup>& groups, size_t group, double value,
@@ -173,11 +189,16 @@ SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_d
     : SGD(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, lr, momentum, weight_decay) {}
 
 SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weight_decay)
-    : groups_(std::move(groups)), momentum_(momentum) {
+    : groups_(std::move(groups)), lr_(lr), weight_decay_(weight_decay), momentum_(momentum) {
   check<ValueError>(finite_nonneg(lr) && finite_nonneg(momentum) && finite_nonneg(weight_decay),
                     "SGD: expected finite lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
                     ", ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "SGD", params_, group_of_);
+  bufs_.resize(params_.size());
+}
+
+void SGD::add_param_group(ParamGroup group) {
+  add_group(groups_, std::move(group), lr_, weight_decay_, "SGD::add_param_group", params_, group_of_);
   bufs_.resize(params_.size());
 }
 
@@ -246,7 +267,7 @@ AdamW::AdamW(std::vector<Tensor> params, double lr, double beta1, double beta2, 
 
 AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double beta2, double eps,
              double weight_decay)
-    : groups_(std::move(groups)), beta1_(beta1), beta2_(beta2), eps_(eps) {
+    : groups_(std::move(groups)), lr_(lr), weight_decay_(weight_decay), beta1_(beta1), beta2_(beta2), eps_(eps) {
   check<ValueError>(finite_nonneg(lr), "AdamW: expected a finite lr >= 0, but got ", lr);
   check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                     "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
@@ -257,6 +278,14 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
   for (const Tensor& p : params_) {
     m_.push_back(zeros(p.shape(), p.dtype(), p.device()));
     v_.push_back(zeros(p.shape(), p.dtype(), p.device()));
+  }
+}
+
+void AdamW::add_param_group(ParamGroup group) {
+  add_group(groups_, std::move(group), lr_, weight_decay_, "AdamW::add_param_group", params_, group_of_);
+  for (size_t i = m_.size(); i < params_.size(); ++i) {
+    m_.push_back(zeros(params_[i].shape(), params_[i].dtype(), params_[i].device()));
+    v_.push_back(zeros(params_[i].shape(), params_[i].dtype(), params_[i].device()));
   }
 }
 

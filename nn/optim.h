@@ -59,6 +59,10 @@ class SGD {
   /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
   /// < 0 or not finite, IndexError for a group out of range.
   void set_weight_decay(size_t group, double weight_decay);
+  /// Appends a group (torch's add_param_group): an option it leaves unset
+  /// takes the constructor's lr or weight_decay. Throws ValueError as the
+  /// constructor does, or for a parameter already in a group (nothing added).
+  void add_param_group(ParamGroup group);
   double momentum() const { return momentum_; }
   /// For checkpoints (torch.optim.SGD's per-parameter momentum_buffer): the
   /// momentum buffer of each parameter that has one (from its first step
@@ -78,6 +82,7 @@ class SGD {
   std::vector<ParamGroup> groups_;
   std::vector<Tensor> params_, bufs_;  // every group's parameters, in order
   std::vector<size_t> group_of_;       // the group of params_[i]
+  double lr_, weight_decay_;           // the constructor's: a new group's defaults
   double momentum_;
 };
 
@@ -109,6 +114,11 @@ class AdamW {
   /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
   /// < 0 or not finite, IndexError for a group out of range.
   void set_weight_decay(size_t group, double weight_decay);
+  /// Appends a group (torch's add_param_group) with zero moments: an option
+  /// it leaves unset takes the constructor's lr or weight_decay. Throws
+  /// ValueError as the constructor does, or for a parameter already in a
+  /// group (nothing added).
+  void add_param_group(ParamGroup group);
   /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters
   /// of all groups in order), the step count as "step" [1] and the
   /// parameters per group as "group_sizes" [G] (int64). load_state_dict
@@ -128,6 +138,7 @@ class AdamW {
   std::vector<ParamGroup> groups_;
   std::vector<Tensor> params_, m_, v_;  // every group's parameters, in order
   std::vector<size_t> group_of_;        // the group of params_[i]
+  double lr_, weight_decay_;            // the constructor's: a new group's defaults
   double beta1_, beta2_, eps_;
   int64_t t_ = 0;
 };

@@ -1,5 +1,6 @@
 // nn/: Module bookkeeping, Linear, and the optimizers against torch.optim.
 #include <cmath>
+#include <optional>
 
 #include "fixture.h"
 #include "tmem/nn/layers.h"
@@ -346,6 +347,40 @@ TEST_CASE("SGD: a state_dict resumes the momentum exactly, and a state that does
   bad.erase("momentum_buffer.0");
   resumed.load_state_dict(bad);
   CHECK(resumed.state_dict().count("momentum_buffer.0") == 0);
+}
+
+TEST_CASE("add_param_group: an added group steps as one given to the constructor, and a bad group is refused whole") {
+  auto run = [](bool added) {
+    std::vector<Tensor> ps{tensor({1.0, -2.0}, {2}), tensor({0.5}, {1})};
+    std::optional<nn::AdamW> opt;
+    if (added) {
+      opt.emplace(std::vector<Tensor>{ps[0]}, 0.1, 0.9, 0.999, 1e-8, 0.01);
+      opt->add_param_group({{ps[1]}, 0.05, std::nullopt});
+    } else {
+      opt.emplace(std::vector<nn::ParamGroup>{{{ps[0]}, std::nullopt, std::nullopt}, {{ps[1]}, 0.05, std::nullopt}}, 0.1,
+                  0.9, 0.999, 1e-8, 0.01);
+    }
+    for (int k = 1; k <= 3; ++k) {
+      opt->zero_grad();
+      accumulate_grad(ps[0].impl(), tensor({0.3 * k, -0.1}, {2}), "test");
+      accumulate_grad(ps[1].impl(), tensor({0.5 * k}, {1}), "test");
+      opt->step();
+    }
+    CHECK(opt->state_dict().at("group_sizes").to_int_vector() == std::vector<int64_t>{1, 1});
+    return std::vector<std::vector<double>>{ps[0].to_vector(), ps[1].to_vector()};
+  };
+  const auto added = run(true);
+  CHECK(added == run(false));
+  CHECK(added[1][0] != 0.5);
+  const Tensor a = zeros({2}), b = zeros({3});
+  nn::SGD sgd(std::vector<Tensor>{a}, 0.1, 0.9, 0.02);
+  CHECK_THROWS_WITH_AS(sgd.add_param_group({{b, a}, std::nullopt, std::nullopt}),
+                       "SGD::add_param_group: a parameter of shape [2] appears more than once (group 1)", ValueError);
+  CHECK_THROWS_WITH_AS(sgd.add_param_group({{b}, -1.0, std::nullopt}), doctest::Contains("group 1 has lr -1"), ValueError);
+  CHECK(sgd.param_groups().size() == 1);
+  sgd.add_param_group({{b}, std::nullopt, std::nullopt});
+  REQUIRE(sgd.param_groups().size() == 2);
+  CHECK((*sgd.param_groups()[1].lr == 0.1 && *sgd.param_groups()[1].weight_decay == 0.02));
 }
 
 TEST_CASE("clip_grad_norm_ matches PyTorch - a non-finite norm raises and leaves grads unchanged") {

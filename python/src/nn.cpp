@@ -93,6 +93,17 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
   return groups;
 }
 
+/// optimizer.add_param_group(param_group) (torch's): one dict of params, lr
+/// and weight_decay. Throws TypeError for anything else, ValueError as the
+/// constructor's groups.
+template <class Opt>
+void add_param_group(Opt& opt, const py::object& group, const std::string& who) {
+  if (!py::isinstance<py::dict>(group))
+    throw py::type_error(who + ": expected a parameter group (a dict of params, lr and weight_decay), but got " +
+                         type_name(group));
+  opt.add_param_group(param_groups_arg(py::make_tuple(group), who).front());
+}
+
 /// One parameter group of an optimizer as torch.optim shows it: a mapping
 /// of params, lr and weight_decay whose lr and weight_decay can be set
 /// (`opt.param_groups[0]["lr"] = x`, as learning-rate schedules do), and
@@ -479,6 +490,10 @@ void bind_nn(py::module_& m) {
       .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
                     [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
       .def_property_readonly("momentum", &nn::SGD::momentum, "The momentum factor.")
+      .def("add_param_group", [](nn::SGD& o, const py::object& g) { add_param_group(o, g, "SGD.add_param_group"); },
+           py::arg("param_group"),
+           "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "
+           "constructor's), as torch's.")
       .def("state_dict", &nn::SGD::state_dict,
            "Each parameter's momentum buffer (from its first step with momentum) and the group sizes, for "
            "checkpoints.")
@@ -510,6 +525,10 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("betas", [](const nn::AdamW& o) { return py::make_tuple(o.beta1(), o.beta2()); },
                              "(beta1, beta2): the moments' decay rates.")
       .def_property_readonly("eps", &nn::AdamW::eps, "The term added to the denominator.")
+      .def("add_param_group", [](nn::AdamW& o, const py::object& g) { add_param_group(o, g, "AdamW.add_param_group"); },
+           py::arg("param_group"),
+           "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "
+           "constructor's) with zero moments, as torch's.")
       .def("state_dict", &nn::AdamW::state_dict, "Moments and step count, for checkpoints.")
       .def("load_state_dict", &nn::AdamW::load_state_dict, py::arg("state_dict"), "Restores a state_dict().");
 

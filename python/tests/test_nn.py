@@ -568,6 +568,39 @@ class TestOptim(unittest.TestCase):
                 np.testing.assert_array_equal(a.numpy(), b.numpy())
             self.assertFalse(np.array_equal(before[0], lin.weight.numpy()))
 
+    def test_add_param_group(self):
+        """As torch.optim's: a group added later steps as one given to the constructor; unset options take the
+        constructor's."""
+        def run(make):
+            lin = nn.Linear(3, 2, generator=tmem.Generator(5))
+            opt = make(lin)
+            for _ in range(3):
+                tmem.sum(lin(tmem.ones(2, 3)) ** 2).backward()
+                opt.step()
+                opt.zero_grad()
+            return [p.numpy().copy() for p in lin.parameters()], opt
+
+        def added(lin):
+            opt = optim.AdamW([lin.weight], lr=0.1, weight_decay=0.05)
+            opt.add_param_group({"params": [lin.bias], "lr": 0.01})
+            return opt
+
+        late, opt = run(added)
+        early, _ = run(lambda lin: optim.AdamW([{"params": [lin.weight]}, {"params": [lin.bias], "lr": 0.01}], lr=0.1,
+                                               weight_decay=0.05))
+        for a, b in zip(late, early):
+            np.testing.assert_array_equal(a, b)
+        self.assertEqual([(g["lr"], g["weight_decay"]) for g in opt.param_groups], [(0.1, 0.05), (0.01, 0.05)])
+        sgd = optim.SGD([tmem.ones(2, requires_grad=True)], lr=0.1)
+        w = sgd.param_groups[0]["params"][0]
+        with self.assertRaisesRegex(ValueError, r"SGD::add_param_group: a parameter of shape \[2\] appears more than once"):
+            sgd.add_param_group({"params": [w]})
+        with self.assertRaisesRegex(TypeError, "SGD.add_param_group: expected a parameter group .* but got list"):
+            sgd.add_param_group([w])
+        with self.assertRaisesRegex(ValueError, "a parameter group takes params, lr and weight_decay, but got 'betas'"):
+            sgd.add_param_group({"params": [tmem.ones(1, requires_grad=True)], "betas": (0.9, 0.9)})
+        self.assertEqual(len(sgd.param_groups), 1)
+
     def test_parameter_groups(self):
         """One AdamW with two groups does what two AdamW of one group each do, as in torch.optim."""
         def run(make):
