@@ -206,6 +206,35 @@ void Module::unregister(const std::string& name) {
   check<ValueError>(removed > 0, "unregister: no parameter, buffer or module is registered as '", printable(name), "'");
 }
 
+namespace {
+
+// Sets the value of the entry of `list` named `name`; whether there is one.
+template <class List, class V>
+bool put(List& list, const std::string& name, V value) {
+  for (auto& [n, v] : list)
+    if (n == name) {
+      v = std::move(value);
+      return true;
+    }
+  return false;
+}
+
+}  // namespace
+
+void Module::replace(const std::string& name, Tensor t) {
+  const bool param = std::any_of(params_.begin(), params_.end(), [&](const auto& e) { return e.first == name; });
+  if (param) t.requires_grad_();
+  check<ValueError>(put(params_, name, t) || put(buffers_, name, t), "replace: no parameter or buffer is registered as '",
+                    printable(name), "'");
+}
+
+void Module::replace(const std::string& name, std::shared_ptr<Module> m) {
+  check<ValueError>(m != nullptr, "replace: module \"", printable(name), "\" is null");
+  check<ValueError>(!m->in_subtree(this), "replace: module \"", printable(name),
+                    "\" is this module or contains it; registering it would make a cycle");
+  check<ValueError>(put(children_, name, std::move(m)), "replace: no module is registered as '", printable(name), "'");
+}
+
 void Module::check_name(const char* op, const char* kind, const std::string& name) const {
   check<ValueError>(!name.empty(), op, ": ", kind, " name can't be empty string \"\"");
   check<ValueError>(name.find('.') == std::string::npos, op, ": ", kind, " name can't contain \".\", but got \"",

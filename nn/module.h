@@ -94,6 +94,14 @@ class Module {
     children_.emplace_back(name, m);
     return m;
   }
+  /// Puts `t` in the place of the parameter (marked requires_grad) or buffer
+  /// registered as `name`, or `m` in the place of the child, keeping its
+  /// place in the order (Python's `module.name = value` on a registered name,
+  /// as torch.nn.Module.__setattr__). Throws ValueError naming replace when
+  /// no tensor (or no child) is registered as `name`, for a null module, or
+  /// for a module that is this one or contains it.
+  void replace(const std::string& name, Tensor t);
+  void replace(const std::string& name, std::shared_ptr<Module> m);
   /// Removes the parameter, buffer or child registered as `name` (Python's
   /// `del module.name`, as torch.nn.Module.__delattr__). Throws ValueError
   /// naming unregister when nothing is registered under that name.

@@ -22,6 +22,7 @@ struct Open : nn::Module {
   using nn::Module::register_buffer;
   using nn::Module::register_module;
   using nn::Module::register_parameter;
+  using nn::Module::replace;
 };
 
 struct TwoLayer : nn::Module {
@@ -210,6 +211,35 @@ TEST_CASE("Module: a chain of modules deeper than the C++ stack is walked and fr
   CHECK(!last->is_training());
   CHECK_THROWS_WITH_AS(last->register_module("top", root), doctest::Contains("would make a cycle"), ValueError);
   root.reset();  // frees the whole chain
+}
+
+TEST_CASE("Module: replace puts a tensor or child in the place of the one registered under its name") {
+  auto sub = std::make_shared<nn::Linear>(1, 1);
+  Open m;
+  m.register_parameter("w", zeros({2}));
+  m.register_module("sub", sub);
+  m.register_buffer("count", zeros({1}));
+  const Tensor w = tensor({1.0, 2.0, 3.0}, {3});
+  m.replace("w", w);
+  CHECK(w.requires_grad());  // a parameter, as register_parameter marks it
+  m.replace("count", ones({2}));
+  m.replace("sub", std::make_shared<nn::Linear>(2, 1));
+  const nn::NamedTensors state = m.named_state();
+  std::vector<std::string> names;
+  for (const auto& [n, t] : state) names.push_back(n);
+  CHECK(names == std::vector<std::string>{"w", "count", "sub.weight", "sub.bias"});
+  CHECK(state[0].second.impl_ptr() == w.impl_ptr());
+  CHECK(state[2].second.shape() == Shape{1, 2});
+  CHECK_THROWS_WITH_AS(m.replace("v", zeros({1})), "replace: no parameter or buffer is registered as 'v'", ValueError);
+  CHECK_THROWS_WITH_AS(m.replace("w", std::make_shared<nn::Linear>(1, 1)), "replace: no module is registered as 'w'",
+                       ValueError);
+  CHECK_THROWS_WITH_AS(m.replace("sub", std::shared_ptr<nn::Module>()), "replace: module \"sub\" is null", ValueError);
+  auto outer = std::make_shared<Open>();
+  auto inner = std::make_shared<Open>();
+  outer->register_module("inner", inner);
+  inner->register_module("leaf", std::make_shared<Open>());
+  CHECK_THROWS_WITH_AS(inner->replace("leaf", outer), doctest::Contains("would make a cycle"), ValueError);
+  CHECK(outer->named_state().empty());
 }
 
 TEST_CASE("Module: parameter, buffer and module names are non-empty, dot-free and unique") {

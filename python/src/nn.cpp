@@ -33,6 +33,13 @@ struct ModuleAccess : Module {
     (m.*reg)(name, std::move(child));
   }
   static void remove(Module& m, const std::string& name) { (m.*&ModuleAccess::unregister)(name); }
+  static void put_tensor(Module& m, const std::string& name, const Tensor& t) {
+    (m.*static_cast<void (Module::*)(const std::string&, Tensor)>(&ModuleAccess::replace))(name, t);
+  }
+  static void put_module(Module& m, const std::string& name, std::shared_ptr<Module> child) {
+    (m.*static_cast<void (Module::*)(const std::string&, std::shared_ptr<Module>)>(&ModuleAccess::replace))(
+        name, std::move(child));
+  }
 };
 
 /// The name of a Python object's type, for error messages.
@@ -238,6 +245,10 @@ void bind_nn(py::module_& m) {
            "Registers a buffer: saved in state_dict, not trained.")
       .def("register_module", &ModuleAccess::add_module, py::arg("name"), py::arg("module"),
            "Registers a child module.")
+      .def("_replace", &ModuleAccess::put_tensor, py::arg("name"), py::arg("tensor"),
+           "Puts a tensor in the place of the parameter or buffer registered as name (module.name = tensor).")
+      .def("_replace", &ModuleAccess::put_module, py::arg("name"), py::arg("module"),
+           "Puts a module in the place of the child registered as name (module.name = child).")
       .def("unregister", &ModuleAccess::remove, py::arg("name"),
            "Removes the parameter, buffer or module registered as name (del module.name calls it).")
       .def("parameters", &Module::parameters, "Every parameter, depth first, in registration order.")

@@ -295,9 +295,8 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertEqual(names, ["scale", "fc1.weight", "fc1.bias", "fc2.weight", "fc2.bias"])
         self.assertIn("calls", m.state_dict())
         self.assertEqual(m.num_parameters(), 2 * 8 + 8 + 8 * 3 + 3 + 3)
-        m.fc1 = nn.Linear(2, 8)  # replaced, as torch's (registered again, last)
-        self.assertEqual([n for n, _ in m.named_parameters()],
-                         ["scale", "fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias"])
+        m.fc1 = nn.Linear(2, 8)  # replaced in its place, as torch's
+        self.assertEqual([n for n, _ in m.named_parameters()], names)
         self.assertEqual(m.fc1.weight.shape, (8, 2))
         m.note = tmem.zeros(2)
         self.assertEqual(len(m.parameters()), 5)
@@ -403,6 +402,7 @@ class TestPythonSubclass(unittest.TestCase):
         # As torch's: a registered name takes a new one of its kind, or None.
         m.count = tmem.ones(2)
         self.assertEqual(m.state_dict()["count"].numpy().tolist(), [1.0, 1.0])
+        self.assertEqual(list(m.state_dict()), ["w", "count", "sub.weight", "sub.bias"])  # in its place
         with self.assertRaisesRegex(TypeError, r"nn.Module: cannot assign float as buffer 'count' \(a Tensor or None expected\)"):
             m.count = 1.0
         with self.assertRaisesRegex(TypeError, "cannot assign Tensor as parameter 'w' \\(a leaf tensor that requires grad"):

@@ -32,8 +32,8 @@ def _module_setattr(self, name, value):
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
     A name registered from Python takes, as torch's, a new one of its kind (a
     module, a tensor that requires grad, any tensor for a buffer), which
-    replaces it (registered again, last in order), or None, which removes the
-    registration; anything else raises TypeError. Assigning a module or
+    takes its place in the order, or None, which removes the registration;
+    anything else raises TypeError. Assigning a module or
     parameter before super().__init__() raises AttributeError, as in
     PyTorch. A class attribute of that name (a default such as ``head =
     None``) does not stop the registration; a property does."""
@@ -50,10 +50,12 @@ def _module_setattr(self, name, value):
                           "buffer": "a Tensor"}[kind]
                 raise TypeError(f"nn.Module: cannot assign {type(value).__name__} as {kind} '{name}' ({wanted} "
                                 f"or None expected)")
-            self.unregister(name)
-            if value is not None:
-                getattr(self, "register_" + kind)(name, value)
-                return
+            if value is None:
+                self.unregister(name)
+            else:
+                if is_module:
+                    _tmem._check_built(value)
+                self._replace(name, value)
         elif is_module:
             self.register_module(name, value)
         elif is_param:
