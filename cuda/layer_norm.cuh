@@ -18,7 +18,9 @@ inline constexpr int64_t kLayerNormChunkRows = 64;
 
 /// One row of the forward, two passes: mu = mean(x), var = mean((x - mu)^2)
 /// (biased), rstd = 1 / sqrt(var + eps), y = (x - mu) rstd w + b (w, b null:
-/// 1 and 0); mean[r] = mu and rstd[r] = rstd are saved for backward.
+/// 1 and 0); mean[r] = mu and rstd[r] = rstd are saved for backward. A row
+/// whose sum or sum of squared deviations overflows (|x| around 1e19) is
+/// measured again scaled by its largest |x| (or |x - mu|), as the CPU kernel.
 struct LayerNormRows {
   const float* x;
   const float* weight;
@@ -36,10 +38,31 @@ struct LayerNormRows {
     const float n = static_cast<float>(cols);
     float s = 0.0f;
     for (int64_t j = first; j < cols; j += step) s += xr[j];
-    const float mu = reduce(s, SumOp{}) / n;
+    float mu = reduce(s, SumOp{}) / n;
+    if (!std::isfinite(mu)) {  // the same on every lane of the row: a reduced value
+      float m = 0.0f;
+      for (int64_t j = first; j < cols; j += step) m = MaxOp{}(m, std::fabs(xr[j]));
+      m = reduce(m, MaxOp{});
+      if (std::isfinite(m) && m > 0.0f) {
+        float t = 0.0f;
+        for (int64_t j = first; j < cols; j += step) t += xr[j] / m;
+        mu = m * (reduce(t, SumOp{}) / n);
+      }
+    }
     float q = 0.0f;
     for (int64_t j = first; j < cols; j += step) q += (xr[j] - mu) * (xr[j] - mu);
-    const float rs = 1.0f / std::sqrt(reduce(q, SumOp{}) / n + eps);
+    const float var = reduce(q, SumOp{}) / n;
+    float rs = 1.0f / std::sqrt(var + eps);
+    if (!std::isfinite(var) && std::isfinite(mu)) {
+      float d = 0.0f;
+      for (int64_t j = first; j < cols; j += step) d = MaxOp{}(d, std::fabs(xr[j] - mu));
+      d = reduce(d, MaxOp{});
+      if (std::isfinite(d)) {
+        float z = 0.0f;
+        for (int64_t j = first; j < cols; j += step) z += ((xr[j] - mu) / d) * ((xr[j] - mu) / d);
+        rs = 1.0f / (d * std::sqrt(reduce(z, SumOp{}) / n + eps / d / d));
+      }
+    }
     for (int64_t j = first; j < cols; j += step) {
       float v = (xr[j] - mu) * rs;
       if (weight) v *= weight[j];

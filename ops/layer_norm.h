@@ -10,7 +10,10 @@ namespace tmem {
 /// PyTorch; two passes: the mean first, then the mean of squared deviations,
 /// so a large common offset such as 40000 does not cancel), rstd =
 /// 1/sqrt(var + eps), xhat = (x - mu) * rstd, y = xhat * weight + bias
-/// (Ba, Kiros & Hinton 2016; torch.nn.functional.layer_norm). weight and bias
+/// (Ba, Kiros & Hinton 2016; torch.nn.functional.layer_norm). A row whose
+/// sum or sum of squared deviations overflows (|x| around 1e19 in float32)
+/// is measured again scaled by its largest |x| (or |x - mu|), so it gives
+/// what float64 gives where torch gives zeros or NaN. weight and bias
 /// may each be an undefined Tensor (no scale / no shift).
 /// Backward: dxhat = g * weight; dx = rstd * (dxhat - mean(dxhat) - xhat *
 /// mean(dxhat * xhat)); dweight = sum over rows of g * xhat; dbias = sum of g.

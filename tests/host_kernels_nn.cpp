@@ -179,6 +179,9 @@ TEST_CASE("device kernels: layer_norm matches the CPU on long rows, many rows an
       "transposed [48,30] input",
       [](const V& v) { return layer_norm(transpose(v[0], 0, 1), v[1], v[2]); },
       {in({48, 30}, -2, 2, 8), in({48}, 0.5, 1.5, 9), in({48}, -1, 1, 10)}, 1e-4);
+  test::check_parity("[6,16] rows of |x| up to 3e19 (the sum of squares overflows: measured scaled)",
+                     [](const V& v) { return layer_norm(v[0], v[1], Tensor()); },
+                     {in({6, 16}, -3e19, 3e19, 14), in({16}, 0.5, 1.5, 15)}, 1e-4);
   test::check_parity("[0,8] (no rows: zero weight and bias gradients)",
                      [](const V& v) { return layer_norm(v[0], v[1], v[2]); },
                      {in({0, 8}, -1, 1, 11), in({8}, 0.5, 1.5, 12), in({8}, -1, 1, 13)});

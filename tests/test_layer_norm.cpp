@@ -1,6 +1,9 @@
 // layer_norm (ops/layer_norm.cpp): the two-pass variance, gradients with and
 // without weight and bias, shape errors, PyTorch fixtures
 // (tests/fixtures/nn.json).
+#include <algorithm>
+#include <cmath>
+
 #include "op_test_util.h"
 #include "test_util.h"
 
@@ -16,6 +19,28 @@ TEST_CASE("layer_norm: [40000, 40001, 40002, 40003] in float32 (two-pass varianc
   Tensor y = layer_norm(x, Tensor(), Tensor());
   check_close(y, {-1.3416, -0.4472, 0.4472, 1.3416}, 1e-4, 0);
   check_close(y, {-1.3416355, -0.4472118, 0.4472118, 1.3416355}, 2e-6, 1e-6);
+}
+
+TEST_CASE("layer_norm: rows whose sums overflow float32 are measured scaled, as float64 measures them") {
+  // Row 0: sum (x - mu)^2 overflows (|x| ~ 1e19; y was all zeros, as torch's). Row 1: the sum itself overflows.
+  const std::vector<double> v{1e19, -1e19, 3e19, 0, 3e38, 3e38, -1e38, 1e38};
+  Tensor x = tensor(v, {2, 4}).requires_grad_();
+  Tensor x64 = tensor(v, {2, 4}, DType::Float64).requires_grad_();
+  Tensor w = tensor({1.0, -2.0, 0.5, 3.0}, {4});
+  Tensor y = layer_norm(x, Tensor(), Tensor()), y64 = layer_norm(x64, Tensor(), Tensor());
+  check_close(y, to_dtype(y64, DType::Float32).to_vector(), 1e-5, 1e-6);
+  const std::vector<double> by_hand{0.1690309, -1.1832160, 1.5212777, -0.5070926};  // row 0, in float64
+  for (size_t i = 0; i < 4; ++i) CHECK(y.to_vector()[i] == doctest::Approx(by_hand[i]).epsilon(1e-5));
+  sum(layer_norm(x, Tensor(), Tensor()) * w).backward();
+  sum(layer_norm(x64, Tensor(), Tensor()) * to_dtype(w, DType::Float64)).backward();
+  // Row 0's gradients (about 1e-19; row 1's, about 1e-38, are below float32's normal range).
+  const std::vector<double> g = x.grad().to_vector(), g64 = x64.grad().to_vector();
+  const double scale = std::abs(g64[2]);
+  CHECK(scale > 1e-21);
+  for (size_t i = 0; i < 4; ++i) CHECK(std::abs(g[i] - g64[i]) <= 1e-5 * scale);
+  // A NaN still makes its row NaN.
+  const std::vector<double> nan_row = layer_norm(tensor({1.0, NAN, 2.0}, {1, 3}), Tensor(), Tensor()).to_vector();
+  CHECK(std::all_of(nan_row.begin(), nan_row.end(), [](double a) { return std::isnan(a); }));
 }
 
 TEST_CASE("layer_norm: gradients of x, weight and bias - weight/bias undefined") {

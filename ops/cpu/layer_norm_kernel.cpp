@@ -3,6 +3,7 @@
 // weight and bias gradients are column sums whose threads own column blocks.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "tmem/ops/cpu/kernels.h"
 #include "tmem/ops/cpu/simd.h"
@@ -25,6 +26,34 @@ T sum_sq_dev(const T* x, T mu, int64_t n) {
   T s = xsimd::hadd(acc);
   for (; i < n; ++i) s += (x[i] - mu) * (x[i] - mu);
   return s;
+}
+
+// mean and rstd = 1 / sqrt(var + eps) of one row. A row whose sum or sum of
+// squared deviations overflows (|x| around 1e19 in float32) is measured
+// again scaled by its largest |x| (or |x - mu|), so its rstd is right
+// rather than 0, which made y all zeros. A row holding NaN or inf keeps its
+// NaN statistics.
+template <class T>
+std::pair<T, T> row_stats(const T* x, int64_t n, T eps) {
+  const T count = static_cast<T>(n);
+  T mu = row_sum(x, n) / count;
+  if (!std::isfinite(mu)) {
+    T m = 0;
+    for (int64_t i = 0; i < n; ++i) m = std::max(m, std::abs(x[i]));
+    if (std::isfinite(m) && m > 0) {
+      T s = 0;
+      for (int64_t i = 0; i < n; ++i) s += x[i] / m;
+      mu = m * (s / count);
+    }
+  }
+  const T var = sum_sq_dev(x, mu, n) / count;
+  if (std::isfinite(var) || !std::isfinite(mu)) return {mu, T(1) / std::sqrt(var + eps)};
+  T d = 0;
+  for (int64_t i = 0; i < n; ++i) d = std::max(d, std::abs(x[i] - mu));
+  if (!std::isfinite(d)) return {mu, T(1) / std::sqrt(var + eps)};
+  T q = 0;
+  for (int64_t i = 0; i < n; ++i) q += ((x[i] - mu) / d) * ((x[i] - mu) / d);
+  return {mu, T(1) / (d * std::sqrt(q / count + eps / d / d))};
 }
 
 // y = (x - mu) * rstd * w + b (w, b may be null).
@@ -88,9 +117,7 @@ void Kernels<Scalar>::layer_norm_forward(int, const T* x, const T* weight, const
 #pragma omp parallel for if (N * C >= kParallelGrain && N > 1)
   for (int64_t i = 0; i < N; ++i) {
     const T* row = x + i * C;
-    const T mu = row_sum(row, C) / static_cast<T>(C);
-    const T var = sum_sq_dev(row, mu, C) / static_cast<T>(C);
-    const T r = T(1) / std::sqrt(var + e);
+    const auto [mu, r] = row_stats(row, C, e);
     mean[i] = mu;
     rstd[i] = r;
     normalize_row(y + i * C, row, mu, r, weight, bias, C);
