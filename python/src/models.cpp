@@ -88,7 +88,13 @@ void bind_models(py::module_& m) {
       .def_property_readonly("features", [](const TaskBatch& b) { return tensor_or_none(b.features); })
       .def_property_readonly("ids", [](const TaskBatch& b) { return tensor_or_none(b.ids); })
       .def_property_readonly("targets", [](const TaskBatch& b) { return tensor_or_none(b.targets); })
-      .def_property_readonly("observed", [](const TaskBatch& b) { return tensor_or_none(b.observed); });
+      .def_property_readonly("observed", [](const TaskBatch& b) { return tensor_or_none(b.observed); })
+      .def("__copy__", [](const TaskBatch& b) { return b; }, "A batch sharing these tensors.")
+      .def("__deepcopy__", [](const TaskBatch& b, const py::dict& memo) {
+             const py::object deepcopy = py::module_::import("copy").attr("deepcopy");
+             auto copy = [&](const Tensor& t) { return t.defined() ? deepcopy(py::cast(t), memo).cast<Tensor>() : Tensor(); };
+             return TaskBatch{copy(b.features), copy(b.ids), copy(b.targets), copy(b.observed)};
+           }, py::arg("memo"), "A batch holding copies of these tensors (copy.deepcopy; pickling's TypeError before).");
 
   py::class_<Task>(mm, "Task", "A synthetic diagnostic task (docs/DESIGN.md §8), sampled from a Generator.")
       .def("feature_dim", &Task::feature_dim, "F, the continuous input features per token (0: none).")

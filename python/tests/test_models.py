@@ -1,5 +1,6 @@
 """tmem.models from Python: tasks, the diagnostic model, TrainConfig, and a
 Python training loop that reproduces the C++ trainer's losses exactly."""
+import copy
 import threading
 import unittest
 
@@ -47,6 +48,17 @@ class TestTasks(unittest.TestCase):
         self.assertTrue(((t == -100) | ((t >= 0) & (t < task.classes()))).all())
         same = models.make_task("coord-binding", models.TaskConfig(W=4)).sample(3, tmem.Generator(0))
         np.testing.assert_array_equal(same.features.numpy(), batch.features.numpy())
+        # copy.deepcopy (pickling's TypeError before): copies of the tensors; copy.copy shares them.
+        kept = copy.deepcopy(batch)
+        shallow = copy.copy(batch)
+        with tmem.no_grad():
+            batch.features.fill_(7.0)
+        np.testing.assert_array_equal(kept.features.numpy(), same.features.numpy())
+        for name in ("ids", "targets", "observed"):
+            a, b = getattr(kept, name), getattr(same, name)
+            self.assertEqual(None if a is None else a.numpy().tolist(), None if b is None else b.numpy().tolist())
+        self.assertEqual(shallow.features._impl_id, batch.features._impl_id)
+        self.assertNotEqual(kept.features._impl_id, batch.features._impl_id)
 
     def test_sizes_beyond_the_limit_are_refused(self):
         # sample(2**62) overflowed batch x length and wrote past its buffer
