@@ -20,7 +20,8 @@ inline constexpr int64_t kLayerNormChunkRows = 64;
 /// (biased), rstd = 1 / sqrt(var + eps), y = (x - mu) rstd w + b (w, b null:
 /// 1 and 0); mean[r] = mu and rstd[r] = rstd are saved for backward. A row
 /// whose sum or sum of squared deviations overflows (|x| around 1e19) is
-/// measured again scaled by its largest |x| (or |x - mu|), as the CPU kernel.
+/// measured again scaled by its largest |x| (or |x - mu|), as the CPU kernel;
+/// one whose x - mu overflows gives NaN.
 struct LayerNormRows {
   const float* x;
   const float* weight;
@@ -61,6 +62,8 @@ struct LayerNormRows {
         float z = 0.0f;
         for (int64_t j = first; j < cols; j += step) z += ((xr[j] - mu) / d) * ((xr[j] - mu) / d);
         rs = 1.0f / (d * std::sqrt(reduce(z, SumOp{}) / n + eps / d / d));
+      } else {
+        rs = d - d;  // NaN: x - mu itself overflows, there is no finite y
       }
     }
     for (int64_t j = first; j < cols; j += step) {

@@ -154,8 +154,12 @@ struct StateChecks {
     check<ShapeError>(t.shape() == p.shape(), fn, ": \"", key, "\" expected shape ", shape_str(p.shape()),
                       ", but got ", shape_str(t.shape()));
     check<DtypeError>(is_floating(t.dtype()), fn, ": \"", key, "\" must be floating, but got ", dtype_name(t.dtype()));
+    // Finite as the parameter's dtype holds it: 1e300 in float64 is inf in float32.
+    const double largest = p.dtype() == DType::Float32 ? std::numeric_limits<float>::max() : std::numeric_limits<double>::max();
     const std::vector<double> v = t.to_vector();
-    const auto bad = std::find_if(v.begin(), v.end(), [&](double x) { return !std::isfinite(x) || (square_mean && x < 0); });
+    const auto bad = std::find_if(v.begin(), v.end(), [&](double x) {
+      return !(std::abs(x) <= largest) || (square_mean && x < 0);
+    });
     check<ValueError>(bad == v.end(), fn, ": \"", key, "\" holds ", bad == v.end() ? 0.0 : *bad, " at flat index ",
                       bad - v.begin(), square_mean ? ", but a second moment must be finite and cannot be negative"
                                                    : ", but a moment must be finite");

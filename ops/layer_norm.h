@@ -13,7 +13,8 @@ namespace tmem {
 /// (Ba, Kiros & Hinton 2016; torch.nn.functional.layer_norm). A row whose
 /// sum or sum of squared deviations overflows (|x| around 1e19 in float32)
 /// is measured again scaled by its largest |x| (or |x - mu|), so it gives
-/// what float64 gives where torch gives zeros or NaN. weight and bias
+/// what float64 gives where torch gives zeros or NaN; a row whose x - mu
+/// overflows (|x| near the dtype's largest) gives NaN. weight and bias
 /// may each be an undefined Tensor (no scale / no shift).
 /// Backward: dxhat = g * weight; dx = rstd * (dxhat - mean(dxhat) - xhat *
 /// mean(dxhat * xhat)); dweight = sum over rows of g * xhat; dbias = sum of g.

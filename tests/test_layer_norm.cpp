@@ -38,6 +38,9 @@ TEST_CASE("layer_norm: rows whose sums overflow float32 are measured scaled, as 
   const double scale = std::abs(g64[2]);
   CHECK(scale > 1e-21);
   for (size_t i = 0; i < 4; ++i) CHECK(std::abs(g[i] - g64[i]) <= 1e-5 * scale);
+  // A row whose x - mu overflows has no finite y: NaN, not zeros.
+  const std::vector<double> huge = layer_norm(tensor({3e38, -3e38, -3e38, -3e38}, {1, 4}), Tensor(), Tensor()).to_vector();
+  CHECK(std::all_of(huge.begin(), huge.end(), [](double a) { return std::isnan(a); }));
   // A NaN still makes its row NaN.
   const std::vector<double> nan_row = layer_norm(tensor({1.0, NAN, 2.0}, {1, 3}), Tensor(), Tensor()).to_vector();
   CHECK(std::all_of(nan_row.begin(), nan_row.end(), [](double a) { return std::isnan(a); }));

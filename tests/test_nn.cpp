@@ -359,6 +359,8 @@ TEST_CASE("SGD: a state_dict resumes the momentum exactly, and a state that does
   bad["momentum_buffer.1"] = tensor_int({1}, {1});
   CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad), doctest::Contains("must be floating, but got int64"), DtypeError);
   bad = state;
+  bad["momentum_buffer.0"] = tensor({0.0, 1e300}, {2}, DType::Float64);  // inf as the float32 buffer would hold it
+  CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad), doctest::Contains("holds 1e+300 at flat index 1"), ValueError);
   bad["momentum_buffer.0"] = tensor({INFINITY, 0.0}, {2});
   CHECK_THROWS_WITH_AS(resumed.load_state_dict(bad),
                        "SGD::load_state_dict: \"momentum_buffer.0\" holds inf at flat index 0, but a moment must be finite",

@@ -3,6 +3,7 @@
 // weight and bias gradients are column sums whose threads own column blocks.
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <utility>
 
 #include "tmem/ops/cpu/kernels.h"
@@ -32,7 +33,8 @@ T sum_sq_dev(const T* x, T mu, int64_t n) {
 // squared deviations overflows (|x| around 1e19 in float32) is measured
 // again scaled by its largest |x| (or |x - mu|), so its rstd is right
 // rather than 0, which made y all zeros. A row holding NaN or inf keeps its
-// NaN statistics.
+// NaN statistics, and so does one whose x - mu overflows (|x| near the
+// dtype's largest): y NaN there, not zeros.
 template <class T>
 std::pair<T, T> row_stats(const T* x, int64_t n, T eps) {
   const T count = static_cast<T>(n);
@@ -50,7 +52,8 @@ std::pair<T, T> row_stats(const T* x, int64_t n, T eps) {
   if (std::isfinite(var) || !std::isfinite(mu)) return {mu, T(1) / std::sqrt(var + eps)};
   T d = 0;
   for (int64_t i = 0; i < n; ++i) d = std::max(d, std::abs(x[i] - mu));
-  if (!std::isfinite(d)) return {mu, T(1) / std::sqrt(var + eps)};
+  // x - mu itself overflows (|x| near the dtype's largest): no finite y to give.
+  if (!std::isfinite(d)) return {mu, std::numeric_limits<T>::quiet_NaN()};
   T q = 0;
   for (int64_t i = 0; i < n; ++i) q += ((x[i] - mu) / d) * ((x[i] - mu) / d);
   return {mu, T(1) / (d * std::sqrt(q / count + eps / d / d))};

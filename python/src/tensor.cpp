@@ -378,7 +378,13 @@ std::optional<Tensor> int64_arithmetic(const Tensor& t, const py::object& other,
         np.attr("any")(np.attr("equal")(divisor, 0)).cast<bool>())
       throw py::value_error(name + ": integer division by zero");
   }
-  const py::array r = reflected ? np.attr(ufunc)(rhs, lhs_arr) : np.attr(ufunc)(lhs_arr, rhs);
+  py::array r;
+  try {
+    r = reflected ? np.attr(ufunc)(rhs, lhs_arr) : np.attr(ufunc)(lhs_arr, rhs);
+  } catch (py::error_already_set& e) {  // 2 ** tensor([-1]): "Integers to negative integer powers ..."
+    if (!e.matches(PyExc_ValueError)) throw;
+    throw ValueError(name + ": " + py::str(e.value()).cast<std::string>());
+  }
   const bool float64 = t.dtype() == DType::Float64 || (other_tensor && o.dtype() == DType::Float64) ||
                        (py::isinstance<py::array>(other) && other.cast<py::array>().dtype().is(py::dtype::of<double>()));
   return torch_typed(r, float64);

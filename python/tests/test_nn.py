@@ -422,6 +422,13 @@ class TestPythonSubclass(unittest.TestCase):
                          {"sub.weight": (1, 2), "sub.bias": (1,), "w": (2,)})
         m.sub = nn.Linear(3, 1)
         self.assertEqual(m.sub.weight.shape, (1, 3))
+        # Names starting with _ register too, as torch's (only tmem's own _tmem* attributes do not).
+        m._hidden = nn.Linear(1, 2)
+        self.assertIn("_hidden.weight", m.state_dict())
+        m._hidden = nn.Linear(1, 3)
+        self.assertEqual(m.state_dict()["_hidden.weight"].shape, (3, 1))
+        m._hidden = None
+        self.assertNotIn("_hidden.weight", m.state_dict())
         self.assertEqual(len(m.parameters()), 3)
 
     def test_registration_names(self):
@@ -567,6 +574,9 @@ class TestOptim(unittest.TestCase):
             for a, b in zip(lin.parameters(), lin2.parameters()):
                 np.testing.assert_array_equal(a.numpy(), b.numpy())
             self.assertFalse(np.array_equal(before[0], lin.weight.numpy()))
+        # The optimizer ahead of its model: its copies could not be the model copy's, so this is refused.
+        with self.assertRaisesRegex(RuntimeError, "deepcopy: 'weight' of this Linear was copied before the module"):
+            copy.deepcopy((opt, lin))
 
     def test_add_param_group(self):
         """As torch.optim's: a group added later steps as one given to the constructor; unset options take the

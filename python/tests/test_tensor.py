@@ -816,6 +816,8 @@ class TestPythonProtocols(unittest.TestCase):
             m.sum(dim=3)
         with self.assertRaisesRegex(tmem.ShapeError, "max: the tensor is empty"):
             tmem.tensor([], dtype=tmem.int64).max()
+        with self.assertRaisesRegex(tmem.ValueError, "power: Integers to negative integer powers are not allowed"):
+            2 ** tmem.tensor([-1, 2])
         with self.assertRaisesRegex(ValueError, "floor_divide: integer division by zero"):
             b // 0
         with self.assertRaisesRegex(ValueError, "remainder: integer division by zero"):

@@ -37,7 +37,7 @@ def _module_setattr(self, name, value):
     parameter before super().__init__() raises AttributeError, as in
     PyTorch. A class attribute of that name (a default such as ``head =
     None``) does not stop the registration; a property does."""
-    if not name.startswith("_") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
+    if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not _tmem._is_built(self):
@@ -295,8 +295,12 @@ def _module_deepcopy(self, memo):
     made = {**dict(out.named_parameters()), **dict(out.named_buffers())}
     impls = memo.setdefault(_IMPLS, {})
     for name, t in (*self.named_parameters(), *self.named_buffers()):
-        if name in made:
-            impls.setdefault(t._impl_id, made[name])
+        if name in made and impls.setdefault(t._impl_id, made[name])._impl_id != made[name]._impl_id:
+            # Its copy was made ahead of the module (copy.deepcopy((opt, model))): the module copy holds the
+            # tensors its constructor built, so that copy would not be linked to it.
+            raise RuntimeError(f"deepcopy: {name!r} of this {type(self).__name__} was copied before the module "
+                               f"(an optimizer or tensor ahead of it in one deepcopy call), and the copies would "
+                               f"not be linked; deep-copy the module first: copy.deepcopy((model, optimizer))")
     registered = self.__dict__.get("_tmem_registered", {})
     for name, value in self.__dict__.items():
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
