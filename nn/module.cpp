@@ -222,10 +222,13 @@ bool put(List& list, const std::string& name, V value) {
 }  // namespace
 
 void Module::replace(const std::string& name, Tensor t) {
-  const bool param = std::any_of(params_.begin(), params_.end(), [&](const auto& e) { return e.first == name; });
-  if (param) t.requires_grad_();
-  check<ValueError>(put(params_, name, t) || put(buffers_, name, t), "replace: no parameter or buffer is registered as '",
-                    printable(name), "'");
+  for (auto& [n, v] : params_)
+    if (n == name) {
+      t.requires_grad_();  // as register_parameter marks it
+      v = t;
+      return;
+    }
+  check<ValueError>(put(buffers_, name, t), "replace: no parameter or buffer is registered as '", printable(name), "'");
 }
 
 void Module::replace(const std::string& name, std::shared_ptr<Module> m) {
