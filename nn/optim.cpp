@@ -66,13 +66,16 @@ void check_group_options(const ParamGroup& g, size_t i, const char* op) {
 
 // Fills in the groups' unset options with the defaults and lists their
 // parameters in order (params) with the group of each (group_of). Throws
-// ValueError naming `op` for a bad option or a parameter given twice.
-void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_decay, const char* op,
+// ValueError naming `op` for a bad option, a group without an lr when there
+// is no default (lr nullopt), or a parameter given twice.
+void resolve_groups(std::vector<ParamGroup>& groups, std::optional<double> lr, double weight_decay, const char* op,
                     std::vector<Tensor>& params, std::vector<size_t>& group_of) {
   std::set<const TensorImpl*> seen;
   for (size_t gi = 0; gi < groups.size(); ++gi) {
     ParamGroup& g = groups[gi];
     if (!g.lr) g.lr = lr;
+    check<ValueError>(g.lr.has_value(), op, ": parameter group ", gi,
+                      " didn't specify a value of required optimization parameter lr");
     if (!g.weight_decay) g.weight_decay = weight_decay;
     check_group_options(g, gi, op);
     for (const Tensor& p : g.params) {
@@ -89,7 +92,8 @@ void resolve_groups(std::vector<ParamGroup>& groups, double lr, double weight_de
 // `group_of` (add_param_group), with resolve_groups' defaults and checks
 // over all the groups, so a parameter already in one is refused; on a throw
 // nothing changes.
-void add_group(std::vector<ParamGroup>& groups, ParamGroup group, double lr, double weight_decay, const char* op,
+void add_group(std::vector<ParamGroup>& groups, ParamGroup group, std::optional<double> lr, double weight_decay,
+               const char* op,
                std::vector<Tensor>& params, std::vector<size_t>& group_of) {
   std::vector<ParamGroup> all = groups;
   all.push_back(std::move(group));
@@ -192,11 +196,11 @@ std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay
 SGD::SGD(std::vector<Tensor> params, double lr, double momentum, double weight_decay)
     : SGD(std::vector<ParamGroup>{{std::move(params), std::nullopt, std::nullopt}}, lr, momentum, weight_decay) {}
 
-SGD::SGD(std::vector<ParamGroup> groups, double lr, double momentum, double weight_decay)
+SGD::SGD(std::vector<ParamGroup> groups, std::optional<double> lr, double momentum, double weight_decay)
     : groups_(std::move(groups)), lr_(lr), weight_decay_(weight_decay), momentum_(momentum) {
-  check<ValueError>(finite_nonneg(lr) && finite_nonneg(momentum) && finite_nonneg(weight_decay),
-                    "SGD: expected finite lr, momentum, weight_decay >= 0, but got ", lr, ", ", momentum,
-                    ", ", weight_decay);
+  check<ValueError>(!lr || finite_nonneg(*lr), "SGD: expected a finite lr >= 0, but got ", lr.value_or(0));
+  check<ValueError>(finite_nonneg(momentum) && finite_nonneg(weight_decay),
+                    "SGD: expected finite momentum, weight_decay >= 0, but got ", momentum, ", ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "SGD", params_, group_of_);
   bufs_.resize(params_.size());
 }
@@ -275,8 +279,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
   check<ValueError>(finite_nonneg(lr), "AdamW: expected a finite lr >= 0, but got ", lr);
   check<ValueError>(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1,
                     "AdamW: expected betas in [0, 1), but got (", beta1, ", ", beta2, ")");
-  check<ValueError>(std::isfinite(eps) && eps > 0, "AdamW: expected a finite eps > 0 (eps 0 divides 0 by 0 where ",
-                    "a gradient has been 0), but got ", eps);
+  check<ValueError>(std::isfinite(eps) && static_cast<float>(eps) > 0,
+                    "AdamW: expected a finite eps > 0, also as float32 (eps 0 divides 0 by 0 where a gradient has ",
+                    "been 0), but got ", eps);
   check<ValueError>(finite_nonneg(weight_decay), "AdamW: expected a finite weight_decay >= 0, but got ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "AdamW", params_, group_of_);
   for (const Tensor& p : params_) {

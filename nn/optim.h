@@ -46,7 +46,9 @@ std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay
 class SGD {
  public:
   SGD(std::vector<Tensor> params, double lr, double momentum = 0.0, double weight_decay = 0.0);
-  SGD(std::vector<ParamGroup> groups, double lr, double momentum = 0.0, double weight_decay = 0.0);
+  /// lr nullopt (torch's required lr): every group must set its own, here and
+  /// in add_param_group; ValueError naming the group otherwise.
+  SGD(std::vector<ParamGroup> groups, std::optional<double> lr, double momentum = 0.0, double weight_decay = 0.0);
   /// One update from the parameters' .grad (parameters without a grad are skipped).
   void step();
   void zero_grad();
@@ -64,6 +66,10 @@ class SGD {
   /// constructor does, or for a parameter already in a group (nothing added).
   void add_param_group(ParamGroup group);
   double momentum() const { return momentum_; }
+  /// The constructor's lr and weight_decay: a new group's defaults (lr
+  /// nullopt when the constructor had none).
+  std::optional<double> default_lr() const { return lr_; }
+  double default_weight_decay() const { return weight_decay_; }
   /// For checkpoints (torch.optim.SGD's per-parameter momentum_buffer): the
   /// momentum buffer of each parameter that has one (from its first step
   /// with momentum != 0) as "momentum_buffer.<i>" (i counts the parameters of
@@ -82,7 +88,8 @@ class SGD {
   std::vector<ParamGroup> groups_;
   std::vector<Tensor> params_, bufs_;  // every group's parameters, in order
   std::vector<size_t> group_of_;       // the group of params_[i]
-  double lr_, weight_decay_;           // the constructor's: a new group's defaults
+  std::optional<double> lr_;           // the constructor's: a new group's defaults
+  double weight_decay_;
   double momentum_;
 };
 
@@ -90,8 +97,8 @@ class SGD {
 /// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
 /// after the square root). lr and weight_decay are per group. Throws
-/// ValueError for lr or weight_decay < 0 or not finite, eps <= 0 or not
-/// finite (eps 0 makes 0 / 0 where a gradient has been 0), betas outside
+/// ValueError for lr or weight_decay < 0 or not finite, eps not finite or
+/// not above 0 in float32 (eps 0 makes 0 / 0 where a gradient has been 0), betas outside
 /// [0,1), or a parameter given twice or not a leaf.
 class AdamW {
  public:
@@ -105,6 +112,9 @@ class AdamW {
   double beta1() const { return beta1_; }
   double beta2() const { return beta2_; }
   double eps() const { return eps_; }
+  /// The constructor's lr and weight_decay: a new group's defaults.
+  double default_lr() const { return lr_; }
+  double default_weight_decay() const { return weight_decay_; }
   /// The groups, with lr and weight_decay resolved.
   const std::vector<ParamGroup>& param_groups() const { return groups_; }
   /// Sets the learning rate of every group (or of group `group`). Throws

@@ -413,6 +413,17 @@ TEST_CASE("add_param_group: an added group steps as one given to the constructor
   sgd.add_param_group({{b}, std::nullopt, std::nullopt});
   REQUIRE(sgd.param_groups().size() == 2);
   CHECK((*sgd.param_groups()[1].lr == 0.1 && *sgd.param_groups()[1].weight_decay == 0.02));
+  // Without a default lr (torch's required lr) a later group must bring its
+  // own; it took group 0's lr.
+  nn::SGD own(std::vector<nn::ParamGroup>{{{a}, 0.2, std::nullopt}}, std::nullopt);
+  CHECK(!own.default_lr());
+  CHECK_THROWS_WITH_AS(own.add_param_group({{b}, std::nullopt, std::nullopt}),
+                       "SGD::add_param_group: parameter group 1 didn't specify a value of required optimization "
+                       "parameter lr",
+                       ValueError);
+  CHECK(own.param_groups().size() == 1);
+  own.add_param_group({{b}, 0.3, std::nullopt});
+  CHECK(*own.param_groups()[1].lr == 0.3);
 }
 
 TEST_CASE("clip_grad_norm_ matches PyTorch - a non-finite norm raises and leaves grads unchanged") {

@@ -432,11 +432,14 @@ TEST_CASE("AdamW and SGD refuse an infinite or NaN lr, momentum, eps or weight d
   // An infinite lr was taken and made every parameter inf or NaN on the first step.
   const double inf = std::numeric_limits<double>::infinity();
   Tensor p = zeros({2}).requires_grad_();
-  CHECK_THROWS_WITH_AS(nn::SGD({p}, inf), "SGD: expected finite lr, momentum, weight_decay >= 0, but got inf, 0, 0",
-                       ValueError);
-  CHECK_THROWS_WITH_AS(nn::SGD({p}, 0.1, std::nan("")), doctest::Contains("but got 0.1, nan, 0"), ValueError);
+  CHECK_THROWS_WITH_AS(nn::SGD({p}, inf), "SGD: expected a finite lr >= 0, but got inf", ValueError);
+  CHECK_THROWS_WITH_AS(nn::SGD({p}, 0.1, std::nan("")),
+                       "SGD: expected finite momentum, weight_decay >= 0, but got nan, 0", ValueError);
   CHECK_THROWS_WITH_AS(nn::AdamW({p}, inf), "AdamW: expected a finite lr >= 0, but got inf", ValueError);
   CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, inf), doctest::Contains("a finite eps > 0"), ValueError);
+  // An eps below float32's least subnormal was taken, and is 0 in a float32 step.
+  CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, 1e-50), doctest::Contains("also as float32"), ValueError);
+  CHECK(nn::AdamW({p}, 1e-3, 0.9, 0.999, 1e-45).eps() == 1e-45);
   CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, 1e-8, inf),
                        "AdamW: expected a finite weight_decay >= 0, but got inf", ValueError);
   CHECK_THROWS_WITH_AS(nn::AdamW({{{p}, inf, std::nullopt}}), doctest::Contains("but group 0 has lr inf"), ValueError);

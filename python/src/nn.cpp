@@ -481,18 +481,14 @@ void bind_nn(py::module_& m) {
   bind_group_view<nn::AdamW>(optim, "AdamWParamGroup");
   py::class_<nn::SGD>(optim, "SGD", "SGD with momentum and weight decay (torch.optim.SGD).")
       .def(py::init([](const py::iterable& params, const py::object& lr, double momentum, double weight_decay) {
-             auto groups = param_groups_arg(params, "optim.SGD");
              // As torch.optim.SGD, lr has no default: every group without its
-             // own lr needs one.
-             if (lr.is_none())
-               for (size_t i = 0; i < groups.size(); ++i)
-                 check<ValueError>(groups[i].lr.has_value(), "optim.SGD: parameter group ", i,
-                                   " didn't specify a value of required optimization parameter lr");
-             const double base = lr.is_none() ? *groups.front().lr : number_from_py(lr, "optim.SGD", "lr");
-             return nn::SGD(std::move(groups), base, momentum, weight_decay);
+             // own lr needs one (nn::SGD checks, here and in add_param_group).
+             const std::optional<double> base =
+                 lr.is_none() ? std::nullopt : std::optional<double>(number_from_py(lr, "optim.SGD", "lr"));
+             return nn::SGD(param_groups_arg(params, "optim.SGD"), base, momentum, weight_decay);
            }), py::arg("params"), py::arg("lr") = py::none(), py::arg("momentum") = 0.0, py::arg("weight_decay") = 0.0,
            "params: tensors, or parameter groups (dicts of params, lr, weight_decay) as torch.optim takes them. "
-           "lr is required unless every group has its own; ValueError otherwise.")
+           "lr is required unless every group has its own (also a group added later); ValueError otherwise.")
       .def_property_readonly("param_groups", &param_groups_out<nn::SGD>,
                              "The groups as mappings of params, lr and weight_decay; setting a group's lr or "
                              "weight_decay sets the optimizer's.")
@@ -501,6 +497,10 @@ void bind_nn(py::module_& m) {
       .def_property("lr", [](const nn::SGD& o) { return *o.param_groups().at(0).lr; },
                     [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
       .def_property_readonly("momentum", &nn::SGD::momentum, "The momentum factor.")
+      .def_property_readonly("defaults", [](const nn::SGD& o) {
+             return py::dict(py::arg("lr") = o.default_lr(), py::arg("momentum") = o.momentum(),
+                             py::arg("weight_decay") = o.default_weight_decay());
+           }, "The constructor's options, a new group's defaults (torch's defaults; lr None when it had none).")
       .def("add_param_group", [](nn::SGD& o, const py::object& g) { add_param_group(o, g, "SGD.add_param_group"); },
            py::arg("param_group"),
            "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "
@@ -536,6 +536,10 @@ void bind_nn(py::module_& m) {
       .def_property_readonly("betas", [](const nn::AdamW& o) { return py::make_tuple(o.beta1(), o.beta2()); },
                              "(beta1, beta2): the moments' decay rates.")
       .def_property_readonly("eps", &nn::AdamW::eps, "The term added to the denominator.")
+      .def_property_readonly("defaults", [](const nn::AdamW& o) {
+             return py::dict(py::arg("lr") = o.default_lr(), py::arg("betas") = py::make_tuple(o.beta1(), o.beta2()),
+                             py::arg("eps") = o.eps(), py::arg("weight_decay") = o.default_weight_decay());
+           }, "The constructor's options, a new group's defaults (torch's defaults).")
       .def("add_param_group", [](nn::AdamW& o, const py::object& g) { add_param_group(o, g, "AdamW.add_param_group"); },
            py::arg("param_group"),
            "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "

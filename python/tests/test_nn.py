@@ -610,6 +610,20 @@ class TestOptim(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "a parameter group takes params, lr and weight_decay, but got 'betas'"):
             sgd.add_param_group({"params": [tmem.ones(1, requires_grad=True)], "betas": (0.9, 0.9)})
         self.assertEqual(len(sgd.param_groups), 1)
+        # Without a default lr a later group needs its own, as torch's (it took group 0's); a deep copy keeps that.
+        own = optim.SGD([{"params": [tmem.ones(2, requires_grad=True)], "lr": 0.2}], momentum=0.5)
+        self.assertEqual(own.defaults, {"lr": None, "momentum": 0.5, "weight_decay": 0.0})
+        for opt in (own, copy.deepcopy(own)):
+            with self.assertRaisesRegex(ValueError, "SGD::add_param_group: parameter group 1 didn't specify a value "
+                                                    "of required optimization parameter lr"):
+                opt.add_param_group({"params": [tmem.ones(1, requires_grad=True)]})
+        # A copy's later groups take the original's defaults, not its first group's options.
+        adam = optim.AdamW([{"params": [tmem.ones(2, requires_grad=True)], "lr": 0.2, "weight_decay": 0.0}],
+                           lr=0.01, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1)
+        self.assertEqual(adam.defaults, {"lr": 0.01, "betas": (0.8, 0.9), "eps": 1e-6, "weight_decay": 0.1})
+        twin = copy.deepcopy(adam)
+        twin.add_param_group({"params": [tmem.ones(1, requires_grad=True)]})
+        self.assertEqual([(g["lr"], g["weight_decay"]) for g in twin.param_groups], [(0.2, 0.0), (0.01, 0.1)])
 
     def test_parameter_groups(self):
         """One AdamW with two groups does what two AdamW of one group each do, as in torch.optim."""
@@ -642,10 +656,10 @@ class TestOptim(unittest.TestCase):
         # lr has no default (torch.optim.SGD): each group's own lr will do.
         opt = optim.SGD([{"params": [lin.weight], "lr": 0.2}, {"params": [lin.bias], "lr": 0.3}])
         self.assertEqual([g["lr"] for g in opt.param_groups], [0.2, 0.3])
-        with self.assertRaisesRegex(ValueError, "optim.SGD: parameter group 1 didn't specify a value of required "
+        with self.assertRaisesRegex(ValueError, "SGD: parameter group 1 didn't specify a value of required "
                                                 "optimization parameter lr"):
             optim.SGD([{"params": [lin.weight], "lr": 0.2}, {"params": [lin.bias]}])
-        with self.assertRaisesRegex(ValueError, "optim.SGD: parameter group 0 didn't specify"):
+        with self.assertRaisesRegex(ValueError, "SGD: parameter group 0 didn't specify"):
             optim.SGD(lin.parameters())
         with self.assertRaisesRegex(TypeError, "optim.SGD: expected lr to be a number, but got 'fast'"):
             optim.SGD(lin.parameters(), lr="fast")

@@ -217,17 +217,17 @@ def _optimizer_deepcopy(self, memo):
     """copy.deepcopy of an optimizer (or of a Python subclass), as torch's:
     one of the same class over deep copies of its parameters (in one
     deepcopy call with their model, the model copy's own), with each group's
-    lr and weight_decay, its other options, its state (moments, step count,
+    lr and weight_decay, its defaults (a later group's options), its state (moments, step count,
     momentum buffers) and deep copies of a subclass's attributes."""
     bound = optim.SGD if isinstance(self, optim.SGD) else optim.AdamW
     groups = [{"params": [_copy.deepcopy(p, memo) for p in g["params"]], "lr": g["lr"],
                "weight_decay": g["weight_decay"]} for g in self.param_groups]
-    options = {"momentum": self.momentum} if bound is optim.SGD else {"betas": self.betas, "eps": self.eps}
+    options = self.defaults
     if type(self) is bound:
-        out = bound(groups, lr=self.lr, **options)
+        out = bound(groups, **options)
     else:
         out = type(self).__new__(type(self))
-        bound.__init__(out, groups, lr=self.lr, **options)
+        bound.__init__(out, groups, **options)
     memo[id(self)] = out
     if type(self) is not bound:
         out.__dict__.update(_copy.deepcopy(self.__dict__, memo))
