@@ -207,16 +207,10 @@ void check_cpu(const Tensor& t, const char* op) {
   if (!t.device().is_cpu()) throw_not_implemented(op, t.device());
 }
 
-namespace {
-
-// Throws ValueError naming op unless value converts to int64 exactly enough
-// (finite and inside int64's range; a cast otherwise is undefined).
 void check_int64_value(double value, const char* op) {
   check<ValueError>(std::isfinite(value) && value >= -0x1p63 && value < 0x1p63, op, ": value ", value,
                     " cannot be converted to int64 without overflow");
 }
-
-}  // namespace
 
 void fill_data(const Tensor& t, double value) {
   if (t.dtype() == DType::Int64) check_int64_value(value, "fill");

@@ -277,4 +277,9 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t);
 /// "<op>: the cuda backend has no kernel for this op (...)" unless t is on the CPU.
 void check_cpu(const Tensor& t, const char* op);
 
+/// Throws ValueError "<op>: value <v> cannot be converted to int64 without
+/// overflow" unless value is finite and inside int64's range (where a cast
+/// toward zero is defined).
+void check_int64_value(double value, const char* op);
+
 }  // namespace tmem

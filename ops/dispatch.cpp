@@ -14,6 +14,11 @@ const OpKernels& device_kernels(OpId op, const Tensor& t) {
   return *b.ops;
 }
 
+void check_int64_on_cpu(const Tensor& t, const char* op) {
+  check<DtypeError>(t.device().is_cpu(), op, ": int64 data runs on the CPU only, but got an int64 tensor on ",
+                    t.device().str(), "; cast it to float32 (to_dtype) or move it to the CPU");
+}
+
 bool device_implements(Device::Kind kind, OpId op) {
   if (kind == Device::Kind::CPU) return true;
   const DeviceBackend* b = registered_device_backend(kind);

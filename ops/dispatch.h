@@ -48,6 +48,11 @@ decltype(auto) dispatch_kernels(const char* what, const Tensor& t, Has&& has, F&
   return dispatch_floating(t.dtype(), what, [&]<class T>() -> decltype(auto) { return f(cpu::kernels<T>()); });
 }
 
+/// The gate of an op's int64 path (labels, indices, masks: no gradient), a
+/// host loop beside the kernel tables, which are floating only: throws
+/// DtypeError naming `op` unless t is on the CPU.
+void check_int64_on_cpu(const Tensor& t, const char* op);
+
 /// Whether `op` runs (forward and backward) on devices of `kind` in this
 /// build: always for the CPU, else when the registered backend says so.
 bool device_implements(Device::Kind kind, OpId op);

@@ -4,6 +4,10 @@
 // CUDA's cuda/elementwise.cu, with the same formulas.
 #include "tmem/ops/elementwise.h"
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
 #include "tmem/core/autograd.h"
 #include "tmem/core/profiler.h"
 #include "tmem/ops/dispatch.h"
@@ -79,6 +83,21 @@ Tensor where_data(OpId id, const Shape& shape, const Tensor& c, const Tensor& a,
   Tensor out = empty(shape, a.dtype(), a.device());
   dispatch_kernels(id, a, [&]<class T>(const KernelTable<T>& k) {
     k.where_forward(a.device().index, elementwise_args<4>(out, {c, a, b}, nm(id)));
+  });
+  return out;
+}
+
+// where_data for int64 a and b on the CPU (c of any dtype), by a host loop.
+Tensor where_int64(OpId id, const Shape& shape, const Tensor& c, const Tensor& a, const Tensor& b) {
+  check_int64_on_cpu(b, nm(id));  // a may be masked_fill's value
+  Tensor out = empty(shape, DType::Int64);
+  const StridedArgs<4> args = elementwise_args<4>(out, {c, a, b}, nm(id));
+  auto* o = static_cast<int64_t*>(args.data[0]);
+  const auto* pa = static_cast<const int64_t*>(args.data[2]);
+  const auto* pb = static_cast<const int64_t*>(args.data[3]);
+  dispatch_all(c.dtype(), [&]<class C>() {
+    const auto* pc = static_cast<const C*>(args.data[1]);
+    for_each_element(args, [&](std::array<int64_t, 4> i) { o[i[0]] = pc[i[1]] != C(0) ? pa[i[2]] : pb[i[3]]; });
   });
   return out;
 }
@@ -174,7 +193,24 @@ Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input);
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
-  return unary(OpId::Clamp, a, Uses::Input, {lo, hi});
+  if (is_floating(a.dtype())) return unary(OpId::Clamp, a, Uses::Input, {lo, hi});
+  const OpRange range(OpId::Clamp);
+  check_int64_on_cpu(a, "clamp");
+  // A bound of an int64 clamp is a whole number in int64's range, or an
+  // infinity (no bound): torch's int64 result for integer bounds.
+  const auto bound = [&](double v, int64_t none) {
+    if (std::isinf(v)) return none;
+    check<ValueError>(v == std::trunc(v) && v >= -0x1p63 && v < 0x1p63, "clamp: an int64 tensor takes whole-number "
+                      "bounds in int64's range, but got min ", lo, " max ", hi, "; cast it to a floating dtype first");
+    return static_cast<int64_t>(v);
+  };
+  const int64_t l = bound(lo, std::numeric_limits<int64_t>::min()), h = bound(hi, std::numeric_limits<int64_t>::max());
+  Tensor out = empty(a.shape(), DType::Int64);
+  const StridedArgs<2> args = elementwise_args<2>(out, {a}, "clamp");
+  auto* o = static_cast<int64_t*>(args.data[0]);
+  const auto* x = static_cast<const int64_t*>(args.data[1]);
+  for_each_element(args, [&](std::array<int64_t, 2> i) { o[i[0]] = std::clamp(x[i[1]], l, h); });
+  return out;
 }
 
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
@@ -184,6 +220,7 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
   check<DeviceError>(cond.device() == a.device(), name, ": expected cond on the operands' device ",
                      a.device().str(), ", but got ", cond.device().str());
   Shape shape = broadcast_shapes(broadcast_shapes(cond.shape(), a.shape(), name), b.shape(), name);
+  if (a.dtype() == DType::Int64) return where_int64(OpId::Where, shape, cond, a, b);
   Tensor c = cond.dtype() == a.dtype() ? cond : cast_data(cond, a.dtype());
   Tensor out = where_data(OpId::Where, shape, c, a, b);
   record(OpId::Where, {a, b}, {out}, {c}, [sa = a.shape(), sb = b.shape()](const Node& n, const Grads& g) {
@@ -203,6 +240,11 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   // The input and the mask broadcast together, as in torch.masked_fill (a
   // larger mask gives a larger result).
   const Shape shape = broadcast_shapes(a.shape(), mask.shape(), name);
+  if (a.dtype() == DType::Int64) {
+    // As torch: the value rounded toward zero, one beyond int64 refused.
+    check_int64_value(value, name);
+    return where_int64(OpId::MaskedFill, shape, mask, full_int({}, static_cast<int64_t>(value)), a);
+  }
   Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
   Tensor out = where_data(OpId::MaskedFill, shape, m, scalar_like(a, value), a);
   record(OpId::MaskedFill, {a}, {out}, {m}, [in = a.shape()](const Node& n, const Grads& g) {

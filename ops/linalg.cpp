@@ -83,6 +83,30 @@ ProductShape product_shape(const Tensor& a, const Tensor& b) {
 Tensor mm_data(const Tensor& a, const Tensor& b) {
   const ProductShape ps = product_shape(a, b);
   Tensor out = empty(ps.out, a.dtype(), a.device());
+  if (a.dtype() == DType::Int64) {
+    // int64 data (no gradient): a host loop, each output element the sum
+    // over k, wrapping on overflow as torch's integer products do.
+    check_int64_on_cpu(a, "matmul");
+    Shape ea = ps.batch, eb = ps.batch;
+    ea.insert(ea.end(), {ps.M, ps.K});
+    eb.insert(eb.end(), {ps.K, ps.N});
+    const Tensor x = expand(a, ea), y = expand(b, eb);
+    Shape sx = x.strides(), sy = y.strides();
+    const int64_t r = static_cast<int64_t>(sx.size());
+    const int64_t kx = sx[r - 1], ky = sy[r - 2];
+    sx[r - 1] = 0;  // out[..., m, n] starts at x[..., m, 0] and y[..., 0, n]
+    sy[r - 2] = 0;
+    const auto* px = x.data<int64_t>();
+    const auto* py = y.data<int64_t>();
+    int64_t* po = out.data<int64_t>();
+    for_each_element<3>(ps.out, {out.strides(), sx, sy}, [&](std::array<int64_t, 3> i) {
+      uint64_t acc = 0;
+      for (int64_t k = 0; k < ps.K; ++k)
+        acc += static_cast<uint64_t>(px[i[1] + k * kx]) * static_cast<uint64_t>(py[i[2] + k * ky]);
+      po[i[0]] = static_cast<int64_t>(acc);
+    });
+    return out;
+  }
   dispatch_kernels(OpId::Matmul, a, [&]<class T>(const KernelTable<T>& k) {
     if (out.numel() == 0) return;
     if (ps.K == 0) {

@@ -333,13 +333,26 @@ Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
   Tensor out = empty(ix.shape(), a.dtype(), a.device());
   Shape a_st = a.strides();
   a_st[d] = 0;  // the indexed dim is added from the index value
+  const StridedArgs<3> args = strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
+                                               {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather");
   bool in_range = true;
-  dispatch_kernels(OpId::Gather, a, [&]<class T>(const KernelTable<T>& k) {
-    in_range = k.gather_forward(a.device().index,
-                                strided_args<3>(ix.shape(), {out.strides(), ix.strides(), a_st},
-                                                {out.raw_data(), ix.raw_data(), a.raw_data()}, "gather"),
-                                a.strides()[d], a.shape()[d]);
-  });
+  if (is_floating(a.dtype())) {
+    dispatch_kernels(OpId::Gather, a, [&]<class T>(const KernelTable<T>& k) {
+      in_range = k.gather_forward(a.device().index, args, a.strides()[d], a.shape()[d]);
+    });
+  } else {
+    // int64 data (no gradient): the CPU kernel's loop on the host.
+    check_int64_on_cpu(a, "gather");
+    auto* o = static_cast<int64_t*>(args.data[0]);
+    const auto* index_data = static_cast<const int64_t*>(args.data[1]);
+    const auto* x = static_cast<const int64_t*>(args.data[2]);
+    const int64_t n = a.shape()[d], step = a.strides()[d];
+    for_each_element(args, [&](std::array<int64_t, 3> i) {
+      const int64_t v = index_data[i[1]];
+      in_range &= v >= 0 && v < n;
+      o[i[0]] = v >= 0 && v < n ? x[i[2] + v * step] : 0;
+    });
+  }
   if (!in_range) check_indices(index, a.shape()[d], "gather");
   record(OpId::Gather, {a}, {out}, {ix}, [in = a.shape(), d](const Node& n, const Grads& g) {
     const Tensor& ixs = n.saved_tensor(0);

@@ -261,3 +261,14 @@ TEST_CASE("device: the op table lists cuda exactly for the ops this build's back
     CHECK(with_cuda == 0);
   }
 }
+
+TEST_CASE("device: int64 where, masked_fill, clamp and matmul run on the CPU only, and say so") {
+  FakeCuda fake;  // (gather's gate comes first: this backend has no gather kernel)
+  const Tensor i = tensor_int({1, 2}, {2}).to(Device::cuda());
+  const std::string tail = ": int64 data runs on the CPU only, but got an int64 tensor on cuda:0; cast it to float32 "
+                           "(to_dtype) or move it to the CPU";
+  CHECK(error_of<DtypeError>([&] { where(i, i, i); }) == "where" + tail);
+  CHECK(error_of<DtypeError>([&] { masked_fill(i, i, 1); }) == "masked_fill" + tail);
+  CHECK(error_of<DtypeError>([&] { clamp(i, 0, 1); }) == "clamp" + tail);
+  CHECK(error_of<DtypeError>([&] { matmul(i, i); }) == "matmul" + tail);
+}

@@ -73,3 +73,35 @@ TEST_CASE("to_dtype to int64 rounds toward zero (torch's .long()), records nothi
     CHECK_THROWS_WITH_AS(to_dtype(tensor({1.0, bad}, {2}), DType::Int64),
                          doctest::Contains("to_dtype: copy: value "), ValueError);
 }
+
+TEST_CASE("int64 where, masked_fill, clamp, gather and matmul compute torch's int64 results on the CPU") {
+  // They raised DtypeError (the kernel tables are floating only), so labels
+  // and masks had to go through float32, which loses integers past 2^24.
+  const int64_t big = (int64_t{1} << 62) + 1;  // not a float64 either
+  const Tensor a = tensor_int({1, -2, big}, {3});
+  const Tensor b = tensor_int({4, 5, 6}, {3});
+  const Tensor cond = tensor({1.0, 0.0, 0.5}, {3});  // any dtype: non-zero selects a
+  CHECK(where(cond, a, b).to_int_vector() == std::vector<int64_t>{1, 5, big});
+  CHECK(where(tensor_int({0, 1}, {2, 1}), a, b).to_int_vector() == std::vector<int64_t>{4, 5, 6, 1, -2, big});
+  CHECK(masked_fill(a, tensor_int({1, 0, 0}, {3}), 0.7).to_int_vector() == std::vector<int64_t>{0, -2, big});
+  CHECK(masked_fill(a, tensor_int({0, 1, 0}, {3}), -1e15).to_int_vector() == std::vector<int64_t>{1, -1000000000000000, big});
+  CHECK_THROWS_WITH_AS(masked_fill(a, b, 1e30), "masked_fill: value 1e+30 cannot be converted to int64 without overflow",
+                       ValueError);
+  const double inf = HUGE_VAL;
+  CHECK(clamp(a, 0, 2).to_int_vector() == std::vector<int64_t>{1, 0, 2});
+  CHECK(clamp(a, -inf, 0).to_int_vector() == std::vector<int64_t>{0, -2, 0});
+  CHECK(clamp(a, -1, inf).to_int_vector() == std::vector<int64_t>{1, -1, big});
+  CHECK_THROWS_WITH_AS(clamp(a, 0.5, 2), doctest::Contains("clamp: an int64 tensor takes whole-number bounds"), ValueError);
+  CHECK(gather(tensor_int({10, 11, 12, 13, 14, 15}, {2, 3}), 1, tensor_int({2, 0, 1, 1}, {2, 2})).to_int_vector() ==
+        std::vector<int64_t>{12, 10, 14, 14});
+  CHECK_THROWS_AS(gather(a, 0, tensor_int({3}, {1})), IndexError);
+  // [2, 1, 3] @ [3, 2] broadcast, a transposed operand, and a product that
+  // wraps (2^62 * 4) as torch's does.
+  const Tensor m = tensor_int({1, 2, 3, 4, 5, 6}, {2, 1, 3});
+  const Tensor n = transpose(tensor_int({1, 0, -1, 2, 1, 0}, {2, 3}), 0, 1);
+  CHECK(matmul(m, n).to_int_vector() == std::vector<int64_t>{-2, 4, -2, 13});
+  CHECK(matmul(tensor_int({1, 2, 3}, {3}), tensor_int({4, 5, 6}, {3})).to_int_vector() == std::vector<int64_t>{32});
+  CHECK(matmul(tensor_int({int64_t{1} << 62}, {1, 1}), tensor_int({4}, {1, 1})).to_int_vector() ==
+        std::vector<int64_t>{0});
+  CHECK(matmul(zeros({2, 0}, DType::Int64), zeros({0, 3}, DType::Int64)).to_int_vector() == std::vector<int64_t>(6, 0));
+}

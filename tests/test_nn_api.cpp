@@ -458,7 +458,7 @@ TEST_CASE("AdamW and SGD refuse an infinite or NaN lr, momentum, eps or weight d
 TEST_CASE("AdamW refuses eps 0, which made a parameter whose gradient stayed 0 NaN") {
   Tensor p = ones({2}).requires_grad_();
   CHECK_THROWS_WITH_AS(nn::AdamW({p}, 1e-3, 0.9, 0.999, 0.0),
-                       "AdamW: expected a finite eps > 0 (eps 0 divides 0 by 0 where a gradient has been 0), but got 0",
+                       "AdamW: expected a finite eps > 0, also as float32 (eps 0 divides 0 by 0 where a gradient has been 0), but got 0",
                        ValueError);
   nn::AdamW opt({p}, 1e-3, 0.9, 0.999, 1e-12, 0.0);
   set_grads({p}, 0.0);

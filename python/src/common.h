@@ -64,6 +64,11 @@ inline constexpr bool checks_built =
 /// __init__ before super().__init__(), has none.
 bool is_built(py::handle obj);
 
+/// v as an int64 when it is a Python or NumPy integer (bool included), none
+/// for other objects. Throws ValueError naming `op` and its argument `arg`
+/// for an integer outside int64's range.
+std::optional<int64_t> exact_int(const py::object& v, const char* op, const char* arg);
+
 /// A DType from tmem.float32 / float64 / int64, a NumPy dtype (or anything
 /// numpy.dtype accepts, e.g. "float32", numpy.float64). Throws DtypeError for
 /// a dtype tmem does not have.

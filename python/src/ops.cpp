@@ -128,20 +128,40 @@ void bind_ops(py::module_& m) {
                            "gelu: approximate must be \"none\" or \"tanh\", but got \"", printable(approximate), "\"");
          return gelu(x, approximate == "tanh");
        }, a, py::arg("approximate") = "none", "GELU: x Phi(x) (erf), or the tanh form with approximate=\"tanh\".");
-  both(m, cls, "clamp", [](const Tensor& x, std::optional<double> lo, std::optional<double> hi) {
+  both(m, cls, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
+         // As torch: an int64 input stays int64 for integer bounds and is
+         // float32 for a float bound.
+         const auto is_float = [](const py::object& v) { return !v.is_none() && !exact_int(v, "clamp", "bound"); };
+         const Tensor in = x.dtype() == DType::Int64 && (is_float(lo) || is_float(hi)) ? to_dtype(x, DType::Float32) : x;
+         const auto value = [](const py::object& v, double none, const char* what) {
+           return v.is_none() ? none : number_from_py(v, "clamp", what);
+         };
          const double inf = std::numeric_limits<double>::infinity();
-         return clamp(x, lo.value_or(-inf), hi.value_or(inf));
-       }, a, py::arg("min") = py::none(), py::arg("max") = py::none(), "min(max(input, min), max).");
+         return clamp(in, value(lo, -inf, "min"), value(hi, inf, "max"));
+       }, a, py::arg("min") = py::none(), py::arg("max") = py::none(),
+       "min(max(input, min), max); an int64 input stays int64 for integer bounds, float32 for a float one.");
   m.def("where", [](const Tensor& condition, const py::object& x, const py::object& y) {
           // As torch.where, input or other may be a number: a 0-d tensor of
-          // the other operand's dtype and device (float32 when both are numbers).
+          // the other operand's dtype and device (float32 when both are
+          // numbers, or for a float beside an int64 tensor, which is then
+          // float32 too).
           const auto tensor_of = [](const py::object& v) { return py::isinstance<Tensor>(v) ? v.cast<Tensor>() : Tensor(); };
           Tensor tx = tensor_of(x), ty = tensor_of(y);
           const Tensor like = tx.defined() ? tx : ty;
-          const DType dtype = like.defined() ? like.dtype() : DType::Float32;
+          DType dtype = like.defined() ? like.dtype() : DType::Float32;
           const Device device = like.defined() ? like.device() : condition.device();
-          if (!tx.defined()) tx = full({}, number_from_py(x, "where", "input"), dtype, device);
-          if (!ty.defined()) ty = full({}, number_from_py(y, "where", "other"), dtype, device);
+          const auto number = [&](const py::object& v, const char* what) {
+            const std::optional<int64_t> i = dtype == DType::Int64 ? exact_int(v, "where", what) : std::nullopt;
+            return i ? full_int({}, *i, device) : full({}, number_from_py(v, "where", what), dtype, device);
+          };
+          if (dtype == DType::Int64 && ((!tx.defined() && !exact_int(x, "where", "input")) ||
+                                        (!ty.defined() && !exact_int(y, "where", "other")))) {
+            dtype = DType::Float32;
+            if (tx.defined()) tx = to_dtype(tx, dtype);
+            if (ty.defined()) ty = to_dtype(ty, dtype);
+          }
+          if (!tx.defined()) tx = number(x, "input");
+          if (!ty.defined()) ty = number(y, "other");
           return where(condition, tx, ty);
         }, py::arg("condition"), a, py::arg("other"),
         "input where condition is non-zero, else other (broadcast); either may be a number.");

@@ -12,6 +12,16 @@
 
 namespace tmem::py_bind {
 
+std::optional<int64_t> exact_int(const py::object& v, const char* op, const char* arg) {
+  if (!PyIndex_Check(v.ptr()) || py::isinstance<Tensor>(v)) return std::nullopt;
+  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
+  if (!i) throw py::error_already_set();
+  int overflow = 0;
+  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
+  check<ValueError>(overflow == 0, op, ": ", arg, " ", py::repr(i).cast<std::string>(), " does not fit int64");
+  return x;
+}
+
 namespace {
 
 // ---- storage over memory owned by another library ----
@@ -298,19 +308,6 @@ void release_buffer(PyObject*, Py_buffer* view) { delete static_cast<BufferView*
 void check_one_element(const Tensor& t, const char* op) {
   check<ValueError>(t.numel() == 1, op, ": only one element tensors can be converted to Python scalars, but got shape ",
                     shape_str(t.shape()));
-}
-
-/// v as an int64 when it is a Python or NumPy integer (bool included), none
-/// for other objects. Throws ValueError naming `op` and its argument `arg`
-/// for an integer outside int64's range.
-std::optional<int64_t> exact_int(const py::object& v, const char* op, const char* arg) {
-  if (!PyIndex_Check(v.ptr()) || py::isinstance<Tensor>(v)) return std::nullopt;
-  const py::int_ i = py::reinterpret_steal<py::int_>(PyNumber_Index(v.ptr()));
-  if (!i) throw py::error_already_set();
-  int overflow = 0;
-  const long long x = PyLong_AsLongLongAndOverflow(i.ptr(), &overflow);
-  check<ValueError>(overflow == 0, op, ": ", arg, " ", py::repr(i).cast<std::string>(), " does not fit int64");
-  return x;
 }
 
 /// Fills t with the Python number v, an integer into an int64 tensor exactly

@@ -101,6 +101,34 @@ class TestAgainstTorch(unittest.TestCase):
         self.assertEqual(col.stride(), (1, 4))
         np.testing.assert_array_equal(col.numpy(), np.arange(12).reshape(3, 4).T)
 
+    def test_int64_ops_as_torch(self):
+        """where, masked_fill, clamp, gather and matmul of int64 tensors give torch's values and dtypes (they
+        raised DtypeError), with torch's promotion to float32 for a float operand or bound."""
+        a = np.array([1, -2, 3, 2**62 + 1])
+        b = np.array([4, 5, 6, 7])
+        ta, tb, pa, pb = tmem.tensor(a), tmem.tensor(b), torch.tensor(a), torch.tensor(b)
+
+        def same(got, want):
+            self.assertEqual(str(got.dtype).split(".")[-1], str(want.dtype).split(".")[-1])
+            self.assertEqual(got.tolist(), want.tolist())
+
+        same(tmem.where(ta > 0, ta, tb), torch.where(pa > 0, pa, pb))
+        same(tmem.where(ta > 0, ta, 7), torch.where(pa > 0, pa, 7))
+        same(tmem.where(ta > 0, ta, 0.5), torch.where(pa > 0, pa, 0.5))
+        same(ta.masked_fill(ta > 2, 0.7), pa.masked_fill(pa > 2, 0.7))
+        same(ta.masked_fill(ta < 0, 2**40), pa.masked_fill(pa < 0, 2**40))
+        for lo, hi in ((0, 2), (None, 3), (-1, None), (0.5, 2.5)):
+            same(tmem.clamp(ta, lo, hi), torch.clamp(pa, lo, hi))
+        idx = np.array([[1, 0], [1, 1]])
+        same(tmem.gather(tmem.tensor(a.reshape(2, 2)), 1, tmem.tensor(idx)),
+             torch.gather(torch.tensor(a.reshape(2, 2)), 1, torch.tensor(idx)))
+        m, n = np.arange(24).reshape(2, 3, 4) - 9, np.arange(20).reshape(4, 5) * 3
+        same(tmem.tensor(m) @ tmem.tensor(n), torch.tensor(m) @ torch.tensor(n))
+        same(tmem.matmul(tmem.tensor(m[:, :1]), tmem.tensor(n[None])), torch.matmul(torch.tensor(m[:, :1]),
+                                                                                      torch.tensor(n[None])))
+        with self.assertRaisesRegex(ValueError, "masked_fill: value nan cannot be converted to int64"):
+            ta.masked_fill(ta > 0, float("nan"))
+
 
 if __name__ == "__main__":
     unittest.main()
