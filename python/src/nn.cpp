@@ -45,6 +45,36 @@ struct ModuleAccess : Module {
 /// The name of a Python object's type, for error messages.
 std::string type_name(py::handle obj) { return py::str(py::type::of(obj).attr("__name__")); }
 
+/// The setter of a built-in layer's parameter member `name` (torch's
+/// `lin.weight = other.weight`, as weight tying does): t takes the member's
+/// place and the registered parameter's, so forward, parameters() and
+/// state_dict all see it. Throws TypeError unless t is a leaf that requires
+/// grad (torch's "Parameter or None expected"; None too), ShapeError, DtypeError or
+/// DeviceError for a shape, dtype or device other than the member's (the
+/// layer's sizes stay), ValueError when the layer has no such parameter
+/// (a Linear built without bias).
+template <class L>
+auto param_setter(Tensor L::*member, const char* layer_name, const char* name) {
+  return [member, layer_name, name](L& layer, const py::object& value) {
+    const std::string who = std::string(layer_name) + "." + name;
+    if (!py::isinstance<Tensor>(value) || !value.cast<Tensor>().requires_grad() || !value.cast<Tensor>().is_leaf())
+      throw py::type_error("cannot assign " + type_name(value) + " as parameter " + who +
+                           " (a leaf tensor that requires grad, such as another layer's weight, expected; a built-in "
+                           "layer's parameter cannot be None)");
+    const Tensor t = value.cast<Tensor>();
+    const Tensor& old = layer.*member;
+    check<ValueError>(old.defined(), who, ": this layer has no such parameter (built without it)");
+    check<ShapeError>(t.shape() == old.shape(), who, ": expected a parameter of shape ", shape_str(old.shape()),
+                      ", but got ", shape_str(t.shape()));
+    check<DtypeError>(t.dtype() == old.dtype(), who, ": expected a ", dtype_name(old.dtype()), " parameter, but got ",
+                      dtype_name(t.dtype()));
+    check<DeviceError>(t.device() == old.device(), who, ": expected a parameter on ", old.device().str(),
+                       ", but got one on ", t.device().str());
+    ModuleAccess::put_tensor(layer, name, t);
+    layer.*member = t;
+  };
+}
+
 /// The tensors of `params`: one tensor (as torch's clip_grad_norm_ and a
 /// parameter group's "params" take it; iterating it would give its rows), or
 /// an iterable of tensors (a list, a generator of parameters). Throws
@@ -318,15 +348,19 @@ void bind_nn(py::module_& m) {
       .def("forward", &nn::Linear::forward, py::arg("input"), release_gil())
       .def_readonly("in_features", &nn::Linear::in_features)
       .def_readonly("out_features", &nn::Linear::out_features)
-      .def_readonly("weight", &nn::Linear::weight)
-      .def_property_readonly("bias", [](const nn::Linear& l) { return tensor_or_none(l.bias); });
+      .def_property("weight", [](const nn::Linear& l) { return l.weight; }, param_setter(&nn::Linear::weight, "Linear", "weight"),
+                    "[out_features, in_features]; settable to another parameter of that shape (weight tying).")
+      .def_property("bias", [](const nn::Linear& l) { return tensor_or_none(l.bias); },
+                    param_setter(&nn::Linear::bias, "Linear", "bias"), "[out_features] or None; settable as weight.");
 
   py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(nnm, "Embedding", "A lookup table weight[V, C].")
       .def(py::init([](int64_t num, int64_t dim, Generator* g) {
              return std::make_shared<nn::Embedding>(num, dim, gen_arg(g));
            }), py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("generator") = nullptr)
       .def("forward", &nn::Embedding::forward, py::arg("input"), release_gil())
-      .def_readonly("weight", &nn::Embedding::weight);
+      .def_property("weight", [](const nn::Embedding& e) { return e.weight; },
+                    param_setter(&nn::Embedding::weight, "Embedding", "weight"),
+                    "[num_embeddings, embedding_dim]; settable to another parameter of that shape (weight tying).");
 
   py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>>(nnm, "LayerNorm",
                                                                     "Layer normalisation over the last dim.")
@@ -338,8 +372,10 @@ void bind_nn(py::module_& m) {
              return std::make_shared<nn::LayerNorm>(dim, eps);
            }), py::arg("normalized_shape"), py::arg("eps") = 1e-5)
       .def("forward", &nn::LayerNorm::forward, py::arg("input"), release_gil())
-      .def_readonly("weight", &nn::LayerNorm::weight)
-      .def_readonly("bias", &nn::LayerNorm::bias)
+      .def_property("weight", [](const nn::LayerNorm& n) { return n.weight; },
+                    param_setter(&nn::LayerNorm::weight, "LayerNorm", "weight"), "[C] gain; settable to another parameter of that shape.")
+      .def_property("bias", [](const nn::LayerNorm& n) { return n.bias; }, param_setter(&nn::LayerNorm::bias, "LayerNorm", "bias"),
+                    "[C]; settable as weight.")
       .def_readonly("eps", &nn::LayerNorm::eps);
 
   py::class_<nn::Dropout, Module, std::shared_ptr<nn::Dropout>>(nnm, "Dropout", "Inverted dropout in training mode.")

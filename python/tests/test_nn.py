@@ -578,6 +578,44 @@ class TestOptim(unittest.TestCase):
         with self.assertRaisesRegex(RuntimeError, "deepcopy: 'weight' of this Linear was copied before the module"):
             copy.deepcopy((opt, lin))
 
+    def test_weight_tying_of_built_in_layers(self):
+        """head.weight = emb.weight (GPT-2's tying) shares one parameter, as in torch: listed once, trained by both
+        uses (its gradient is the sum of the two untied ones). It raised AttributeError ("no setter")."""
+        class LM(nn.Module):
+            def __init__(self, tie):
+                super().__init__()
+                self.emb = nn.Embedding(5, 3, generator=tmem.Generator(1))
+                self.head = nn.Linear(3, 5, bias=False, generator=tmem.Generator(2))
+                if tie:
+                    self.head.weight = self.emb.weight
+                else:
+                    with tmem.no_grad():
+                        self.head.weight.copy_(self.emb.weight)
+
+            def forward(self, x):
+                return self.head(self.emb(x))
+
+        tied, untied = LM(True), LM(False)
+        self.assertEqual([n for n, _ in tied.named_parameters()], ["emb.weight"])
+        self.assertEqual(list(tied.state_dict()), ["emb.weight", "head.weight"])
+        for m in (tied, untied):
+            out = m(tmem.tensor([1, 4, 1]))
+            tmem.sum(out * out).backward()
+        np.testing.assert_allclose(tied.emb.weight.grad.numpy(),
+                                   untied.emb.weight.grad.numpy() + untied.head.weight.grad.numpy(), rtol=1e-6)
+        lin = nn.Linear(3, 5)
+        with self.assertRaisesRegex(TypeError, "cannot assign Tensor as parameter Linear.weight"):
+            lin.weight = tmem.ones(5, 3)
+        with self.assertRaisesRegex(TypeError, "cannot assign NoneType as parameter Linear.bias"):
+            lin.bias = None
+        with self.assertRaisesRegex(tmem.ShapeError, r"Linear.weight: expected a parameter of shape \[5,3\], but got \[3,5\]"):
+            lin.weight = tmem.ones(3, 5, requires_grad=True)
+        with self.assertRaisesRegex(ValueError, "Linear.bias: this layer has no such parameter"):
+            nn.Linear(3, 5, bias=False).bias = tmem.ones(5, requires_grad=True)
+        norm = nn.LayerNorm(3)
+        norm.bias = lin.bias[:3].detach().requires_grad_()
+        self.assertEqual(norm.state_dict()["bias"].tolist(), lin.bias.tolist()[:3])
+
     def test_add_param_group(self):
         """As torch.optim's: a group added later steps as one given to the constructor; unset options take the
         constructor's."""
