@@ -24,7 +24,7 @@ Module::~Module() {
   }
 }
 
-void Module::collect(NamedTensors& params, NamedTensors* buffers) const {
+void Module::collect(NamedTensors& params, NamedTensors* buffers, bool names) const {
   // Each module reached keeps the index of the one it was reached from and
   // its name there; a dotted name is built only for a module that has
   // tensors, so a deep chain costs its length, not its square.
@@ -39,7 +39,7 @@ void Module::collect(NamedTensors& params, NamedTensors* buffers) const {
     const size_t i = stack.back();
     stack.pop_back();
     const Module* m = reached[i].module;
-    if (!m->params_.empty() || (buffers && !m->buffers_.empty())) {
+    if (names && (!m->params_.empty() || (buffers && !m->buffers_.empty()))) {
       std::vector<const std::string*> path;
       for (size_t j = i; reached[j].name; j = reached[j].parent) path.push_back(reached[j].name);
       std::string prefix;
@@ -47,6 +47,10 @@ void Module::collect(NamedTensors& params, NamedTensors* buffers) const {
       for (const auto& [n, t] : m->params_) params.emplace_back(prefix + n, t);
       if (buffers)
         for (const auto& [n, t] : m->buffers_) buffers->emplace_back(prefix + n, t);
+    } else if (!names) {
+      for (const auto& [n, t] : m->params_) params.emplace_back(std::string(), t);
+      if (buffers)
+        for (const auto& [n, t] : m->buffers_) buffers->emplace_back(std::string(), t);
     }
     for (auto it = m->children_.rbegin(); it != m->children_.rend(); ++it) {
       reached.push_back({it->second.get(), i, &it->first});
@@ -83,7 +87,11 @@ NamedTensors Module::named_parameters() const {
   return first_names(params);
 }
 
-std::vector<Tensor> Module::parameters() const { return tensors_of(named_parameters()); }
+std::vector<Tensor> Module::parameters() const {
+  NamedTensors params;
+  collect(params, nullptr, false);
+  return tensors_of(first_names(params));
+}
 
 NamedTensors Module::named_buffers() const {
   NamedTensors params, buffers;
@@ -91,7 +99,11 @@ NamedTensors Module::named_buffers() const {
   return first_names(buffers);
 }
 
-std::vector<Tensor> Module::buffers() const { return tensors_of(named_buffers()); }
+std::vector<Tensor> Module::buffers() const {
+  NamedTensors params, buffers;
+  collect(params, &buffers, false);
+  return tensors_of(first_names(buffers));
+}
 
 std::vector<std::pair<std::string, std::shared_ptr<Module>>> Module::named_children() const {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> out;
@@ -178,18 +190,18 @@ void Module::train(bool on) {
 }
 
 void Module::zero_grad() {
-  for (auto& [n, t] : named_parameters()) t.zero_grad();
+  for (Tensor& t : parameters()) t.zero_grad();
 }
 
 int64_t Module::num_parameters() const {
   int64_t n = 0;
-  for (auto& [name, t] : named_parameters()) n += t.numel();
+  for (const Tensor& t : parameters()) n += t.numel();
   return n;
 }
 
 Module& Module::to(Device device) {
   NamedTensors params, buffers;
-  collect(params, &buffers);
+  collect(params, &buffers, false);
   NoGradGuard no_grad;
   for (auto* list : {&params, &buffers})
     for (auto& [n, t] : *list) {

@@ -116,9 +116,10 @@ class Module {
   /// Whether `target` is this module or one of its descendants.
   bool in_subtree(const Module* target) const;
   /// This module's and its descendants' parameters (and buffers, when
-  /// `buffers` is given) with dotted names, depth first in registration
-  /// order; a tensor reached twice under each name.
-  void collect(NamedTensors& params, NamedTensors* buffers) const;
+  /// `buffers` is given) with dotted names (empty ones without `names`: a
+  /// deep chain's names cost the square of its depth), depth first in
+  /// registration order; a tensor reached twice under each name.
+  void collect(NamedTensors& params, NamedTensors* buffers, bool names = true) const;
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

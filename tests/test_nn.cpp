@@ -213,6 +213,31 @@ TEST_CASE("Module: a chain of modules deeper than the C++ stack is walked and fr
   root.reset();  // frees the whole chain
 }
 
+TEST_CASE("Module: parameters, zero_grad, num_parameters and to of a deep chain build no dotted names") {
+  // With a parameter at every level the names alone total depth^2 / 2 * 2
+  // bytes (10 GB here): these walks ran out of memory building names they
+  // then dropped.
+  constexpr int depth = 100000;
+  auto root = std::make_shared<Open>();
+  Open* last = root.get();
+  for (int i = 0; i < depth; ++i) {
+    last->register_parameter("w", tensor({static_cast<double>(i)}, {1}));
+    auto child = std::make_shared<Open>();
+    last->register_module("c", child);
+    last = child.get();
+  }
+  const std::vector<Tensor> params = root->parameters();
+  REQUIRE(params.size() == depth);
+  CHECK((params[0].item() == 0 && params[depth - 1].item() == depth - 1));
+  CHECK(root->num_parameters() == depth);
+  accumulate_grad(params[7].impl(), ones({1}), "test");
+  root->zero_grad();
+  CHECK(!params[7].grad().defined());
+  root->to(Device::cpu());
+  CHECK(root->buffers().empty());
+  root.reset();
+}
+
 TEST_CASE("Module: replace puts a tensor or child in the place of the one registered under its name") {
   auto sub = std::make_shared<nn::Linear>(1, 1);
   Open m;
