@@ -57,6 +57,7 @@ template <class L>
 auto param_setter(Tensor L::*member, const char* layer_name, const char* name) {
   return [member, layer_name, name](L& layer, const py::object& value) {
     const std::string who = std::string(layer_name) + "." + name;
+    if (value.is_none() && !(layer.*member).defined()) return;  // Linear(bias=False).bias = None: as it is
     if (!py::isinstance<Tensor>(value) || !value.cast<Tensor>().requires_grad() || !value.cast<Tensor>().is_leaf())
       throw py::type_error("cannot assign " + type_name(value) + " as parameter " + who +
                            " (a leaf tensor that requires grad, such as another layer's weight, expected; a built-in "
@@ -94,7 +95,7 @@ std::vector<Tensor> tensor_list(const py::handle& params, const std::string& who
 
 /// torch.optim's `params`: tensors (one group), or dicts {"params": tensors,
 /// "lr": x, "weight_decay": y} (one group each; an option left out takes the
-/// optimizer's default). Throws ValueError for a mix of the two, a dict
+/// optimizer's default). Throws ValueError for a mix of the two, no params at all, a dict
 /// without "params" or with another key, TypeError for a single tensor (as
 /// torch.optim) or an item that is neither a tensor nor a dict.
 std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const std::string& who) {
@@ -126,9 +127,14 @@ std::vector<nn::ParamGroup> param_groups_arg(const py::iterable& params, const s
   }
   check<ValueError>(groups.empty() || loose.empty(), who,
                     ": params must be all tensors or all parameter groups (dicts), not a mix");
+  check<ValueError>(!groups.empty() || !loose.empty(), who, ": optimizer got an empty parameter list");
   if (groups.empty()) groups.push_back({std::move(loose), std::nullopt, std::nullopt});
   return groups;
 }
+
+/// d as a read-only mapping (types.MappingProxyType): an optimizer's
+/// defaults, which a change would not reach (torch's dict is live).
+py::object read_only(const py::dict& d) { return py::module_::import("types").attr("MappingProxyType")(d); }
 
 /// optimizer.add_param_group(param_group) (torch's): one dict of params, lr
 /// and weight_decay. Throws TypeError for anything else, ValueError as the
@@ -534,9 +540,10 @@ void bind_nn(py::module_& m) {
                     [](nn::SGD& o, double lr) { o.set_lr(lr); }, "The first group's learning rate; setting it sets every group's.")
       .def_property_readonly("momentum", &nn::SGD::momentum, "The momentum factor.")
       .def_property_readonly("defaults", [](const nn::SGD& o) {
-             return py::dict(py::arg("lr") = o.default_lr(), py::arg("momentum") = o.momentum(),
-                             py::arg("weight_decay") = o.default_weight_decay());
-           }, "The constructor's options, a new group's defaults (torch's defaults; lr None when it had none).")
+             return read_only(py::dict(py::arg("lr") = o.default_lr(), py::arg("momentum") = o.momentum(),
+                                       py::arg("weight_decay") = o.default_weight_decay()));
+           }, "The constructor's options, a new group's defaults (torch's defaults; lr None when it had none), "
+              "read-only.")
       .def("add_param_group", [](nn::SGD& o, const py::object& g) { add_param_group(o, g, "SGD.add_param_group"); },
            py::arg("param_group"),
            "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "
@@ -573,9 +580,10 @@ void bind_nn(py::module_& m) {
                              "(beta1, beta2): the moments' decay rates.")
       .def_property_readonly("eps", &nn::AdamW::eps, "The term added to the denominator.")
       .def_property_readonly("defaults", [](const nn::AdamW& o) {
-             return py::dict(py::arg("lr") = o.default_lr(), py::arg("betas") = py::make_tuple(o.beta1(), o.beta2()),
-                             py::arg("eps") = o.eps(), py::arg("weight_decay") = o.default_weight_decay());
-           }, "The constructor's options, a new group's defaults (torch's defaults).")
+             return read_only(py::dict(py::arg("lr") = o.default_lr(),
+                                       py::arg("betas") = py::make_tuple(o.beta1(), o.beta2()), py::arg("eps") = o.eps(),
+                                       py::arg("weight_decay") = o.default_weight_decay()));
+           }, "The constructor's options, a new group's defaults (torch's defaults), read-only.")
       .def("add_param_group", [](nn::AdamW& o, const py::object& g) { add_param_group(o, g, "AdamW.add_param_group"); },
            py::arg("param_group"),
            "Appends a parameter group (a dict of params and, optionally, lr and weight_decay; unset ones take the "

@@ -131,6 +131,7 @@ void bind_ops(py::module_& m) {
   both(m, cls, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
          // As torch: an int64 input stays int64 for integer bounds and is
          // float32 for a float bound.
+         check<ValueError>(!lo.is_none() || !hi.is_none(), "clamp: at least one of min and max must not be None");
          const auto is_float = [](const py::object& v) { return !v.is_none() && !exact_int(v, "clamp", "bound"); };
          const Tensor in = x.dtype() == DType::Int64 && (is_float(lo) || is_float(hi)) ? to_dtype(x, DType::Float32) : x;
          const auto value = [](const py::object& v, double none, const char* what) {

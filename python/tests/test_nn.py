@@ -574,9 +574,16 @@ class TestOptim(unittest.TestCase):
             for a, b in zip(lin.parameters(), lin2.parameters()):
                 np.testing.assert_array_equal(a.numpy(), b.numpy())
             self.assertFalse(np.array_equal(before[0], lin.weight.numpy()))
-        # The optimizer ahead of its model: its copies could not be the model copy's, so this is refused.
-        with self.assertRaisesRegex(RuntimeError, "deepcopy: 'weight' of this Linear was copied before the module"):
-            copy.deepcopy((opt, lin))
+        # The optimizer ahead of its model, as torch allows: the model copy takes the optimizer's copies (this
+        # was refused).
+        opt2, lin2 = copy.deepcopy((opt, lin))
+        self.assertEqual([p._impl_id for g in opt2.param_groups for p in g["params"]],
+                         [p._impl_id for p in lin2.parameters()])
+        np.testing.assert_array_equal(lin2.weight.numpy(), lin.weight.numpy())
+        # A layer whose parameters have no setter cannot take them: refused.
+        cell = nn.ConvLSTM3D(2, 2)
+        with self.assertRaisesRegex(RuntimeError, "was copied already .* its layer cannot take that copy"):
+            copy.deepcopy((optim.SGD(cell.parameters(), lr=0.1), cell))
 
     def test_weight_tying_of_built_in_layers(self):
         """head.weight = emb.weight (GPT-2's tying) shares one parameter, as in torch: listed once, trained by both
@@ -612,6 +619,18 @@ class TestOptim(unittest.TestCase):
             lin.weight = tmem.ones(3, 5, requires_grad=True)
         with self.assertRaisesRegex(ValueError, "Linear.bias: this layer has no such parameter"):
             nn.Linear(3, 5, bias=False).bias = tmem.ones(5, requires_grad=True)
+        no_bias = nn.Linear(3, 5, bias=False)
+        no_bias.bias = None  # as it is, which torch allows
+        self.assertIsNone(no_bias.bias)
+        # A deep copy keeps the tie (it raised RuntimeError), whether the tie was made in __init__ or later.
+        late = LM(False)
+        late.head.weight = late.emb.weight
+        for m in (tied, late):
+            twin = copy.deepcopy(m)
+            self.assertEqual(twin.head.weight._impl_id, twin.emb.weight._impl_id)
+            self.assertNotEqual(twin.emb.weight._impl_id, m.emb.weight._impl_id)
+            np.testing.assert_array_equal(twin.head.weight.numpy(), m.emb.weight.numpy())
+            self.assertEqual(len(twin.parameters()), 1)
         norm = nn.LayerNorm(3)
         norm.bias = lin.bias[:3].detach().requires_grad_()
         self.assertEqual(norm.state_dict()["bias"].tolist(), lin.bias.tolist()[:3])
@@ -659,6 +678,12 @@ class TestOptim(unittest.TestCase):
         adam = optim.AdamW([{"params": [tmem.ones(2, requires_grad=True)], "lr": 0.2, "weight_decay": 0.0}],
                            lr=0.01, betas=(0.8, 0.9), eps=1e-6, weight_decay=0.1)
         self.assertEqual(adam.defaults, {"lr": 0.01, "betas": (0.8, 0.9), "eps": 1e-6, "weight_decay": 0.1})
+        # A change to defaults would not reach later groups: refused, not silently dropped.
+        with self.assertRaises(TypeError):
+            adam.defaults["lr"] = 0.5
+        for make in (optim.SGD, optim.AdamW):
+            with self.assertRaisesRegex(ValueError, "optimizer got an empty parameter list"):
+                make([], lr=0.1)
         twin = copy.deepcopy(adam)
         twin.add_param_group({"params": [tmem.ones(1, requires_grad=True)]})
         self.assertEqual([(g["lr"], g["weight_decay"]) for g in twin.param_groups], [(0.2, 0.0), (0.01, 0.1)])

@@ -126,6 +126,8 @@ class TestAgainstTorch(unittest.TestCase):
         same(tmem.tensor(m) @ tmem.tensor(n), torch.tensor(m) @ torch.tensor(n))
         same(tmem.matmul(tmem.tensor(m[:, :1]), tmem.tensor(n[None])), torch.matmul(torch.tensor(m[:, :1]),
                                                                                       torch.tensor(n[None])))
+        with self.assertRaisesRegex(ValueError, "clamp: at least one of min and max must not be None"):
+            tmem.clamp(ta)
         with self.assertRaisesRegex(ValueError, "masked_fill: value nan cannot be converted to int64"):
             ta.masked_fill(ta > 0, float("nan"))
 

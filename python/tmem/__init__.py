@@ -294,13 +294,25 @@ def _module_deepcopy(self, memo):
             memo.setdefault(id(module), made[name])
     made = {**dict(out.named_parameters()), **dict(out.named_buffers())}
     impls = memo.setdefault(_IMPLS, {})
+    made_modules = None
     for name, t in (*self.named_parameters(), *self.named_buffers()):
-        if name in made and impls.setdefault(t._impl_id, made[name])._impl_id != made[name]._impl_id:
-            # Its copy was made ahead of the module (copy.deepcopy((opt, model))): the module copy holds the
-            # tensors its constructor built, so that copy would not be linked to it.
-            raise RuntimeError(f"deepcopy: {name!r} of this {type(self).__name__} was copied before the module "
-                               f"(an optimizer or tensor ahead of it in one deepcopy call), and the copies would "
-                               f"not be linked; deep-copy the module first: copy.deepcopy((model, optimizer))")
+        if name not in made:
+            continue
+        copied = impls.setdefault(t._impl_id, made[name])
+        if copied._impl_id == made[name]._impl_id:
+            continue
+        # Copied already: a tensor tied to another module's (head.weight =
+        # emb.weight) or an optimizer's copy ahead of the module in one
+        # deepcopy call. The copy's layer takes that copy, so the tie holds,
+        # where its setter allows (Linear, Embedding, LayerNorm).
+        made_modules = made_modules or dict(out.named_modules())
+        owner, _, attr = name.rpartition(".")
+        setter = getattr(getattr(type(made_modules[owner]), attr, None), "fset", None)
+        if setter is None:
+            raise RuntimeError(f"deepcopy: {name!r} of this {type(self).__name__} was copied already (shared with a "
+                               f"module or optimizer copied ahead of it in one deepcopy call), and its layer cannot "
+                               f"take that copy; deep-copy the module first: copy.deepcopy((model, optimizer))")
+        setter(made_modules[owner], copied)
     registered = self.__dict__.get("_tmem_registered", {})
     for name, value in self.__dict__.items():
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
