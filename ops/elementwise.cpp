@@ -194,17 +194,24 @@ Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input);
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
   if (is_floating(a.dtype())) return unary(OpId::Clamp, a, Uses::Input, {lo, hi});
-  const OpRange range(OpId::Clamp);
-  check_int64_on_cpu(a, "clamp");
   // A bound of an int64 clamp is a whole number in int64's range, or an
   // infinity (no bound): torch's int64 result for integer bounds.
-  const auto bound = [&](double v, int64_t none) {
-    if (std::isinf(v)) return none;
+  const auto bound = [&](double v) -> std::optional<int64_t> {
+    if (std::isinf(v)) return std::nullopt;
     check<ValueError>(v == std::trunc(v) && v >= -0x1p63 && v < 0x1p63, "clamp: an int64 tensor takes whole-number "
                       "bounds in int64's range, but got min ", lo, " max ", hi, "; cast it to a floating dtype first");
     return static_cast<int64_t>(v);
   };
-  const int64_t l = bound(lo, std::numeric_limits<int64_t>::min()), h = bound(hi, std::numeric_limits<int64_t>::max());
+  return clamp(a, bound(lo), bound(hi));
+}
+
+Tensor clamp(const Tensor& a, std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  const OpRange range(OpId::Clamp);
+  check<DtypeError>(a.dtype() == DType::Int64, "clamp: int64 bounds take an int64 tensor, but got ",
+                    dtype_name(a.dtype()));
+  check<ValueError>(!lo || !hi || *lo <= *hi, "clamp: expected min <= max, but got min ", *lo, " max ", *hi);
+  check_int64_on_cpu(a, "clamp");
+  const int64_t l = lo.value_or(std::numeric_limits<int64_t>::min()), h = hi.value_or(std::numeric_limits<int64_t>::max());
   Tensor out = empty(a.shape(), DType::Int64);
   const StridedArgs<2> args = elementwise_args<2>(out, {a}, "clamp");
   auto* o = static_cast<int64_t*>(args.data[0]);
@@ -233,6 +240,11 @@ Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b) {
 }
 
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
+  if (a.dtype() == DType::Int64) {
+    // As torch: the value rounded toward zero, one beyond int64 refused.
+    check_int64_value(value, nm(OpId::MaskedFill));
+    return masked_fill(a, mask, full_int({}, static_cast<int64_t>(value), a.device()));
+  }
   const OpRange range(OpId::MaskedFill);
   const char* name = nm(OpId::MaskedFill);
   check<DeviceError>(mask.device() == a.device(), name, ": expected the mask on the input's device ",
@@ -240,17 +252,28 @@ Tensor masked_fill(const Tensor& a, const Tensor& mask, double value) {
   // The input and the mask broadcast together, as in torch.masked_fill (a
   // larger mask gives a larger result).
   const Shape shape = broadcast_shapes(a.shape(), mask.shape(), name);
-  if (a.dtype() == DType::Int64) {
-    // As torch: the value rounded toward zero, one beyond int64 refused.
-    check_int64_value(value, name);
-    return where_int64(OpId::MaskedFill, shape, mask, full_int({}, static_cast<int64_t>(value)), a);
-  }
   Tensor m = mask.dtype() == a.dtype() ? mask : cast_data(mask, a.dtype());
   Tensor out = where_data(OpId::MaskedFill, shape, m, scalar_like(a, value), a);
   record(OpId::MaskedFill, {a}, {out}, {m}, [in = a.shape()](const Node& n, const Grads& g) {
     return Grads{sum_to(where(n.saved_tensor(0), scalar_like(g[0], 0.0), g[0]), in)};
   });
   return out;
+}
+
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value) {
+  const char* name = nm(OpId::MaskedFill);
+  check<ShapeError>(value.dim() == 0, name, ": expected a 0-d value tensor, but got shape ", shape_str(value.shape()));
+  check<DtypeError>(value.dtype() == a.dtype(), name, ": expected a value of the input's dtype ", dtype_name(a.dtype()),
+                    ", but got ", dtype_name(value.dtype()));
+  check<DeviceError>(value.device() == a.device(), name, ": expected a value on the input's device ",
+                     a.device().str(), ", but got ", value.device().str());
+  check<DeviceError>(mask.device() == a.device(), name, ": expected the mask on the input's device ",
+                     a.device().str(), ", but got ", mask.device().str());
+  const Shape shape = broadcast_shapes(a.shape(), mask.shape(), name);
+  // A floating value is where's operand, so its gradient flows too.
+  if (a.dtype() != DType::Int64) return where(mask, value, a);
+  const OpRange range(OpId::MaskedFill);
+  return where_int64(OpId::MaskedFill, shape, mask, value, a);
 }
 
 Tensor to_dtype(const Tensor& a, DType dtype) {

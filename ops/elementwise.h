@@ -4,6 +4,8 @@
 // op and both operands otherwise. Formulas follow PyTorch's definitions.
 // Every op here also runs on CUDA (float32 kernels in cuda/elementwise.cu).
 #pragma once
+#include <optional>
+
 #include "tmem/core/tensor.h"
 
 namespace tmem {
@@ -49,14 +51,27 @@ Tensor tanh(const Tensor& a);
 Tensor softplus(const Tensor& a);
 /// min(max(a, lo), hi); the gradient passes where lo <= a <= hi (PyTorch).
 /// Throws ValueError if lo > hi.
+/// An int64 a takes whole-number bounds in int64's range or infinities (no
+/// bound), ValueError otherwise, and runs on the CPU only.
 Tensor clamp(const Tensor& a, double lo, double hi);
+/// clamp of an int64 tensor with exact int64 bounds (nullopt: none), torch's
+/// int64 result (doubles hold integers exactly only up to 2^53). Throws
+/// DtypeError unless a is an int64 tensor on the CPU, ValueError if lo > hi.
+Tensor clamp(const Tensor& a, std::optional<int64_t> lo, std::optional<int64_t> hi);
 /// cond ? a : b, all broadcast; cond is a tensor whose non-zero elements
 /// select a (any dtype). Gradients flow to a and b.
 Tensor where(const Tensor& cond, const Tensor& a, const Tensor& b);
 /// a with `value` wherever mask is non-zero; a and mask broadcast together
 /// (torch.masked_fill), so a larger mask gives a larger result. Throws
 /// ShapeError when they do not broadcast.
+/// An int64 a takes `value` rounded toward zero (ValueError for one int64
+/// cannot hold) and runs on the CPU only.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, double value);
+/// masked_fill with a 0-d tensor value of a's dtype and device (torch's
+/// Tensor overload; an int64 value exactly). Gradients flow to a and value.
+/// Throws ShapeError for a value that is not 0-d, DtypeError or DeviceError
+/// for one of another dtype or device.
+Tensor masked_fill(const Tensor& a, const Tensor& mask, const Tensor& value);
 /// Casts a tensor to another dtype. Differentiable between floating dtypes;
 /// int64 to floating and floating to int64 (rounded toward zero, torch's
 /// .long()) record nothing. Throws ValueError naming to_dtype, having

@@ -92,6 +92,15 @@ TEST_CASE("int64 where, masked_fill, clamp, gather and matmul compute torch's in
   CHECK(clamp(a, -inf, 0).to_int_vector() == std::vector<int64_t>{0, -2, 0});
   CHECK(clamp(a, -1, inf).to_int_vector() == std::vector<int64_t>{1, -1, big});
   CHECK_THROWS_WITH_AS(clamp(a, 0.5, 2), doctest::Contains("clamp: an int64 tensor takes whole-number bounds"), ValueError);
+  // Bounds and fill values past 2^53 exactly, through the int64 overloads.
+  CHECK(clamp(a, std::nullopt, big - 1).to_int_vector() == std::vector<int64_t>{1, -2, big - 1});
+  CHECK(clamp(a, big - 2, std::nullopt).to_int_vector() == std::vector<int64_t>{big - 2, big - 2, big});
+  CHECK_THROWS_WITH_AS(clamp(a, int64_t{3}, int64_t{2}), "clamp: expected min <= max, but got min 3 max 2", ValueError);
+  CHECK_THROWS_AS(clamp(zeros({1}), int64_t{0}, std::nullopt), DtypeError);
+  CHECK(masked_fill(b, tensor_int({0, 1, 0}, {3}), full_int({}, big)).to_int_vector() == std::vector<int64_t>{4, big, 6});
+  CHECK_THROWS_WITH_AS(masked_fill(b, b, full_int({1}, 0)), "masked_fill: expected a 0-d value tensor, but got shape [1]",
+                       ShapeError);
+  CHECK_THROWS_AS(masked_fill(b, b, zeros({})), DtypeError);
   CHECK(gather(tensor_int({10, 11, 12, 13, 14, 15}, {2, 3}), 1, tensor_int({2, 0, 1, 1}, {2, 2})).to_int_vector() ==
         std::vector<int64_t>{12, 10, 14, 14});
   CHECK_THROWS_AS(gather(a, 0, tensor_int({3}, {1})), IndexError);
@@ -104,4 +113,14 @@ TEST_CASE("int64 where, masked_fill, clamp, gather and matmul compute torch's in
   CHECK(matmul(tensor_int({int64_t{1} << 62}, {1, 1}), tensor_int({4}, {1, 1})).to_int_vector() ==
         std::vector<int64_t>{0});
   CHECK(matmul(zeros({2, 0}, DType::Int64), zeros({0, 3}, DType::Int64)).to_int_vector() == std::vector<int64_t>(6, 0));
+}
+
+TEST_CASE("masked_fill with a 0-d tensor value passes the gradient to the value, as torch's Tensor overload") {
+  Tensor x = tensor({1.0, 2.0, 3.0}, {3}).requires_grad_();
+  Tensor v = full({}, 4.0).requires_grad_();
+  Tensor y = masked_fill(x, tensor_int({0, 1, 1}, {3}), v);
+  CHECK(y.to_vector() == std::vector<double>{1, 4, 4});
+  sum(mul(y, tensor({1.0, 2.0, 3.0}, {3}))).backward();
+  CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 0});
+  CHECK(v.grad().item() == 5);
 }

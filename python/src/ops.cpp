@@ -129,11 +129,17 @@ void bind_ops(py::module_& m) {
          return gelu(x, approximate == "tanh");
        }, a, py::arg("approximate") = "none", "GELU: x Phi(x) (erf), or the tanh form with approximate=\"tanh\".");
   both(m, cls, "clamp", [](const Tensor& x, const py::object& lo, const py::object& hi) {
-         // As torch: an int64 input stays int64 for integer bounds and is
-         // float32 for a float bound.
          check<ValueError>(!lo.is_none() || !hi.is_none(), "clamp: at least one of min and max must not be None");
-         const auto is_float = [](const py::object& v) { return !v.is_none() && !exact_int(v, "clamp", "bound"); };
-         const Tensor in = x.dtype() == DType::Int64 && (is_float(lo) || is_float(hi)) ? to_dtype(x, DType::Float32) : x;
+         // As torch: an int64 input stays int64 for integer bounds (taken
+         // exactly, not through a double) and is float32 for a float bound.
+         if (x.dtype() == DType::Int64) {
+           const auto exact = [](const py::object& v) {
+             return v.is_none() ? std::optional<int64_t>() : exact_int(v, "clamp", "bound");
+           };
+           const std::optional<int64_t> l = exact(lo), h = exact(hi);
+           if ((lo.is_none() || l) && (hi.is_none() || h)) return clamp(x, l, h);
+         }
+         const Tensor in = x.dtype() == DType::Int64 ? to_dtype(x, DType::Float32) : x;
          const auto value = [](const py::object& v, double none, const char* what) {
            return v.is_none() ? none : number_from_py(v, "clamp", what);
          };
@@ -166,8 +172,19 @@ void bind_ops(py::module_& m) {
           return where(condition, tx, ty);
         }, py::arg("condition"), a, py::arg("other"),
         "input where condition is non-zero, else other (broadcast); either may be a number.");
-  both(m, cls, "masked_fill", &masked_fill, a, py::arg("mask"), py::arg("value"),
-       "input with value wherever mask (broadcast) is non-zero.");
+  both(m, cls, "masked_fill", [](const Tensor& x, const Tensor& mask, const py::object& value) {
+         // A tensor value is 0-d (torch's), cast to the input's dtype; an
+         // integer goes into an int64 input exactly, not through a double.
+         if (py::isinstance<Tensor>(value)) {
+           const Tensor v = value.cast<Tensor>();
+           return masked_fill(x, mask, v.dtype() == x.dtype() ? v : to_dtype(v, x.dtype()));
+         }
+         if (x.dtype() == DType::Int64)
+           if (const std::optional<int64_t> i = exact_int(value, "masked_fill", "value"))
+             return masked_fill(x, mask, full_int({}, *i, x.device()));
+         return masked_fill(x, mask, number_from_py(value, "masked_fill", "value"));
+       }, a, py::arg("mask"), py::arg("value"),
+       "input with value (a number or a 0-d tensor) wherever mask (broadcast) is non-zero.");
 
   // ---- reductions ----
   both(m, cls, "sum", [](const Tensor& x, const py::object& dim, bool keepdim) {

@@ -126,6 +126,21 @@ class TestAgainstTorch(unittest.TestCase):
         same(tmem.tensor(m) @ tmem.tensor(n), torch.tensor(m) @ torch.tensor(n))
         same(tmem.matmul(tmem.tensor(m[:, :1]), tmem.tensor(n[None])), torch.matmul(torch.tensor(m[:, :1]),
                                                                                       torch.tensor(n[None])))
+        # Integers past 2^53 exactly (they went through a double: 2**62 + 1 became 2**62).
+        for v in (2**62 + 1, 2**63 - 1, -2**63):
+            same(ta.masked_fill(ta > 2, v), pa.masked_fill(pa > 2, v))
+            same(ta.masked_fill(ta > 2, np.int64(v)), pa.masked_fill(pa > 2, v))
+            same(tmem.clamp(ta, max=v), torch.clamp(pa, max=v))
+            same(tmem.clamp(ta, min=v), torch.clamp(pa, min=v))
+        same(ta.masked_fill(ta > 2, tmem.tensor(2**62 + 3)), pa.masked_fill(pa > 2, torch.tensor(2**62 + 3)))
+        with self.assertRaisesRegex(tmem.ShapeError, "masked_fill: expected a 0-d value tensor, but got shape"):
+            ta.masked_fill(ta > 2, tmem.tensor([5]))
+        # A 0-d float value tensor gets its gradient, as torch's Tensor overload.
+        x, v = tmem.tensor([1.0, 2.0, 3.0], requires_grad=True), tmem.tensor(4.0, requires_grad=True)
+        px, pv = torch.tensor([1.0, 2.0, 3.0], requires_grad=True), torch.tensor(4.0, requires_grad=True)
+        tmem.sum(x.masked_fill(x > 1.5, v) * tmem.tensor([1.0, 2.0, 3.0])).backward()
+        (px.masked_fill(px > 1.5, pv) * torch.tensor([1.0, 2.0, 3.0])).sum().backward()
+        self.assertEqual((x.grad.tolist(), v.grad.item()), (px.grad.tolist(), pv.grad.item()))
         with self.assertRaisesRegex(ValueError, "clamp: at least one of min and max must not be None"):
             tmem.clamp(ta)
         with self.assertRaisesRegex(ValueError, "masked_fill: value nan cannot be converted to int64"):
