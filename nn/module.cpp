@@ -13,14 +13,38 @@ namespace tmem::nn {
 // chain of modules (one registered in the next) deeper than the C++ stack is
 // walked, and freed, as well as a shallow one.
 
+Module::Module(const Module& other)
+    : params_(other.params_), buffers_(other.buffers_), children_(other.children_), training_(other.training_) {
+  for (auto& [n, c] : children_) ++c->parents_;
+}
+
+Module& Module::operator=(const Module& other) {
+  if (this == &other) return *this;
+  for (auto& [n, c] : other.children_) ++c->parents_;
+  for (auto& [n, c] : children_) --c->parents_;
+  params_ = other.params_;
+  buffers_ = other.buffers_;
+  children_ = other.children_;
+  training_ = other.training_;
+  return *this;
+}
+
 Module::~Module() {
   std::vector<std::shared_ptr<Module>> pending;
-  for (auto& [n, c] : children_) pending.push_back(std::move(c));
+  // Moves m's children to `pending` (a module released here has none left
+  // when its own destructor runs).
+  const auto release = [&pending](Module& m) {
+    for (auto& [n, c] : m.children_)
+      if (c) {
+        --c->parents_;
+        pending.push_back(std::move(c));
+      }
+  };
+  release(*this);
   while (!pending.empty()) {
     std::shared_ptr<Module> m = std::move(pending.back());
     pending.pop_back();
-    if (m.use_count() == 1)  // its last owner: take its children before it goes
-      for (auto& [n, c] : m->children_) pending.push_back(std::move(c));
+    if (m.use_count() == 1) release(*m);  // its last owner: take its children before it goes
   }
 }
 
@@ -213,6 +237,8 @@ Module& Module::to(Device device) {
 
 void Module::unregister(const std::string& name) {
   const auto named = [&name](const auto& e) { return e.first == name; };
+  for (auto& [n, c] : children_)
+    if (n == name) --c->parents_;
   const size_t removed = std::erase_if(params_, named) + std::erase_if(buffers_, named) +
                          std::erase_if(children_, named);
   check<ValueError>(removed > 0, "unregister: no parameter, buffer or module is registered as '", printable(name), "'");
@@ -245,9 +271,15 @@ void Module::replace(const std::string& name, Tensor t) {
 
 void Module::replace(const std::string& name, std::shared_ptr<Module> m) {
   check<ValueError>(m != nullptr, "replace: module \"", printable(name), "\" is null");
-  check<ValueError>(!m->in_subtree(this), "replace: module \"", printable(name),
-                    "\" is this module or contains it; registering it would make a cycle");
-  check<ValueError>(put(children_, name, std::move(m)), "replace: no module is registered as '", printable(name), "'");
+  check_no_cycle("replace", name, m.get());
+  for (auto& [n, c] : children_)
+    if (n == name) {
+      --c->parents_;
+      ++m->parents_;
+      c = std::move(m);
+      return;
+    }
+  throw ValueError(fmt::format("replace: no module is registered as '{}'", printable(name)));
 }
 
 void Module::check_name(const char* op, const char* kind, const std::string& name) const {
@@ -278,7 +310,11 @@ bool Module::in_subtree(const Module* target) const {
 void Module::check_child(const std::string& name, const Module* child) const {
   check_name("register_module", "module", name);
   check<ValueError>(child != nullptr, "register_module: module \"", printable(name), "\" is null");
-  check<ValueError>(!child->in_subtree(this), "register_module: module \"", printable(name),
+  check_no_cycle("register_module", name, child);
+}
+
+void Module::check_no_cycle(const char* op, const std::string& name, const Module* child) const {
+  check<ValueError>(child != this && (parents_ == 0 || !child->in_subtree(this)), op, ": module \"", printable(name),
                     "\" is this module or contains it; registering it would make a cycle");
 }
 

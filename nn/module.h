@@ -16,6 +16,10 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 class Module {
  public:
+  Module() = default;
+  /// A copy holds the same children (shared with the original).
+  Module(const Module& other);
+  Module& operator=(const Module& other);
   /// Releases the children one level at a time, not by recursion, so a
   /// chain of modules deeper than the C++ stack is freed as well.
   virtual ~Module();
@@ -92,6 +96,7 @@ class Module {
   std::shared_ptr<M> register_module(const std::string& name, std::shared_ptr<M> m) {
     check_child(name, m.get());
     children_.emplace_back(name, m);
+    ++static_cast<Module&>(*m).parents_;
     return m;
   }
   /// Puts `t` in the place of the parameter (marked requires_grad) or buffer
@@ -113,6 +118,12 @@ class Module {
   void check_name(const char* op, const char* kind, const std::string& name) const;
   /// The checks of register_module: the name, a non-null child, no cycle.
   void check_child(const std::string& name, const Module* child) const;
+  /// Throws ValueError "<op>: module "<name>" is this module or contains it;
+  /// registering it would make a cycle" when it would. A module no slot
+  /// holds (a root) is in no other module's subtree, so then only
+  /// child == this needs checking: building a deep chain bottom-up stays
+  /// linear, not quadratic.
+  void check_no_cycle(const char* op, const std::string& name, const Module* child) const;
   /// Whether `target` is this module or one of its descendants.
   bool in_subtree(const Module* target) const;
   /// This module's and its descendants' parameters (and buffers, when
@@ -123,6 +134,7 @@ class Module {
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
+  int64_t parents_ = 0;  // the child slots, of any modules, that hold this one
 };
 
 }  // namespace tmem::nn

@@ -23,6 +23,7 @@ struct Open : nn::Module {
   using nn::Module::register_module;
   using nn::Module::register_parameter;
   using nn::Module::replace;
+  using nn::Module::unregister;
 };
 
 struct TwoLayer : nn::Module {
@@ -211,6 +212,42 @@ TEST_CASE("Module: a chain of modules deeper than the C++ stack is walked and fr
   CHECK(!last->is_training());
   CHECK_THROWS_WITH_AS(last->register_module("top", root), doctest::Contains("would make a cycle"), ValueError);
   root.reset();  // frees the whole chain
+}
+
+TEST_CASE("Module: a cycle is refused however the tree was built, and a chain built bottom-up is linear") {
+  const auto cycle = doctest::Contains("is this module or contains it; registering it would make a cycle");
+  // Bottom-up, each new root takes the chain so far: its check was a walk of
+  // the whole chain (quadratic: minutes here), a root needs none.
+  constexpr int depth = 100000;
+  auto chain = std::make_shared<Open>();
+  for (int i = 0; i < depth; ++i) {
+    auto parent = std::make_shared<Open>();
+    parent->register_module("c", chain);
+    chain = parent;
+  }
+  auto a = std::make_shared<Open>(), b = std::make_shared<Open>(), c = std::make_shared<Open>();
+  CHECK_THROWS_WITH_AS(a->register_module("self", a), cycle, ValueError);
+  a->register_module("b", b);
+  CHECK_THROWS_WITH_AS(b->register_module("up", a), cycle, ValueError);
+  // Unregistered or replaced, b is a root again and may hold a.
+  a->unregister("b");
+  b->register_module("up", a);
+  b->unregister("up");
+  a->register_module("b", b);
+  a->replace("b", c);
+  CHECK_THROWS_WITH_AS(c->register_module("up", a), cycle, ValueError);
+  CHECK_THROWS_WITH_AS(a->replace("b", a), doctest::Contains("replace: module \"b\" is this module"), ValueError);
+  b->register_module("up", a);
+  b->unregister("up");
+  // A copy of a holds c too: c keeps a parent after a goes, so a cycle
+  // through the copy is still seen.
+  auto copy = std::make_shared<Open>(*a);
+  a.reset();
+  CHECK_THROWS_WITH_AS(c->register_module("up", copy), cycle, ValueError);
+  Open assigned;
+  assigned = *copy;
+  copy.reset();
+  CHECK_THROWS_AS(c->register_module("up", std::make_shared<Open>(assigned)), ValueError);
 }
 
 TEST_CASE("Module: parameters, zero_grad, num_parameters and to of a deep chain build no dotted names") {
