@@ -2,6 +2,8 @@
 // objects and tmem's dtypes, devices and shapes, and the registration
 // functions of each part of the module (one per source file).
 #pragma once
+#include <functional>
+
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -123,6 +125,14 @@ nlohmann::json json_of(py::handle obj, const std::string& who);
 /// JSON as the Python object json.loads gives.
 py::object py_of(const nlohmann::json& j);
 
+/// The Python object for t: the live one already made for t's TensorImpl,
+/// else make() (pybind11's cast of a copy of the handle), remembered until
+/// it dies. So one tensor is one Python object, as in torch: `a is b`,
+/// `p in set(model.parameters())` and dict keys hold across accesses
+/// (before, every access made a new object, and such lookups silently
+/// missed).
+py::handle tensor_object(const Tensor& t, const std::function<py::handle()>& make);
+
 void bind_tensor(py::module_& m);
 void bind_ops(py::module_& m);
 void bind_nn(py::module_& m);
@@ -138,9 +148,33 @@ namespace pybind11::detail {
 /// by Sub.__new__(Sub), or used before super().__init__()) raises
 /// AttributeError instead of pybind11 handing the method uninitialised
 /// memory, which crashed the interpreter.
+/// A Tensor goes to Python as the one object of its TensorImpl
+/// (tensor_object), a copy of the handle whatever the return policy.
 template <typename T>
 class type_caster<T, enable_if_t<tmem::py_bind::checks_built<T>>> : public type_caster_base<T> {
  public:
+  static handle cast(const T& src, return_value_policy policy, handle parent) {
+    if constexpr (std::is_same_v<T, tmem::Tensor>)
+      return tmem::py_bind::tensor_object(
+          src, [&] { return type_caster_base<T>::cast(src, return_value_policy::copy, parent); });
+    else
+      return type_caster_base<T>::cast(src, policy, parent);
+  }
+  static handle cast(T&& src, return_value_policy policy, handle parent) {
+    if constexpr (std::is_same_v<T, tmem::Tensor>)
+      return tmem::py_bind::tensor_object(
+          src, [&] { return type_caster_base<T>::cast(std::move(src), return_value_policy::move, parent); });
+    else
+      return type_caster_base<T>::cast(std::move(src), policy, parent);
+  }
+  static handle cast(const T* src, return_value_policy policy, handle parent) {
+    if constexpr (std::is_same_v<T, tmem::Tensor>) {
+      if (!src) return none().release();
+      return cast(*src, policy, parent);
+    } else {
+      return type_caster_base<T>::cast(src, policy, parent);
+    }
+  }
   bool load(handle src, bool convert) { return this->template load_impl<type_caster>(src, convert); }
   void load_value(value_and_holder&& v_h) {
     if (!v_h.value_ptr()) tmem::py_bind::throw_unbuilt(reinterpret_cast<PyObject*>(v_h.inst));

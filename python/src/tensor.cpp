@@ -7,10 +7,38 @@
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <unordered_map>
 
 #include "common.h"
 
 namespace tmem::py_bind {
+
+py::handle tensor_object(const Tensor& t, const std::function<py::handle()>& make) {
+  if (!t.defined()) return make();
+  // TensorImpl -> a weak reference to its live Python object. A live object
+  // holds its handle, so the impl (and its address) lives as long as the
+  // entry can be found; the reference's callback drops the entry when the
+  // object dies. Never freed: a callback may run during interpreter exit.
+  static auto& objects = *new std::unordered_map<const TensorImpl*, PyObject*>;
+  const TensorImpl* impl = t.impl_ptr().get();
+  if (const auto it = objects.find(impl); it != objects.end()) {
+    PyObject* obj = PyWeakref_GetObject(it->second);
+    if (obj != Py_None) return py::handle(obj).inc_ref();
+  }
+  py::handle out = make();
+  if (!out) return out;
+  py::object weak = py::weakref(out, py::cpp_function([impl](py::handle ref) {
+                                  const auto it = objects.find(impl);
+                                  if (it != objects.end() && it->second == ref.ptr()) {
+                                    objects.erase(it);
+                                    Py_DECREF(ref.ptr());
+                                  }
+                                }));
+  auto [it, fresh] = objects.try_emplace(impl, nullptr);
+  if (!fresh) Py_DECREF(it->second);  // the reference of an object that died without its callback yet
+  it->second = weak.release().ptr();
+  return out;
+}
 
 std::optional<int64_t> exact_int(const py::object& v, const char* op, const char* arg) {
   if (!PyIndex_Check(v.ptr()) || py::isinstance<Tensor>(v)) return std::nullopt;

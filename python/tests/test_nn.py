@@ -108,6 +108,36 @@ class TestModules(unittest.TestCase):
         self.assertTrue(any(n.startswith("cell.") for n in names))
 
 
+class TestTensorIdentity(unittest.TestCase):
+    def test_one_tensor_is_one_python_object(self):
+        """As in torch, a module's parameter is the same Python object on every access, so sets, dict keys and
+        `is` find it; each access made a new object, and `p in set(model.parameters())` was silently False."""
+        import gc
+        import weakref
+        lin = nn.Linear(3, 2)
+        self.assertIs(lin.weight, lin.weight)
+        self.assertIs(lin.parameters()[0], lin.weight)
+        decay = {p for p in lin.parameters() if p.dim() >= 2}
+        self.assertEqual([p in decay for p in lin.parameters()], [True, False])
+        names = {p: n for n, p in lin.named_parameters()}
+        self.assertEqual(names[lin.bias], "bias")
+        self.assertEqual(len(set(lin.parameters()) | set(lin.parameters())), 2)
+        x = tmem.ones(3)
+        self.assertIs(x.requires_grad_(), x)
+        self.assertIsNot(x.view(3), x)  # a view is a tensor of its own, as in torch
+        # The cache holds no object alive: a dropped tensor goes, and the next access makes a working one.
+        y = x * 2
+        ref = weakref.ref(y)
+        del y
+        gc.collect()
+        self.assertIsNone(ref())
+        del decay, names
+        w = weakref.ref(lin.weight)
+        gc.collect()
+        self.assertIsNone(w())
+        self.assertEqual(lin.weight.shape, (2, 3))
+
+
 class TestModuleTreeAndDeepcopy(unittest.TestCase):
     def test_children_modules_and_buffers(self):
         m = MLP(4)
