@@ -236,6 +236,23 @@ py::object py_of(const nlohmann::json& j) { return py::module_::import("json").a
 
 }  // namespace tmem::py_bind
 
+/// tp_traverse of every class with dynamic attributes (nn.Module and the
+/// layers): pybind11's, except for an instance of a Python subclass on
+/// CPython 3.11+, whose own traverse (subtype_traverse) has visited its
+/// managed __dict__ before calling this one. pybind11 2.10 visited it a
+/// second time, so the collector counted the dict's one reference twice and
+/// a Python module in a reference cycle (`self.me = [self]`, a closure
+/// over self) was never freed.
+extern "C" int traverse_dict_once(PyObject* self, visitproc visit, void* arg) {
+#if PY_VERSION_HEX >= 0x030B0000
+  if (Py_TYPE(self)->tp_traverse != traverse_dict_once) {
+    Py_VISIT(Py_TYPE(self));
+    return 0;
+  }
+#endif
+  return pybind11::detail::pybind11_traverse(self, visit, arg);
+}
+
 PYBIND11_MODULE(_tmem, m) {
   using namespace tmem::py_bind;
   m.doc() = "tmem: tape autograd, the op library, nn modules (incl. TensorMemory) and optimizers";
@@ -270,4 +287,6 @@ PYBIND11_MODULE(_tmem, m) {
   bind_nn(m);
   bind_io(m);
   bind_models(m);
+  for (const auto& [type, infos] : py::detail::get_internals().registered_types_py)
+    if (type->tp_traverse == py::detail::pybind11_traverse) type->tp_traverse = traverse_dict_once;
 }

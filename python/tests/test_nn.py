@@ -138,6 +138,87 @@ class TestTensorIdentity(unittest.TestCase):
         self.assertEqual(lin.weight.shape, (2, 3))
 
 
+class TestModuleLifetimeAndPickling(unittest.TestCase):
+    def test_a_python_module_in_a_reference_cycle_is_freed(self):
+        """A Python module whose attributes lead back to it (self.me = [self], a closure over self) was never
+        freed: the collector counted its __dict__'s one reference twice (CPython 3.11's traverse and pybind11's)."""
+        import gc
+        import weakref
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(4, 4)
+
+        for make in (Holder, lambda: type("Sub", (nn.Linear,), {})(2, 2), lambda: nn.Linear(2, 2)):
+            m = make()
+            m.me = [m]
+            m.callback = lambda: m
+            ref = weakref.ref(m)
+            del m
+            gc.collect()
+            self.assertIsNone(ref())
+
+    def test_pickling_at_any_protocol_raises_or_round_trips(self):
+        """Protocols 0 and 1 aborted the interpreter on every bound class (pybind11 cannot build an object
+        through object.__new__); now a class with no pickled form raises TypeError at every protocol, and a
+        dtype or a tensor round-trips."""
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+
+        for obj in (nn.Linear(2, 3), Holder(), tmem.Generator(1), optim.SGD([tmem.ones(1, requires_grad=True)], lr=1),
+                    tmem.no_grad()):
+            for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+                with self.assertRaisesRegex(TypeError, "cannot pickle"):
+                    pickle.dumps(obj, protocol=protocol)
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            self.assertEqual(pickle.loads(pickle.dumps(tmem.float64, protocol=protocol)), tmem.float64)
+            self.assertEqual(pickle.loads(pickle.dumps(tmem.tensor([1.5, 2.0]), protocol=protocol)).tolist(), [1.5, 2.0])
+
+    def test_built_in_registrations_stay_and_methods_are_not_shadowed(self):
+        """unregister('bias') on a Linear dropped it from parameters() and state_dict() while forward still
+        added it; register_buffer('forward', t) shadowed the method (torch: KeyError)."""
+        lin = nn.Linear(2, 3)
+        with self.assertRaisesRegex(ValueError, "unregister: Linear's constructor registered 'bias'"):
+            lin.unregister("bias")
+        self.assertEqual([n for n, _ in lin.named_parameters()], ["weight", "bias"])
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.extra = 3
+
+            def forward(self, x):
+                return x
+
+        h = Holder()
+        for name in ("forward", "parameters", "extra"):
+            with self.assertRaisesRegex(KeyError, f"attribute '{name}' already exists"):
+                h.register_buffer(name, tmem.zeros(1))
+        h.extra = nn.Linear(1, 1)  # assignment replaces a plain attribute, as in torch
+        self.assertEqual([n for n, _ in h.named_children()], ["extra"])
+        h.register_buffer("count", tmem.zeros(1))
+        h.unregister("count")
+        self.assertEqual(list(h.state_dict()), ["extra.weight", "extra.bias"])
+
+    def test_parameter(self):
+        """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
+        requires_grad is an argument, data shares memory."""
+        x = tmem.ones(2)
+        p = nn.Parameter(x)
+        self.assertTrue(isinstance(p, nn.Parameter) and p.requires_grad and p.is_leaf)
+        self.assertFalse(isinstance(x, nn.Parameter))
+        self.assertTrue(all(isinstance(q, nn.Parameter) for q in nn.Linear(2, 2).parameters()))
+        self.assertFalse(nn.Parameter(x, requires_grad=False).requires_grad)
+        self.assertEqual(nn.Parameter().shape, (0,))
+        with tmem.no_grad():
+            p.mul_(3)
+        self.assertEqual(x.tolist(), [3.0, 3.0])
+        with self.assertRaisesRegex(TypeError, "nn.Parameter: expected data to be a Tensor, but got ndarray"):
+            nn.Parameter(np.ones(2))
+
+
 class TestModuleTreeAndDeepcopy(unittest.TestCase):
     def test_children_modules_and_buffers(self):
         m = MLP(4)

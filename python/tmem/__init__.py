@@ -57,9 +57,11 @@ def _module_setattr(self, name, value):
                     _tmem._check_built(value)
                 self._replace(name, value)
         elif is_module:
-            self.register_module(name, value)
+            self.__dict__.pop(name, None)  # a plain attribute of that name gives way, as in torch
+            self.register_module(name, value, _replacing_attribute=True)
         elif is_param:
-            self.register_parameter(name, value)
+            self.__dict__.pop(name, None)
+            self.register_parameter(name, value, _replacing_attribute=True)
     object.__setattr__(self, name, value)
 
 
@@ -72,15 +74,28 @@ def _module_delattr(self, name):
     object.__delattr__(self, name)
 
 
+def _own_names(module):
+    """The names module itself registers (its parameters, buffers and
+    children, not theirs)."""
+    own = {n for n, _ in (*module.named_parameters(), *module.named_buffers()) if "." not in n}
+    return own | {n for n, _ in module.named_children()}
+
+
 def _register_as_attribute(method, kind):
     """Module.register_parameter, register_buffer or register_module (kind
     "parameter", "buffer" or "module") that also makes what it registers an
     attribute of the module, as torch.nn.Module's do
     (register_buffer("running_mean", ...), then self.running_mean), and
     records the name and kind in registration order (``_tmem_registered``,
-    which copy.deepcopy replays)."""
+    which copy.deepcopy replays). As torch's, a name that is already an
+    attribute (a method such as forward, or a plain attribute) raises
+    KeyError, except from attribute assignment (``_replacing_attribute``)."""
     @_functools.wraps(method)
-    def register(self, name, value):
+    def register(self, name, value, _replacing_attribute=False):
+        if not _replacing_attribute and isinstance(name, str) and name not in _own_names(self):
+            if name in self.__dict__ or callable(getattr(type(self), name, None)) or isinstance(
+                    getattr(type(self), name, None), property):
+                raise KeyError(f"attribute '{name}' already exists")
         if isinstance(value, nn.Module):
             _tmem._check_built(value)
         out = method(self, name, value)
@@ -91,17 +106,38 @@ def _register_as_attribute(method, kind):
 
 
 def _unregister(method):
-    """Module.unregister that also forgets the name's registration record."""
+    """Module.unregister that also forgets the name's registration record.
+    Only a name registered from Python can go: one a built-in layer's C++
+    constructor registered stays in its forward, so removing it left a
+    layer that used a tensor no optimizer or state_dict saw."""
     @_functools.wraps(method)
     def unregister(self, name):
+        if name in _own_names(self) and name not in self.__dict__.get("_tmem_registered", {}):
+            raise ValueError(f"unregister: {type(self).__name__}'s constructor registered {name!r}, which its "
+                             f"forward uses; only names registered from Python can be removed")
         method(self, name)
         self.__dict__.get("_tmem_registered", {}).pop(name, None)
     return unregister
 
 
-def _parameter(data):
-    """A leaf tensor that requires grad, sharing data's memory (torch.nn.Parameter)."""
-    return data.detach().requires_grad_()
+class _ParameterType(type):
+    """isinstance(t, nn.Parameter): t is a leaf tensor that requires grad."""
+    def __instancecheck__(cls, obj):
+        return isinstance(obj, Tensor) and obj.requires_grad and obj.is_leaf
+
+
+class _Parameter(metaclass=_ParameterType):
+    """torch.nn.Parameter(data=None, requires_grad=True): data detached, as
+    a leaf that requires grad, sharing its memory (an empty tensor for
+    None). tmem has no Parameter type: this gives a Tensor, and
+    isinstance(t, nn.Parameter) holds for every leaf that requires grad (a
+    module's parameters). TypeError for data that is not a Tensor, as torch."""
+    def __new__(cls, data=None, requires_grad=True):
+        if data is None:
+            data = empty(0)  # noqa: F405
+        if not isinstance(data, Tensor):
+            raise TypeError(f"nn.Parameter: expected data to be a Tensor, but got {type(data).__name__}")
+        return data.detach().requires_grad_(requires_grad)
 
 
 def _guard_call(self, fn):
@@ -335,6 +371,23 @@ def _module_deepcopy(self, memo):
 _pybind_object = Tensor.__mro__[-2]
 _CONFIGS = (models.TaskConfig, models.BackboneConfig, models.TensorMemoryOptions, models.TrainConfig)
 _built_in_new = set()  # ids of objects __new__ built, until the type call's __init__
+
+
+def _reduce_ex_from_state(self, protocol):
+    """__reduce_ex__ of a class pickled by its __getstate__ (the enums, the
+    configs): protocol 2's reduction at every protocol. Protocols 0 and 1
+    rebuilt the object through object.__new__, which pybind11 cannot take:
+    it aborted the interpreter."""
+    return object.__reduce_ex__(self, _builtins.max(protocol, 2))
+
+
+def _refuse_pickle(self, protocol):
+    """__reduce_ex__ of a class with no pickled form: the TypeError of
+    protocol 2 at every protocol (0 and 1 aborted the interpreter); save a
+    module or optimizer with state_dict()."""
+    raise TypeError(f"cannot pickle {type(self).__name__!r} object (save a module's or optimizer's state_dict())")
+
+
 for _module in (_tmem, nn, optim, models):
     for _cls in list(vars(_module).values()):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
@@ -369,4 +422,9 @@ nn.Module.__delattr__ = _module_delattr
 for _kind in ("parameter", "buffer", "module"):
     setattr(nn.Module, "register_" + _kind, _register_as_attribute(getattr(nn.Module, "register_" + _kind), _kind))
 nn.Module.unregister = _unregister(nn.Module.unregister)
-nn.Parameter = _parameter
+nn.Parameter = _Parameter
+_Parameter.__name__ = _Parameter.__qualname__ = "Parameter"
+for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
+    for _cls in list(vars(_module).values()):
+        if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and "__reduce__" not in vars(_cls):
+            _cls.__reduce_ex__ = _reduce_ex_from_state if "__getstate__" in vars(_cls) else _refuse_pickle
