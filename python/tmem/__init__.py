@@ -32,8 +32,9 @@ def _module_setattr(self, name, value):
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
     A name registered from Python takes, as torch's, a new one of its kind (a
     module, a tensor that requires grad, any tensor for a buffer), which
-    takes its place in the order, or None, which removes the registration;
-    anything else raises TypeError. Assigning a module or
+    takes its place in the order, or None, which empties the slot (out of
+    state_dict and parameters(); a later value of the kind fills it again,
+    registered last); anything else raises TypeError. Assigning a module or
     parameter before super().__init__() raises AttributeError, as in
     PyTorch. A class attribute of that name (a default such as ``head =
     None``) does not stop the registration; a property does."""
@@ -50,12 +51,16 @@ def _module_setattr(self, name, value):
                           "buffer": "a Tensor"}[kind]
                 raise TypeError(f"nn.Module: cannot assign {type(value).__name__} as {kind} '{name}' ({wanted} "
                                 f"or None expected)")
+            filled = name in _own_names(self)
             if value is None:
-                self.unregister(name)
-            else:
+                if filled:
+                    _unregister_slot(self, name)
+            elif filled:
                 if is_module:
                     _tmem._check_built(value)
                 self._replace(name, value)
+            else:
+                getattr(self, "register_" + kind)(name, value, _replacing_attribute=True)
         elif is_module:
             self.__dict__.pop(name, None)  # a plain attribute of that name gives way, as in torch
             self.register_module(name, value, _replacing_attribute=True)
@@ -77,8 +82,7 @@ def _module_delattr(self, name):
 def _own_names(module):
     """The names module itself registers (its parameters, buffers and
     children, not theirs)."""
-    own = {n for n, _ in (*module.named_parameters(), *module.named_buffers()) if "." not in n}
-    return own | {n for n, _ in module.named_children()}
+    return {n for n in module.state_dict() if "." not in n} | {n for n, _ in module.named_children()}
 
 
 def _register_as_attribute(method, kind):
@@ -89,7 +93,9 @@ def _register_as_attribute(method, kind):
     records the name and kind in registration order (``_tmem_registered``,
     which copy.deepcopy replays). As torch's, a name that is already an
     attribute (a method such as forward, or a plain attribute) raises
-    KeyError, except from attribute assignment (``_replacing_attribute``)."""
+    KeyError, except from attribute assignment (``_replacing_attribute``),
+    and None registers an empty slot (``register_buffer("mask", None)``),
+    which no walk or state_dict lists until a value fills it."""
     @_functools.wraps(method)
     def register(self, name, value, _replacing_attribute=False):
         if not _replacing_attribute and isinstance(name, str) and name not in _own_names(self):
@@ -98,7 +104,16 @@ def _register_as_attribute(method, kind):
                 raise KeyError(f"attribute '{name}' already exists")
         if isinstance(value, nn.Module):
             _tmem._check_built(value)
-        out = method(self, name, value)
+        if value is None:
+            _tmem._check_built(self)
+            if not isinstance(name, str) or not name or "." in name:
+                raise ValueError(f"register_{kind}: expected a {kind} name without \".\", not empty, but got "
+                                 f"{name!r}")
+            if name in _own_names(self) or name in self.__dict__.get("_tmem_registered", {}):
+                raise ValueError(f"register_{kind}: attribute '{name}' already exists")
+            out = None
+        else:
+            out = method(self, name, value)
         self.__dict__.setdefault("_tmem_registered", {})[name] = kind
         object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
@@ -112,12 +127,38 @@ def _unregister(method):
     layer that used a tensor no optimizer or state_dict saw."""
     @_functools.wraps(method)
     def unregister(self, name):
-        if name in _own_names(self) and name not in self.__dict__.get("_tmem_registered", {}):
+        registered = self.__dict__.get("_tmem_registered", {})
+        if name in _own_names(self) and name not in registered:
             raise ValueError(f"unregister: {type(self).__name__}'s constructor registered {name!r}, which its "
                              f"forward uses; only names registered from Python can be removed")
-        method(self, name)
-        self.__dict__.get("_tmem_registered", {}).pop(name, None)
+        if name not in registered or name in _own_names(self):  # an empty slot has nothing in C++
+            method(self, name)
+        registered.pop(name, None)
     return unregister
+
+
+def _checked_load_state_dict(method):
+    """Module.load_state_dict that names the key of a value that is not a
+    tmem Tensor (pybind11's incompatible-arguments TypeError named none)."""
+    @_functools.wraps(method)
+    def load_state_dict(self, state_dict, strict=True):
+        items = getattr(state_dict, "items", None)
+        if items is None:
+            raise TypeError(f"load_state_dict: expected a mapping of names to tensors, but got "
+                            f"{type(state_dict).__name__}")
+        for key, value in items():
+            if not isinstance(value, Tensor):
+                raise TypeError(f"load_state_dict: the value of {key!r} is a {type(value).__name__}, not a tmem "
+                                f"Tensor (convert arrays with tmem.tensor or tmem.from_numpy)")
+        return method(self, state_dict, strict=strict)
+    return load_state_dict
+
+
+def _unregister_slot(module, name):
+    """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
+    kind = module.__dict__["_tmem_registered"][name]
+    module.unregister(name)
+    module.__dict__["_tmem_registered"][name] = kind
 
 
 class _ParameterType(type):
@@ -422,6 +463,7 @@ nn.Module.__delattr__ = _module_delattr
 for _kind in ("parameter", "buffer", "module"):
     setattr(nn.Module, "register_" + _kind, _register_as_attribute(getattr(nn.Module, "register_" + _kind), _kind))
 nn.Module.unregister = _unregister(nn.Module.unregister)
+nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Parameter = _Parameter
 _Parameter.__name__ = _Parameter.__qualname__ = "Parameter"
 for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
