@@ -372,6 +372,22 @@ class TestDeepcopyEdges(unittest.TestCase):
     """Cases a break-it pass found: registration order, kinds and sharing
     kept by deepcopy, and clear errors where a copy cannot be made."""
 
+    def test_a_made_module_assigned_before_its_maker(self):
+        """self.q = mha.qkv ahead of self.attn = mha raised TypeError (qkv has no constructor arguments of its
+        own); the maker is now copied first, so the copy's q is its copy's qkv, as torch keeps it."""
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                mha = nn.MultiheadAttention(8, 2)
+                self.q = mha.qkv
+                self.attn = mha
+
+        h = Holder()
+        c = copy.deepcopy(h)
+        self.assertIs(c.q, c.attn.qkv)
+        self.assertIsNot(c.q, h.q)
+        self.assertEqual(list(c.state_dict()), list(h.state_dict()))
+
     def test_order_kinds_sharing_and_flags(self):
         class M(nn.Module):
             head = None  # a class default hid the layer from registration

@@ -391,6 +391,13 @@ def _module_deepcopy(self, memo):
                                f"take that copy; deep-copy the module first: copy.deepcopy((model, optimizer))")
         setter(made_modules[owner], copied)
     registered = self.__dict__.get("_tmem_registered", {})
+    # The modules their constructors built first, so that one another of
+    # them made (self.q = mha.qkv, assigned ahead of self.attn = mha) is found
+    # as its copy's in the memo, whatever the order of assignment.
+    for name, kind in registered.items():
+        child = self.__dict__[name]
+        if kind == "module" and child is not None and "_tmem_init" in child.__dict__:
+            _copy.deepcopy(child, memo)
     for name, value in self.__dict__.items():
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
             object.__setattr__(out, name, _copy.deepcopy(value, memo))
