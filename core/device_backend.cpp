@@ -63,13 +63,13 @@ void allocator_reset_peak(Device d) {
 }
 
 Device parse_device(const std::string& name) {
-  if (name == "cpu") return Device::cpu();
+  if (name == "cpu" || name == "cpu:0") return Device::cpu();
   if (name == "cuda") return Device::cuda();
   const std::string prefix = "cuda:";
   if (name.size() > prefix.size() && name.compare(0, prefix.size(), prefix) == 0 &&
       name.find_first_not_of("0123456789", prefix.size()) == std::string::npos && name.size() <= prefix.size() + 4)
     return Device::cuda(std::stoi(name.substr(prefix.size())));
-  throw ValueError(detail::cat("device: expected cpu, cuda or cuda:<index>, but got \"", printable(name), "\""));
+  throw ValueError(detail::cat("device: expected cpu, cpu:0, cuda or cuda:<index>, but got \"", printable(name), "\""));
 }
 
 void empty_cache(Device d) {

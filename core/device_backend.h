@@ -88,8 +88,8 @@ int device_count(Device::Kind kind);
 /// <device>)": the one message of every op that has no kernel for d.
 [[noreturn]] void throw_not_implemented(const char* op, Device d);
 
-/// The device named by `name`: "cpu", "cuda" (device 0) or "cuda:<index>"
-/// (PyTorch's torch.device strings). Throws ValueError naming the string for
+/// The device named by `name`: "cpu" (or "cpu:0"), "cuda" (device 0) or
+/// "cuda:<index>" (PyTorch's torch.device strings). Throws ValueError naming the string for
 /// anything else; whether the device exists is checked where it is used.
 Device parse_device(const std::string& name);
 

@@ -63,10 +63,11 @@ TEST_CASE("device kernels: the other diagnostic tasks train on the device with t
 
 TEST_CASE("device: parse_device takes PyTorch's device strings and rejects others") {
   CHECK(parse_device("cpu") == Device::cpu());
+  CHECK(parse_device("cpu:0") == Device::cpu());  // torch's too; it was refused
   CHECK(parse_device("cuda") == Device::cuda(0));
   CHECK(parse_device("cuda:2") == Device::cuda(2));
-  for (const char* bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1", ""})
-    CHECK_THROWS_WITH_AS(parse_device(bad), doctest::Contains("device: expected cpu, cuda or cuda:<index>"),
+  for (const char* bad : {"gpu", "cuda:", "cuda:x", "CUDA", "cuda:-1", "", "cpu:1"})
+    CHECK_THROWS_WITH_AS(parse_device(bad), doctest::Contains("device: expected cpu, cpu:0, cuda or cuda:<index>"),
                          ValueError);
 }
 
@@ -199,7 +200,7 @@ TEST_CASE("device: the LM, ViT and video trainers fail on a device that is not t
                        DeviceError);
   CHECK_THROWS_WITH_AS(train_tiny_video(models::VideoMethod::tensor, "cuda:1"), doctest::Contains("train: cuda:1 is not available"),
                        DeviceError);
-  CHECK_THROWS_WITH_AS(train_tiny_lm(models::LMMethod::base, "gpu"), doctest::Contains("device: expected cpu, cuda or cuda:<index>"),
+  CHECK_THROWS_WITH_AS(train_tiny_lm(models::LMMethod::base, "gpu"), doctest::Contains("device: expected cpu, cpu:0, cuda or cuda:<index>"),
                        ValueError);
 }
 

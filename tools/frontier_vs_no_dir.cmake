@@ -17,7 +17,7 @@ endif()
 # So does a device that is not a device name.
 execute_process(COMMAND ${TMEM} frontier mqar --methods none --name ctest-frontier-vs-nodir --device gpu
                 RESULT_VARIABLE rc ERROR_VARIABLE err OUTPUT_VARIABLE out)
-if(rc EQUAL 0 OR NOT err MATCHES "device: expected cpu, cuda or cuda:<index>, but got \"gpu\"")
+if(rc EQUAL 0 OR NOT err MATCHES "device: expected cpu, cpu:0, cuda or cuda:<index>, but got \"gpu\"")
   message(FATAL_ERROR "--device gpu was not refused (rc ${rc}): ${err}")
 endif()
 if(EXISTS ${run})

@@ -998,7 +998,7 @@ class TestErrors(unittest.TestCase):
         with self.assertRaises(ValueError):
             tmem.zeros(2, device="tpu")
         # An index past int's range once escaped as std::stoi's bare "stoi" IndexError.
-        with self.assertRaisesRegex(ValueError, 'device: expected cpu, cuda or cuda:<index>, but got '
+        with self.assertRaisesRegex(ValueError, 'device: expected cpu, cpu:0, cuda or cuda:<index>, but got '
                                                 '"cuda:99999999999999"'):
             tmem.zeros(2, device="cuda:99999999999999")
         with self.assertRaises(TypeError):
