@@ -74,6 +74,12 @@ Tensor MultiheadAttention::forward(const Tensor& x, bool causal, const Tensor& k
                     "], but got ", shape_str(x.shape()));
   const int64_t B = x.shape()[0], T = x.shape()[1], Dh = dim / heads;
   const int64_t P = context.defined() ? context.shape()[1] : 0;
+  const DType weights = qkv->weight.dtype();
+  check<DtypeError>(x.dtype() == weights && (!context.defined() || context.dtype() == weights),
+                    "MultiheadAttention: expected x", context.defined() ? " and context" : "", " of the weights' dtype ",
+                    dtype_name(weights), ", but got ", dtype_name(x.dtype()),
+                    context.defined() ? " and " + std::string(dtype_name(context.dtype())) : std::string(),
+                    "; convert them (to_dtype)");
   if (context.defined()) {
     check<ShapeError>(context.dim() == 3 && context.shape()[0] == B && context.shape()[2] == dim,
                       "MultiheadAttention: expected context [", B, ", P, ", dim, "], but got ",

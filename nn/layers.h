@@ -80,7 +80,8 @@ class MultiheadAttention : public Module {
   /// added to the scores together with the other masks. Throws ShapeError for
   /// a bad x, mask or context shape, ValueError for a context or either mask
   /// with linear attention, a context without causal, a context with a
-  /// window, key_padding_mask or attn_mask, or a window without causal.
+  /// window, key_padding_mask or attn_mask, or a window without causal;
+  /// DtypeError for an x or context of another dtype than the weights.
   Tensor forward(const Tensor& x, bool causal = true, const Tensor& key_padding_mask = Tensor(),
                  const Tensor& context = Tensor(), const Tensor& attn_mask = Tensor()) const;
   int64_t dim, heads;

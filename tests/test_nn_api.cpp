@@ -592,3 +592,16 @@ TEST_CASE("AdamW load_state_dict refuses a corrupt step or moment and copies not
   a.load_state_dict(good);
   CHECK(a.steps() == 1);
 }
+
+TEST_CASE("MultiheadAttention names itself for an input or context of another dtype than its weights") {
+  // It was the inner Linear's (or matmul's, for the context) error.
+  nn::MultiheadAttention mha(4, 2);
+  CHECK_THROWS_WITH_AS(mha.forward(zeros({1, 2, 4}, DType::Float64)),
+                       "MultiheadAttention: expected x of the weights' dtype float32, but got float64; convert them "
+                       "(to_dtype)",
+                       DtypeError);
+  CHECK_THROWS_WITH_AS(mha.forward(zeros({1, 2, 4}), true, Tensor(), zeros({1, 3, 4}, DType::Float64)),
+                       "MultiheadAttention: expected x and context of the weights' dtype float32, but got float32 and "
+                       "float64; convert them (to_dtype)",
+                       DtypeError);
+}
