@@ -247,6 +247,37 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         state["bias"] = tmem.tensor(state["bias"])
         self.assertEqual(lin.load_state_dict(state, strict=False).missing_keys, [])
 
+    def test_apply_requires_grad_get_submodule_add_module_cpu(self):
+        """torch.nn.Module's apply (children first, in order), requires_grad_, get_submodule, add_module and
+        cpu, which were missing."""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.l1 = nn.Linear(2, 2)
+                self.l2 = nn.LayerNorm(2)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+                self.head = nn.Linear(2, 1)
+
+        net = Net()
+        seen = []
+        self.assertIs(net.apply(lambda m: seen.append(type(m).__name__)), net)
+        self.assertEqual(seen, ["Linear", "LayerNorm", "Block", "Linear", "Net"])  # torch's order
+        self.assertIs(net.requires_grad_(False), net)
+        self.assertEqual({p.requires_grad for p in net.parameters()}, {False})
+        net.block.requires_grad_()
+        self.assertEqual([p.requires_grad for p in net.parameters()], [True, True, True, True, False, False])
+        self.assertIs(net.get_submodule("block.l2"), net.block.l2)
+        self.assertIs(net.get_submodule(""), net)
+        with self.assertRaisesRegex(AttributeError, "Block has no attribute `l3`"):
+            net.get_submodule("block.l3")
+        net.add_module("extra", nn.Linear(1, 1))
+        self.assertEqual([n for n, _ in net.named_children()], ["block", "head", "extra"])
+        self.assertIs(net.cpu(), net)
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""

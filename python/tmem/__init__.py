@@ -154,6 +154,42 @@ def _checked_load_state_dict(method):
     return load_state_dict
 
 
+def _module_apply(self, fn):
+    """fn(m) for every submodule, children before their parent and in
+    registration order, then for this module (torch.nn.Module.apply, as for
+    initialisation); returns this module. A stack, not recursion, so a deep
+    chain works too."""
+    stack = [(self, False)]
+    while stack:
+        module, expanded = stack.pop()
+        if expanded:
+            fn(module)
+            continue
+        stack.append((module, True))
+        stack.extend((child, False) for _, child in reversed(module.named_children()))
+    return self
+
+
+def _module_requires_grad_(self, requires_grad=True):
+    """Sets requires_grad of every parameter (torch.nn.Module.requires_grad_,
+    as for freezing a part of a model); returns this module."""
+    for p in self.parameters():
+        p.requires_grad_(requires_grad)
+    return self
+
+
+def _module_get_submodule(self, target):
+    """The submodule at the dotted path `target` ("" is this module), as
+    torch's; AttributeError naming the first part that is missing."""
+    module = self
+    for part in target.split(".") if target else []:
+        children = dict(module.named_children())
+        if part not in children:
+            raise AttributeError(f"{type(module).__name__} has no attribute `{part}` (get_submodule {target!r})")
+        module = children[part]
+    return module
+
+
 def _unregister_slot(module, name):
     """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
     kind = module.__dict__["_tmem_registered"][name]
@@ -471,6 +507,13 @@ for _kind in ("parameter", "buffer", "module"):
     setattr(nn.Module, "register_" + _kind, _register_as_attribute(getattr(nn.Module, "register_" + _kind), _kind))
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
+nn.Module.apply = _module_apply
+nn.Module.requires_grad_ = _module_requires_grad_
+nn.Module.get_submodule = _module_get_submodule
+nn.Module.add_module = lambda self, name, module: self.register_module(name, module)
+nn.Module.add_module.__doc__ = "register_module under torch's other name."
+nn.Module.cpu = lambda self: self.to("cpu")
+nn.Module.cpu.__doc__ = "to('cpu'): moves every parameter and buffer to the CPU; returns the module."
 nn.Parameter = _Parameter
 _Parameter.__name__ = _Parameter.__qualname__ = "Parameter"
 for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
