@@ -278,6 +278,26 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         self.assertEqual([n for n, _ in net.named_children()], ["block", "head", "extra"])
         self.assertIs(net.cpu(), net)
 
+    def test_repr_as_torch(self):
+        """print(model) shows the tree as torch's does (it was '<... object at 0x...>')."""
+        class Block(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.proj = nn.Linear(2, 3, bias=False)
+                self.emb = nn.Embedding(5, 3)
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.block = Block()
+                self.head = nn.Linear(3, 1)
+
+        self.assertEqual(repr(Net()), "Net(\n  (block): Block(\n    (proj): Linear(in_features=2, out_features=3, bias=False)"
+                                      "\n    (emb): Embedding(5, 3)\n  )\n  (head): Linear(in_features=3, out_features=1, "
+                                      "bias=True)\n)")
+        self.assertEqual(repr(nn.Dropout(0.25)), "Dropout(p=0.25)")
+        self.assertEqual(repr(nn.Module()), "Module()")
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""

@@ -190,6 +190,39 @@ def _module_get_submodule(self, target):
     return module
 
 
+_EXTRA_REPR = {
+    "Linear": lambda m: f"in_features={m.in_features}, out_features={m.out_features}, bias={m.bias is not None}",
+    "Embedding": lambda m: f"{m.weight.shape[0]}, {m.weight.shape[1]}",
+    "LayerNorm": lambda m: f"({m.weight.shape[0]},), eps={m.eps}",
+    "Dropout": lambda m: f"p={m.p}",
+    "MultiheadAttention": lambda m: f"embed_dim={m.embed_dim}, num_heads={m.num_heads}",
+}
+
+
+def _module_extra_repr(self):
+    """The module's own settings in its repr line (torch's extra_repr): a
+    built-in layer's sizes; "" for others unless a subclass defines it."""
+    for cls in type(self).__mro__:
+        if cls.__name__ in _EXTRA_REPR and cls.__module__.startswith("tmem"):
+            return _EXTRA_REPR[cls.__name__](self)
+    return ""
+
+
+def _module_repr(self):
+    """torch.nn.Module's repr: the class name, extra_repr(), and each child
+    as "(name): <its repr>", indented."""
+    if not _tmem._is_built(self):
+        return f"<{type(self).__name__} (not built: super().__init__() was not called)>"
+    lines = [line for line in self.extra_repr().split("\n") if line]
+    for name, child in self.named_children():
+        lines.append(f"({name}): " + repr(child).replace("\n", "\n  "))
+    if not lines:
+        return f"{type(self).__name__}()"
+    if len(lines) == 1 and not self.named_children():
+        return f"{type(self).__name__}({lines[0]})"
+    return type(self).__name__ + "(\n  " + "\n  ".join(lines) + "\n)"
+
+
 def _unregister_slot(module, name):
     """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
     kind = module.__dict__["_tmem_registered"][name]
@@ -508,6 +541,8 @@ for _kind in ("parameter", "buffer", "module"):
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Module.apply = _module_apply
+nn.Module.extra_repr = _module_extra_repr
+nn.Module.__repr__ = _module_repr
 nn.Module.requires_grad_ = _module_requires_grad_
 nn.Module.get_submodule = _module_get_submodule
 nn.Module.add_module = lambda self, name, module: self.register_module(name, module)
