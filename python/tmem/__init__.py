@@ -404,8 +404,10 @@ def _module_deepcopy(self, memo):
     from it or from the default generator, whose state it restores. Raises
     TypeError for a module made by another module's C++ (model.backbone)
     copied on its own: it has no arguments of its own; copy the module that
-    made it."""
-    own = self.named_modules()  # an unbuilt module raises here
+    made it. A module whose constructor made no tensor or child (a Python
+    module) walks only itself: its children's copies load their own state,
+    so a deep chain costs its depth, not its cube."""
+    _tmem._check_built(self)
     recorded = self.__dict__.get("_tmem_init")
     if recorded is None:
         raise TypeError(f"deepcopy: this {type(self).__name__} was made inside another module, not by its "
@@ -433,15 +435,16 @@ def _module_deepcopy(self, memo):
     # What the constructor made stands in, by name, for the original's
     # modules and tensors, so that Python attributes aliasing them
     # (self.w = self.lin.weight) stay aliases in the copy.
-    made = dict(out.named_modules())
-    for name, module in own:
-        if name and name in made:
-            _keep_alive(module, memo)
-            memo.setdefault(id(module), made[name])
+    made_modules = dict(out.named_modules())
     made = {**dict(out.named_parameters()), **dict(out.named_buffers())}
+    constructed = len(made_modules) > 1 or bool(made)
+    own = self.named_modules() if constructed else [("", self)]
+    for name, module in own:
+        if name and name in made_modules:
+            _keep_alive(module, memo)
+            memo.setdefault(id(module), made_modules[name])
     impls = memo.setdefault(_IMPLS, {})
-    made_modules = None
-    for name, t in (*self.named_parameters(), *self.named_buffers()):
+    for name, t in (*self.named_parameters(), *self.named_buffers()) if constructed else ():
         if name not in made:
             continue
         copied = impls.setdefault(t._impl_id, made[name])
@@ -451,7 +454,6 @@ def _module_deepcopy(self, memo):
         # emb.weight) or an optimizer's copy ahead of the module in one
         # deepcopy call. The copy's layer takes that copy, so the tie holds,
         # where its setter allows (Linear, Embedding, LayerNorm).
-        made_modules = made_modules or dict(out.named_modules())
         owner, _, attr = name.rpartition(".")
         setter = getattr(getattr(type(made_modules[owner]), attr, None), "fset", None)
         if setter is None:
@@ -472,6 +474,12 @@ def _module_deepcopy(self, memo):
             object.__setattr__(out, name, _copy.deepcopy(value, memo))
     for name, kind in registered.items():  # in registration order, each as it was registered
         getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo))
+    if not constructed:
+        out.training = self.training
+        for name, kind in registered.items():  # registering marked them requires_grad
+            if kind == "parameter" and self.__dict__[name] is not None:
+                out.__dict__[name].requires_grad_(self.__dict__[name].requires_grad)
+        return out
     state = self.state_dict()
     if state:
         out.to(next(iter(state.values())).device)
