@@ -298,6 +298,23 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         self.assertEqual(repr(nn.Dropout(0.25)), "Dropout(p=0.25)")
         self.assertEqual(repr(nn.Module()), "Module()")
 
+    def test_getattr_override_falls_back_on_super(self):
+        class Aliased(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.lin = nn.Linear(2, 2)
+
+            def __getattr__(self, name):
+                if name == "proj":
+                    return self.lin
+                return super().__getattr__(name)  # torch's idiom; it raised "'super' object has no attribute"
+
+        m = Aliased()
+        self.assertIs(m.proj, m.lin)
+        with self.assertRaisesRegex(AttributeError, "'Aliased' object has no attribute 'missing'"):
+            m.missing
+        self.assertFalse(hasattr(m, "missing"))
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""

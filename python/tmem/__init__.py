@@ -223,6 +223,15 @@ def _module_repr(self):
     return type(self).__name__ + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
+def _module_getattr(self, name):
+    """The lookup of last resort (torch.nn.Module.__getattr__): an
+    AttributeError, so a subclass's __getattr__ can fall back on
+    super().__getattr__(name). For a module whose C++ part is not built
+    (a property's getter failed for that), the error that says so."""
+    _tmem._check_built(self)
+    raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+
 def _unregister_slot(module, name):
     """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
     kind = module.__dict__["_tmem_registered"][name]
@@ -549,6 +558,7 @@ for _kind in ("parameter", "buffer", "module"):
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Module.apply = _module_apply
+nn.Module.__getattr__ = _module_getattr
 nn.Module.extra_repr = _module_extra_repr
 nn.Module.__repr__ = _module_repr
 nn.Module.requires_grad_ = _module_requires_grad_
