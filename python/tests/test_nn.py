@@ -669,8 +669,13 @@ class TestPythonSubclass(unittest.TestCase):
             m.count = 1.0
         with self.assertRaisesRegex(TypeError, "cannot assign Tensor as parameter 'w' \\(a leaf tensor that requires grad"):
             m.w = tmem.zeros(3)
-        with self.assertRaisesRegex(TypeError, "cannot assign Linear as parameter 'w'"):
-            m.w = nn.Linear(1, 1)
+        # A module takes a parameter's name, a parameter a module's, as torch's __setattr__ (TypeError before).
+        m.register_parameter("v", tmem.ones(1))
+        m.v = nn.Linear(1, 1)
+        self.assertEqual([n for n in m.state_dict() if n.startswith("v")], ["v.weight", "v.bias"])
+        m.v = nn.Parameter(tmem.ones(4))
+        self.assertEqual(m.state_dict()["v"].shape, (4,))
+        del m.v
         del m.count
         self.assertFalse(hasattr(m, "count"))
         self.assertEqual(list(m.state_dict()), ["w", "sub.weight", "sub.bias"])

@@ -46,11 +46,19 @@ def _module_setattr(self, name, value):
         kind = self.__dict__.get("_tmem_registered", {}).get(name)
         if kind is not None:
             fits = {"module": is_module, "parameter": is_param, "buffer": isinstance(value, Tensor)}[kind]
-            if value is not None and not fits:
+            if value is not None and not fits and (is_module or is_param):
+                # A module or parameter takes the name in the other kind's
+                # place, as torch's __setattr__ does.
+                if name in _own_names(self):
+                    self.unregister(name)
+                self.__dict__.get("_tmem_registered", {}).pop(name, None)
+                kind = None
+            elif value is not None and not fits:
                 wanted = {"module": "a Module", "parameter": "a leaf tensor that requires grad",
                           "buffer": "a Tensor"}[kind]
                 raise TypeError(f"nn.Module: cannot assign {type(value).__name__} as {kind} '{name}' ({wanted} "
                                 f"or None expected)")
+        if kind is not None:
             filled = name in _own_names(self)
             if value is None:
                 if filled:
