@@ -315,6 +315,18 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
             m.missing
         self.assertFalse(hasattr(m, "missing"))
 
+    def test_zero_grad_set_to_none(self):
+        """zero_grad(set_to_none=False) fills the gradients with zeros, as torch's (the argument was refused);
+        the default clears them."""
+        lin = nn.Linear(2, 2)
+        opt = optim.SGD(lin.parameters(), lr=0.1)
+        for owner in (lin, opt):
+            tmem.sum(lin(tmem.ones(1, 2))).backward()
+            owner.zero_grad(set_to_none=False)
+            self.assertEqual([p.grad.tolist() for p in lin.parameters()], [[[0.0, 0.0], [0.0, 0.0]], [0.0, 0.0]])
+            owner.zero_grad()
+            self.assertEqual([p.grad for p in lin.parameters()], [None, None])
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""

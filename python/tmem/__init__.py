@@ -240,6 +240,24 @@ def _module_getattr(self, name):
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
+def _zero_grad_with_set_to_none(method):
+    """zero_grad(set_to_none=True) of a module or optimizer, as torch's:
+    the gradients go (None), or with set_to_none=False are filled with
+    zeros in place (torch 1.x's default)."""
+    @_functools.wraps(method)
+    def zero_grad(self, set_to_none=True):
+        if set_to_none:
+            return method(self)
+        params = self.parameters() if isinstance(self, nn.Module) else [
+            p for g in self.param_groups for p in g["params"]]
+        with no_grad():  # noqa: F405
+            for p in params:
+                if p.grad is not None:
+                    p.grad.zero_()
+        return None
+    return zero_grad
+
+
 def _unregister_slot(module, name):
     """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
     kind = module.__dict__["_tmem_registered"][name]
@@ -566,6 +584,8 @@ for _kind in ("parameter", "buffer", "module"):
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Module.apply = _module_apply
+for _owner in (nn.Module, optim.SGD, optim.AdamW):
+    _owner.zero_grad = _zero_grad_with_set_to_none(_owner.zero_grad)
 nn.Module.__getattr__ = _module_getattr
 nn.Module.extra_repr = _module_extra_repr
 nn.Module.__repr__ = _module_repr
