@@ -327,6 +327,23 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
             owner.zero_grad()
             self.assertEqual([p.grad for p in lin.parameters()], [None, None])
 
+    def test_walks_take_prefix_and_recurse(self):
+        """torch's prefix and recurse arguments of named_parameters, named_buffers, parameters and buffers (they
+        were refused)."""
+        class A(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(tmem.ones(1))
+                self.lin = nn.Linear(1, 1)
+                self.register_buffer("b", tmem.zeros(1))
+
+        a = A()
+        self.assertEqual([n for n, _ in a.named_parameters(recurse=False)], ["w"])
+        self.assertEqual([n for n, _ in a.named_parameters(prefix="m")], ["m.w", "m.lin.weight", "m.lin.bias"])
+        self.assertEqual([n for n, _ in a.named_buffers(prefix="x", recurse=False)], ["x.b"])
+        self.assertEqual([p is a.w for p in a.parameters(recurse=False)], [True])
+        self.assertEqual((len(a.parameters()), len(a.buffers(recurse=False))), (3, 1))
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""

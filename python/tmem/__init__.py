@@ -258,6 +258,25 @@ def _zero_grad_with_set_to_none(method):
     return zero_grad
 
 
+def _with_prefix_and_recurse(method, named):
+    """named_parameters / named_buffers (named: (name, tensor) pairs) or
+    parameters / buffers with torch's prefix (prepended with a dot) and
+    recurse (False: this module's own only)."""
+    if named:
+        @_functools.wraps(method)
+        def walk(self, prefix="", recurse=True):
+            pairs = [(n, t) for n, t in method(self) if recurse or "." not in n]
+            return [(f"{prefix}.{n}" if prefix else n, t) for n, t in pairs]
+    else:
+        @_functools.wraps(method)
+        def walk(self, recurse=True):
+            if recurse:
+                return method(self)
+            named_method = nn.Module.named_parameters if method.__name__ == "parameters" else nn.Module.named_buffers
+            return [t for n, t in named_method(self, recurse=False)]
+    return walk
+
+
 def _unregister_slot(module, name):
     """Removes name's C++ registration but keeps its slot's kind (``module.name = None``)."""
     kind = module.__dict__["_tmem_registered"][name]
@@ -584,6 +603,8 @@ for _kind in ("parameter", "buffer", "module"):
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Module.apply = _module_apply
+for _name in ("named_parameters", "named_buffers", "parameters", "buffers"):
+    setattr(nn.Module, _name, _with_prefix_and_recurse(getattr(nn.Module, _name), _name.startswith("named")))
 for _owner in (nn.Module, optim.SGD, optim.AdamW):
     _owner.zero_grad = _zero_grad_with_set_to_none(_owner.zero_grad)
 nn.Module.__getattr__ = _module_getattr
