@@ -149,13 +149,14 @@ void bind_ops(py::module_& m) {
        "min(max(input, min), max); an int64 input stays int64 for integer bounds, float32 for a float one.");
   m.def("where", [](const Tensor& condition, const py::object& x, const py::object& y) {
           // As torch.where, input or other may be a number: a 0-d tensor of
-          // the other operand's dtype and device (float32 when both are
-          // numbers, or for a float beside an int64 tensor, which is then
-          // float32 too).
+          // the other operand's dtype and device (when both are numbers,
+          // int64 for two integers, else float32; a float beside an int64
+          // tensor makes it float32 too).
           const auto tensor_of = [](const py::object& v) { return py::isinstance<Tensor>(v) ? v.cast<Tensor>() : Tensor(); };
           Tensor tx = tensor_of(x), ty = tensor_of(y);
           const Tensor like = tx.defined() ? tx : ty;
-          DType dtype = like.defined() ? like.dtype() : DType::Float32;
+          const bool integers = exact_int(x, "where", "input") && exact_int(y, "where", "other");
+          DType dtype = like.defined() ? like.dtype() : integers ? DType::Int64 : DType::Float32;
           const Device device = like.defined() ? like.device() : condition.device();
           const auto number = [&](const py::object& v, const char* what) {
             const std::optional<int64_t> i = dtype == DType::Int64 ? exact_int(v, "where", what) : std::nullopt;

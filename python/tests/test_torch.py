@@ -114,6 +114,8 @@ class TestAgainstTorch(unittest.TestCase):
 
         same(tmem.where(ta > 0, ta, tb), torch.where(pa > 0, pa, pb))
         same(tmem.where(ta > 0, ta, 7), torch.where(pa > 0, pa, 7))
+        same(tmem.where(ta > 0, 1, 2), torch.where(pa > 0, 1, 2))  # two ints: int64 (it was float32)
+        same(tmem.where(ta > 0, 1.5, 2), torch.where(pa > 0, 1.5, 2))
         same(tmem.where(ta > 0, ta, 0.5), torch.where(pa > 0, pa, 0.5))
         same(ta.masked_fill(ta > 2, 0.7), pa.masked_fill(pa > 2, 0.7))
         same(ta.masked_fill(ta < 0, 2**40), pa.masked_fill(pa < 0, 2**40))
