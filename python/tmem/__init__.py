@@ -49,7 +49,7 @@ def _module_setattr(self, name, value):
             if value is not None and not fits and (is_module or is_param):
                 # A module or parameter takes the name in the other kind's
                 # place, as torch's __setattr__ does.
-                if name in _own_names(self):
+                if self.__dict__.get(name) is not None:
                     self.unregister(name)
                 self.__dict__.get("_tmem_registered", {}).pop(name, None)
                 kind = None
@@ -59,7 +59,11 @@ def _module_setattr(self, name, value):
                 raise TypeError(f"nn.Module: cannot assign {type(value).__name__} as {kind} '{name}' ({wanted} "
                                 f"or None expected)")
         if kind is not None:
-            filled = name in _own_names(self)
+            # A name registered from Python is registered in C++ exactly
+            # while its attribute is not None (an empty slot's is None): no
+            # walk of the tree on this path, which a training loop's buffer
+            # updates take every step.
+            filled = self.__dict__.get(name) is not None
             if value is None:
                 if filled:
                     _unregister_slot(self, name)
@@ -258,22 +262,20 @@ def _zero_grad_with_set_to_none(method):
     return zero_grad
 
 
-def _with_prefix_and_recurse(method, named):
-    """named_parameters / named_buffers (named: (name, tensor) pairs) or
-    parameters / buffers with torch's prefix (prepended with a dot) and
-    recurse (False: this module's own only)."""
-    if named:
-        @_functools.wraps(method)
-        def walk(self, prefix="", recurse=True):
-            pairs = [(n, t) for n, t in method(self) if recurse or "." not in n]
-            return [(f"{prefix}.{n}" if prefix else n, t) for n, t in pairs]
-    else:
-        @_functools.wraps(method)
-        def walk(self, recurse=True):
-            if recurse:
-                return method(self)
-            named_method = nn.Module.named_parameters if method.__name__ == "parameters" else nn.Module.named_buffers
-            return [t for n, t in named_method(self, recurse=False)]
+def _named_walk(method):
+    """named_parameters / named_buffers with torch's prefix (prepended with
+    a dot) and recurse (False: this module's own only)."""
+    @_functools.wraps(method)
+    def walk(self, prefix="", recurse=True):
+        return [(f"{prefix}.{n}" if prefix else n, t) for n, t in method(self) if recurse or "." not in n]
+    return walk
+
+
+def _walk(method, named):
+    """parameters / buffers with torch's recurse, from the named walk."""
+    @_functools.wraps(method)
+    def walk(self, recurse=True):
+        return method(self) if recurse else [t for _, t in named(self, recurse=False)]
     return walk
 
 
@@ -603,8 +605,9 @@ for _kind in ("parameter", "buffer", "module"):
 nn.Module.unregister = _unregister(nn.Module.unregister)
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
 nn.Module.apply = _module_apply
-for _name in ("named_parameters", "named_buffers", "parameters", "buffers"):
-    setattr(nn.Module, _name, _with_prefix_and_recurse(getattr(nn.Module, _name), _name.startswith("named")))
+for _name in ("parameters", "buffers"):
+    setattr(nn.Module, "named_" + _name, _named_walk(getattr(nn.Module, "named_" + _name)))
+    setattr(nn.Module, _name, _walk(getattr(nn.Module, _name), getattr(nn.Module, "named_" + _name)))
 for _owner in (nn.Module, optim.SGD, optim.AdamW):
     _owner.zero_grad = _zero_grad_with_set_to_none(_owner.zero_grad)
 nn.Module.__getattr__ = _module_getattr
