@@ -150,9 +150,10 @@ void Tensor::set_data(const Tensor& src) const {
   check<ValueError>(is_leaf(), "set_data: only a leaf tensor's data can be replaced");
   check<ShapeError>(src.shape() == shape(), "set_data: expected shape ", shape_str(shape()),
                     ", but got ", shape_str(src.shape()));
-  check<DtypeError>(src.dtype() == dtype(), "set_data: expected dtype ", dtype_name(dtype()),
-                    ", but got ", dtype_name(src.dtype()));
+  check<DtypeError>(!requires_grad() || is_floating(src.dtype()), "set_data: a tensor that requires grad ",
+                    "needs floating data, but got ", dtype_name(src.dtype()));
   TensorImpl& i = impl();
+  i.dtype = src.dtype();
   i.storage = src.impl().storage;
   i.strides = src.strides();
   i.offset = src.offset();

@@ -130,9 +130,12 @@ class Tensor {
   /// Replaces this leaf's data (storage, strides, offset) with src's data,
   /// keeping the tensor itself: every handle to it, an optimizer's included,
   /// sees the new data and device; views made of the old data keep the old
-  /// data (PyTorch's `t.data = src`). src needs this tensor's shape and
-  /// dtype, any device; its autograd history is not taken. Throws ShapeError,
-  /// DtypeError, or ValueError for a non-leaf.
+  /// data (PyTorch's `t.data = src`). src needs this tensor's shape; its
+  /// device and dtype become this tensor's (a gradient already held keeps
+  /// its own: the next backward refuses to add a gradient of another dtype
+  /// or device to it); its autograd history is not taken. Throws ShapeError,
+  /// DtypeError for int64 data into a tensor that requires grad, or
+  /// ValueError for a non-leaf.
   void set_data(const Tensor& src) const;
 
   // ---- autograd ----

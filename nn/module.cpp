@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "tmem/core/autograd.h"
+#include "tmem/ops/elementwise.h"
 
 namespace tmem::nn {
 
@@ -231,6 +232,21 @@ Module& Module::to(Device device) {
     for (auto& [n, t] : *list) {
       t.set_data(t.to(device));
       if (Tensor g = t.grad(); g.defined()) g.set_data(g.to(device));
+    }
+  return *this;
+}
+
+Module& Module::to(DType dtype) {
+  check<DtypeError>(is_floating(dtype), "Module::to: expected a floating dtype (float32 or float64), but got ",
+                    dtype_name(dtype));
+  NamedTensors params, buffers;
+  collect(params, &buffers, false);
+  NoGradGuard no_grad;
+  for (auto* list : {&params, &buffers})
+    for (auto& [n, t] : *list) {
+      if (!is_floating(t.dtype()) || t.dtype() == dtype) continue;
+      t.set_data(to_dtype(t, dtype));
+      if (Tensor g = t.grad(); g.defined()) g.set_data(to_dtype(g, dtype));
     }
   return *this;
 }

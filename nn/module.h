@@ -76,6 +76,14 @@ class Module {
   /// (optimizer moments) stays where it was: move the model first, then build
   /// its optimizer. Throws DeviceError when `device` is not available.
   Module& to(Device device);
+  /// Casts every floating parameter, its gradient and every floating buffer
+  /// of this module and its children to `dtype` in place (Tensor::set_data;
+  /// PyTorch's Module.to(dtype), .double(), .float()): the tensors stay the
+  /// same objects; int64 buffers keep their dtype. An optimizer's state
+  /// follows its parameters' dtype at its next step. A float64 module runs on
+  /// the CPU (the CUDA kernels are float32). Throws DtypeError for a
+  /// non-floating `dtype`.
+  Module& to(DType dtype);
 
  protected:
   /// Registers a parameter (marked requires_grad) and returns it. Throws

@@ -11,6 +11,7 @@
 #include "tmem/core/profiler.h"
 #include "tmem/nn/module.h"
 #include "tmem/ops/dispatch.h"
+#include "tmem/ops/elementwise.h"
 
 namespace tmem::nn {
 
@@ -32,10 +33,13 @@ bool has_optim_kernels(const OpKernels& k) { return k.adamw_step && k.sgd_step; 
 // Whether a device's kernel table holds clip_grad_norm_'s kernels.
 bool has_clip_kernels(const OpKernels& k) { return k.abs_max && k.sum_squares && k.scale_inplace; }
 
-// `state` (an optimizer buffer of parameter p) on p's device, moved there if
-// the parameter moved since (Module::to after the optimizer was made).
-void follow_device(Tensor& state, const Tensor& p) {
-  if (state.defined() && state.device() != p.device()) state = state.to(p.device());
+// `state` (an optimizer buffer of parameter p) on p's device and of its
+// dtype, moved or cast if the parameter was since (Module::to after the
+// optimizer was made).
+void follow_param(Tensor& state, const Tensor& p) {
+  if (!state.defined()) return;
+  if (state.device() != p.device()) state = state.to(p.device());
+  if (state.dtype() != p.dtype()) state = to_dtype(state, p.dtype());
 }
 
 // For each parameter i with a gradient: step(k, p, g, i, n) with k the kernel
@@ -221,7 +225,7 @@ void SGD::set_weight_decay(size_t group, double weight_decay) {
 void SGD::step() {
   const RecordFunction region("SGD.step");
   auto buffer = [&](size_t i) -> bool {
-    follow_device(bufs_[i], params_[i]);
+    follow_param(bufs_[i], params_[i]);
     const bool first = momentum_ != 0 && !bufs_[i].defined();
     if (first) bufs_[i] = empty(params_[i].shape(), params_[i].dtype(), params_[i].device());
     return first;
@@ -314,8 +318,8 @@ void AdamW::step() {
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
   const double bc2_sqrt = std::sqrt(bc2);
   for_each_grad(params_, [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
-    follow_device(m_[i], params_[i]);
-    follow_device(v_[i], params_[i]);
+    follow_param(m_[i], params_[i]);
+    follow_param(v_[i], params_[i]);
     const ParamGroup& group = groups_[group_of_[i]];
     k.adamw_step(params_[i].device().index, p, g, m_[i].template data<T>(), v_[i].template data<T>(), n,
                  {beta1_, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});

@@ -36,7 +36,8 @@ LinearAttentionMemory::LinearAttentionMemory(int64_t dim_, int64_t heads_, int64
 
 LinearAttentionState LinearAttentionMemory::initial_state(int64_t B) const {
   const Device d = out->weight.device();
-  return {zeros({B, heads, features, dim / heads}, DType::Float32, d), zeros({B, heads, features}, DType::Float32, d)};
+  const DType t = out->weight.dtype();
+  return {zeros({B, heads, features, dim / heads}, t, d), zeros({B, heads, features}, t, d)};
 }
 
 Tensor LinearAttentionMemory::forward(const Tensor& x, LinearAttentionState& state) const {
@@ -54,7 +55,7 @@ Tensor LinearAttentionMemory::forward(const Tensor& x, LinearAttentionState& sta
   std::vector<double> tril(T * T, 0.0);
   for (int64_t i = 0; i < T; ++i)
     for (int64_t j = 0; j <= i; ++j) tril[i * T + j] = 1.0;
-  Tensor a = matmul(qf, transpose(kf, 2, 3)) * tensor(tril, {T, T}).to(x.device());  // [B, h, T, T]
+  Tensor a = matmul(qf, transpose(kf, 2, 3)) * tensor(tril, {T, T}, x.dtype()).to(x.device());  // [B, h, T, T]
   Tensor num = matmul(a, vv) + matmul(qf, state.S);                                  // [B, h, T, C/h]
   Tensor den = sum(a, {3}, true) + matmul(qf, unsqueeze(state.z, 3));                // [B, h, T, 1]
   Tensor o = num / (den + eps);
@@ -84,7 +85,7 @@ SelectiveSSM::SelectiveSSM(int64_t dim_, int64_t state_, Generator& gen) : dim(d
 }
 
 Tensor SelectiveSSM::initial_state(int64_t B) const {
-  return zeros({B, dim, state_dim}, DType::Float32, D.device());
+  return zeros({B, dim, state_dim}, D.dtype(), D.device());
 }
 
 Tensor SelectiveSSM::forward(const Tensor& x, Tensor& state) const {

@@ -31,7 +31,7 @@ struct LinearAttentionState {
 class LinearAttentionMemory : public Module {
  public:
   LinearAttentionMemory(int64_t dim, int64_t heads, int64_t features, Generator& gen = default_generator());
-  /// The zero state for a batch of B sequences, on the layer's device.
+  /// The zero state for a batch of B sequences, on the layer's device and of its dtype.
   LinearAttentionState initial_state(int64_t B) const;
   /// x[B, T, C] -> [B, T, C]; advances `state` past the T tokens.
   Tensor forward(const Tensor& x, LinearAttentionState& state) const;
@@ -53,7 +53,7 @@ class LinearAttentionMemory : public Module {
 class SelectiveSSM : public Module {
  public:
   SelectiveSSM(int64_t dim, int64_t state, Generator& gen = default_generator());
-  /// The zero state [B, C, N], on the layer's device.
+  /// The zero state [B, C, N], on the layer's device and of its dtype.
   Tensor initial_state(int64_t B) const;
   /// x[B, T, C] -> [B, T, C]; advances `state` past the T tokens.
   Tensor forward(const Tensor& x, Tensor& state) const;

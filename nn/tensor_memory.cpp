@@ -46,7 +46,13 @@ ConvLSTM3DState ConvLSTM3D::forward(const Tensor& x, const ConvLSTM3DState& s) c
                     in_channels, ", D, H, W] and state h, c [B, ", channels, ", D, H, W] (in_channels ", in_channels,
                     ", channels ", channels, "), but got x ", shape_str(x.shape()), " h ", shape_str(s.h.shape()), " c ",
                     shape_str(s.c.shape()));
-  return convlstm3d_cell(x, s.h, s.c, w);
+  // The pointwise-only update's fixed identity taps are neither parameters
+  // nor buffers (a checkpoint holds none), so Module::to does not reach
+  // them: they follow pw's device and dtype here.
+  ConvLSTM3DWeights v = w;
+  for (Tensor* t : {&v.dw_d, &v.dw_h, &v.dw_w, &v.db_d, &v.db_h, &v.db_w})
+    if (t->dtype() != w.pw.dtype() || t->device() != w.pw.device()) *t = to_dtype(*t, w.pw.dtype()).to(w.pw.device());
+  return convlstm3d_cell(x, s.h, s.c, v);
 }
 
 TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator& gen)
@@ -91,7 +97,7 @@ Tensor TensorMemory::nearest_cell(const Tensor& mu) const {
 
 ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {
   Shape s{B, opt.channels, opt.D, opt.H, opt.W};
-  return {zeros(s, DType::Float32, gamma.device()), zeros(s, DType::Float32, gamma.device())};
+  return {zeros(s, gamma.dtype(), gamma.device()), zeros(s, gamma.dtype(), gamma.device())};
 }
 
 namespace {

@@ -114,7 +114,7 @@ class TensorMemory : public Module {
  public:
   TensorMemory(int64_t dim, const TensorMemoryOptions& opt, Generator& gen = default_generator());
   /// The zero state (h, c) [B, channels, D, H, W] for a batch of B
-  /// sequences, on the layer's device.
+  /// sequences, on the layer's device and of its dtype.
   ConvLSTM3DState initial_state(int64_t B) const;
   /// x [B, N, C] and the state before it -> the read out and the new state;
   /// records its internals into the active TensorMemoryProbe, if any.

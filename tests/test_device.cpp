@@ -232,16 +232,37 @@ TEST_CASE("device: Module::to moves parameters in place and keeps their identity
   CHECK(lin.weight.to_vector() != std::vector<double>(6, 0.0));
 }
 
-TEST_CASE("device: set_data checks shape, dtype and that the tensor is a leaf") {
+TEST_CASE("device: set_data checks the shape, floating data for a tensor that requires grad, and a leaf") {
   Tensor a = ones({2, 3});
   CHECK_THROWS_AS(a.set_data(ones({3, 2})), ShapeError);
-  CHECK_THROWS_AS(a.set_data(ones({2, 3}, DType::Float64)), DtypeError);
   Tensor b = ones({2, 3});
   b.requires_grad_();
   Tensor c = mul(b, 2.0);
   CHECK_THROWS_AS(c.set_data(ones({2, 3})), ValueError);
+  CHECK(error_of<DtypeError>([&] { b.set_data(zeros({2, 3}, DType::Int64)); }) ==
+        "set_data: a tensor that requires grad needs floating data, but got int64");
+  CHECK(b.dtype() == DType::Float32);
   a.set_data(full({2, 3}, 4.0));
   CHECK(a.to_vector() == std::vector<double>(6, 4.0));
+}
+
+TEST_CASE("device: set_data takes the dtype of its source, and backward refuses a gradient of the old dtype") {
+  Tensor a = tensor({1.5, -2}, {2});
+  a.set_data(tensor({0.1, 3}, {2}, DType::Float64));
+  CHECK(a.dtype() == DType::Float64);
+  CHECK(a.to_vector() == std::vector<double>{0.1, 3});
+  a.set_data(zeros({2}, DType::Int64));
+  CHECK(a.dtype() == DType::Int64);
+
+  // A graph recorded in float32 ends at a leaf that is float64 by backward.
+  Tensor w = tensor({1, 2}, {2});
+  w.requires_grad_();
+  Tensor loss = sum(mul(w, w));
+  const auto saved = w.to_vector();
+  w.set_data(to_dtype(w.detach(), DType::Float64));
+  CHECK(contains(error_of<DtypeError>([&] { loss.backward(); }), "a float32 gradient for a leaf of dtype float64"));
+  CHECK(!w.grad().defined());
+  CHECK(w.to_vector() == saved);
 }
 
 TEST_CASE("device: the op table lists cuda exactly for the ops this build's backend runs") {

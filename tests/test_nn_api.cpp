@@ -3,6 +3,7 @@
 // state_dict, weight_decay_groups, and the DataLoader.
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 #include <numeric>
 #include <set>
@@ -13,11 +14,14 @@
 #include "tmem/nn/data_loader.h"
 #include "tmem/nn/layers.h"
 #include "tmem/nn/optim.h"
+#include "tmem/nn/recurrent.h"
 #include "tmem/nn/tensor_memory.h"
+#include "tmem/ops/gradcheck.h"
 #include "test_util.h"
 
 using namespace tmem;
 using tmem::test::check_close;
+using tmem::test::error_of;
 using tmem::test::fixture_tensor;
 using tmem::test::fixture_values;
 using tmem::test::load_fixture;
@@ -604,4 +608,111 @@ TEST_CASE("MultiheadAttention names itself for an input or context of another dt
                        "MultiheadAttention: expected x and context of the weights' dtype float32, but got float32 and "
                        "float64; convert them (to_dtype)",
                        DtypeError);
+}
+
+namespace {
+// A module with a float and an int64 buffer beside a Linear child.
+struct Counted : nn::Module {
+  Counted() {
+    lin = register_module("lin", std::make_shared<nn::Linear>(3, 2));
+    scale = register_buffer("scale", full({2}, 0.5));
+    count = register_buffer("count", tensor(std::vector<int64_t>{7}, {1}));
+  }
+  std::shared_ptr<nn::Linear> lin;
+  Tensor scale, count;
+};
+}  // namespace
+
+TEST_CASE("Module::to(dtype) casts parameters, gradients and floating buffers in place, and AdamW follows") {
+  Generator gen(5);
+  const Tensor x = randn({4, 3}, 0.0, 1.0, DType::Float32, gen);
+  Counted a, b;  // b stays float32: the reference for a's float64 steps
+  b.load_state_dict(a.state_dict());
+  nn::AdamW opt_a(a.parameters(), 0.1), opt_b(b.parameters(), 0.1);
+  const auto step = [&x](Counted& m, nn::AdamW& opt) {
+    opt.zero_grad();
+    const Tensor in = to_dtype(x, m.lin->weight.dtype());
+    sum(mul(mul(m.lin->forward(in), m.scale), m.lin->forward(in))).backward();
+    opt.step();
+  };
+  step(a, opt_a);
+  step(b, opt_b);
+  sum(a.lin->forward(x)).backward();  // a gradient held across the cast
+  const TensorImpl* w_impl = a.lin->weight.impl_ptr().get();
+  const auto w_before = a.lin->weight.to_vector();
+  const auto g_before = a.lin->weight.grad().to_vector();
+
+  CHECK(&a.to(DType::Float64) == &a);
+  CHECK(a.lin->weight.impl_ptr().get() == w_impl);  // the tensor an optimizer holds
+  CHECK(a.lin->weight.dtype() == DType::Float64);
+  CHECK(a.lin->bias.dtype() == DType::Float64);
+  CHECK(a.lin->weight.requires_grad());
+  CHECK(a.lin->weight.to_vector() == w_before);  // float32 -> float64 is exact
+  CHECK(a.lin->weight.grad().dtype() == DType::Float64);
+  CHECK(a.lin->weight.grad().to_vector() == g_before);
+  CHECK(a.scale.dtype() == DType::Float64);
+  CHECK(a.count.dtype() == DType::Int64);
+  CHECK(a.count.to_vector() == std::vector<double>{7});
+
+  // The moments made in float32 are cast at the next step; two more steps
+  // agree with the float32 model's to float32 rounding.
+  for (int i = 0; i < 2; ++i) {
+    step(a, opt_a);
+    step(b, opt_b);
+  }
+  CHECK(opt_a.state_dict().at("m.0").dtype() == DType::Float64);
+  check_close(a.lin->weight.to_vector(), b.lin->weight.to_vector(), 1e-6, 1e-5);
+  check_close(a.lin->bias.to_vector(), b.lin->bias.to_vector(), 1e-6, 1e-5);
+
+  a.to(DType::Float32);
+  CHECK(a.lin->weight.dtype() == DType::Float32);
+  CHECK(a.count.dtype() == DType::Int64);
+  CHECK(error_of<DtypeError>([&] { a.to(DType::Int64); }) ==
+        "Module::to: expected a floating dtype (float32 or float64), but got int64");
+  CHECK(a.lin->weight.dtype() == DType::Float32);
+}
+
+TEST_CASE("float64 recurrent layers (Module::to) pass gradcheck through their state, from a state of their dtype") {
+  Generator gen(11);
+  const Tensor x = randn({2, 3, 4}, 0.0, 1.0, DType::Float64, gen);
+  const auto check_layer = [&](nn::Module& m, const std::function<Tensor(const Tensor&)>& run) {
+    m.to(DType::Float64);
+    std::vector<Tensor> inputs = {x.detach().requires_grad_()};
+    for (const Tensor& p : m.parameters()) inputs.push_back(p);
+    const GradcheckResult r =
+        gradcheck([&](const std::vector<Tensor>& in) { return run(in[0]); }, inputs, 1e-6, 1e-6, 1e-4);
+    CHECK_MESSAGE(r.ok, r.message);
+  };
+  for (const bool factorized : {true, false}) {
+    SUBCASE(factorized ? "TensorMemory" : "TensorMemory, pointwise-only") {
+      nn::TensorMemoryOptions o;
+      o.channels = 2;
+      o.D = o.H = o.W = 3;
+      o.chunk = 1;
+      o.factorized = factorized;  // false: fixed identity taps that are not parameters
+      nn::TensorMemory mem(4, o, gen);
+      check_layer(mem, [&](const Tensor& in) {
+        const ConvLSTM3DState s = mem.initial_state(2);
+        CHECK(s.h.dtype() == DType::Float64);
+        const nn::TensorMemoryOutput r = mem.forward(in, s);
+        return add(sum(r.out), sum(r.state.h));
+      });
+    }
+  }
+  SUBCASE("SelectiveSSM") {
+    nn::SelectiveSSM ssm(4, 3, gen);
+    check_layer(ssm, [&](const Tensor& in) {
+      Tensor s = ssm.initial_state(2);
+      const Tensor y = ssm.forward(in, s);
+      return add(sum(y), sum(s));
+    });
+  }
+  SUBCASE("LinearAttentionMemory") {
+    nn::LinearAttentionMemory lin(4, 2, 3, gen);
+    check_layer(lin, [&](const Tensor& in) {
+      nn::LinearAttentionState s = lin.initial_state(2);
+      const Tensor y = lin.forward(in, s);
+      return add(sum(y), sum(s.S));
+    });
+  }
 }

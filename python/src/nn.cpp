@@ -2,7 +2,9 @@
 // TensorMemory with its state; clip_grad_norm_) and tmem.optim (SGD, AdamW,
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
 #include <algorithm>
+#include <optional>
 #include <unordered_set>
+#include <utility>
 
 #include "common.h"
 #include "tmem/nn/layers.h"
@@ -264,6 +266,48 @@ std::vector<py::tuple> named_modules(const py::object& root) {
 /// The Generator argument of a layer: the given one, or the default one.
 Generator& gen_arg(Generator* g) { return g ? *g : default_generator(); }
 
+/// The device and dtype of Module.to(*args, **kwargs), as torch.nn.Module.to
+/// takes them: positional arguments in any order, a str (or a Device's
+/// text) a device and a tmem or NumPy dtype a dtype, or the keywords device=
+/// and dtype=; None is no change. Throws TypeError for another argument, a
+/// device or dtype given twice, or another keyword; DtypeError for a dtype
+/// that is not floating (before anything moves).
+std::pair<std::optional<Device>, std::optional<DType>> module_to_args(const py::args& args,
+                                                                       const py::kwargs& kwargs) {
+  std::optional<Device> device;
+  std::optional<DType> dtype;
+  const auto take = [&](py::handle v, bool as_device) {
+    if (v.is_none()) return;
+    if (as_device) {
+      if (device) throw py::type_error("Module.to: the device was given twice");
+      device = device_from_py(v);
+    } else {
+      if (dtype) throw py::type_error("Module.to: the dtype was given twice");
+      dtype = dtype_from_py(v);
+      check<DtypeError>(is_floating(*dtype), "Module.to: expected a floating dtype (float32 or float64), but got ",
+                        dtype_name(*dtype));
+    }
+  };
+  const auto is_dtype = [](py::handle v) {
+    return py::isinstance<DType>(v) || py::isinstance<py::dtype>(v) || PyType_Check(v.ptr());
+  };
+  if (args.size() > 2)
+    throw py::type_error("Module.to: expected at most a device and a dtype, but got " + std::to_string(args.size()) +
+                         " arguments");
+  for (py::handle a : args) {
+    if (!py::isinstance<py::str>(a) && !is_dtype(a) && !a.is_none())
+      throw py::type_error("Module.to: expected a device (\"cpu\", \"cuda:0\") or a dtype, but got " + type_name(a));
+    take(a, py::isinstance<py::str>(a));
+  }
+  for (auto [k, v] : kwargs) {
+    const auto key = py::str(k).cast<std::string>();
+    if (key != "device" && key != "dtype")
+      throw py::type_error("Module.to: unexpected keyword argument '" + key + "'");
+    take(v, key == "device");
+  }
+  return {device, dtype};
+}
+
 }  // namespace
 
 void bind_nn(py::module_& m) {
@@ -336,12 +380,17 @@ void bind_nn(py::module_& m) {
               "(train() sets them all).")
       .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")
       .def("num_parameters", &Module::num_parameters, "The number of parameter elements.")
-      .def("to", [](Module& mod, const py::object& device) -> Module& {
-             if (py::isinstance<DType>(device))
-               throw py::type_error("Module.to: modules move between devices only, but got the dtype " +
-                                    py::str(device).cast<std::string>() + " (cast a tensor with Tensor.to)");
-             return mod.to(device_from_py(device));
-           }, py::arg("device"), "Moves parameters, gradients and buffers to a device in place; returns the module.")
+      .def("to", [](Module& mod, const py::args& args, const py::kwargs& kwargs) -> Module& {
+             const auto [device, dtype] = module_to_args(args, kwargs);
+             if (device) mod.to(*device);
+             if (dtype) mod.to(*dtype);
+             return mod;
+           }, "to(device), to(dtype) or to(device, dtype), also as keywords: moves and/or casts parameters, "
+              "gradients and floating buffers in place (int64 buffers keep their dtype); returns the module.")
+      .def("double", [](Module& mod) -> Module& { return mod.to(DType::Float64); },
+           "Casts floating parameters, gradients and buffers to float64 in place; returns the module.")
+      .def("float", [](Module& mod) -> Module& { return mod.to(DType::Float32); },
+           "Casts floating parameters, gradients and buffers to float32 in place; returns the module.")
       .def("__call__", [](py::object self, py::args args, py::kwargs kwargs) {
              return self.attr("forward")(*args, **kwargs);
            }, "Runs forward.");

@@ -639,6 +639,10 @@ void bind_tensor(py::module_& m) {
            }, "The name of the op that made the tensor (None for leaves).")
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
       .def("detach", &Tensor::detach, "The same data without autograd history.")
+      .def_property("data", &Tensor::detach, [](const Tensor& t, const Tensor& src) { t.set_data(src); },
+                    "The same data without autograd history; assigning a tensor of this shape replaces a leaf's "
+                    "data, its device and dtype included, keeping the tensor (torch's `p.data = src`; ShapeError "
+                    "for another shape, ValueError for a non-leaf).")
       .def("backward", [](const Tensor& t, const py::object& gradient, bool retain_graph) {
              const Tensor g = optional_tensor(gradient, "backward: expected gradient");
              py::gil_scoped_release release;

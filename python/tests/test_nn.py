@@ -79,6 +79,55 @@ class TestModules(unittest.TestCase):
         self.assertTrue(m.training)
         self.assertIs(m.to("cpu"), m)
 
+    def test_to_dtype_double_and_float(self):
+        m = MLP(4)
+        x = tmem.tensor(np.random.default_rng(1).standard_normal((5, 2)).astype(np.float32))
+        m(x).sum().backward()
+        w, w32, g32 = m.fc1.weight, m.fc1.weight.numpy(), m.fc1.weight.grad.numpy()
+        self.assertIs(m.double(), m)
+        self.assertIs(m.fc1.weight, w)  # in place: an optimizer's handle sees the cast
+        self.assertEqual((w.dtype, w.grad.dtype, w.requires_grad), (tmem.float64, tmem.float64, True))
+        np.testing.assert_array_equal(w.numpy(), w32.astype(np.float64))
+        np.testing.assert_array_equal(w.grad.numpy(), g32.astype(np.float64))
+        self.assertEqual(m(x.double()).dtype, tmem.float64)
+        self.assertEqual(m.float().fc2.bias.dtype, tmem.float32)
+        for args, kwargs in [((tmem.float64,), {}), (("cpu", tmem.float64), {}), ((np.float64, "cpu"), {}),
+                             ((), {"dtype": np.dtype("float64")}), ((None,), {"device": "cpu", "dtype": tmem.float64})]:
+            m.float()
+            self.assertIs(m.to(*args, **kwargs), m)
+            self.assertEqual(m.fc1.weight.dtype, tmem.float64, (args, kwargs))
+        self.assertIs(m.to("cpu"), m)
+        self.assertEqual(m.fc1.weight.dtype, tmem.float64)
+        with self.assertRaisesRegex(tmem.DtypeError, r"Module.to: expected a floating dtype \(float32 or float64\), but got int64"):
+            m.to("cpu", tmem.int64)
+        self.assertEqual(m.fc1.weight.dtype, tmem.float64)  # nothing moved
+        with self.assertRaisesRegex(TypeError, r"Module.to: expected a device \("):
+            m.to(3)
+        with self.assertRaisesRegex(TypeError, "the dtype was given twice"):
+            m.to(tmem.float32, dtype=tmem.float32)
+        with self.assertRaisesRegex(TypeError, "the device was given twice"):
+            m.to("cpu", "cpu")
+        with self.assertRaisesRegex(TypeError, "unexpected keyword argument 'non_blocking'"):
+            m.to("cpu", non_blocking=True)
+
+        # A float64 attention layer's gradient against central differences,
+        # through its weights and its input; a deep copy keeps the dtype.
+        mha = nn.MultiheadAttention(4, 2).double()
+        twin = copy.deepcopy(mha)
+        self.assertEqual(twin.qkv.weight.dtype, tmem.float64)
+        np.testing.assert_array_equal(twin.qkv.weight.numpy(), mha.qkv.weight.numpy())
+        xs = tmem.tensor(np.random.default_rng(2).standard_normal((2, 3, 4)), requires_grad=True)
+        result = tmem.gradcheck(lambda x, *params: mha(x), [xs] + mha.parameters())
+        self.assertTrue(result.ok, result.message)
+
+        # Tensor.data: the same storage without history, and assignable.
+        t = tmem.ones(2, requires_grad=True)
+        self.assertFalse(t.data.requires_grad)
+        t.data = tmem.zeros(2).double()
+        self.assertEqual((t.dtype, t.requires_grad, t.numpy().tolist()), (tmem.float64, True, [0.0, 0.0]))
+        with self.assertRaises(tmem.ShapeError):
+            t.data = tmem.zeros(3)
+
     def test_tensor_memory_state(self):
         mem = nn.TensorMemory(8, channels=4, D=3, H=3, W=3, chunk=2)
         state = mem.initial_state(2)

@@ -539,6 +539,9 @@ def _module_deepcopy(self, memo):
     state = self.state_dict()
     if state:
         out.to(next(iter(state.values())).device)
+    for name, t in (*out.named_parameters(), *out.named_buffers()):  # a float64 copy stays float64
+        if t.dtype != state[name].dtype:
+            t.data = t.to(state[name].dtype)
     out.load_state_dict(state)
     params = dict(out.named_parameters())
     for name, p in self.named_parameters():
