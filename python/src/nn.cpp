@@ -390,10 +390,7 @@ void bind_nn(py::module_& m) {
       .def("double", [](Module& mod) -> Module& { return mod.to(DType::Float64); },
            "Casts floating parameters, gradients and buffers to float64 in place; returns the module.")
       .def("float", [](Module& mod) -> Module& { return mod.to(DType::Float32); },
-           "Casts floating parameters, gradients and buffers to float32 in place; returns the module.")
-      .def("__call__", [](py::object self, py::args args, py::kwargs kwargs) {
-             return self.attr("forward")(*args, **kwargs);
-           }, "Runs forward.");
+           "Casts floating parameters, gradients and buffers to float32 in place; returns the module.");
 
   py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>>(nnm, "Linear", "y = x @ weight^T + bias.")
       .def(py::init([](int64_t in, int64_t out, bool bias, Generator* g) {

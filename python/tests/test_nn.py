@@ -187,6 +187,64 @@ class TestTensorIdentity(unittest.TestCase):
         self.assertEqual(lin.weight.shape, (2, 3))
 
 
+class TestForwardHooks(unittest.TestCase):
+    def test_hooks_see_and_replace_inputs_and_outputs(self):
+        m = MLP(4)
+        x = tmem.tensor(np.random.default_rng(3).standard_normal((5, 2)).astype(np.float32))
+        plain = m(x).numpy()
+        seen, calls = [], []
+        h1 = m.fc1.register_forward_hook(lambda mod, args, out: seen.append((mod, args, out.numpy())))
+        h2 = m.register_forward_pre_hook(lambda mod, args: calls.append("pre"))
+        h3 = m.register_forward_hook(lambda mod, args, out: calls.append("post"))
+        np.testing.assert_array_equal(m(x).numpy(), plain)
+        self.assertEqual(calls, ["pre", "post"])
+        self.assertIs(seen[0][0], m.fc1)
+        self.assertIs(seen[0][1][0], x)
+        np.testing.assert_allclose(seen[0][2], x.numpy() @ m.fc1.weight.numpy().T + m.fc1.bias.numpy(), rtol=1e-6)
+        for h in (h1, h2, h3):
+            h.remove()
+        h1.remove()  # twice: nothing
+        m(x)
+        self.assertEqual((len(seen), calls), (1, ["pre", "post"]))
+
+        # A pre-hook's return replaces the arguments (a non-tuple as the one
+        # argument), a forward hook's the output; later hooks see the change.
+        with m.register_forward_pre_hook(lambda mod, args: args[0] * 2.0):
+            with m.register_forward_hook(lambda mod, args, out: out + 1.0):
+                h = m.register_forward_hook(lambda mod, args, out: out * 10.0)
+                np.testing.assert_allclose(m(x).numpy(), (m.forward(x * 2.0).numpy() + 1.0) * 10.0, rtol=1e-6)
+                h.remove()
+                np.testing.assert_allclose(m(x).numpy(), m.forward(x * 2.0).numpy() + 1.0, rtol=1e-6)
+        np.testing.assert_array_equal(m(x).numpy(), plain)  # the with blocks removed them
+
+    def test_hooks_on_built_in_layers_and_refusals(self):
+        mha = nn.MultiheadAttention(8, 2)
+        x = tmem.randn(2, 3, 8)
+        outs = []
+        mha.register_forward_hook(lambda mod, args, out: outs.append(out))
+        y = mha(x)
+        self.assertIs(outs[0], y)
+        for child in (mha.qkv, nn.TensorMemory(8, channels=2, D=3, H=3, W=3).cell):
+            with self.assertRaisesRegex(TypeError, r"register_forward_hook: this \w+ was made by its parent's C\+\+ "
+                                                   r"constructor and is called from C\+\+, where Python hooks do not run"):
+                child.register_forward_hook(lambda mod, args, out: None)
+        with self.assertRaisesRegex(TypeError, "register_forward_pre_hook: expected a callable hook, but got int"):
+            mha.register_forward_pre_hook(3)
+
+        def fails(mod, args):
+            raise KeyError("from the hook")
+        handle = mha.register_forward_pre_hook(fails)
+        with self.assertRaisesRegex(KeyError, "from the hook"):
+            mha(x)
+        handle.remove()
+        self.assertEqual(mha(x).shape, (2, 3, 8))
+
+        # A deep copy keeps the hooks (torch's too); removing the original's leaves the copy's.
+        twin = copy.deepcopy(mha)
+        twin(x)
+        self.assertEqual(len(outs), 3)
+
+
 class TestModuleLifetimeAndPickling(unittest.TestCase):
     def test_a_python_module_in_a_reference_cycle_is_freed(self):
         """A Python module whose attributes lead back to it (self.me = [self], a closure over self) was never

@@ -13,7 +13,7 @@ import sys as _sys
 
 import numpy as _np
 
-from . import _tmem
+from . import _hooks, _tmem
 from ._tmem import *  # noqa: F401,F403
 from ._tmem import models, nn, optim, Tensor
 
@@ -620,6 +620,9 @@ nn.Module.requires_grad_ = _module_requires_grad_
 nn.Module.get_submodule = _module_get_submodule
 nn.Module.add_module = lambda self, name, module: self.register_module(name, module)
 nn.Module.add_module.__doc__ = "register_module under torch's other name."
+nn.Module.__call__ = _hooks.module_call
+nn.Module.register_forward_pre_hook = _hooks.register_forward_pre_hook
+nn.Module.register_forward_hook = _hooks.register_forward_hook
 nn.Module.cpu = lambda self: self.to("cpu")
 nn.Module.cpu.__doc__ = "to('cpu'): moves every parameter and buffer to the CPU; returns the module."
 nn.Parameter = _Parameter
