@@ -157,7 +157,13 @@ void Tensor::set_data(const Tensor& src) const {
   i.storage = src.impl().storage;
   i.strides = src.strides();
   i.offset = src.offset();
-  i.is_view = src.impl().is_view;
+  // This tensor takes src's memory, not its autograd relations: it is no
+  // view (torch's x._is_view() stays false after x.data = big[2]), so an
+  // in-place op on it is a leaf's, and a base it was a view of before
+  // rebuilds nothing into it.
+  i.is_view = false;
+  i.view_base.reset();
+  i.view_history = 0;
 }
 
 std::string Tensor::str() const {

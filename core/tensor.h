@@ -130,7 +130,8 @@ class Tensor {
   /// Replaces this leaf's data (storage, strides, offset) with src's data,
   /// keeping the tensor itself: every handle to it, an optimizer's included,
   /// sees the new data and device; views made of the old data keep the old
-  /// data (PyTorch's `t.data = src`). src needs this tensor's shape; its
+  /// data (PyTorch's `t.data = src`); it is no view afterwards, of src's
+  /// base or of its own former base. src needs this tensor's shape; its
   /// device and dtype become this tensor's (a gradient already held keeps
   /// its own: the next backward refuses to add a gradient of another dtype
   /// or device to it); its autograd history is not taken. Throws ShapeError,

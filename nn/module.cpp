@@ -224,30 +224,49 @@ int64_t Module::num_parameters() const {
   return n;
 }
 
-Module& Module::to(Device device) {
+bool Module::has_own(const std::string& name) const {
+  const auto named = [&name](const auto& e) { return e.first == name; };
+  return std::ranges::any_of(params_, named) || std::ranges::any_of(buffers_, named) ||
+         std::ranges::any_of(children_, named);
+}
+
+void Module::convert(const char* op, const std::function<bool(const Tensor&)>& needs,
+                     const std::function<Tensor(const Tensor&)>& cast) {
   NamedTensors params, buffers;
   collect(params, &buffers, false);
+  const auto refused = [&](const Tensor& t) { return needs(t) && !t.is_leaf(); };
+  bool any_refused = false;
+  for (auto* list : {&params, &buffers})
+    for (auto& [n, t] : *list) any_refused = any_refused || refused(t);
+  if (any_refused) {  // the names only now: a deep chain's names cost the square of its depth
+    params.clear();
+    buffers.clear();
+    collect(params, &buffers);
+    for (auto* list : {&params, &buffers})
+      for (auto& [n, t] : *list)
+        check<ValueError>(!refused(t), op, ": \"", printable(n), "\" is the output of an op, not a leaf (a buffer ",
+                          "registered as x * 2 rather than a detached tensor), so it cannot be changed in place; ",
+                          "register its detach()");
+  }
   NoGradGuard no_grad;
   for (auto* list : {&params, &buffers})
     for (auto& [n, t] : *list) {
-      t.set_data(t.to(device));
-      if (Tensor g = t.grad(); g.defined()) g.set_data(g.to(device));
+      if (needs(t)) t.set_data(cast(t));
+      if (Tensor g = t.grad(); g.defined() && needs(g)) g.set_data(cast(g));
     }
+}
+
+Module& Module::to(Device device) {
+  convert("Module::to", [device](const Tensor& t) { return t.device() != device; },
+          [device](const Tensor& t) { return t.to(device); });
   return *this;
 }
 
 Module& Module::to(DType dtype) {
   check<DtypeError>(is_floating(dtype), "Module::to: expected a floating dtype (float32 or float64), but got ",
                     dtype_name(dtype));
-  NamedTensors params, buffers;
-  collect(params, &buffers, false);
-  NoGradGuard no_grad;
-  for (auto* list : {&params, &buffers})
-    for (auto& [n, t] : *list) {
-      if (!is_floating(t.dtype()) || t.dtype() == dtype) continue;
-      t.set_data(to_dtype(t, dtype));
-      if (Tensor g = t.grad(); g.defined()) g.set_data(to_dtype(g, dtype));
-    }
+  convert("Module::to", [dtype](const Tensor& t) { return is_floating(t.dtype()) && t.dtype() != dtype; },
+          [dtype](const Tensor& t) { return to_dtype(t, dtype); });
   return *this;
 }
 

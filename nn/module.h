@@ -2,6 +2,7 @@
 // A module owns named parameters and buffers and named child modules;
 // parameter names are dotted paths ("blocks.0.attn.qkv.weight").
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -67,6 +68,9 @@ class Module {
   void set_training(bool on) { training_ = on; }
   /// Clears the .grad of every parameter.
   void zero_grad();
+  /// Whether this module itself (not a descendant) registers `name` as a
+  /// parameter, buffer or child.
+  bool has_own(const std::string& name) const;
   /// Total number of parameter elements.
   int64_t num_parameters() const;
   /// Moves every parameter, parameter gradient and buffer of this module and
@@ -74,7 +78,10 @@ class Module {
   /// the same objects, so handles held elsewhere (layer members, optimizers)
   /// see the new device. State made from the parameters before the move
   /// (optimizer moments) stays where it was: move the model first, then build
-  /// its optimizer. Throws DeviceError when `device` is not available.
+  /// its optimizer. Tensors already on `device` stay as they are. Throws
+  /// DeviceError when `device` is not available; ValueError, moving
+  /// nothing, for a tensor to move that is not a leaf (a buffer registered
+  /// as the output of an op).
   Module& to(Device device);
   /// Casts every floating parameter, its gradient and every floating buffer
   /// of this module and its children to `dtype` in place (Tensor::set_data;
@@ -82,7 +89,7 @@ class Module {
   /// same objects; int64 buffers keep their dtype. An optimizer's state
   /// follows its parameters' dtype at its next step. A float64 module runs on
   /// the CPU (the CUDA kernels are float32). Throws DtypeError for a
-  /// non-floating `dtype`.
+  /// non-floating `dtype`; ValueError, casting nothing, as to(Device).
   Module& to(DType dtype);
 
  protected:
@@ -139,6 +146,12 @@ class Module {
   /// deep chain's names cost the square of its depth), depth first in
   /// registration order; a tensor reached twice under each name.
   void collect(NamedTensors& params, NamedTensors* buffers, bool names = true) const;
+  /// Module::to's body: every parameter, gradient and buffer of the tree
+  /// for which `needs` holds gets cast(t) as its data (Tensor::set_data).
+  /// Throws ValueError naming `op` and the tensor, before changing any, when
+  /// such a tensor is not a leaf (set_data replaces only a leaf's data).
+  void convert(const char* op, const std::function<bool(const Tensor&)>& needs,
+               const std::function<Tensor(const Tensor&)>& cast);
   NamedTensors params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

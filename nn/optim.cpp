@@ -44,12 +44,18 @@ void follow_param(Tensor& state, const Tensor& p) {
 
 // For each parameter i with a gradient: step(k, p, g, i, n) with k the kernel
 // table of p's device and typed pointers to p and its contiguous gradient g.
+// Throws ValueError naming `op` for a parameter that is no longer contiguous
+// (its data replaced by a strided view since: `p.data = w.T`), whose
+// elements the kernels would read as a dense block.
 template <class Step>
-void for_each_grad(const std::vector<Tensor>& params, Step&& step) {
+void for_each_grad(const std::vector<Tensor>& params, const char* op, Step&& step) {
   for (size_t i = 0; i < params.size(); ++i) {
     const Tensor& p = params[i];
     Tensor g = p.grad();
     if (!g.defined()) continue;
+    check<ValueError>(p.is_contiguous(), op, ": parameter ", i, " of shape ", shape_str(p.shape()),
+                      " is not contiguous (strides ", shape_str(p.strides()), "): its data was replaced by a "
+                      "strided view (p.data = src); assign src.contiguous()");
     Tensor gc = contiguous_data(g);
     dispatch_kernels("optimizer step", p, has_optim_kernels, [&]<class T>(const KernelTable<T>& k) {
       step(k, p.data<T>(), gc.template data<T>(), i, p.numel());
@@ -230,7 +236,7 @@ void SGD::step() {
     if (first) bufs_[i] = empty(params_[i].shape(), params_[i].dtype(), params_[i].device());
     return first;
   };
-  for_each_grad(params_, [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
+  for_each_grad(params_, "SGD.step", [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
     const bool first = buffer(i);
     const ParamGroup& group = groups_[group_of_[i]];
     T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
@@ -317,7 +323,7 @@ void AdamW::step() {
   const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
   const double bc2_sqrt = std::sqrt(bc2);
-  for_each_grad(params_, [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
+  for_each_grad(params_, "AdamW.step", [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
     follow_param(m_[i], params_[i]);
     follow_param(v_[i], params_[i]);
     const ParamGroup& group = groups_[group_of_[i]];

@@ -83,16 +83,15 @@ TensorMemory::TensorMemory(int64_t dim_, const TensorMemoryOptions& o, Generator
 
 Tensor TensorMemory::nearest_cell(const Tensor& mu) const {
   const int64_t B = mu.shape()[0];
-  Tensor onehot = zeros({B, 1, opt.D, opt.H, opt.W});
+  std::vector<double> onehot(static_cast<size_t>(B * opt.D * opt.H * opt.W), 0.0);
   std::vector<double> m = mu.to_vector();
-  float* p = onehot.data<float>();
   auto idx = [](double x, int64_t n) {  // the cell centre nearest x on linspace(-1, 1, n)
     return n == 1 ? int64_t{0} : std::clamp<int64_t>(std::llround((x + 1) / 2 * (n - 1)), 0, n - 1);
   };
   for (int64_t b = 0; b < B; ++b)
-    p[((b * opt.D + idx(m[b * 3 + 2], opt.D)) * opt.H + idx(m[b * 3 + 1], opt.H)) * opt.W +
-      idx(m[b * 3], opt.W)] = 1.0f;
-  return onehot.to(mu.device());
+    onehot[static_cast<size_t>(((b * opt.D + idx(m[b * 3 + 2], opt.D)) * opt.H + idx(m[b * 3 + 1], opt.H)) * opt.W +
+                               idx(m[b * 3], opt.W))] = 1.0;
+  return tensor(onehot, {B, 1, opt.D, opt.H, opt.W}, mu.dtype()).to(mu.device());
 }
 
 ConvLSTM3DState TensorMemory::initial_state(int64_t B) const {

@@ -672,6 +672,42 @@ TEST_CASE("Module::to(dtype) casts parameters, gradients and floating buffers in
   CHECK(a.lin->weight.dtype() == DType::Float32);
 }
 
+TEST_CASE("Module::to refuses a non-leaf tensor it would change, changing nothing, and leaves the others in place") {
+  struct Derived : nn::Module {
+    Derived() {
+      lin = register_module("lin", std::make_shared<nn::Linear>(2, 2));
+      twice = register_buffer("twice", mul(lin->weight, 2.0));  // the output of an op
+    }
+    std::shared_ptr<nn::Linear> lin;
+    Tensor twice;
+  };
+  Derived m;
+  CHECK(error_of<ValueError>([&] { m.to(DType::Float64); }) ==
+        "Module::to: \"twice\" is the output of an op, not a leaf (a buffer registered as x * 2 rather than a "
+        "detached tensor), so it cannot be changed in place; register its detach()");
+  CHECK(m.lin->weight.dtype() == DType::Float32);
+  CHECK(m.twice.dtype() == DType::Float32);
+  const TensorImpl* impl = m.twice.impl_ptr().get();
+  m.to(Device::cpu());  // already there: nothing to change, nothing refused
+  CHECK(m.twice.impl_ptr().get() == impl);
+  m.to(DType::Float32);
+  CHECK(!m.twice.is_leaf());
+}
+
+TEST_CASE("AdamW and SGD refuse a parameter whose data became a strided view since they were built") {
+  Tensor p = zeros({2, 3});
+  p.requires_grad_();
+  nn::SGD sgd({p}, 0.1);
+  nn::AdamW adamw({p}, 0.1);
+  p.set_data(transpose(tensor({1, 2, 3, 4, 5, 6}, {3, 2}), 0, 1));
+  sum(mul(p, p)).backward();
+  const std::string tail = " of shape [2,3] is not contiguous (strides [1,2]): its data was replaced by a strided "
+                           "view (p.data = src); assign src.contiguous()";
+  CHECK(error_of<ValueError>([&] { sgd.step(); }) == "SGD.step: parameter 0" + tail);
+  CHECK(error_of<ValueError>([&] { adamw.step(); }) == "AdamW.step: parameter 0" + tail);
+  CHECK(p.to_vector() == std::vector<double>{1, 3, 5, 2, 4, 6});
+}
+
 TEST_CASE("float64 recurrent layers (Module::to) pass gradcheck through their state, from a state of their dtype") {
   Generator gen(11);
   const Tensor x = randn({2, 3, 4}, 0.0, 1.0, DType::Float64, gen);
@@ -698,6 +734,19 @@ TEST_CASE("float64 recurrent layers (Module::to) pass gradcheck through their st
         return add(sum(r.out), sum(r.state.h));
       });
     }
+  }
+  SUBCASE("TensorMemory, hard write: float64 gives the float32 layer's output") {
+    nn::TensorMemoryOptions o;
+    o.channels = 2;
+    o.D = o.H = o.W = 3;
+    o.hard_write = true;
+    nn::TensorMemory m32(4, o, gen), m64(4, o, gen);
+    m64.load_state_dict(m32.state_dict());
+    m64.to(DType::Float64);
+    const Tensor y32 = m32.forward(to_dtype(x, DType::Float32), m32.initial_state(2)).out;
+    const Tensor y64 = m64.forward(x, m64.initial_state(2)).out;
+    CHECK(y64.dtype() == DType::Float64);
+    check_close(y64.to_vector(), y32.to_vector(), 1e-5, 1e-4);
   }
   SUBCASE("SelectiveSSM") {
     nn::SelectiveSSM ssm(4, 3, gen);

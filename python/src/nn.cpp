@@ -278,12 +278,27 @@ std::pair<std::optional<Device>, std::optional<DType>> module_to_args(const py::
   std::optional<DType> dtype;
   const auto take = [&](py::handle v, bool as_device) {
     if (v.is_none()) return;
+    const std::string text = printable(py::repr(v).cast<std::string>());
     if (as_device) {
       if (device) throw py::type_error("Module.to: the device was given twice");
-      device = device_from_py(v);
+      try {
+        device = device_from_py(v);
+      } catch (const ValueError& e) {
+        const std::string s = py::str(v).cast<std::string>();
+        const bool dtype_name = s == "float32" || s == "float64" || s == "int64" || s == "float" || s == "double";
+        throw ValueError("Module.to: " + std::string(e.what()) +
+                         (dtype_name ? " (a str is read as a device, as in torch; pass tmem." +
+                                           std::string(s == "float" ? "float32" : s == "double" ? "float64" : s) +
+                                           " or dtype=" + text + ")"
+                                     : ""));
+      }
     } else {
       if (dtype) throw py::type_error("Module.to: the dtype was given twice");
-      dtype = dtype_from_py(v);
+      try {
+        dtype = dtype_from_py(v);
+      } catch (const DtypeError& e) {
+        throw DtypeError("Module.to: " + std::string(e.what()));
+      }
       check<DtypeError>(is_floating(*dtype), "Module.to: expected a floating dtype (float32 or float64), but got ",
                         dtype_name(*dtype));
     }
@@ -296,7 +311,8 @@ std::pair<std::optional<Device>, std::optional<DType>> module_to_args(const py::
                          " arguments");
   for (py::handle a : args) {
     if (!py::isinstance<py::str>(a) && !is_dtype(a) && !a.is_none())
-      throw py::type_error("Module.to: expected a device (\"cpu\", \"cuda:0\") or a dtype, but got " + type_name(a));
+      throw py::type_error("Module.to: expected a device (\"cpu\", \"cuda:0\") or a tmem or NumPy dtype, but got " +
+                           printable(py::repr(a).cast<std::string>()) + " (" + type_name(a) + ")");
     take(a, py::isinstance<py::str>(a));
   }
   for (auto [k, v] : kwargs) {
@@ -380,6 +396,8 @@ void bind_nn(py::module_& m) {
               "(train() sets them all).")
       .def("zero_grad", &Module::zero_grad, "Clears every parameter's gradient.")
       .def("num_parameters", &Module::num_parameters, "The number of parameter elements.")
+      .def("_has_own", &Module::has_own, py::arg("name"),
+           "Whether this module itself registers name (a parameter, buffer or child) in C++.")
       .def("to", [](Module& mod, const py::args& args, const py::kwargs& kwargs) -> Module& {
              const auto [device, dtype] = module_to_args(args, kwargs);
              if (device) mod.to(*device);

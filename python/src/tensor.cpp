@@ -282,7 +282,9 @@ Tensor get_item(const Tensor& t, const py::object& index) {
 
 /// What a buffer view exported by get_buffer owns.
 struct BufferView {
-  Tensor tensor;
+  // The memory itself, not the tensor: `t.data = src` and Module.to give the
+  // tensor another storage while the view still points into this one.
+  std::shared_ptr<Storage> storage;
   std::vector<py::ssize_t> shape, strides;
 };
 
@@ -307,7 +309,7 @@ int get_buffer(PyObject* obj, Py_buffer* view, int flags) {
       return -1;
     }
     const auto item = static_cast<py::ssize_t>(dtype_size(t.dtype()));
-    auto* b = new BufferView{t, {t.shape().begin(), t.shape().end()}, {}};
+    auto* b = new BufferView{t.impl().storage, {t.shape().begin(), t.shape().end()}, {}};
     for (int64_t s : t.strides()) b->strides.push_back(s * item);
     static const char* formats[] = {"f", "d", "q"};
     view->buf = t.raw_data();
@@ -639,7 +641,13 @@ void bind_tensor(py::module_& m) {
            }, "The name of the op that made the tensor (None for leaves).")
       .def("zero_grad", &Tensor::zero_grad, "Clears the gradient.")
       .def("detach", &Tensor::detach, "The same data without autograd history.")
-      .def_property("data", &Tensor::detach, [](const Tensor& t, const Tensor& src) { t.set_data(src); },
+      .def_property("data", &Tensor::detach, [](const Tensor& t, const py::object& src) {
+             if (!py::isinstance<Tensor>(src))
+               throw py::type_error("Tensor.data: expected a tmem Tensor, but got " +
+                                    py::str(py::type::of(src).attr("__name__")).cast<std::string>() +
+                                    " (convert it with tmem.tensor)");
+             t.set_data(src.cast<Tensor>());
+           },
                     "The same data without autograd history; assigning a tensor of this shape replaces a leaf's "
                     "data, its device and dtype included, keeping the tensor (torch's `p.data = src`; ShapeError "
                     "for another shape, ValueError for a non-leaf).")

@@ -127,6 +127,26 @@ class TestModules(unittest.TestCase):
         self.assertEqual((t.dtype, t.requires_grad, t.numpy().tolist()), (tmem.float64, True, [0.0, 0.0]))
         with self.assertRaises(tmem.ShapeError):
             t.data = tmem.zeros(3)
+        with self.assertRaisesRegex(TypeError, "Tensor.data: expected a tmem Tensor, but got ndarray"):
+            t.data = np.zeros(2)
+        # Data taken from a view makes no view: an in-place op with autograd works as on any leaf.
+        x, big, w = tmem.zeros(3), tmem.full([4, 3], 2.0), tmem.ones(3, requires_grad=True)
+        x.data = big[2]
+        x.mul_(w)
+        x.sum().backward()
+        self.assertEqual(w.grad.numpy().tolist(), [2.0, 2.0, 2.0])
+        # A buffer view keeps the memory it was taken of, not the tensor's next.
+        lin = nn.Linear(30, 30)
+        view, before = np.asarray(lin.weight), lin.weight.numpy().copy()
+        lin.double()
+        tmem.full([30, 30], 5.0)
+        np.testing.assert_array_equal(view, before)
+
+        with self.assertRaisesRegex(ValueError, r"Module.to: .*float64.* \(a str is read as a device, as in torch; "
+                                                r"pass tmem.float64 or dtype='float64'\)"):
+            m.to("float64")
+        with self.assertRaisesRegex(tmem.DtypeError, "Module.to: dtype: tmem has the dtypes"):
+            m.to(dtype="float16")
 
     def test_tensor_memory_state(self):
         mem = nn.TensorMemory(8, channels=4, D=3, H=3, W=3, chunk=2)
@@ -239,10 +259,27 @@ class TestForwardHooks(unittest.TestCase):
         handle.remove()
         self.assertEqual(mha(x).shape, (2, 3, 8))
 
-        # A deep copy keeps the hooks (torch's too); removing the original's leaves the copy's.
+        # A deep copy keeps the hooks (torch's too), and a handle copied with
+        # its module removes the copy's hook, not the original's.
         twin = copy.deepcopy(mha)
         twin(x)
         self.assertEqual(len(outs), 3)
+        holder = MLP(4)
+        holder.handle = holder.fc1.register_forward_hook(lambda mod, args, out: outs.append(out))
+        holder.register_buffer("_forward_hooks", tmem.ones(3))  # torch's key: no clash here
+        twin = copy.deepcopy(holder)
+        twin.handle.remove()
+        twin(tmem.randn(1, 2))
+        self.assertEqual(len(outs), 3)
+        holder(tmem.randn(1, 2))
+        self.assertEqual(len(outs), 4)
+
+        class Early(nn.Module):
+            def __init__(self):
+                self.register_forward_hook(lambda mod, args, out: None)
+                super().__init__()
+        with self.assertRaisesRegex(AttributeError, r"cannot use it before Module.__init__\(\) has run"):
+            Early()
 
 
 class TestModuleLifetimeAndPickling(unittest.TestCase):

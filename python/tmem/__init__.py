@@ -91,12 +91,6 @@ def _module_delattr(self, name):
     object.__delattr__(self, name)
 
 
-def _own_names(module):
-    """The names module itself registers (its parameters, buffers and
-    children, not theirs)."""
-    return {n for n in module.state_dict() if "." not in n} | {n for n, _ in module.named_children()}
-
-
 def _register_as_attribute(method, kind):
     """Module.register_parameter, register_buffer or register_module (kind
     "parameter", "buffer" or "module") that also makes what it registers an
@@ -110,7 +104,7 @@ def _register_as_attribute(method, kind):
     which no walk or state_dict lists until a value fills it."""
     @_functools.wraps(method)
     def register(self, name, value, _replacing_attribute=False):
-        if not _replacing_attribute and isinstance(name, str) and name not in _own_names(self):
+        if not _replacing_attribute and isinstance(name, str) and not self._has_own(name):
             if name in self.__dict__ or callable(getattr(type(self), name, None)) or isinstance(
                     getattr(type(self), name, None), property):
                 raise KeyError(f"attribute '{name}' already exists")
@@ -121,7 +115,7 @@ def _register_as_attribute(method, kind):
             if not isinstance(name, str) or not name or "." in name:
                 raise ValueError(f"register_{kind}: expected a {kind} name without \".\", not empty, but got "
                                  f"{name!r}")
-            if name in _own_names(self) or name in self.__dict__.get("_tmem_registered", {}):
+            if self._has_own(name) or name in self.__dict__.get("_tmem_registered", {}):
                 raise ValueError(f"register_{kind}: attribute '{name}' already exists")
             out = None
         else:
@@ -140,10 +134,10 @@ def _unregister(method):
     @_functools.wraps(method)
     def unregister(self, name):
         registered = self.__dict__.get("_tmem_registered", {})
-        if name in _own_names(self) and name not in registered:
+        if self._has_own(name) and name not in registered:
             raise ValueError(f"unregister: {type(self).__name__}'s constructor registered {name!r}, which its "
                              f"forward uses; only names registered from Python can be removed")
-        if name not in registered or name in _own_names(self):  # an empty slot has nothing in C++
+        if name not in registered or self._has_own(name):  # an empty slot has nothing in C++
             method(self, name)
         registered.pop(name, None)
     return unregister
