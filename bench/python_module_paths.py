@@ -1,5 +1,5 @@
-# Python-side module paths (bench/RESULTS.md): a registered buffer assigned in a loop, and a deep
-# copy of a chain of Python modules. Run: PYTHONPATH=build/python /usr/bin/python3 bench/python_module_paths.py
+# Python-side module paths (bench/RESULTS.md): a registered buffer assigned in a loop, a buffer
+# registered and unregistered explicitly, and a deep copy of a chain of Python modules. Run: PYTHONPATH=build/python /usr/bin/python3 bench/python_module_paths.py
 import time, tmem, tmem.nn as nn
 class Net(nn.Module):
     def __init__(s):
@@ -10,6 +10,11 @@ class Net(nn.Module):
 m = Net(); t = time.time()
 for _ in range(2000): m.count = tmem.zeros(1)
 print(f"{(time.time() - t) / 2000 * 1e6:.1f} us per buffer assignment (50 Linear children)")
+t = time.time()
+for _ in range(2000):
+    m.register_buffer("extra", tmem.zeros(1))
+    del m.extra
+print(f"{(time.time() - t) / 2000 * 1e6:.1f} us per register_buffer + del pair (50 Linear children)")
 
 
 class Level(nn.Module):
