@@ -13,8 +13,8 @@ print(f"{(time.time() - t) / 2000 * 1e6:.1f} us per buffer assignment (50 Linear
 t = time.time()
 for _ in range(2000):
     m.register_buffer("extra", tmem.zeros(1))
-    del m.extra
-print(f"{(time.time() - t) / 2000 * 1e6:.1f} us per register_buffer + del pair (50 Linear children)")
+    m.unregister("extra")
+print(f"{(time.time() - t) / 2000 * 1e6:.1f} us per register_buffer + unregister pair (50 Linear children)")
 
 
 class Level(nn.Module):

@@ -345,6 +345,10 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         h.register_buffer("count", tmem.zeros(1))
         h.unregister("count")
         self.assertEqual(list(h.state_dict()), ["extra.weight", "extra.bias"])
+        self.assertFalse(hasattr(h, "count"))  # the attribute goes too, so the name can be registered again
+        h.register_buffer("count", tmem.ones(1))
+        del h.count
+        self.assertEqual((hasattr(h, "count"), list(h.state_dict())), (False, ["extra.weight", "extra.bias"]))
 
     def test_empty_slots(self):
         """register_buffer("mask", None) and friends, as torch's: an empty slot of its kind, out of state_dict and

@@ -87,8 +87,9 @@ def _module_delattr(self, name):
     registration (torch.nn.Module.__delattr__): it left named_parameters and
     state_dict, and the name could not be assigned again."""
     if name in self.__dict__.get("_tmem_registered", {}):
-        self.unregister(name)
-    object.__delattr__(self, name)
+        self.unregister(name)  # the attribute goes with it
+    else:
+        object.__delattr__(self, name)
 
 
 def _register_as_attribute(method, kind):
@@ -127,10 +128,12 @@ def _register_as_attribute(method, kind):
 
 
 def _unregister(method):
-    """Module.unregister that also forgets the name's registration record.
-    Only a name registered from Python can go: one a built-in layer's C++
-    constructor registered stays in its forward, so removing it left a
-    layer that used a tensor no optimizer or state_dict saw."""
+    """Module.unregister that also forgets the name's registration record
+    and the attribute registering made (as `del module.name`, so the name
+    can be registered again). Only a name registered from Python can go: one
+    a built-in layer's C++ constructor registered stays in its forward, so
+    removing it left a layer that used a tensor no optimizer or state_dict
+    saw."""
     @_functools.wraps(method)
     def unregister(self, name):
         registered = self.__dict__.get("_tmem_registered", {})
@@ -139,7 +142,8 @@ def _unregister(method):
                              f"forward uses; only names registered from Python can be removed")
         if name not in registered or self._has_own(name):  # an empty slot has nothing in C++
             method(self, name)
-        registered.pop(name, None)
+        if registered.pop(name, None) is not None:
+            self.__dict__.pop(name, None)
     return unregister
 
 
