@@ -365,13 +365,23 @@ void bind_nn(py::module_& m) {
       .def("named_modules", &named_modules,
            "(dotted name, module) pairs of this module (named \"\") and every descendant, depth first, each once "
            "(PyTorch's named_modules).")
-      .def("state_dict", [](const Module& mod) {
-             py::dict out;
-             for (const auto& [n, t] : mod.named_state()) out[py::str(n)] = py::cast(t.detach());
+      .def("state_dict", [](const Module& mod, const py::object& destination, const py::object& prefix,
+                            const py::object& keep_vars) {
+             if (!py::isinstance<py::str>(prefix))
+               throw py::type_error("state_dict: expected prefix to be a str, but got " + type_name(prefix));
+             if (!py::isinstance<py::bool_>(keep_vars))
+               throw py::type_error("state_dict: expected keep_vars to be a bool, but got " + type_name(keep_vars));
+             const std::string pre = prefix.cast<std::string>();
+             const bool keep = keep_vars.cast<bool>();
+             py::object out = destination.is_none() ? py::dict() : destination;
+             for (const auto& [n, t] : mod.named_state()) out[py::str(pre + n)] = py::cast(keep ? t : t.detach());
              return out;
-           }, "Parameters and buffers by dotted name, detached: they share storage with the module's tensors "
-              "but record no gradient, as PyTorch's; in PyTorch's order (each module's parameters, then its "
-              "buffers, then its children's).")
+           }, py::kw_only(), py::arg("destination") = py::none(), py::arg("prefix") = "",
+           py::arg("keep_vars") = false,
+           "Parameters and buffers by dotted name, each name after `prefix`, detached: they share storage with "
+           "the module's tensors but record no gradient, as PyTorch's (keep_vars=True: the tensors themselves); "
+           "in PyTorch's order (each module's parameters, then its buffers, then its children's); into "
+           "`destination` (any mapping) when given, else a new dict.")
       .def("load_state_dict", [](Module& mod, const std::map<std::string, Tensor>& state, bool strict) {
              const Module::IncompatibleKeys keys = mod.load_state_dict(state, strict);
              return py::module_::import("tmem._tmem").attr("nn").attr("IncompatibleKeys")(keys.missing_keys,

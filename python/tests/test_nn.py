@@ -492,6 +492,23 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         self.assertEqual([p is a.w for p in a.parameters(recurse=False)], [True])
         self.assertEqual((len(a.parameters()), len(a.buffers(recurse=False))), (3, 1))
 
+    def test_state_dict_prefix_keep_vars_and_destination(self):
+        m = MLP(4)
+        keys = list(m.state_dict())
+        self.assertEqual(list(m.state_dict(prefix="enc.")), ["enc." + k for k in keys])
+        live, detached = m.state_dict(keep_vars=True), m.state_dict()
+        self.assertIs(live["fc1.weight"], m.fc1.weight)
+        self.assertEqual((live["fc1.weight"].requires_grad, detached["fc1.weight"].requires_grad), (True, False))
+        dest = {"first": 1}
+        self.assertIs(m.state_dict(destination=dest, prefix="m."), dest)
+        self.assertEqual(list(dest), ["first"] + ["m." + k for k in keys])
+        with self.assertRaisesRegex(TypeError, "state_dict: expected prefix to be a str, but got int"):
+            m.state_dict(prefix=1)
+        with self.assertRaisesRegex(TypeError, "state_dict: expected keep_vars to be a bool, but got int"):
+            m.state_dict(keep_vars=1)
+        with self.assertRaises(TypeError):
+            m.state_dict({})  # keyword-only, as torch's positional form is deprecated
+
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),
         requires_grad is an argument, data shares memory."""
