@@ -492,6 +492,20 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         self.assertEqual([p is a.w for p in a.parameters(recurse=False)], [True])
         self.assertEqual((len(a.parameters()), len(a.buffers(recurse=False))), (3, 1))
 
+    def test_every_registered_name_is_an_attribute_path(self):
+        """named_modules, named_parameters and state_dict names of built-in layers were not all attributes
+        (mha.out, mem.cell.pw raised AttributeError), so torch's getattr walks over them failed."""
+        for m in (nn.MultiheadAttention(4, 2), nn.ConvLSTM3D(2, 2), nn.TensorMemory(4, channels=2, D=3, H=3, W=3)):
+            for name, value in (*list(m.named_modules())[1:], *m.named_parameters(), *m.named_buffers()):
+                obj = m
+                for part in name.split("."):
+                    obj = getattr(obj, part)
+                self.assertIs(obj, value, name)
+        mha = nn.MultiheadAttention(4, 2)
+        self.assertIs(mha.get_submodule("out"), mha.out)
+        with self.assertRaisesRegex(AttributeError, "'MultiheadAttention' object has no attribute 'nothing'"):
+            mha.nothing
+
     def test_state_dict_prefix_keep_vars_and_destination(self):
         m = MLP(4)
         keys = list(m.state_dict())

@@ -234,11 +234,20 @@ def _module_repr(self):
 
 
 def _module_getattr(self, name):
-    """The lookup of last resort (torch.nn.Module.__getattr__): an
-    AttributeError, so a subclass's __getattr__ can fall back on
-    super().__getattr__(name). For a module whose C++ part is not built
-    (a property's getter failed for that), the error that says so."""
+    """The lookup of last resort (torch.nn.Module.__getattr__): a child,
+    parameter or buffer a C++ constructor registered under a name that is
+    no Python attribute (mha.out, mem.cell.pw), so every name of
+    named_modules, named_parameters and state_dict is a path of attributes,
+    as in torch; else an AttributeError, so a subclass's __getattr__ can
+    fall back on super().__getattr__(name). For a module whose C++ part is
+    not built (a property's getter failed for that), the error that says
+    so."""
     _tmem._check_built(self)
+    if self._has_own(name):
+        for n, value in (*self.named_children(), *self.named_parameters(recurse=False),
+                         *self.named_buffers(recurse=False)):
+            if n == name:
+                return value
     raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
 
