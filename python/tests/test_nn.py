@@ -282,6 +282,90 @@ class TestForwardHooks(unittest.TestCase):
             Early()
 
 
+class TestContainers(unittest.TestCase):
+    def test_sequential(self):
+        from collections import OrderedDict
+        a, b = nn.Linear(2, 3, generator=tmem.Generator(1)), nn.Linear(3, 2, generator=tmem.Generator(2))
+        seq = nn.Sequential(a, b)
+        x = tmem.randn(4, 2)
+        np.testing.assert_array_equal(seq(x).numpy(), b(a(x)).numpy())
+        self.assertEqual(list(seq.state_dict()), ["0.weight", "0.bias", "1.weight", "1.bias"])
+        self.assertEqual((len(seq), seq[0] is a, seq[-1] is b, list(seq) == [a, b]), (2, True, True, True))
+        self.assertEqual(nn.Sequential()(x) is x, True)  # the identity
+        named = nn.Sequential(OrderedDict([("enc", a), ("dec", b)]))
+        self.assertEqual([n for n, _ in named.named_children()], ["enc", "dec"])
+        self.assertEqual([n for n, _ in named[1:].named_children()], ["dec"])  # a slice keeps the names
+        self.assertIs(seq[1:][0], b)
+        # A module held twice runs twice (named_children lists it once), and its parameters count once.
+        twice = nn.Sequential(nn.Linear(2, 2), nn.Linear(2, 2))
+        twice[1] = twice[0]
+        np.testing.assert_allclose(twice(x).numpy(), twice[0](twice[0](x)).numpy(), rtol=1e-6)
+        self.assertEqual(len(twice.parameters()), 2)
+        # Hooks of the children run; the copy is deep and keeps the order.
+        seen = []
+        seq[0].register_forward_hook(lambda mod, args, out: seen.append(out.shape))
+        seq(x)
+        self.assertEqual(seen, [(4, 3)])
+        copy_ = copy.deepcopy(seq)
+        np.testing.assert_array_equal(copy_(x).numpy(), seq(x).numpy())
+        self.assertIsNot(copy_[0].weight, seq[0].weight)
+        self.assertEqual(list(copy_.state_dict()), list(seq.state_dict()))
+        with self.assertRaisesRegex(TypeError, "Sequential: expected a tmem.nn.Module, but got int"):
+            nn.Sequential(a, 3)
+        with self.assertRaisesRegex(IndexError, "index 2 is out of range for a Sequential of 2 modules"):
+            seq[2]
+
+    def test_module_list(self):
+        class Stack(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.layers = nn.ModuleList([nn.Linear(2, 2) for _ in range(3)])
+
+            def forward(self, x):
+                for layer in self.layers:
+                    x = layer(x)
+                return x
+        m = Stack()
+        self.assertEqual([n for n, _ in m.named_parameters()][:3], ["layers.0.weight", "layers.0.bias", "layers.1.weight"])
+        self.assertEqual(m(tmem.randn(1, 2)).shape, (1, 2))
+        extra = nn.Linear(2, 2)
+        m.layers.append(extra).extend([nn.LayerNorm(2)])
+        self.assertEqual((len(m.layers), m.layers[3] is extra, m.layers[-1].weight.shape), (5, True, (2,)))
+        replacement = nn.Linear(2, 2)
+        m.layers[1] = replacement  # in its place
+        self.assertIs(m.layers[1], replacement)
+        self.assertEqual([n for n, _ in m.layers.named_children()], ["0", "1", "2", "3", "4"])
+        self.assertEqual(len(m.layers[1:3]), 2)
+        with self.assertRaisesRegex(TypeError, "ModuleList indices must be integers or slices, not str"):
+            m.layers["0"]
+        with self.assertRaisesRegex(TypeError, "ModuleList.append: expected a tmem.nn.Module, but got Tensor"):
+            m.layers.append(tmem.ones(1))
+        self.assertEqual(len(copy.deepcopy(m).layers), 5)
+
+    def test_module_dict(self):
+        d = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.Linear(2, 3)})
+        self.assertEqual((list(d), len(d), "a" in d, "z" in d), (["a", "b"], 2, True, False))
+        self.assertEqual(list(d.state_dict()), ["a.weight", "a.bias", "b.weight", "b.bias"])
+        new_a = nn.Linear(2, 4)
+        d["a"] = new_a  # replaced in its place
+        d.update([("c", nn.LayerNorm(2))])
+        self.assertEqual([k for k, _ in d.items()], ["a", "b", "c"])
+        self.assertIs(d["a"], new_a)
+        self.assertEqual(d.state_dict()["a.weight"].shape, (4, 2))
+        popped = d.pop("b")
+        self.assertEqual((d.keys(), popped.weight.shape), (["a", "c"], (3, 2)))
+        self.assertNotIn("b.weight", d.state_dict())
+        with self.assertRaises(KeyError):
+            d["b"]
+        with self.assertRaisesRegex(KeyError, "attribute 'keys' already exists"):
+            d["keys"] = nn.Linear(1, 1)
+        self.assertEqual(d.keys(), ["a", "c"])
+        twin = copy.deepcopy(d)
+        self.assertEqual(twin.keys(), ["a", "c"])
+        d.clear()
+        self.assertEqual((len(d), d.state_dict()), (0, {}))
+
+
 class TestModuleLifetimeAndPickling(unittest.TestCase):
     def test_a_python_module_in_a_reference_cycle_is_freed(self):
         """A Python module whose attributes lead back to it (self.me = [self], a closure over self) was never

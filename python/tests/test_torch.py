@@ -151,3 +151,26 @@ class TestAgainstTorch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+    def test_a_float64_sequential_loads_torchs_state_dict_and_matches_it(self):
+        """nn.Sequential and ModuleDict name their parameters as torch's, so a torch state_dict loads by key;
+        after double(), values and parameter gradients match torch's in float64."""
+        torch.manual_seed(0)
+        ref = torch.nn.Sequential(torch.nn.Linear(3, 5), torch.nn.LayerNorm(5),
+                                  torch.nn.ModuleDict({"out": torch.nn.Linear(5, 2)})).double()
+        mine = tmem.nn.Sequential(tmem.nn.Linear(3, 5), tmem.nn.LayerNorm(5),
+                                  tmem.nn.ModuleDict({"out": tmem.nn.Linear(5, 2)})).double()
+        self.assertEqual(list(mine.state_dict()), list(ref.state_dict()))
+        mine.load_state_dict({k: tmem.tensor(v.numpy()) for k, v in ref.state_dict().items()})
+        x = randn(4, 3)
+
+        def run_ref(t):
+            return ref[2]["out"](ref[1](ref[0](t)))
+
+        def run_mine(t):
+            return mine[2]["out"](mine[1](mine[0](t)))
+        compare_with_torch(run_mine, run_ref, [x])
+        for name, p in ref.named_parameters():
+            got = dict(mine.named_parameters())[name]
+            self.assertEqual(got.dtype, tmem.float64)
+            np.testing.assert_allclose(got.grad.numpy(), p.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)

@@ -638,3 +638,7 @@ for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
     for _cls in list(vars(_module).values()):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and "__reduce__" not in vars(_cls):
             _cls.__reduce_ex__ = _reduce_ex_from_state if "__getstate__" in vars(_cls) else _refuse_pickle
+
+from . import _containers  # noqa: E402  (after the Module patches and the bound-class loops above)
+
+nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict

@@ -1,0 +1,180 @@
+"""tmem.nn.Sequential, ModuleList and ModuleDict, as torch.nn's: Python
+modules whose children are registered like any submodule (names "0", "1",
+... or the dict's keys), so parameters get torch's names, and state_dict,
+to, train, hooks and copy.deepcopy reach them. Each keeps its own list of
+names (`_tmem_keys`), so a module held twice (Sequential(f, f)) runs twice,
+where named_children lists it once."""
+import operator as _operator
+from collections import OrderedDict as _OrderedDict
+
+from ._tmem import nn
+
+
+def _check_module(who, value):
+    if not isinstance(value, nn.Module):
+        raise TypeError(f"{who}: expected a tmem.nn.Module, but got {type(value).__name__}")
+
+
+class _Container(nn.Module):
+    """The shared part: the names in order, and adding one."""
+
+    def __init__(self):
+        super().__init__()
+        self._tmem_keys = []
+
+    def _add(self, who, key, module):
+        _check_module(who, module)
+        self.register_module(key, module)
+        self._tmem_keys.append(key)
+
+    def __len__(self):
+        return len(self._tmem_keys)
+
+    def _modules_in_order(self):
+        return [getattr(self, k) for k in self._tmem_keys]
+
+
+class _Indexed(_Container):
+    """Sequential and ModuleList: modules by position, named "0", "1", ..."""
+
+    def _key(self, index):
+        try:
+            i = _operator.index(index)
+        except TypeError:
+            raise TypeError(f"{type(self).__name__} indices must be integers or slices, not "
+                            f"{type(index).__name__}") from None
+        n = len(self)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of range for a {type(self).__name__} of {n} modules")
+        return self._tmem_keys[i % n]
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            if isinstance(self, Sequential):  # its names kept, as torch's
+                return Sequential(_OrderedDict(list(zip(self._tmem_keys, self._modules_in_order()))[index]))
+            return ModuleList(self._modules_in_order()[index])
+        return getattr(self, self._key(index))
+
+    def __setitem__(self, index, module):
+        _check_module(f"{type(self).__name__}.__setitem__", module)
+        setattr(self, self._key(index), module)
+
+    def __iter__(self):
+        return iter(self._modules_in_order())
+
+    def append(self, module):
+        """Adds module last, under the name str(len(self)); returns self."""
+        self._add(f"{type(self).__name__}.append", str(len(self)), module)
+        return self
+
+
+class Sequential(_Indexed):
+    """torch.nn.Sequential: forward(x) = m_{n-1}(...m_1(m_0(x))), each
+    module called as a module (its hooks run); built from modules (named
+    "0", "1", ...) or one OrderedDict (named by its keys). An empty
+    Sequential is the identity. Raises TypeError for an argument that is not
+    a module."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], _OrderedDict):
+            for key, module in args[0].items():
+                self._add("Sequential", key, module)
+        else:
+            for module in args:
+                self._add("Sequential", str(len(self)), module)
+
+    def forward(self, input):
+        for module in self:
+            input = module(input)
+        return input
+
+
+class ModuleList(_Indexed):
+    """torch.nn.ModuleList: modules by position (named "0", "1", ...);
+    append, extend, indexing (negative and slices; a slice is a new
+    ModuleList of the same modules), assignment to an index, len and
+    iteration. Its forward is the user's. Raises TypeError for an item that
+    is not a module."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.extend(modules)
+
+    def extend(self, modules):
+        """Appends each module in order; returns self."""
+        for module in modules:
+            self.append(module)
+        return self
+
+
+class ModuleDict(_Container):
+    """torch.nn.ModuleDict: modules by str key in insertion order;
+    d[key], d[key] = module (a new key goes last, a present one is replaced
+    in its place), del d[key], pop, in, len, iteration over the keys,
+    keys(), values(), items(), update(mapping or pairs) and clear(). A key
+    that is a method's name ("keys") is refused with KeyError, as torch's;
+    a missing key is a KeyError."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def _check_key(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"ModuleDict keys must be str, not {type(key).__name__}")
+
+    def __getitem__(self, key):
+        self._check_key(key)
+        if key not in self._tmem_keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key, module):
+        self._check_key(key)
+        if key in self._tmem_keys:
+            _check_module("ModuleDict.__setitem__", module)
+            setattr(self, key, module)
+        else:
+            self._add("ModuleDict.__setitem__", key, module)
+
+    def __delitem__(self, key):
+        self._check_key(key)
+        if key not in self._tmem_keys:
+            raise KeyError(key)
+        self.unregister(key)
+        self._tmem_keys.remove(key)
+
+    def __contains__(self, key):
+        return key in self._tmem_keys
+
+    def __iter__(self):
+        return iter(list(self._tmem_keys))
+
+    def keys(self):
+        return list(self._tmem_keys)
+
+    def values(self):
+        return self._modules_in_order()
+
+    def items(self):
+        return list(zip(self._tmem_keys, self._modules_in_order()))
+
+    def pop(self, key):
+        module = self[key]
+        del self[key]
+        return module
+
+    def clear(self):
+        for key in list(self._tmem_keys):
+            del self[key]
+
+    def update(self, modules):
+        """Adds or replaces each (key, module) of a mapping or of an iterable
+        of pairs, in order."""
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for pair in pairs:
+            key, module = pair
+            self[key] = module
