@@ -371,6 +371,10 @@ void bind_nn(py::module_& m) {
                throw py::type_error("state_dict: expected prefix to be a str, but got " + type_name(prefix));
              if (!py::isinstance<py::bool_>(keep_vars))
                throw py::type_error("state_dict: expected keep_vars to be a bool, but got " + type_name(keep_vars));
+             if (!destination.is_none() &&
+                 !py::isinstance(destination, py::module_::import("collections.abc").attr("MutableMapping")))
+               throw py::type_error("state_dict: expected destination to be a mapping, but got " +
+                                    type_name(destination));
              const std::string pre = prefix.cast<std::string>();
              const bool keep = keep_vars.cast<bool>();
              py::object out = destination.is_none() ? py::dict() : destination;

@@ -341,6 +341,22 @@ class TestContainers(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "ModuleList.append: expected a tmem.nn.Module, but got Tensor"):
             m.layers.append(tmem.ones(1))
         self.assertEqual(len(copy.deepcopy(m).layers), 5)
+        # del, pop and insert renumber the names, as torch's; so do unregister and del of an attribute.
+        first, last = m.layers[0], m.layers[4]
+        del m.layers[0]
+        self.assertEqual((len(m.layers), m.layers[-1] is last), (4, True))
+        self.assertEqual([n for n, _ in m.layers.named_children()], ["0", "1", "2", "3"])
+        self.assertIs(m.layers.pop(), last)
+        m.layers.insert(0, first)
+        self.assertIs(m.layers[0], first)
+        m.layers.unregister("1")
+        delattr(m.layers, "0")
+        self.assertEqual([n for n, _ in m.layers.named_children()], ["0", "1"])
+        self.assertEqual(m(tmem.randn(1, 2)).shape, (1, 2))
+        m.layers += [nn.Linear(2, 2)]
+        self.assertEqual((len(m.layers), len(m.layers + m.layers)), (3, 6))
+        with self.assertRaisesRegex(TypeError, "ModuleList takes one module per index, not a slice assignment"):
+            m.layers[0:1] = nn.Linear(2, 2)
 
     def test_module_dict(self):
         d = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.Linear(2, 3)})
@@ -357,9 +373,14 @@ class TestContainers(unittest.TestCase):
         self.assertNotIn("b.weight", d.state_dict())
         with self.assertRaises(KeyError):
             d["b"]
-        with self.assertRaisesRegex(KeyError, "attribute 'keys' already exists"):
-            d["keys"] = nn.Linear(1, 1)
+        for name in ("keys", "forward", "__doc__", "__dict__", "_tmem_registered", "_tmem_keys"):
+            with self.assertRaisesRegex(KeyError, f"attribute '{name}' already exists"):
+                d[name] = nn.Linear(1, 1)
         self.assertEqual(d.keys(), ["a", "c"])
+        self.assertEqual([n for n, _ in d.named_children()], ["a", "c"])
+        del d.c  # as del d["c"]
+        self.assertEqual((d.keys(), list(d.state_dict())), (["a"], ["a.weight", "a.bias"]))
+        d["c"] = nn.LayerNorm(2)
         twin = copy.deepcopy(d)
         self.assertEqual(twin.keys(), ["a", "c"])
         d.clear()
@@ -587,6 +608,14 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
                 self.assertIs(obj, value, name)
         mha = nn.MultiheadAttention(4, 2)
         self.assertIs(mha.get_submodule("out"), mha.out)
+        # Such a name is not hidden by assignment, nor deleted: the layer's forward uses it.
+        for value in (5, None, nn.Linear(4, 4)):
+            with self.assertRaisesRegex(TypeError, f"cannot assign {type(value).__name__} to 'out': "
+                                                   "MultiheadAttention's constructor registered it"):
+                mha.out = value
+        with self.assertRaisesRegex(ValueError, "unregister: MultiheadAttention's constructor registered 'out'"):
+            del mha.out
+        self.assertIsInstance(mha.out, nn.Linear)
         with self.assertRaisesRegex(AttributeError, "'MultiheadAttention' object has no attribute 'nothing'"):
             mha.nothing
 
@@ -606,6 +635,8 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
             m.state_dict(keep_vars=1)
         with self.assertRaises(TypeError):
             m.state_dict({})  # keyword-only, as torch's positional form is deprecated
+        with self.assertRaisesRegex(TypeError, "state_dict: expected destination to be a mapping, but got list"):
+            m.state_dict(destination=[])
 
     def test_parameter(self):
         """nn.Parameter as torch's: isinstance works (it raised TypeError: Parameter was a function),

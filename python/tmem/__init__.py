@@ -44,6 +44,9 @@ def _module_setattr(self, name, value):
         if (is_module or is_param) and not _tmem._is_built(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
         kind = self.__dict__.get("_tmem_registered", {}).get(name)
+        if kind is None and _tmem._is_built(self) and self._has_own(name):
+            raise TypeError(f"cannot assign {type(value).__name__} to '{name}': {type(self).__name__}'s "
+                            f"constructor registered it, and its forward uses it")
         if kind is not None:
             fits = {"module": is_module, "parameter": is_param, "buffer": isinstance(value, Tensor)}[kind]
             if value is not None and not fits and (is_module or is_param):
@@ -86,8 +89,8 @@ def _module_delattr(self, name):
     """Deleting a registered module or parameter attribute also removes its
     registration (torch.nn.Module.__delattr__): it left named_parameters and
     state_dict, and the name could not be assigned again."""
-    if name in self.__dict__.get("_tmem_registered", {}):
-        self.unregister(name)  # the attribute goes with it
+    if name in self.__dict__.get("_tmem_registered", {}) or (_tmem._is_built(self) and self._has_own(name)):
+        self.unregister(name)  # the attribute goes with it; a name a constructor registered is refused
     else:
         object.__delattr__(self, name)
 
@@ -99,15 +102,17 @@ def _register_as_attribute(method, kind):
     (register_buffer("running_mean", ...), then self.running_mean), and
     records the name and kind in registration order (``_tmem_registered``,
     which copy.deepcopy replays). As torch's, a name that is already an
-    attribute (a method such as forward, or a plain attribute) raises
-    KeyError, except from attribute assignment (``_replacing_attribute``),
+    attribute (a method such as forward, anything of the class such as
+    __doc__, or a plain attribute) raises KeyError, as do "forward" (which
+    __call__ calls) and a name starting with _tmem (tmem's own records),
+    except from attribute assignment
+    (``_replacing_attribute``),
     and None registers an empty slot (``register_buffer("mask", None)``),
     which no walk or state_dict lists until a value fills it."""
     @_functools.wraps(method)
     def register(self, name, value, _replacing_attribute=False):
         if not _replacing_attribute and isinstance(name, str) and not self._has_own(name):
-            if name in self.__dict__ or callable(getattr(type(self), name, None)) or isinstance(
-                    getattr(type(self), name, None), property):
+            if name in self.__dict__ or hasattr(type(self), name) or name.startswith("_tmem") or name == "forward":
                 raise KeyError(f"attribute '{name}' already exists")
         if isinstance(value, nn.Module):
             _tmem._check_built(value)
@@ -536,7 +541,7 @@ def _module_deepcopy(self, memo):
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
             object.__setattr__(out, name, _copy.deepcopy(value, memo))
     for name, kind in registered.items():  # in registration order, each as it was registered
-        getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo))
+        getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo), _replacing_attribute=True)
     if not constructed:
         out.training = self.training
         for name, kind in registered.items():  # registering marked them requires_grad

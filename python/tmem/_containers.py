@@ -24,8 +24,16 @@ class _Container(nn.Module):
 
     def _add(self, who, key, module):
         _check_module(who, module)
+        if not isinstance(key, str):
+            raise TypeError(f"{who}: keys must be str, not {type(key).__name__}")
         self.register_module(key, module)
         self._tmem_keys.append(key)
+
+    def unregister(self, name):
+        """Module.unregister (also `del container.name`), which takes the
+        name out of the container's list too."""
+        super().unregister(name)
+        self._tmem_keys = [k for k in self._tmem_keys if k != name]
 
     def __len__(self):
         return len(self._tmem_keys)
@@ -56,8 +64,60 @@ class _Indexed(_Container):
         return getattr(self, self._key(index))
 
     def __setitem__(self, index, module):
+        if isinstance(index, slice):
+            raise TypeError(f"{type(self).__name__} takes one module per index, not a slice assignment")
         _check_module(f"{type(self).__name__}.__setitem__", module)
         setattr(self, self._key(index), module)
+
+    def _renumber(self, modules):
+        """Registers `modules` again under "0", "1", ... (torch's del and
+        insert renumber the names)."""
+        for key in list(self._tmem_keys):
+            super().unregister(key)
+        self._tmem_keys = []
+        for module in modules:
+            self._add(type(self).__name__, str(len(self)), module)
+
+    def unregister(self, name):
+        """Module.unregister (also `del container.name`): the later modules
+        are renumbered, as by del container[i]."""
+        if name in self._tmem_keys:
+            del self[self._tmem_keys.index(name)]
+        else:
+            super().unregister(name)
+
+    def __delitem__(self, index):
+        modules = self._modules_in_order()
+        if isinstance(index, slice):
+            del modules[index]
+        else:
+            del modules[self._tmem_keys.index(self._key(index))]
+        self._renumber(modules)
+
+    def pop(self, index=-1):
+        """Removes and returns the module at index (the last by default)."""
+        module = self[index]
+        del self[index]
+        return module
+
+    def insert(self, index, module):
+        """Puts module before position index (the later ones renumbered)."""
+        _check_module(f"{type(self).__name__}.insert", module)
+        modules = self._modules_in_order()
+        modules.insert(_operator.index(index), module)
+        self._renumber(modules)
+
+    def extend(self, modules):
+        """Appends each module in order; returns self."""
+        for module in modules:
+            self.append(module)
+        return self
+
+    def __iadd__(self, modules):
+        return self.extend(modules)
+
+    def __add__(self, other):
+        return Sequential(*self, *other) if isinstance(self, Sequential) else ModuleList([*self, *other])
 
     def __iter__(self):
         return iter(self._modules_in_order())
@@ -71,9 +131,9 @@ class _Indexed(_Container):
 class Sequential(_Indexed):
     """torch.nn.Sequential: forward(x) = m_{n-1}(...m_1(m_0(x))), each
     module called as a module (its hooks run); built from modules (named
-    "0", "1", ...) or one OrderedDict (named by its keys). An empty
-    Sequential is the identity. Raises TypeError for an argument that is not
-    a module."""
+    "0", "1", ...) or one OrderedDict (named by its keys), with
+    ModuleList's methods. An empty Sequential is the identity. Raises
+    TypeError for an argument that is not a module."""
 
     def __init__(self, *args):
         super().__init__()
@@ -92,21 +152,16 @@ class Sequential(_Indexed):
 
 class ModuleList(_Indexed):
     """torch.nn.ModuleList: modules by position (named "0", "1", ...);
-    append, extend, indexing (negative and slices; a slice is a new
-    ModuleList of the same modules), assignment to an index, len and
-    iteration. Its forward is the user's. Raises TypeError for an item that
+    append, extend, insert, pop, del, += and +, indexing (negative and
+    slices; a slice is a new ModuleList of the same modules), assignment to
+    an index, len and iteration (del, insert and pop renumber the names, as
+    torch's). Its forward is the user's. Raises TypeError for an item that
     is not a module."""
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.extend(modules)
-
-    def extend(self, modules):
-        """Appends each module in order; returns self."""
-        for module in modules:
-            self.append(module)
-        return self
 
 
 class ModuleDict(_Container):
@@ -145,7 +200,6 @@ class ModuleDict(_Container):
         if key not in self._tmem_keys:
             raise KeyError(key)
         self.unregister(key)
-        self._tmem_keys.remove(key)
 
     def __contains__(self, key):
         return key in self._tmem_keys
