@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <map>
 #include <mutex>
 #include <unordered_map>
 #include <unordered_set>
@@ -152,6 +153,105 @@ void check_grad_meta(const Tensor& g, const Shape& shape, DType dtype, Device de
   check<DeviceError>(g.device() == device, "accumulate_grad: ", op, " produced a gradient on ",
                      g.device().str(), " for ", what, " on ", device.str());
 }
+// The gradient hooks (core/grad_hooks.h), by site: a leaf's TensorImpl
+// (output -1) or the node output that made a non-leaf. The weak pointer
+// tells a live owner from a dead one whose address was reused.
+using GradHookKey = std::pair<const void*, int>;
+struct GradHookSite {
+  std::weak_ptr<void> owner;
+  std::vector<std::pair<uint64_t, GradHook>> hooks;
+  std::vector<std::weak_ptr<TensorImpl>> retained;  // retain_grad's tensors
+  bool live(const void* key) const { return owner.lock().get() == key; }
+};
+std::map<GradHookKey, GradHookSite> g_grad_hooks;  // under g_hook_mutex
+size_t g_grad_hooks_purge_at = 64;
+std::atomic<size_t> g_grad_hook_sites{0};
+
+GradHookKey grad_hook_key(const Tensor& t) {
+  if (t.is_leaf()) return {t.impl_ptr().get(), -1};
+  return {t.impl().grad_fn.get(), t.impl().output_nr};
+}
+
+// t's live site, made on first use (dead sites are dropped as the registry
+// doubles). The caller holds g_hook_mutex.
+GradHookSite& grad_hook_site(const Tensor& t, const char* op) {
+  check<ValueError>(t.defined() && t.requires_grad(), op,
+                    ": cannot register a hook on a tensor that does not require grad");
+  if (g_grad_hooks.size() >= g_grad_hooks_purge_at) {
+    std::erase_if(g_grad_hooks, [](const auto& kv) { return !kv.second.live(kv.first.first); });
+    g_grad_hooks_purge_at = std::max<size_t>(64, 2 * g_grad_hooks.size());
+  }
+  const GradHookKey key = grad_hook_key(t);
+  GradHookSite& site = g_grad_hooks[key];
+  if (!site.live(key.first)) {
+    site = GradHookSite{};
+    if (key.second < 0) site.owner = t.impl_ptr();
+    else site.owner = t.impl().grad_fn;
+  }
+  g_grad_hook_sites.store(g_grad_hooks.size());
+  return site;
+}
+
+// The leaves and nodes that have gradient hooks now (empty without a lock
+// when none has).
+struct GradHooked {
+  std::unordered_set<const void*> leaves, nodes;
+};
+GradHooked grad_hooked() {
+  GradHooked out;
+  if (g_grad_hook_sites.load() == 0) return out;
+  std::lock_guard lock(g_hook_mutex);
+  for (const auto& [key, site] : g_grad_hooks)
+    (key.second < 0 ? out.leaves : out.nodes).insert(key.first);
+  return out;
+}
+
+// Drops the hooks of a node whose graph backward freed; a site stays while
+// a tensor it retains lives, so that retains_grad still says so.
+void forget_grad_hooks(const Node* node) {
+  std::lock_guard lock(g_hook_mutex);
+  for (auto it = g_grad_hooks.lower_bound({node, 0}); it != g_grad_hooks.end() && it->first.first == node;) {
+    GradHookSite& site = it->second;
+    site.hooks.clear();
+    const bool retains = std::any_of(site.retained.begin(), site.retained.end(),
+                                     [](const auto& r) { return !r.expired(); });
+    it = retains ? std::next(it) : g_grad_hooks.erase(it);
+  }
+  g_grad_hook_sites.store(g_grad_hooks.size());
+}
+
+// Runs the gradient hooks of site `key` on g (outside the lock, as the
+// post-accumulate ones), then adds the result into its retained tensors'
+// .grad; returns the gradient to pass on.
+Tensor run_grad_hooks(GradHookKey key, Tensor g) {
+  std::vector<GradHook> fns;
+  std::vector<std::shared_ptr<TensorImpl>> retained;
+  {
+    std::lock_guard lock(g_hook_mutex);
+    auto it = g_grad_hooks.find(key);
+    if (it == g_grad_hooks.end() || !it->second.live(key.first)) return g;
+    for (const auto& h : it->second.hooks) fns.push_back(h.second);
+    for (const auto& r : it->second.retained)
+      if (auto p = r.lock()) retained.push_back(std::move(p));
+  }
+  for (const GradHook& fn : fns) {
+    Tensor r = fn(g);
+    if (!r.defined()) continue;
+    check<ValueError>(r.shape() == g.shape(), "register_hook: a hook returned a gradient of shape ",
+                      shape_str(r.shape()), " for a tensor of shape ", shape_str(g.shape()));
+    check<ValueError>(r.dtype() == g.dtype(), "register_hook: a hook returned a ", dtype_name(r.dtype()),
+                      " gradient for a tensor of dtype ", dtype_name(g.dtype()));
+    check<ValueError>(r.device() == g.device(), "register_hook: a hook returned a gradient on ",
+                      r.device().str(), " for a tensor on ", g.device().str());
+    g = r.requires_grad() ? r.detach() : std::move(r);
+  }
+  for (const auto& t : retained) {
+    if (t->grad) add_into(Tensor(t->grad), g);
+    else t->grad = clone_data(g).impl_ptr();
+  }
+  return g;
+}
+
 }  // namespace
 
 Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
@@ -292,6 +392,47 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradH
   return id;
 }
 
+uint64_t register_hook(const Tensor& t, GradHook hook) {
+  check<ValueError>(static_cast<bool>(hook), "register_hook: expected a hook, but got an empty function");
+  std::lock_guard lock(g_hook_mutex);
+  GradHookSite& site = grad_hook_site(t, "register_hook");
+  const uint64_t id = g_next_hook_id.fetch_add(1);
+  site.hooks.emplace_back(id, std::move(hook));
+  return id;
+}
+
+void remove_hook(uint64_t id) {
+  std::lock_guard lock(g_hook_mutex);
+  for (auto& [key, site] : g_grad_hooks) {
+    auto hit = std::find_if(site.hooks.begin(), site.hooks.end(), [id](const auto& h) { return h.first == id; });
+    if (hit == site.hooks.end()) continue;
+    site.hooks.erase(hit);
+    if (site.hooks.empty() && site.retained.empty()) g_grad_hooks.erase(key);
+    g_grad_hook_sites.store(g_grad_hooks.size());
+    return;
+  }
+}
+
+void retain_grad(const Tensor& t) {
+  check<ValueError>(t.defined() && t.requires_grad(), "retain_grad: can't retain_grad on a tensor that does not "
+                                                      "require grad");
+  if (t.is_leaf()) return;
+  std::lock_guard lock(g_hook_mutex);
+  auto& retained = grad_hook_site(t, "retain_grad").retained;
+  if (std::none_of(retained.begin(), retained.end(), [&t](const auto& r) { return r.lock() == t.impl_ptr(); }))
+    retained.push_back(t.impl_ptr());
+}
+
+bool retains_grad(const Tensor& t) {
+  if (!t.defined() || t.is_leaf() || g_grad_hook_sites.load() == 0) return false;
+  const GradHookKey key = grad_hook_key(t);
+  std::lock_guard lock(g_hook_mutex);
+  auto it = g_grad_hooks.find(key);
+  if (it == g_grad_hooks.end() || !it->second.live(key.first)) return false;
+  return std::any_of(it->second.retained.begin(), it->second.retained.end(),
+                     [&t](const auto& r) { return r.lock() == t.impl_ptr(); });
+}
+
 void remove_post_accumulate_grad_hook(uint64_t id) {
   std::lock_guard lock(g_hook_mutex);
   for (auto it = g_hooks.begin(); it != g_hooks.end(); ++it) {
@@ -383,6 +524,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   check_grad_meta(seed, root.shape(), root.dtype(), root.device(), "backward", "the root");
   NoGradGuard no_grad;
   if (root.is_leaf()) {
+    if (g_grad_hook_sites.load() != 0) seed = run_grad_hooks(grad_hook_key(root), seed);
     accumulate_grad(root.impl(), seed, "backward");
     run_post_accumulate_grad_hooks(root.impl_ptr());
     return;
@@ -394,8 +536,12 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   std::vector<std::shared_ptr<Node>> stack{root.impl().grad_fn};
   seen.insert(stack.back().get());
   // For each hooked leaf, the edges into it not processed yet: its hooks run
-  // when the count reaches zero.
-  const std::unordered_set<const TensorImpl*> hooked = hooked_leaves();
+  // when the count reaches zero. A leaf with gradient hooks collects its
+  // gradients in leaf_grads until then.
+  std::unordered_set<const TensorImpl*> hooked = hooked_leaves();
+  const GradHooked grad_hooks = grad_hooked();
+  for (const void* leaf : grad_hooks.leaves) hooked.insert(static_cast<const TensorImpl*>(leaf));
+  std::unordered_map<const TensorImpl*, Tensor> leaf_grads;
   std::unordered_map<const TensorImpl*, int64_t> leaf_edges_left;
   while (!stack.empty()) {
     std::shared_ptr<Node> n = std::move(stack.back());
@@ -415,12 +561,18 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   pending[root.impl().grad_fn.get()].resize(root.impl().grad_fn->output_shapes.size());
   pending[root.impl().grad_fn.get()][root.impl().output_nr] = seed;
 
-  auto finish_leaf_edges = [&leaf_edges_left](const Node& n) {
+  auto finish_leaf_edges = [&leaf_edges_left, &leaf_grads](const Node& n) {
     if (leaf_edges_left.empty()) return;
     for (const Edge& e : n.next) {
       if (!e.leaf) continue;
       auto left = leaf_edges_left.find(e.leaf.get());
-      if (left != leaf_edges_left.end() && --left->second == 0) run_post_accumulate_grad_hooks(e.leaf);
+      if (left == leaf_edges_left.end() || --left->second != 0) continue;
+      if (auto g = leaf_grads.find(e.leaf.get()); g != leaf_grads.end()) {
+        Tensor sum = run_grad_hooks({e.leaf.get(), -1}, std::move(g->second));
+        leaf_grads.erase(g);
+        accumulate_owned_grad(*e.leaf, std::move(sum), "register_hook");
+      }
+      run_post_accumulate_grad_hooks(e.leaf);
     }
   };
   for (const auto& node : order) {
@@ -432,6 +584,10 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
     std::vector<Tensor> grads = std::move(it->second);
     pending.erase(it);
     grads.resize(node->output_shapes.size());
+    const bool node_hooked = grad_hooks.nodes.count(node.get()) != 0;
+    for (size_t k = 0; k < grads.size(); ++k)
+      if (node_hooked && grads[k].defined())
+        grads[k] = run_grad_hooks({node.get(), static_cast<int>(k)}, std::move(grads[k]));
     for (size_t k = 0; k < grads.size(); ++k)
       if (!grads[k].defined())
         grads[k] = zeros(node->output_shapes[k], node->output_dtypes[k], node->device);
@@ -465,7 +621,13 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
         check_finite(in_grads[i], "the gradient that " + node->name() + " computed for input " +
                                       std::to_string(i));
       if (e.leaf) {
-        accumulate_owned_grad(*e.leaf, std::move(in_grads[i]), op.c_str());
+        if (!grad_hooks.leaves.count(e.leaf.get())) {
+          accumulate_owned_grad(*e.leaf, std::move(in_grads[i]), op.c_str());
+          continue;
+        }
+        Tensor& sum = leaf_grads[e.leaf.get()];
+        if (sum.defined()) sum_into(sum, std::move(in_grads[i]));
+        else sum = std::move(in_grads[i]);
         continue;
       }
       auto& slot = pending[e.fn.get()];
@@ -480,6 +642,7 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
     }
     finish_leaf_edges(*node);
     if (!retain_graph) {
+      if (node_hooked) forget_grad_hooks(node.get());
       node->released = true;
       node->saved.clear();
       node->backward = nullptr;

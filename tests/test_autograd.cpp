@@ -623,3 +623,152 @@ TEST_CASE("post-accumulate-grad hooks run once per leaf as soon as its gradient 
   remove_post_accumulate_grad_hook(hu);
   CHECK_THROWS_AS(register_post_accumulate_grad_hook(loss, [](const Tensor&) {}), ValueError);
 }
+
+TEST_CASE("register_hook on a leaf sees its gradient summed over every use, once, and may replace it") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  x.requires_grad_();
+  std::vector<std::vector<double>> seen;
+  const uint64_t id = register_hook(x, [&seen](const Tensor& g) {
+    seen.push_back(g.to_vector());
+    return g * 10.0;
+  });
+  std::vector<double> grad_when_post_hook_ran;
+  const uint64_t post = register_post_accumulate_grad_hook(
+      x, [&](const Tensor& t) { grad_when_post_hook_ran = t.grad().to_vector(); });
+  sum(x * 2.0 + (x * x) * 3.0).backward();  // d/dx = 2 + 6x: three edges into x
+  REQUIRE(seen.size() == 1);
+  CHECK(seen[0] == std::vector<double>{8, 14});
+  check_close(x.grad(), {80, 140});
+  CHECK(grad_when_post_hook_ran == std::vector<double>{80, 140});  // after the hook's replacement
+  remove_post_accumulate_grad_hook(post);
+
+  // The leaf as the root: its hook sees the seed.
+  x.zero_grad();
+  x.backward(tensor({1.0, -1.0}, {2}));
+  check_close(x.grad(), {10, -10});
+
+  remove_hook(id);
+  remove_hook(id);  // twice is harmless
+  x.zero_grad();
+  sum(x * 2.0).backward();
+  CHECK(seen.size() == 2);
+  check_close(x.grad(), {2, 2});
+}
+
+TEST_CASE("register_hook on a non-leaf changes the gradient its grad_fn differentiates with") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  x.requires_grad_();
+  Tensor h = x * x;
+  std::vector<std::string> calls;
+  register_hook(h, [&calls](const Tensor& g) {
+    calls.push_back("first");
+    check_close(g, {8, 8});  // (3 + 1) x 2: both uses of h, after the root's hook
+    return g + 1.0;
+  });
+  register_hook(h, [&calls](const Tensor& g) {
+    calls.push_back("second");
+    check_close(g, {9, 9});  // what the first returned
+    return Tensor();         // keeps it
+  });
+  Tensor loss = sum(h * 3.0) + sum(h);
+  register_hook(loss, [&calls](const Tensor& g) {  // the root's hook sees the seed
+    calls.push_back("root");
+    return g * 2.0;
+  });
+  loss.backward();
+  CHECK(calls == std::vector<std::string>{"root", "first", "second"});
+  check_close(x.grad(), {9 * 2 * 1.0, 9 * 2 * 2.0});  // 9 * dh/dx
+}
+
+TEST_CASE("a gradient hook that returns its input leaves every gradient as it was") {
+  Generator gen(5);
+  Tensor a = randn({3, 4}, 0, 1, DType::Float64, gen);
+  Tensor b = randn({4, 2}, 0, 1, DType::Float64, gen);
+  a.requires_grad_();
+  b.requires_grad_();
+  auto loss_of = [&] {
+    Tensor h = tanh(matmul(a, b));
+    return std::pair{h, sum(h * h) + sum(h * 3.0)};
+  };
+  auto [h0, plain] = loss_of();
+  plain.backward();
+  const std::vector<double> ga = a.grad().to_vector(), gb = b.grad().to_vector();
+  a.zero_grad();
+  b.zero_grad();
+  auto [h1, hooked] = loss_of();
+  int calls = 0;
+  const auto same = [&calls](const Tensor& g) {
+    ++calls;
+    return g;
+  };
+  register_hook(h1, same);
+  register_hook(a, same);
+  register_hook(b, same);
+  hooked.backward();
+  CHECK(calls == 3);
+  CHECK(a.grad().to_vector() == ga);
+  CHECK(b.grad().to_vector() == gb);
+}
+
+TEST_CASE("retain_grad keeps a non-leaf's gradient, summed over backward calls, after its hooks") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  x.requires_grad_();
+  Tensor h = x * 3.0;
+  CHECK_FALSE(retains_grad(h));
+  retain_grad(h);
+  retain_grad(h);  // again: kept once
+  CHECK(retains_grad(h));
+  register_hook(h, [](const Tensor& g) { return g * 2.0; });
+  Tensor loss = sum(h * h);
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  check_close(h.grad(), {2 * 2 * 3.0, 2 * 2 * 6.0});  // 2h, doubled by the hook
+  check_close(x.grad(), {36, 72});
+  loss.backward();
+  check_close(h.grad(), {24, 48});
+  CHECK(retains_grad(h));  // also once backward has freed its graph
+  // A leaf keeps its gradient already; retains_grad says so as PyTorch's.
+  retain_grad(x);
+  CHECK_FALSE(retains_grad(x));
+  Tensor c = tensor({1.0}, {1});
+  CHECK_THROWS_WITH_AS(retain_grad(c), doctest::Contains("does not require grad"), ValueError);
+}
+
+TEST_CASE("gradient hooks refuse bad input with errors that name register_hook") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  CHECK_THROWS_WITH_AS(register_hook(x, [](const Tensor& g) { return g; }),
+                       doctest::Contains("register_hook: cannot register a hook on a tensor that does not require grad"),
+                       ValueError);
+  x.requires_grad_();
+  CHECK_THROWS_WITH_AS(register_hook(x, GradHook()), doctest::Contains("register_hook: expected a hook"), ValueError);
+  const uint64_t wrong_shape = register_hook(x, [](const Tensor&) { return zeros({3}); });
+  CHECK_THROWS_WITH_AS(sum(x * 2.0).backward(), doctest::Contains("register_hook: a hook returned a gradient of shape [3] for a tensor of shape [2]"),
+                       ValueError);
+  CHECK_FALSE(x.grad().defined());
+  remove_hook(wrong_shape);
+  const uint64_t wrong_dtype = register_hook(x, [](const Tensor&) { return zeros({2}, DType::Float64); });
+  CHECK_THROWS_WITH_AS(sum(x * 2.0).backward(), doctest::Contains("a hook returned a float64 gradient for a tensor of dtype float32"),
+                       ValueError);
+  remove_hook(wrong_dtype);
+  const uint64_t throws = register_hook(x, [](const Tensor&) -> Tensor { throw std::runtime_error("from the hook"); });
+  CHECK_THROWS_WITH_AS(sum(x * 2.0).backward(), "from the hook", std::runtime_error);
+  remove_hook(throws);
+  sum(x * 2.0).backward();
+  check_close(x.grad(), {2, 2});
+}
+
+TEST_CASE("a non-leaf's gradient hooks go with its graph") {
+  Tensor x = tensor({1.0, 2.0}, {2});
+  x.requires_grad_();
+  int calls = 0;
+  Tensor h = x * 2.0;
+  register_hook(h, [&calls](const Tensor& g) {
+    ++calls;
+    return g;
+  });
+  sum(h).backward();
+  CHECK(calls == 1);
+  // The graph is freed: a new graph's nodes never see the old hook, even at
+  // a reused address.
+  for (int i = 0; i < 100; ++i) sum(x * 2.0).backward();
+  CHECK(calls == 1);
+}

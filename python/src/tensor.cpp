@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "tmem/core/grad_hooks.h"
 
 namespace tmem::py_bind {
 
@@ -456,6 +457,35 @@ py::object compare(const Tensor& a, const py::object& b, const char* ufunc, cons
   return py::cast(from_numpy(np.attr(ufunc)(numpy_view(a), rhs).attr("astype")(np.attr("int64"))));
 }
 
+/// What Tensor.register_hook returns (torch.utils.hooks.RemovableHandle):
+/// remove() takes the hook out (again: nothing); `with handle:` removes it at
+/// the block's end.
+struct GradHookHandle : Bound {
+  explicit GradHookHandle(uint64_t hook_id) : id(hook_id) {}
+  uint64_t id;
+};
+
+/// Tensor.register_hook's C++ hook around Python callable `hook`: called with
+/// the GIL taken; None keeps the gradient, a Tensor replaces it, anything
+/// else is a TypeError. The callable is released under the GIL too, since
+/// the engine's copies of the hook die on the thread that runs backward.
+GradHook python_grad_hook(const py::function& hook) {
+  std::shared_ptr<py::function> fn(new py::function(hook), [](py::function* f) {
+    if (!Py_IsInitialized()) return;  // at exit: leave the reference
+    py::gil_scoped_acquire gil;
+    delete f;
+  });
+  return [fn](const Tensor& grad) -> Tensor {
+    py::gil_scoped_acquire gil;
+    const py::object r = (*fn)(grad);
+    if (r.is_none()) return Tensor();
+    if (!py::isinstance<Tensor>(r))
+      throw py::type_error("register_hook: a hook must return a Tensor or None, but returned " +
+                           py::str(py::type::of(r).attr("__name__")).cast<std::string>());
+    return r.cast<Tensor>();
+  };
+}
+
 /// A Python context manager holding an RAII guard while it is entered: a
 /// stack of them, so that one object entered in nested blocks (a module's
 /// NO_GRAD = tmem.no_grad() in a recursive helper) keeps the mode on in the
@@ -633,7 +663,7 @@ void bind_tensor(py::module_& m) {
             t.zero_grad();
             accumulate_grad(t.impl(), v.detach(), "grad");
           },
-          "The accumulated gradient of a leaf (None before any backward). Assign None to clear it, or a tensor "
+          "The accumulated gradient of a leaf, or of a non-leaf after retain_grad() (None before any backward). Assign None to clear it, or a tensor "
           "of the same shape, dtype and device to set it (to a copy of it).")
       .def_property_readonly("grad_fn", [](const Tensor& t) -> py::object {
              if (t.is_leaf()) return py::none();  // re-bases a stale view first
@@ -657,6 +687,22 @@ void bind_tensor(py::module_& m) {
              t.backward(g, retain_graph);
            }, py::arg("gradient") = py::none(), py::arg("retain_graph").noconvert() = false,
            "Backpropagates from this tensor into the leaves' .grad (frees the graph unless retain_graph).")
+      .def("register_hook", [](const Tensor& t, const py::object& hook) {
+             if (!PyCallable_Check(hook.ptr()))
+               throw py::type_error("register_hook: expected a callable hook, but got " +
+                                    py::str(py::type::of(hook).attr("__name__")).cast<std::string>());
+             return GradHookHandle{register_hook(t, python_grad_hook(hook))};
+           }, py::arg("hook"),
+           "Registers hook(grad) -> Tensor or None, called by each backward that reaches the tensor with its "
+           "gradient summed over all its uses; a returned tensor (same shape, dtype and device) replaces the "
+           "gradient, in .grad for a leaf and in the rest of backward for a non-leaf (torch.Tensor.register_hook). "
+           "Returns a handle whose remove() takes the hook out. ValueError for a tensor that does not require "
+           "grad.")
+      .def("retain_grad", [](const Tensor& t) { retain_grad(t); },
+           "Keeps a non-leaf's gradient in .grad, accumulated over backward calls, after its own hooks (a leaf "
+           "keeps its own already). ValueError for a tensor that does not require grad.")
+      .def_property_readonly("retains_grad", [](const Tensor& t) { return retains_grad(t); },
+                             "Whether retain_grad() was called on this non-leaf (False for a leaf).")
       .def_property_readonly("_version", &Tensor::version, "The storage's in-place write counter.")
       .def("item", [](const Tensor& t) -> py::object {
              if (t.dtype() == DType::Int64) return py::int_(t.item_int());
@@ -927,6 +973,11 @@ void bind_tensor(py::module_& m) {
                             " is outside [-2^63, 2^64 - 1] (a negative seed is taken as its two's complement)");
     return seed < py::int_(0) ? static_cast<uint64_t>(seed.cast<int64_t>()) : seed.cast<uint64_t>();
   };
+  py::class_<GradHookHandle>(m, "GradHookHandle", "What Tensor.register_hook returns.")
+      .def("remove", [](const GradHookHandle& h) { remove_hook(h.id); },
+           "Takes the hook out (removing it again does nothing).")
+      .def("__enter__", [](const py::object& self) { return self; })
+      .def("__exit__", [](const GradHookHandle& h, const py::args&) { remove_hook(h.id); });
   py::class_<Generator>(m, "Generator", "A seeded random number generator (mt19937_64).")
       .def(py::init([seed_from_py](const py::object& seed) { return Generator(seed_from_py(seed, "Generator")); }),
            py::arg("seed") = 0, "seed: an int in [-2^63, 2^64), a negative one as its two's complement.")

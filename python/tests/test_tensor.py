@@ -898,6 +898,66 @@ class TestAutograd(unittest.TestCase):
         y.backward(tmem.tensor([1.0, 2.0]))
         np.testing.assert_allclose(x.grad.numpy(), [6, 12])
 
+    def test_register_hook_and_retain_grad(self):
+        x = tmem.tensor([1.0, -2.0], requires_grad=True)
+        seen = []
+        handle = x.register_hook(lambda g: seen.append(g.numpy().tolist()))  # None keeps the gradient
+        h = x * 3.0
+        h.register_hook(lambda g: g * 2.0)
+        h.retain_grad()
+        self.assertTrue(h.retains_grad)
+        self.assertFalse(x.retains_grad)
+        (h * h).sum().backward()
+        self.assertEqual(h.grad.numpy().tolist(), [12.0, -24.0])  # 2h, doubled by its hook
+        self.assertEqual(seen, [[36.0, -72.0]])
+        self.assertEqual(x.grad.numpy().tolist(), [36.0, -72.0])
+        self.assertTrue(h.retains_grad)  # also after backward freed the graph
+        handle.remove()
+        handle.remove()
+        with x.register_hook(lambda g: g * 0.0):
+            (x * 1.0).sum().backward()
+        self.assertEqual(x.grad.numpy().tolist(), [36.0, -72.0])  # the hook zeroed this backward's gradient
+        (x * 1.0).sum().backward()  # the block's end removed it
+        self.assertEqual(x.grad.numpy().tolist(), [37.0, -71.0])
+        self.assertEqual(seen, [[36.0, -72.0]])
+
+    def test_register_hook_refuses_bad_hooks_by_name(self):
+        x = tmem.tensor([1.0], requires_grad=True)
+        with self.assertRaisesRegex(tmem.ValueError, "register_hook: cannot register a hook on a tensor that does not require grad"):
+            tmem.tensor([1.0]).register_hook(lambda g: g)
+        with self.assertRaisesRegex(tmem.ValueError, "retain_grad: can't retain_grad on a tensor that does not require grad"):
+            tmem.tensor([1.0]).retain_grad()
+        with self.assertRaisesRegex(TypeError, "register_hook: expected a callable hook, but got int"):
+            x.register_hook(3)
+        with x.register_hook(lambda g: 3):
+            with self.assertRaisesRegex(TypeError, "register_hook: a hook must return a Tensor or None, but returned int"):
+                (x * 2.0).sum().backward()
+        with x.register_hook(lambda g: tmem.zeros(2)):
+            with self.assertRaisesRegex(tmem.ValueError, r"register_hook: a hook returned a gradient of shape \[2\] for a tensor of shape \[1\]"):
+                (x * 2.0).sum().backward()
+
+        def boom(g):
+            raise KeyError("from the hook")
+        with x.register_hook(boom):
+            with self.assertRaisesRegex(KeyError, "from the hook"):
+                (x * 2.0).sum().backward()
+        self.assertIsNone(x.grad)
+        (x * 2.0).sum().backward()
+        self.assertEqual(x.grad.numpy().tolist(), [2.0])
+
+    def test_hooks_run_when_backward_runs_on_another_thread(self):
+        # backward releases the GIL; a hook takes it back, also on a thread
+        # that is not the interpreter's main one.
+        import threading
+        x = tmem.tensor([1.0, 2.0], requires_grad=True)
+        seen = []
+        x.register_hook(lambda g: seen.append(threading.current_thread().name) or g * 2.0)
+        worker = threading.Thread(target=lambda: (x * x).sum().backward(), name="worker")
+        worker.start()
+        worker.join()
+        self.assertEqual(seen, ["worker"])
+        self.assertEqual(x.grad.numpy().tolist(), [4.0, 8.0])
+
     def test_stale_view_grad_fn(self):
         # A view taken before an in-place op on its base shows its re-based history.
         w = tmem.ones(2, requires_grad=True)

@@ -148,9 +148,34 @@ class TestAgainstTorch(unittest.TestCase):
         with self.assertRaisesRegex(ValueError, "masked_fill: value nan cannot be converted to int64"):
             ta.masked_fill(ta > 0, float("nan"))
 
+    def test_gradient_hooks_as_torchs(self):
+        """register_hook on leaves and non-leaves and retain_grad give torch's gradients: every hook sees the
+        gradient summed over all uses of its tensor, once, and hooks chain in registration order."""
+        x0 = randn(3, 4)
+        w0 = randn(4, 2)
 
-if __name__ == "__main__":
-    unittest.main()
+        def run(lib):
+            x = lib.tensor(x0, requires_grad=True)
+            w = lib.tensor(w0, requires_grad=True)
+            seen = []
+            x.register_hook(lambda g: g * 0.5)
+            w.register_hook(lambda g: seen.append(("w", g.numpy().copy())))
+            h = lib.tanh(x @ w)
+            h.register_hook(lambda g: g + 1.0)
+            h.register_hook(lambda g: seen.append(("h", g.numpy().copy())) or g * 3.0)
+            h.retain_grad()  # after the hooks: torch 1.13 and 2.x agree
+            loss = (h * h).sum() + (h * 2.0).sum() + (x * 3.0).sum()
+            loss.register_hook(lambda g: g * 2.0)
+            loss.backward()
+            return [x.grad.numpy(), w.grad.numpy(), h.grad.numpy()], seen
+
+        got, got_seen = run(tmem)
+        want, want_seen = run(torch)
+        for name, a, b in zip(["x.grad", "w.grad", "h.grad"], got, want):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=name)
+        self.assertEqual([k for k, _ in got_seen], [k for k, _ in want_seen])
+        for (k, a), (_, b) in zip(got_seen, want_seen):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=k)
 
     def test_a_float64_sequential_loads_torchs_state_dict_and_matches_it(self):
         """nn.Sequential and ModuleDict name their parameters as torch's, so a torch state_dict loads by key;
@@ -174,3 +199,7 @@ if __name__ == "__main__":
             got = dict(mine.named_parameters())[name]
             self.assertEqual(got.dtype, tmem.float64)
             np.testing.assert_allclose(got.grad.numpy(), p.grad.numpy(), rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+if __name__ == "__main__":
+    unittest.main()
