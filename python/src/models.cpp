@@ -177,7 +177,13 @@ void bind_models(py::module_& m) {
            "so it lives as long as the backbone.")
       .def("forward", py::overload_cast<const Tensor&>(&Backbone::forward, py::const_), py::arg("x"), release_gil(),
            "One sequence x [B,T,C] from a fresh state -> [B,T,C]; tmem.ShapeError when T > max_len or C != dim.")
-      .def_property_readonly("blocks", [](const Backbone& b) { return b.blocks(); }, "The blocks, in order.")
+      .def_property_readonly("blocks", [](const Backbone& b) {
+             for (const auto& [name, child] : b.named_children())
+               if (name == "blocks") return child;
+             throw ValueError("Backbone.blocks: no child named blocks");
+           },
+                             "The blocks, in order: the ModuleList registered as \"blocks\", so that its name in "
+                             "named_modules() (blocks.0.attn) is also a getattr path.")
       .def_property_readonly("config", [](const Backbone& b) { return b.cfg; },
                              "A copy of the config the backbone was built with (editing it changes nothing).");
   mm.def("memory_gates", &memory_gates, py::arg("backbone"),

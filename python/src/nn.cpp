@@ -7,6 +7,7 @@
 #include <utility>
 
 #include "common.h"
+#include "tmem/nn/container.h"
 #include "tmem/nn/layers.h"
 #include "tmem/nn/linear.h"
 #include "tmem/nn/module.h"
@@ -423,6 +424,38 @@ void bind_nn(py::module_& m) {
            "Casts floating parameters, gradients and buffers to float64 in place; returns the module.")
       .def("float", [](Module& mod) -> Module& { return mod.to(DType::Float32); },
            "Casts floating parameters, gradients and buffers to float32 in place; returns the module.");
+
+  // Bound under its own name for the type's __name__ (repr prints
+  // "ModuleList(" as torch's); tmem.nn.ModuleList is then replaced by the
+  // Python one (python/tmem/_containers.py) that users build.
+  py::class_<nn::ModuleList, Module, std::shared_ptr<nn::ModuleList>>(
+      nnm, "ModuleList",
+      "A ModuleList a C++ constructor made (backbone.blocks): len(), indexing (negative and slices too), iteration "
+      "and getattr of \"0\", \"1\", ... as torch's, read-only; build one in Python with tmem.nn.ModuleList.")
+      .def("__len__", &nn::ModuleList::size)
+      .def("__getitem__", [](const nn::ModuleList& l, const py::object& index) -> py::object {
+             const auto n = static_cast<int64_t>(l.size());
+             if (py::isinstance<py::slice>(index)) {
+               size_t start = 0, stop = 0, step = 0, len = 0;
+               if (!index.cast<py::slice>().compute(l.size(), &start, &stop, &step, &len)) throw py::error_already_set();
+               py::list out;
+               for (size_t k = 0; k < len; ++k) out.append(py::cast(l[start + k * step]));
+               return std::move(out);
+             }
+             const std::optional<int64_t> i = exact_int(index, "ModuleList", "index");
+             if (!i)
+               throw py::type_error("ModuleList indices must be integers or slices, not " +
+                                    py::str(py::type::of(index).attr("__name__")).cast<std::string>());
+             if (*i < -n || *i >= n)
+               throw py::index_error("index " + std::to_string(*i) + " is out of range for a ModuleList of " +
+                                     std::to_string(n) + " modules");
+             return py::cast(l[static_cast<size_t>(*i < 0 ? *i + n : *i)]);
+           }, py::arg("index"), "Module i (IndexError past either end), or a list of the modules of a slice.")
+      .def("__iter__", [](const nn::ModuleList& l) {
+             py::list out;
+             for (size_t i = 0; i < l.size(); ++i) out.append(py::cast(l[i]));
+             return out.attr("__iter__")();
+           }, "The modules in order.");
 
   py::class_<nn::Linear, Module, std::shared_ptr<nn::Linear>>(nnm, "Linear", "y = x @ weight^T + bias.")
       .def(py::init([](int64_t in, int64_t out, bool bias, Generator* g) {

@@ -1,6 +1,8 @@
 """tmem.models from Python: tasks, the diagnostic model, TrainConfig, and a
 Python training loop that reproduces the C++ trainer's losses exactly."""
 import copy
+import functools
+import gc
 import threading
 import unittest
 
@@ -168,6 +170,38 @@ class TestTraining(unittest.TestCase):
         self.assertEqual(probe.last(mem)["mu_write"].shape[-1], 3)
         self.assertIs(model.backbone.blocks[0].memory is None, False)
         self.assertIn("head.weight", model.state_dict())
+
+    def test_blocks_is_the_registered_module_list(self):
+        # Every name named_modules() gives is a getattr path, as torch's.
+        gc.collect()  # which freed the bound ModuleList type, whose name the Python one takes: a plain Module came
+        cfg = models.TrainConfig(SMALL)
+        model = models.DiagnosticModel(models.make_task(cfg.task, cfg.task_cfg), cfg.model)
+        blocks = model.backbone.blocks
+        self.assertIs(blocks, dict(model.named_modules())["backbone.blocks"])
+        self.assertEqual(type(blocks).__name__, "ModuleList")
+        self.assertIn("(blocks): ModuleList(", repr(model))
+        for name, module in model.named_modules():
+            if name:
+                self.assertIs(functools.reduce(getattr, name.split("."), model), module, name)
+        n = len(blocks)
+        self.assertEqual(n, cfg.model.layers)
+        self.assertEqual(list(blocks), [blocks[i] for i in range(n)])
+        self.assertIs(blocks[-1], blocks[n - 1])
+        self.assertIs(blocks[False], blocks[0])  # a bool is an index, as in a list
+        self.assertEqual(blocks[::-1], list(reversed(list(blocks))))
+        self.assertIs(getattr(blocks, "0"), blocks[0])
+        self.assertEqual([type(b).__name__ for b in blocks], ["Block"] * n)
+        with self.assertRaisesRegex(IndexError, f"index {n} is out of range for a ModuleList of {n} modules"):
+            blocks[n]
+        with self.assertRaisesRegex(IndexError, f"index {-n - 1} is out of range"):
+            blocks[-n - 1]
+        with self.assertRaisesRegex(TypeError, "ModuleList indices must be integers or slices, not str"):
+            blocks["0"]
+        blocks.eval()  # a module: train/eval, parameters and to reach the blocks
+        self.assertFalse(blocks[0].training)
+        self.assertTrue(model.training)
+        self.assertEqual(sum(p.numel() for p in blocks.parameters()),
+                         sum(p.numel() for name, p in model.named_parameters() if name.startswith("backbone.blocks.")))
 
 
 if __name__ == "__main__":

@@ -646,4 +646,8 @@ for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
 
 from . import _containers  # noqa: E402  (after the Module patches and the bound-class loops above)
 
+# The bound type of C++-made ModuleLists (backbone.blocks) loses its name to
+# the Python one; this reference keeps it alive, for pybind11 forgets a type
+# the collector frees and would give such lists as plain Modules.
+_CPP_MODULE_LIST = nn.ModuleList
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
