@@ -172,18 +172,33 @@ GradHookKey grad_hook_key(const Tensor& t) {
   return {t.impl().grad_fn.get(), t.impl().output_nr};
 }
 
+// Hooks taken out of the registry under g_hook_mutex, destroyed after it is
+// released: a Python hook's destructor takes the GIL, which a thread waiting
+// for the mutex may hold. Declare one before the lock.
+using DeadHooks = std::vector<std::pair<uint64_t, GradHook>>;
+
+void bury(GradHookSite& site, DeadHooks& dead) {
+  for (auto& h : site.hooks) dead.push_back(std::move(h));
+  site.hooks.clear();
+}
+
 // t's live site, made on first use (dead sites are dropped as the registry
 // doubles). The caller holds g_hook_mutex.
-GradHookSite& grad_hook_site(const Tensor& t, const char* op) {
-  check<ValueError>(t.defined() && t.requires_grad(), op,
-                    ": cannot register a hook on a tensor that does not require grad");
+GradHookSite& grad_hook_site(const GradHookKey& key, const Tensor& t, DeadHooks& dead) {
   if (g_grad_hooks.size() >= g_grad_hooks_purge_at) {
-    std::erase_if(g_grad_hooks, [](const auto& kv) { return !kv.second.live(kv.first.first); });
+    for (auto it = g_grad_hooks.begin(); it != g_grad_hooks.end();) {
+      if (it->second.live(it->first.first)) {
+        ++it;
+        continue;
+      }
+      bury(it->second, dead);
+      it = g_grad_hooks.erase(it);
+    }
     g_grad_hooks_purge_at = std::max<size_t>(64, 2 * g_grad_hooks.size());
   }
-  const GradHookKey key = grad_hook_key(t);
   GradHookSite& site = g_grad_hooks[key];
   if (!site.live(key.first)) {
+    bury(site, dead);
     site = GradHookSite{};
     if (key.second < 0) site.owner = t.impl_ptr();
     else site.owner = t.impl().grad_fn;
@@ -209,10 +224,11 @@ GradHooked grad_hooked() {
 // Drops the hooks of a node whose graph backward freed; a site stays while
 // a tensor it retains lives, so that retains_grad still says so.
 void forget_grad_hooks(const Node* node) {
+  DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
   for (auto it = g_grad_hooks.lower_bound({node, 0}); it != g_grad_hooks.end() && it->first.first == node;) {
     GradHookSite& site = it->second;
-    site.hooks.clear();
+    bury(site, dead);
     const bool retains = std::any_of(site.retained.begin(), site.retained.end(),
                                      [](const auto& r) { return !r.expired(); });
     it = retains ? std::next(it) : g_grad_hooks.erase(it);
@@ -394,18 +410,24 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradH
 
 uint64_t register_hook(const Tensor& t, GradHook hook) {
   check<ValueError>(static_cast<bool>(hook), "register_hook: expected a hook, but got an empty function");
+  check<ValueError>(t.defined() && t.requires_grad(),
+                    "register_hook: cannot register a hook on a tensor that does not require grad");
+  const GradHookKey key = grad_hook_key(t);
+  DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
-  GradHookSite& site = grad_hook_site(t, "register_hook");
+  GradHookSite& site = grad_hook_site(key, t, dead);
   const uint64_t id = g_next_hook_id.fetch_add(1);
   site.hooks.emplace_back(id, std::move(hook));
   return id;
 }
 
 void remove_hook(uint64_t id) {
+  DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
   for (auto& [key, site] : g_grad_hooks) {
     auto hit = std::find_if(site.hooks.begin(), site.hooks.end(), [id](const auto& h) { return h.first == id; });
     if (hit == site.hooks.end()) continue;
+    dead.push_back(std::move(*hit));
     site.hooks.erase(hit);
     if (site.hooks.empty() && site.retained.empty()) g_grad_hooks.erase(key);
     g_grad_hook_sites.store(g_grad_hooks.size());
@@ -417,8 +439,10 @@ void retain_grad(const Tensor& t) {
   check<ValueError>(t.defined() && t.requires_grad(), "retain_grad: can't retain_grad on a tensor that does not "
                                                       "require grad");
   if (t.is_leaf()) return;
+  const GradHookKey key = grad_hook_key(t);
+  DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
-  auto& retained = grad_hook_site(t, "retain_grad").retained;
+  auto& retained = grad_hook_site(key, t, dead).retained;
   if (std::none_of(retained.begin(), retained.end(), [&t](const auto& r) { return r.lock() == t.impl_ptr(); }))
     retained.push_back(t.impl_ptr());
 }

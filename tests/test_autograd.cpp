@@ -772,3 +772,27 @@ TEST_CASE("a non-leaf's gradient hooks go with its graph") {
   for (int i = 0; i < 100; ++i) sum(x * 2.0).backward();
   CHECK(calls == 1);
 }
+
+TEST_CASE("hooks of tensors that died are dropped as the registry grows, and never called") {
+  int dead_calls = 0;
+  for (int i = 0; i < 300; ++i) {
+    Tensor t = tensor({1.0}, {1});
+    t.requires_grad_();
+    register_hook(t, [&dead_calls](const Tensor& g) {
+      ++dead_calls;
+      return g;
+    });
+  }
+  Tensor x = tensor({1.0}, {1});
+  x.requires_grad_();
+  int calls = 0;
+  const uint64_t id = register_hook(x, [&calls](const Tensor& g) {
+    ++calls;
+    return g * 3.0;
+  });
+  sum(x * 2.0).backward();
+  CHECK(calls == 1);
+  CHECK(dead_calls == 0);
+  check_close(x.grad(), {6});
+  remove_hook(id);
+}
