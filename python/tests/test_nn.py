@@ -387,6 +387,24 @@ class TestContainers(unittest.TestCase):
         self.assertEqual((len(d), d.state_dict()), (0, {}))
 
 
+class PickledNet(nn.Module):
+    """The module of the pickling test (pickle finds a class by its module-level name)."""
+
+    def __init__(self):
+        super().__init__()
+        self.emb = nn.Embedding(5, 4)
+        self.body = nn.Sequential(nn.Linear(4, 4), nn.LayerNorm(4))
+        self.head = nn.Linear(4, 5, bias=False)
+        self.head.weight = self.emb.weight  # tied, as GPT-2's
+        self.register_buffer("scale", tmem.tensor([1.0, 2.0, 3.0, 4.0, 5.0], dtype=tmem.float64))
+        self.register_buffer("empty", None)
+        self.alias = self.body[0].weight
+        self.parts = [self.body[1], {"bias": self.body[0].bias}, ("text", 3)]
+
+    def forward(self, ids):
+        return self.head(self.body(self.emb(ids))) * self.scale.float()
+
+
 class TestModuleLifetimeAndPickling(unittest.TestCase):
     def test_a_python_module_in_a_reference_cycle_is_freed(self):
         """A Python module whose attributes lead back to it (self.me = [self], a closure over self) was never
@@ -411,19 +429,78 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
     def test_pickling_at_any_protocol_raises_or_round_trips(self):
         """Protocols 0 and 1 aborted the interpreter on every bound class (pybind11 cannot build an object
         through object.__new__); now a class with no pickled form raises TypeError at every protocol, and a
-        dtype or a tensor round-trips."""
-        class Holder(nn.Module):
-            def __init__(self):
-                super().__init__()
-
-        for obj in (nn.Linear(2, 3), Holder(), tmem.Generator(1), optim.SGD([tmem.ones(1, requires_grad=True)], lr=1),
-                    tmem.no_grad()):
+        dtype, a tensor, a module and a generator round-trip."""
+        for obj in (optim.SGD([tmem.ones(1, requires_grad=True)], lr=1), tmem.no_grad()):
             for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
                 with self.assertRaisesRegex(TypeError, "cannot pickle"):
                     pickle.dumps(obj, protocol=protocol)
         for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
             self.assertEqual(pickle.loads(pickle.dumps(tmem.float64, protocol=protocol)), tmem.float64)
             self.assertEqual(pickle.loads(pickle.dumps(tmem.tensor([1.5, 2.0]), protocol=protocol)).tolist(), [1.5, 2.0])
+            lin = pickle.loads(pickle.dumps(nn.Linear(2, 3), protocol=protocol))
+            self.assertEqual((type(lin), lin.weight.shape), (nn.Linear, (3, 2)))
+            self.assertEqual(type(pickle.loads(pickle.dumps(tmem.Generator(1), protocol=protocol))), tmem.Generator)
+
+    def test_a_pickled_module_is_the_same_module(self):
+        """As torch.save(model): the class, values, requires_grad, training modes, buffers, Python attributes
+        (those naming the tree's modules and tensors name the rebuilt ones) and tied parameters come back;
+        the default generator is not drawn from."""
+        net = PickledNet()
+        net.body[1].eval()
+        net.body[0].bias.requires_grad_(False)
+        ids = tmem.tensor(np.array([[0, 3, 4]]))
+        for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+            state = tmem.default_generator().get_state()
+            back = pickle.loads(pickle.dumps(net, protocol=protocol))
+            self.assertEqual(tmem.default_generator().get_state(), state)
+            self.assertIs(type(back), PickledNet)
+            np.testing.assert_array_equal(back(ids).numpy(), net(ids).numpy())
+            self.assertEqual(list(back.state_dict()), list(net.state_dict()))
+            self.assertIs(back.head.weight, back.emb.weight)
+            self.assertIs(back.alias, back.body[0].weight)
+            self.assertIs(back.parts[0], back.body[1])
+            self.assertIs(back.parts[1]["bias"], back.body[0].bias)
+            self.assertEqual(back.parts[2], ("text", 3))
+            self.assertEqual([m.training for m in back.modules()], [m.training for m in net.modules()])
+            self.assertEqual([p.requires_grad for p in back.parameters()], [p.requires_grad for p in net.parameters()])
+            self.assertEqual(back.scale.dtype, tmem.float64)
+            self.assertIsNone(back.empty)
+            back.emb.weight.data = tmem.zeros(5, 4)  # its own tensors
+            self.assertNotEqual(net.emb.weight.numpy().tolist(), back.emb.weight.numpy().tolist())
+
+    def test_pickled_models_generators_and_configs(self):
+        """A diagnostic model pickles with its task and config; a generator pickles in its state (and draws
+        the same numbers after); the configurations pickle as their fields."""
+        task = tmem.models.make_task("coord-binding", W=4)
+        cfg = tmem.models.BackboneConfig(dim=8, layers=1, heads=2, method="tensor")
+        cfg.memory.channels = 3
+        model = tmem.models.DiagnosticModel(task, cfg, generator=tmem.Generator(3))
+        model.eval()
+        batch = task.sample(2, tmem.Generator(1))
+        back = pickle.loads(pickle.dumps(model))
+        np.testing.assert_array_equal(back(batch).numpy(), model(batch).numpy())
+        self.assertEqual(len(back.backbone.blocks), 1)
+        task_back = pickle.loads(pickle.dumps(task))
+        self.assertEqual((task_back.seq_len(), task_back.classes()), (task.seq_len(), task.classes()))
+        g = tmem.Generator(5)
+        tmem.rand(2, generator=g)
+        copy_g = pickle.loads(pickle.dumps(g))
+        self.assertEqual(tmem.rand(3, generator=copy_g).tolist(), tmem.rand(3, generator=g).tolist())
+        configs = (tmem.models.TaskConfig, tmem.models.BackboneConfig, tmem.models.TensorMemoryOptions,
+                   tmem.models.TrainConfig)
+
+        def fields(config):  # nested configurations by their fields too
+            return {name: fields(getattr(config, name)) if isinstance(getattr(config, name), configs)
+                    else getattr(config, name)
+                    for name, attr in vars(type(config)).items() if isinstance(attr, property) and attr.fset}
+        for config in (cfg, tmem.models.TaskConfig(W=7, noise=0.25), tmem.models.TrainConfig({"task": "mqar", "steps": 9})):
+            self.assertEqual(fields(pickle.loads(pickle.dumps(config))), fields(config))
+        self.assertEqual(pickle.loads(pickle.dumps(cfg)).memory.channels, 3)
+        with self.assertRaisesRegex(TypeError, "cannot pickle this Backbone: it was made inside another module"):
+            pickle.dumps(model.backbone)
+        sub = type("Sub", (tmem.models.TaskConfig,), {})()
+        with self.assertRaisesRegex(TypeError, "cannot pickle an instance of a subclass of TaskConfig"):
+            pickle.dumps(sub)
 
     def test_built_in_registrations_stay_and_methods_are_not_shadowed(self):
         """unregister('bias') on a Linear dropped it from parameters() and state_dict() while forward still

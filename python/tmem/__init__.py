@@ -548,20 +548,28 @@ def _module_deepcopy(self, memo):
             if kind == "parameter" and self.__dict__[name] is not None:
                 out.__dict__[name].requires_grad_(self.__dict__[name].requires_grad)
         return out
-    state = self.state_dict()
+    _load_copied_state(out, self.state_dict(), {name: p.requires_grad for name, p in self.named_parameters()},
+                       {name: module.training for name, module in own})
+    return out
+
+
+def _load_copied_state(out, state, requires_grad, training, strict=True):
+    """Gives out, a module copy.deepcopy or pickle built again, the copied
+    state (its device, dtypes and values), the requires_grad flags of its
+    parameters and the training modes of its modules, each by name. strict:
+    state covers every parameter and buffer (else only its own keys)."""
     if state:
         out.to(next(iter(state.values())).device)
     for name, t in (*out.named_parameters(), *out.named_buffers()):  # a float64 copy stays float64
-        if t.dtype != state[name].dtype:
+        if name in state and t.dtype != state[name].dtype:
             t.data = t.to(state[name].dtype)
-    out.load_state_dict(state)
+    out.load_state_dict(state, strict=strict)
     params = dict(out.named_parameters())
-    for name, p in self.named_parameters():
-        params[name].requires_grad_(p.requires_grad)
+    for name, flag in requires_grad.items():
+        params[name].requires_grad_(flag)
     modules = dict(out.named_modules())
-    for name, module in own:
-        modules[name].training = module.training
-    return out
+    for name, flag in training.items():
+        modules[name].training = flag
 
 
 _pybind_object = Tensor.__mro__[-2]
@@ -651,3 +659,5 @@ from . import _containers  # noqa: E402  (after the Module patches and the bound
 # the collector frees and would give such lists as plain Modules.
 _CPP_MODULE_LIST = nn.ModuleList
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
+
+from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)

@@ -1,0 +1,214 @@
+"""pickle of tmem's modules (torch.save(model)'s pickling), and of what
+their constructors take: generators, the configurations and tasks.
+
+A module pickles as its class, the arguments its C++ part was built with
+(``_tmem_init``), its Python attributes and registrations, and the values,
+requires_grad flags and training modes of what its own constructor made;
+a Python-registered child pickles itself the same way. Unpickling builds it
+again, as copy.deepcopy does, then restores all of that, tied parameters
+(``head.weight = emb.weight``) included. A Python attribute naming a module
+or tensor of the tree (``self.w = self.lin.weight``), directly or inside
+lists, tuples, sets and dicts, names the rebuilt one; inside another object
+it comes back as a copy. Optimizers still refuse pickling: save their
+state_dict()."""
+import weakref as _weakref
+
+from . import _tmem
+from ._tmem import Generator, default_generator, models, nn
+
+_CONFIGS = (models.TaskConfig, models.BackboneConfig, models.TensorMemoryOptions, models.TrainConfig)
+
+
+def _rebuild_generator(cls, state, attributes):
+    """A generator of class cls in the pickled state, with its attributes."""
+    g = cls.__new__(cls)
+    if cls is not Generator:
+        Generator.__init__(g)
+        g.__dict__.update(attributes)
+    g.set_state(state)
+    return g
+
+
+def _generator_reduce_ex(self, protocol):
+    """Pickles a generator as its state (and a subclass's attributes): the
+    copy draws the same numbers from there on, as copy.deepcopy's."""
+    _tmem._check_built(self)
+    return _rebuild_generator, (type(self), self.get_state(), dict(getattr(self, "__dict__", {})))
+
+
+def _config_fields(cls):
+    return [name for name, attr in vars(cls).items() if isinstance(attr, property) and attr.fset is not None]
+
+
+def _rebuild_config(cls, fields):
+    """The configuration of class cls with these field values."""
+    config = cls({}) if cls is models.TrainConfig else cls()
+    for name, value in fields.items():
+        setattr(config, name, value)
+    return config
+
+
+def _config_reduce_ex(self, protocol):
+    """Pickles a configuration as its fields. TypeError for a Python
+    subclass, whose own attributes would be lost (copy refuses it alike)."""
+    cls = type(self)
+    if cls not in _CONFIGS:
+        raise TypeError(f"cannot pickle an instance of a subclass of {cls.__mro__[1].__name__} (its own attributes "
+                        f"would be lost); pickle a {cls.__mro__[1].__name__}")
+    return _rebuild_config, (cls, {name: getattr(self, name) for name in _config_fields(cls)})
+
+
+_TASK_ARGS = _weakref.WeakKeyDictionary()  # Task -> (name, TaskConfig) it was made from
+_make_task = models.make_task
+
+
+def make_task(name, config=None, **keys):
+    """The task named name (coord-binding, map-building, occlusion,
+    occlusion-visible, no-harm, mqar, map-recall, coord-recall) with the
+    parameters of a TaskConfig, or with TaskConfig keys as keywords. Raises
+    tmem.ValueError for an unknown name or bad parameters, TypeError for
+    both a config and keywords."""
+    if config is not None and keys:
+        raise TypeError("make_task: give a TaskConfig or keywords, not both")
+    if config is None:
+        config = models.TaskConfig(**keys)
+    task = _make_task(name, config)
+    _TASK_ARGS[task] = (name, _rebuild_config(models.TaskConfig, {k: getattr(config, k) for k in
+                                                                  _config_fields(models.TaskConfig)}))
+    return task
+
+
+def _task_reduce_ex(self, protocol):
+    """Pickles a task as the name and config make_task made it from."""
+    args = _TASK_ARGS.get(self)
+    if args is None:
+        raise TypeError("cannot pickle this 'Task' object: it was not made by tmem.models.make_task")
+    return make_task, args
+
+
+class _Ref:
+    """In a pickled module's attributes: the module or tensor of its tree
+    under this dotted name, looked up again when it is unpickled."""
+    __slots__ = ("kind", "name")
+
+    def __init__(self, kind, name):
+        self.kind, self.name = kind, name
+
+    def __reduce__(self):
+        return _Ref, (self.kind, self.name)
+
+
+_CONTAINERS = (list, tuple, set, frozenset)
+
+
+def _to_refs(value, refs):
+    ref = refs.get(id(value))
+    if ref is not None:
+        return _Ref(*ref)
+    if type(value) in _CONTAINERS:
+        return type(value)(_to_refs(v, refs) for v in value)
+    if type(value) is dict:
+        return {k: _to_refs(v, refs) for k, v in value.items()}
+    return value
+
+
+def _from_refs(value, modules, tensors):
+    if isinstance(value, _Ref):
+        return (modules if value.kind == "module" else tensors)[value.name]
+    if type(value) in _CONTAINERS:
+        return type(value)(_from_refs(v, modules, tensors) for v in value)
+    if type(value) is dict:
+        return {k: _from_refs(v, modules, tensors) for k, v in value.items()}
+    return value
+
+
+def _own_part(module):
+    """The names (in named_modules) of module and of the descendants its own
+    pickle restores: those reached without entering a module built by its
+    own constructor call (``_tmem_init``), which pickles itself."""
+    own = {""}
+    for name, m in module.named_modules():
+        if name and name.rpartition(".")[0] in own and "_tmem_init" not in m.__dict__:
+            own.add(name)
+    return own
+
+
+def _module_reduce_ex(self, protocol):
+    """Pickles a module (see the module's docstring). TypeError for a module
+    made by another module's C++ constructor (model.backbone) pickled on its
+    own: pickle the module that made it."""
+    _tmem._check_built(self)
+    recorded = self.__dict__.get("_tmem_init")
+    if recorded is None:
+        raise TypeError(f"cannot pickle this {type(self).__name__}: it was made inside another module, not by its "
+                        f"constructor, so it cannot be built again alone; pickle the module that made it")
+    tree = self.state_dict(keep_vars=True)
+    refs, first, ties = {}, {}, []
+    for name, m in self.named_modules():
+        if name:
+            refs.setdefault(id(m), ("module", name))
+    for name, t in tree.items():
+        refs.setdefault(id(t), ("tensor", name))
+        if first.setdefault(t._impl_id, name) != name:
+            ties.append((name, first[t._impl_id]))
+    own = _own_part(self)
+    registered = self.__dict__.get("_tmem_registered", {})
+    attributes = {name: _to_refs(value, refs) for name, value in self.__dict__.items()
+                  if name not in registered and name not in ("_tmem_init", "_tmem_registered")}
+    state = {name: t for name, t in self.state_dict().items() if name.rpartition(".")[0] in own}
+    requires_grad = {name: p.requires_grad for name, p in self.named_parameters() if name.rpartition(".")[0] in own}
+    training = {name: m.training for name, m in self.named_modules() if name in own}
+    return _rebuild_module, (type(self), recorded, attributes,
+                             [(name, kind, self.__dict__[name]) for name, kind in registered.items()],
+                             state, requires_grad, training, ties)
+
+
+def _rebuild_module(cls, recorded, attributes, registered, state, requires_grad, training, ties):
+    """The module _module_reduce_ex pickled. Building it draws nothing from
+    the default generator or from the generators it is built with."""
+    from . import _load_copied_state
+    bound, args, kwargs = recorded
+    default = default_generator()
+    generators = [(g, g.get_state()) for g in (*args, *kwargs.values()) if isinstance(g, Generator)]
+    default_state = default.get_state()
+    try:
+        if cls is bound:
+            out = bound(*args, **kwargs)
+        else:
+            out = cls.__new__(cls)
+            bound.__init__(out, *args, **kwargs)
+    finally:
+        default.set_state(default_state)
+    for g, g_state in generators:
+        g.set_state(g_state)
+    for name, kind, value in registered:
+        getattr(out, "register_" + kind)(name, value, _replacing_attribute=True)
+    modules = dict(out.named_modules())
+    tensors = out.state_dict(keep_vars=True)
+    for name, source in ties:
+        if tensors[name]._impl_id == tensors[source]._impl_id:
+            continue
+        owner, _, attr = name.rpartition(".")
+        setter = getattr(getattr(type(modules[owner]), attr, None), "fset", None)
+        if setter is None:
+            raise RuntimeError(f"unpickle: {name!r} shared {source!r}'s tensor, and this {type(modules[owner]).__name__} "
+                               f"cannot take another tensor as {attr!r}")
+        setter(modules[owner], tensors[source])
+    tensors = out.state_dict(keep_vars=True)
+    for name, value in attributes.items():
+        object.__setattr__(out, name, _from_refs(value, modules, tensors))
+    _load_copied_state(out, state, requires_grad, training, strict=False)
+    return out
+
+
+_classes = [nn.Module]
+while _classes:  # the bound layers, each of which the package gave a refusing __reduce_ex__
+    _cls = _classes.pop()
+    _classes.extend(_cls.__subclasses__())
+    if "__reduce_ex__" in vars(_cls) or _cls is nn.Module:
+        _cls.__reduce_ex__ = _module_reduce_ex
+Generator.__reduce_ex__ = _generator_reduce_ex
+for _cls in _CONFIGS:
+    _cls.__reduce_ex__ = _config_reduce_ex
+models.Task.__reduce_ex__ = _task_reduce_ex
+models.make_task = make_task
