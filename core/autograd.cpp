@@ -160,12 +160,15 @@ using GradHookKey = std::pair<const void*, int>;
 struct GradHookSite {
   std::weak_ptr<void> owner;
   std::vector<std::pair<uint64_t, GradHook>> hooks;
-  std::vector<std::weak_ptr<TensorImpl>> retained;  // retain_grad's tensors
   bool live(const void* key) const { return owner.lock().get() == key; }
 };
 std::map<GradHookKey, GradHookSite> g_grad_hooks;  // under g_hook_mutex
 size_t g_grad_hooks_purge_at = 64;
 std::atomic<size_t> g_grad_hook_sites{0};
+// retain_grad's tensors, by tensor: backward finds each one's node output
+// then, so an in-place op after retain_grad moves it along (as PyTorch's).
+std::vector<std::weak_ptr<TensorImpl>> g_retained;  // under g_hook_mutex
+std::atomic<size_t> g_retained_count{0};
 
 GradHookKey grad_hook_key(const Tensor& t) {
   if (t.is_leaf()) return {t.impl_ptr().get(), -1};
@@ -207,48 +210,50 @@ GradHookSite& grad_hook_site(const GradHookKey& key, const Tensor& t, DeadHooks&
   return site;
 }
 
-// The leaves and nodes that have gradient hooks now (empty without a lock
-// when none has).
+// What one backward hooks: the leaves and nodes with gradient hooks, and
+// the live retained tensors by the node output that makes each now (all
+// empty, without a lock, when there are none).
 struct GradHooked {
   std::unordered_set<const void*> leaves, nodes;
+  std::map<GradHookKey, std::vector<std::shared_ptr<TensorImpl>>> retained;
 };
 GradHooked grad_hooked() {
   GradHooked out;
-  if (g_grad_hook_sites.load() == 0) return out;
+  if (g_grad_hook_sites.load() == 0 && g_retained_count.load() == 0) return out;
   std::lock_guard lock(g_hook_mutex);
   for (const auto& [key, site] : g_grad_hooks)
     (key.second < 0 ? out.leaves : out.nodes).insert(key.first);
+  for (const auto& r : g_retained) {
+    auto t = r.lock();
+    if (!t || !t->grad_fn) continue;
+    out.nodes.insert(t->grad_fn.get());
+    out.retained[{t->grad_fn.get(), t->output_nr}].push_back(std::move(t));
+  }
   return out;
 }
 
-// Drops the hooks of a node whose graph backward freed; a site stays while
-// a tensor it retains lives, so that retains_grad still says so.
+// Drops the hooks of a node whose graph backward freed.
 void forget_grad_hooks(const Node* node) {
   DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
   for (auto it = g_grad_hooks.lower_bound({node, 0}); it != g_grad_hooks.end() && it->first.first == node;) {
-    GradHookSite& site = it->second;
-    bury(site, dead);
-    const bool retains = std::any_of(site.retained.begin(), site.retained.end(),
-                                     [](const auto& r) { return !r.expired(); });
-    it = retains ? std::next(it) : g_grad_hooks.erase(it);
+    bury(it->second, dead);
+    it = g_grad_hooks.erase(it);
   }
   g_grad_hook_sites.store(g_grad_hooks.size());
 }
 
 // Runs the gradient hooks of site `key` on g (outside the lock, as the
-// post-accumulate ones), then adds the result into its retained tensors'
-// .grad; returns the gradient to pass on.
-Tensor run_grad_hooks(GradHookKey key, Tensor g) {
+// post-accumulate ones), then adds the result into the .grad of `retained`
+// (the retained tensors the site makes); returns the gradient to pass on.
+Tensor run_grad_hooks(GradHookKey key, Tensor g,
+                      const std::vector<std::shared_ptr<TensorImpl>>* retained = nullptr) {
   std::vector<GradHook> fns;
-  std::vector<std::shared_ptr<TensorImpl>> retained;
   {
     std::lock_guard lock(g_hook_mutex);
     auto it = g_grad_hooks.find(key);
-    if (it == g_grad_hooks.end() || !it->second.live(key.first)) return g;
-    for (const auto& h : it->second.hooks) fns.push_back(h.second);
-    for (const auto& r : it->second.retained)
-      if (auto p = r.lock()) retained.push_back(std::move(p));
+    if (it != g_grad_hooks.end() && it->second.live(key.first))
+      for (const auto& h : it->second.hooks) fns.push_back(h.second);
   }
   for (const GradHook& fn : fns) {
     Tensor r = fn(g);
@@ -261,10 +266,11 @@ Tensor run_grad_hooks(GradHookKey key, Tensor g) {
                       r.device().str(), " for a tensor on ", g.device().str());
     g = r.requires_grad() ? r.detach() : std::move(r);
   }
-  for (const auto& t : retained) {
-    if (t->grad) add_into(Tensor(t->grad), g);
-    else t->grad = clone_data(g).impl_ptr();
-  }
+  if (retained)
+    for (const auto& t : *retained) {
+      if (t->grad) add_into(Tensor(t->grad), g);
+      else t->grad = clone_data(g).impl_ptr();
+    }
   return g;
 }
 
@@ -429,7 +435,7 @@ void remove_hook(uint64_t id) {
     if (hit == site.hooks.end()) continue;
     dead.push_back(std::move(*hit));
     site.hooks.erase(hit);
-    if (site.hooks.empty() && site.retained.empty()) g_grad_hooks.erase(key);
+    if (site.hooks.empty()) g_grad_hooks.erase(key);
     g_grad_hook_sites.store(g_grad_hooks.size());
     return;
   }
@@ -439,22 +445,18 @@ void retain_grad(const Tensor& t) {
   check<ValueError>(t.defined() && t.requires_grad(), "retain_grad: can't retain_grad on a tensor that does not "
                                                       "require grad");
   if (t.is_leaf()) return;
-  const GradHookKey key = grad_hook_key(t);
-  DeadHooks dead;
   std::lock_guard lock(g_hook_mutex);
-  auto& retained = grad_hook_site(key, t, dead).retained;
-  if (std::none_of(retained.begin(), retained.end(), [&t](const auto& r) { return r.lock() == t.impl_ptr(); }))
-    retained.push_back(t.impl_ptr());
+  if (std::any_of(g_retained.begin(), g_retained.end(), [&t](const auto& r) { return r.lock() == t.impl_ptr(); }))
+    return;
+  std::erase_if(g_retained, [](const auto& r) { return r.expired(); });
+  g_retained.push_back(t.impl_ptr());
+  g_retained_count.store(g_retained.size());
 }
 
 bool retains_grad(const Tensor& t) {
-  if (!t.defined() || t.is_leaf() || g_grad_hook_sites.load() == 0) return false;
-  const GradHookKey key = grad_hook_key(t);
+  if (!t.defined() || t.is_leaf() || g_retained_count.load() == 0) return false;
   std::lock_guard lock(g_hook_mutex);
-  auto it = g_grad_hooks.find(key);
-  if (it == g_grad_hooks.end() || !it->second.live(key.first)) return false;
-  return std::any_of(it->second.retained.begin(), it->second.retained.end(),
-                     [&t](const auto& r) { return r.lock() == t.impl_ptr(); });
+  return std::any_of(g_retained.begin(), g_retained.end(), [&t](const auto& r) { return r.lock() == t.impl_ptr(); });
 }
 
 void remove_post_accumulate_grad_hook(uint64_t id) {
@@ -610,8 +612,12 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
     grads.resize(node->output_shapes.size());
     const bool node_hooked = grad_hooks.nodes.count(node.get()) != 0;
     for (size_t k = 0; k < grads.size(); ++k)
-      if (node_hooked && grads[k].defined())
-        grads[k] = run_grad_hooks({node.get(), static_cast<int>(k)}, std::move(grads[k]));
+      if (node_hooked && grads[k].defined()) {
+        const GradHookKey key{node.get(), static_cast<int>(k)};
+        const auto retained = grad_hooks.retained.find(key);
+        grads[k] = run_grad_hooks(key, std::move(grads[k]),
+                                  retained == grad_hooks.retained.end() ? nullptr : &retained->second);
+      }
     for (size_t k = 0; k < grads.size(); ++k)
       if (!grads[k].defined())
         grads[k] = zeros(node->output_shapes[k], node->output_dtypes[k], node->device);

@@ -34,7 +34,10 @@ using GradHook = std::function<Tensor(const Tensor& grad)>;
 /// belongs to the value t had when it was registered (a later in-place op
 /// on t does not move it) and goes with its graph: once a backward without
 /// retain_graph has freed that graph, it is never called. The registry
-/// holds no reference to t. Throws ValueError for an undefined tensor or
+/// holds no reference to t but holds the hook until remove_hook, until t
+/// dies or (a non-leaf's) until its graph is freed: a hook that holds t
+/// (a Python closure over it) keeps both alive until then, where PyTorch's
+/// collector would free them. Throws ValueError for an undefined tensor or
 /// one that does not require grad.
 uint64_t register_hook(const Tensor& t, GradHook hook);
 
@@ -43,9 +46,11 @@ uint64_t register_hook(const Tensor& t, GradHook hook);
 void remove_hook(uint64_t id);
 
 /// Makes backward keep the gradient of non-leaf `t` in t.grad(), summed
-/// over backward calls as a leaf's (PyTorch Tensor.retain_grad), after t's
-/// own hooks. A leaf already keeps its gradient: nothing changes. Throws
-/// ValueError for an undefined tensor or one that does not require grad.
+/// over backward calls as a leaf's (PyTorch Tensor.retain_grad), after the
+/// hooks of t's value. It follows t: after an in-place op on t, t.grad() is
+/// the gradient of t's new value. A leaf already keeps its gradient:
+/// nothing changes. Throws ValueError for an undefined tensor or one that
+/// does not require grad.
 void retain_grad(const Tensor& t);
 
 /// Whether retain_grad was called on non-leaf `t` (false for a leaf, as

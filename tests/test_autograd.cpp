@@ -726,6 +726,14 @@ TEST_CASE("retain_grad keeps a non-leaf's gradient, summed over backward calls, 
   loss.backward();
   check_close(h.grad(), {24, 48});
   CHECK(retains_grad(h));  // also once backward has freed its graph
+  // retain_grad follows the tensor through an in-place op: its .grad is the
+  // gradient of the new value (PyTorch: 12, not the old value's 36).
+  Tensor y = x * 2.0;
+  retain_grad(y);
+  mul_(y, 3.0);
+  CHECK(retains_grad(y));
+  sum(y * y).backward();  // y = 6x
+  check_close(y.grad(), {12, 24});
   // A leaf keeps its gradient already; retains_grad says so as PyTorch's.
   retain_grad(x);
   CHECK_FALSE(retains_grad(x));

@@ -696,8 +696,9 @@ void bind_tensor(py::module_& m) {
            "Registers hook(grad) -> Tensor or None, called by each backward that reaches the tensor with its "
            "gradient summed over all its uses; a returned tensor (same shape, dtype and device) replaces the "
            "gradient, in .grad for a leaf and in the rest of backward for a non-leaf (torch.Tensor.register_hook). "
-           "Returns a handle whose remove() takes the hook out. ValueError for a tensor that does not require "
-           "grad.")
+           "Returns a handle whose remove() takes the hook out. The hook is held until then, until the tensor "
+           "dies or until backward frees its graph: a hook that refers to its own tensor keeps both alive until "
+           "remove() (torch's collector would free them). ValueError for a tensor that does not require grad.")
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); },
            "Keeps a non-leaf's gradient in .grad, accumulated over backward calls, after its own hooks (a leaf "
            "keeps its own already). ValueError for a tensor that does not require grad.")

@@ -921,6 +921,17 @@ class TestAutograd(unittest.TestCase):
         self.assertEqual(x.grad.numpy().tolist(), [37.0, -71.0])
         self.assertEqual(seen, [[36.0, -72.0]])
 
+    def test_retain_grad_follows_the_tensor_through_an_in_place_op(self):
+        # As torch: the gradient of the new value, 2 * 6, not the old one's 36.
+        x = tmem.ones(3, requires_grad=True)
+        y = x * 2.0
+        y.retain_grad()
+        y.mul_(3.0)
+        y.retain_grad()  # again: still once
+        self.assertTrue(y.retains_grad)
+        (y * y).sum().backward()
+        self.assertEqual(y.grad.numpy().tolist(), [12.0, 12.0, 12.0])
+
     def test_register_hook_refuses_bad_hooks_by_name(self):
         x = tmem.tensor([1.0], requires_grad=True)
         with self.assertRaisesRegex(tmem.ValueError, "register_hook: cannot register a hook on a tensor that does not require grad"):
