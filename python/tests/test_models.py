@@ -197,6 +197,13 @@ class TestTraining(unittest.TestCase):
             blocks[-n - 1]
         with self.assertRaisesRegex(TypeError, "ModuleList indices must be integers or slices, not str"):
             blocks["0"]
+        for add in (lambda: setattr(blocks, "extra", tmem.nn.Linear(2, 2)),
+                    lambda: blocks.register_buffer("scale", tmem.ones(2)),
+                    lambda: blocks.register_module("extra", tmem.nn.Linear(2, 2))):
+            with self.assertRaisesRegex(TypeError, "ModuleList: cannot .*: this module was made by its parent's "
+                                                   "C\\+\\+ constructor"):
+                add()
+        self.assertEqual([name for name, _ in blocks.named_children()], [str(i) for i in range(n)])
         blocks.eval()  # a module: train/eval, parameters and to reach the blocks
         self.assertFalse(blocks[0].training)
         self.assertTrue(model.training)

@@ -405,6 +405,33 @@ class PickledNet(nn.Module):
         return self.head(self.body(self.emb(ids))) * self.scale.float()
 
 
+class PickledCycle(nn.Module):
+    """A module whose attributes lead back to it, and a child's to its parent (pickling test)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.meta = {"owner": self}
+        self.kid = PickledKid(self)
+
+
+class PickledKid(nn.Module):
+    """PickledCycle's child."""
+
+    def __init__(self, parent):
+        super().__init__()
+        self.owner = [parent]
+
+
+class PickledAlias(nn.Module):
+    """A Python parameter that is a backbone's positions, which Backbone cannot take from outside (pickling test)."""
+
+    def __init__(self):
+        super().__init__()
+        self.bb = tmem.models.Backbone(tmem.models.BackboneConfig(dim=8, heads=2, layers=1))
+        self.pos = self.bb.pos
+
+
 class TestModuleLifetimeAndPickling(unittest.TestCase):
     def test_a_python_module_in_a_reference_cycle_is_freed(self):
         """A Python module whose attributes lead back to it (self.me = [self], a closure over self) was never
@@ -467,6 +494,46 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
             self.assertIsNone(back.empty)
             back.emb.weight.data = tmem.zeros(5, 4)  # its own tensors
             self.assertNotEqual(net.emb.weight.numpy().tolist(), back.emb.weight.numpy().tolist())
+
+    def test_pickling_keeps_cycles_aliases_and_outside_references(self):
+        """Attributes that lead back to the module pickle as references (they recursed forever); a parameter
+        shared with a layer that cannot take another stays shared; a tensor pickled beside its module is the
+        module's own after loading, as in torch."""
+        cycle = pickle.loads(pickle.dumps(PickledCycle()))
+        self.assertIs(cycle.meta["owner"], cycle)
+        self.assertIs(cycle.kid.owner[0], cycle)
+        alias = PickledAlias()
+        back = pickle.loads(pickle.dumps(alias))
+        self.assertIs(back.pos, back.bb.pos)
+        np.testing.assert_array_equal(back.bb.pos.numpy(), alias.bb.pos.numpy())
+        self.assertEqual([n for n, _ in back.named_parameters()], [n for n, _ in alias.named_parameters()])
+        lin = nn.Linear(3, 3).double()
+        lin.bias.requires_grad_(False)
+        lin2, weight, bias = pickle.loads(pickle.dumps((lin, lin.weight, lin.bias)))
+        self.assertIs(weight, lin2.weight)
+        self.assertIs(bias, lin2.bias)
+        self.assertEqual((lin2.weight.dtype, lin2.bias.requires_grad, lin2.weight.requires_grad),
+                         (tmem.float64, False, True))
+        p, q = nn.Linear(2, 2), nn.Linear(2, 2)
+        q.weight = p.weight
+        p2, q2 = pickle.loads(pickle.dumps((p, q)))
+        self.assertIs(p2.weight, q2.weight)
+
+    def test_python_state_on_a_module_a_cpp_constructor_made_is_refused(self):
+        """model.head's Python object goes when Python drops it: an attribute or registration given to it was
+        lost without a word; now it is refused, as forward hooks there are. Its properties still work."""
+        model = tmem.models.DiagnosticModel(tmem.models.make_task("coord-binding", W=4),
+                                            tmem.models.BackboneConfig(dim=8, heads=2, layers=1))
+        for give in (lambda: setattr(model.backbone, "tag", "x"),
+                     lambda: model.head.register_buffer("scale", tmem.ones(2)),
+                     lambda: setattr(model.backbone.blocks, "extra", nn.Linear(2, 2))):
+            with self.assertRaisesRegex(TypeError, "cannot .*: this module was made by its parent's C\\+\\+ "
+                                                   "constructor, and Python attributes and registrations on it "
+                                                   "would be lost"):
+                give()
+        model.head.training = False  # a property: C++ keeps it
+        self.assertFalse(model.head.training)
+        self.assertEqual(list(model.state_dict()), list(pickle.loads(pickle.dumps(model)).state_dict()))
 
     def test_pickled_models_generators_and_configs(self):
         """A diagnostic model pickles with its task and config; a generator pickles in its state (and draws

@@ -27,6 +27,17 @@ def _before_init_error(self, what):
                           f"(call super().__init__() first)")
 
 
+def _check_python_state(module, what):
+    """Raises TypeError when module was made by another module's C++
+    constructor (model.head, mha.qkv): C++ holds it, and its Python object,
+    whose attributes and registration records would hold what Python gives
+    it, goes when Python drops it, so they would be lost without a word."""
+    if "_tmem_init" not in module.__dict__ and _tmem._is_built(module):
+        raise TypeError(f"{type(module).__name__}: cannot {what}: this module was made by its parent's C++ "
+                        f"constructor, and Python attributes and registrations on it would be lost when its "
+                        f"Python object goes; keep them on a module built in Python")
+
+
 def _module_setattr(self, name, value):
     """Registers modules and tensors that require grad assigned as attributes
     of a Module subclass (as torch.nn.Module does), then sets the attribute.
@@ -37,8 +48,11 @@ def _module_setattr(self, name, value):
     registered last); anything else raises TypeError. Assigning a module or
     parameter before super().__init__() raises AttributeError, as in
     PyTorch. A class attribute of that name (a default such as ``head =
-    None``) does not stop the registration; a property does."""
+    None``) does not stop the registration; a property does. A module that
+    another module's C++ constructor made (model.head) refuses any but its
+    properties (TypeError, _check_python_state)."""
     if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
+        _check_python_state(self, f"set {name!r}")
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not _tmem._is_built(self):
@@ -111,6 +125,7 @@ def _register_as_attribute(method, kind):
     which no walk or state_dict lists until a value fills it."""
     @_functools.wraps(method)
     def register(self, name, value, _replacing_attribute=False):
+        _check_python_state(self, f"register_{kind}({name!r})")
         if not _replacing_attribute and isinstance(name, str) and not self._has_own(name):
             if name in self.__dict__ or hasattr(type(self), name) or name.startswith("_tmem") or name == "forward":
                 raise KeyError(f"attribute '{name}' already exists")
@@ -553,17 +568,16 @@ def _module_deepcopy(self, memo):
     return out
 
 
-def _load_copied_state(out, state, requires_grad, training, strict=True):
-    """Gives out, a module copy.deepcopy or pickle built again, the copied
-    state (its device, dtypes and values), the requires_grad flags of its
-    parameters and the training modes of its modules, each by name. strict:
-    state covers every parameter and buffer (else only its own keys)."""
+def _load_copied_state(out, state, requires_grad, training):
+    """Gives out, a module copy.deepcopy built again, the copied state (its
+    device, dtypes and values), the requires_grad flags of its parameters
+    and the training modes of its modules, each by name."""
     if state:
         out.to(next(iter(state.values())).device)
     for name, t in (*out.named_parameters(), *out.named_buffers()):  # a float64 copy stays float64
-        if name in state and t.dtype != state[name].dtype:
+        if t.dtype != state[name].dtype:
             t.data = t.to(state[name].dtype)
-    out.load_state_dict(state, strict=strict)
+    out.load_state_dict(state)
     params = dict(out.named_parameters())
     for name, flag in requires_grad.items():
         params[name].requires_grad_(flag)
@@ -658,6 +672,7 @@ from . import _containers  # noqa: E402  (after the Module patches and the bound
 # the Python one; this reference keeps it alive, for pybind11 forgets a type
 # the collector frees and would give such lists as plain Modules.
 _CPP_MODULE_LIST = nn.ModuleList
+
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)

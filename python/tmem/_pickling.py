@@ -2,15 +2,20 @@
 their constructors take: generators, the configurations and tasks.
 
 A module pickles as its class, the arguments its C++ part was built with
-(``_tmem_init``), its Python attributes and registrations, and the values,
-requires_grad flags and training modes of what its own constructor made;
-a Python-registered child pickles itself the same way. Unpickling builds it
-again, as copy.deepcopy does, then restores all of that, tied parameters
-(``head.weight = emb.weight``) included. A Python attribute naming a module
-or tensor of the tree (``self.w = self.lin.weight``), directly or inside
-lists, tuples, sets and dicts, names the rebuilt one; inside another object
-it comes back as a copy. Optimizers still refuse pickling: save their
-state_dict()."""
+(``_tmem_init``), its Python attributes and registrations, and its
+tensors, requires_grad flags and training modes; a Python-registered child
+pickles itself the same way.
+Unpickling builds it again, as copy.deepcopy does, then restores all of
+that. A tensor under several names (``head.weight = emb.weight``) stays
+one. Where a layer can take a tensor (a Python-registered one, or a
+parameter with a setter such as Linear.weight), it takes the pickled one
+itself, so another object of the same pickle that refers to it refers to
+the module's tensor; a tensor a layer cannot replace gets the pickled
+values, and such a reference comes back as a copy. A Python attribute
+naming a module or tensor of the tree (``self.w = self.lin.weight``),
+directly or inside lists, tuples, sets and dicts, names the rebuilt one;
+inside another object it comes back as a copy. Optimizers still refuse
+pickling: save their state_dict()."""
 import weakref as _weakref
 
 from . import _tmem
@@ -126,47 +131,60 @@ def _own_part(module):
     """The names (in named_modules) of module and of the descendants its own
     pickle restores: those reached without entering a module built by its
     own constructor call (``_tmem_init``), which pickles itself."""
-    own = {""}
+    own = [""]
     for name, m in module.named_modules():
         if name and name.rpartition(".")[0] in own and "_tmem_init" not in m.__dict__:
-            own.add(name)
+            own.append(name)
     return own
 
 
+def _replaceable(module, attr):
+    """Whether module can take another tensor as attr: one Python
+    registered, or a layer's parameter with a setter (Linear.weight)."""
+    return attr in module.__dict__.get("_tmem_registered", {}) or \
+        getattr(getattr(type(module), attr, None), "fset", None) is not None
+
+
 def _module_reduce_ex(self, protocol):
-    """Pickles a module (see the module's docstring). TypeError for a module
-    made by another module's C++ constructor (model.backbone) pickled on its
-    own: pickle the module that made it."""
+    """Pickles a module (see the module's docstring) as its rebuilt shell
+    and a state that __setstate__ restores, so that attributes leading back
+    to the module pickle as references. TypeError for a module made by
+    another module's C++ constructor (model.backbone) pickled on its own:
+    pickle the module that made it."""
     _tmem._check_built(self)
     recorded = self.__dict__.get("_tmem_init")
     if recorded is None:
         raise TypeError(f"cannot pickle this {type(self).__name__}: it was made inside another module, not by its "
                         f"constructor, so it cannot be built again alone; pickle the module that made it")
     tree = self.state_dict(keep_vars=True)
-    refs, first, ties = {}, {}, []
+    refs = {}
     for name, m in self.named_modules():
         if name:
             refs.setdefault(id(m), ("module", name))
     for name, t in tree.items():
         refs.setdefault(id(t), ("tensor", name))
-        if first.setdefault(t._impl_id, name) != name:
-            ties.append((name, first[t._impl_id]))
     own = _own_part(self)
+    modules = dict(self.named_modules())
     registered = self.__dict__.get("_tmem_registered", {})
     attributes = {name: _to_refs(value, refs) for name, value in self.__dict__.items()
                   if name not in registered and name not in ("_tmem_init", "_tmem_registered")}
-    state = {name: t for name, t in self.state_dict().items() if name.rpartition(".")[0] in own}
-    requires_grad = {name: p.requires_grad for name, p in self.named_parameters() if name.rpartition(".")[0] in own}
-    training = {name: m.training for name, m in self.named_modules() if name in own}
-    return _rebuild_module, (type(self), recorded, attributes,
-                             [(name, kind, self.__dict__[name]) for name, kind in registered.items()],
-                             state, requires_grad, training, ties)
+    state = {name: t for name, t in tree.items() if name.rpartition(".")[0] in own}
+    groups = {}  # the names of each tensor of the tree
+    for name, t in tree.items():
+        groups.setdefault(t._impl_id, []).append(name)
+    return _rebuild_module, (type(self), recorded), {
+        "attributes": attributes,
+        "registered": [(name, kind, self.__dict__[name]) for name, kind in registered.items()],
+        "state": state,
+        "groups": [names for names in groups.values() if len(names) > 1 or names[0] in state],
+        "requires_grad": {name: p.requires_grad for name, p in self.named_parameters() if name in state},
+        "training": {name: modules[name].training for name in own}}
 
 
-def _rebuild_module(cls, recorded, attributes, registered, state, requires_grad, training, ties):
-    """The module _module_reduce_ex pickled. Building it draws nothing from
-    the default generator or from the generators it is built with."""
-    from . import _load_copied_state
+def _rebuild_module(cls, recorded):
+    """A module built again from the arguments its C++ part was built with,
+    drawing nothing from the default generator or from the generators it is
+    built with; __setstate__ gives it the rest."""
     bound, args, kwargs = recorded
     default = default_generator()
     generators = [(g, g.get_state()) for g in (*args, *kwargs.values()) if isinstance(g, Generator)]
@@ -181,24 +199,57 @@ def _rebuild_module(cls, recorded, attributes, registered, state, requires_grad,
         default.set_state(default_state)
     for g, g_state in generators:
         g.set_state(g_state)
-    for name, kind, value in registered:
-        getattr(out, "register_" + kind)(name, value, _replacing_attribute=True)
-    modules = dict(out.named_modules())
-    tensors = out.state_dict(keep_vars=True)
-    for name, source in ties:
-        if tensors[name]._impl_id == tensors[source]._impl_id:
-            continue
-        owner, _, attr = name.rpartition(".")
-        setter = getattr(getattr(type(modules[owner]), attr, None), "fset", None)
-        if setter is None:
-            raise RuntimeError(f"unpickle: {name!r} shared {source!r}'s tensor, and this {type(modules[owner]).__name__} "
-                               f"cannot take another tensor as {attr!r}")
-        setter(modules[owner], tensors[source])
-    tensors = out.state_dict(keep_vars=True)
-    for name, value in attributes.items():
-        object.__setattr__(out, name, _from_refs(value, modules, tensors))
-    _load_copied_state(out, state, requires_grad, training, strict=False)
     return out
+
+
+def _module_setstate(self, pickled):
+    """Restores a rebuilt module (_module_reduce_ex's state): its
+    registrations, then each tensor of the tree under all its names (a
+    layer that can take a tensor takes the pickled one itself, so ties and
+    outside references hold; a tensor no layer can give up is kept and
+    gets the pickled values), attributes, requires_grad flags and training
+    modes. RuntimeError for a name the rebuilt module lacks, or names of one
+    tensor that it keeps apart and cannot join."""
+    for name, kind, value in pickled["registered"]:
+        getattr(self, "register_" + kind)(name, value, _replacing_attribute=True)
+    state = pickled["state"]
+    tree = self.state_dict(keep_vars=True)
+    missing = [name for names in pickled["groups"] for name in names if name not in tree]
+    if missing:
+        raise RuntimeError(f"unpickle: the rebuilt {type(self).__name__} has no {', '.join(map(repr, missing))}")
+    if state:
+        self.to(next(iter(state.values())).device)
+    for name, t in state.items():
+        if tree[name].dtype != t.dtype:
+            tree[name].data = tree[name].to(t.dtype)
+    values = {}
+    for names in pickled["groups"]:
+        owners = [name.rpartition(".") for name in names]
+        fixed = [name for name, (owner, _, attr) in zip(names, owners)
+                 if not _replaceable(self.get_submodule(owner), attr)]
+        pickled_t = next((state[name] for name in names if name in state), None)
+        canonical = tree[fixed[0]] if fixed else tree[names[0]] if pickled_t is None else pickled_t
+        for name in fixed:
+            if tree[name]._impl_id != canonical._impl_id:
+                raise RuntimeError(f"unpickle: {name!r} and {fixed[0]!r} shared a tensor, which the rebuilt "
+                                   f"{type(self).__name__} keeps apart and cannot join")
+        for name, (owner, _, attr) in zip(names, owners):
+            if tree[name] is not canonical:
+                grad = canonical.requires_grad
+                canonical.requires_grad_(True)  # a layer's setter takes a leaf that requires grad
+                setattr(self.get_submodule(owner), attr, canonical)
+                canonical.requires_grad_(grad)
+        if pickled_t is not None and canonical is not pickled_t:
+            values[fixed[0]] = pickled_t
+    self.load_state_dict(values, strict=False)
+    modules = dict(self.named_modules())
+    tensors = self.state_dict(keep_vars=True)
+    for name, value in pickled["attributes"].items():
+        object.__setattr__(self, name, _from_refs(value, modules, tensors))
+    for name, flag in pickled["requires_grad"].items():
+        tensors[name].requires_grad_(flag)
+    for name, flag in pickled["training"].items():
+        modules[name].training = flag
 
 
 _classes = [nn.Module]
@@ -207,6 +258,7 @@ while _classes:  # the bound layers, each of which the package gave a refusing _
     _classes.extend(_cls.__subclasses__())
     if "__reduce_ex__" in vars(_cls) or _cls is nn.Module:
         _cls.__reduce_ex__ = _module_reduce_ex
+nn.Module.__setstate__ = _module_setstate
 Generator.__reduce_ex__ = _generator_reduce_ex
 for _cls in _CONFIGS:
     _cls.__reduce_ex__ = _config_reduce_ex
