@@ -138,11 +138,14 @@ namespace {
 Tensor mul_saving(const Tensor& a, const Tensor& b, const Tensor& a_values) {
   const OpRange range(OpId::Mul);
   Tensor out = binary_forward(OpId::Mul, a, b);
-  record(OpId::Mul, {a, b}, {out}, {a_values, b}, [](const Node& n, const Grads& g) {
-    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
-    return Grads{n.needs_input_grad(0) ? sum_to(mul(g[0], y), x.shape()) : Tensor(),
-                 n.needs_input_grad(1) ? sum_to(mul(g[0], x), y.shape()) : Tensor()};
-  });
+  // Only what a gradient reads is saved, as PyTorch does: y * 3 keeps no
+  // copy of y, so a later in-place op on y stays legal.
+  record(OpId::Mul, {a, b}, {out}, {b.requires_grad() ? a_values : Tensor(), a.requires_grad() ? b : Tensor()},
+         [](const Node& n, const Grads& g) {
+           const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
+           return Grads{n.needs_input_grad(0) ? sum_to(mul(g[0], y), n.input_shapes[0]) : Tensor(),
+                        n.needs_input_grad(1) ? sum_to(mul(g[0], x), n.input_shapes[1]) : Tensor()};
+         });
   return out;
 }
 }  // namespace
@@ -152,10 +155,10 @@ Tensor mul(const Tensor& a, const Tensor& b) { return mul_saving(a, b, a); }
 Tensor div(const Tensor& a, const Tensor& b) {
   const OpRange range(OpId::Div);
   Tensor out = binary_forward(OpId::Div, a, b);
-  record(OpId::Div, {a, b}, {out}, {a, b}, [](const Node& n, const Grads& g) {
-    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);
-    return Grads{n.needs_input_grad(0) ? sum_to(div(g[0], y), x.shape()) : Tensor(),
-                 n.needs_input_grad(1) ? sum_to(neg(div(mul(g[0], x), mul(y, y))), y.shape())
+  record(OpId::Div, {a, b}, {out}, {b.requires_grad() ? a : Tensor(), b}, [](const Node& n, const Grads& g) {
+    const Tensor &x = n.saved_tensor(0), &y = n.saved_tensor(1);  // x only for b's gradient
+    return Grads{n.needs_input_grad(0) ? sum_to(div(g[0], y), n.input_shapes[0]) : Tensor(),
+                 n.needs_input_grad(1) ? sum_to(neg(div(mul(g[0], x), mul(y, y))), n.input_shapes[1])
                                        : Tensor()};
   });
   return out;
@@ -301,7 +304,7 @@ Tensor& add_(Tensor& a, double s) { commit_inplace(a, add(a, s), "add_"); return
 Tensor& mul_(Tensor& a, double s) { commit_inplace(a, mul(a, s), "mul_"); return a; }
 Tensor& mul_(Tensor& a, const Tensor& b) {
   Tensor a_values = a;
-  if (needs_grad({a, b})) {  // the product's backward must not read the values commit_inplace overwrites
+  if (grad_enabled() && b.requires_grad()) {  // b's gradient must not read the values commit_inplace overwrites
     a_values = empty_like(a);
     copy_data(a_values, a);
   }

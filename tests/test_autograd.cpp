@@ -804,3 +804,23 @@ TEST_CASE("hooks of tensors that died are dropped as the registry grows, and nev
   check_close(x.grad(), {6});
   remove_hook(id);
 }
+
+TEST_CASE("a product or quotient by a constant saves nothing of the other operand") {
+  // As PyTorch: y * c and y / c keep no copy of y, so an in-place op on y
+  // afterwards leaves their backward intact; y * w still saves y for w.
+  Tensor x = tensor({1.0, 2.0}, {2});
+  x.requires_grad_();
+  Tensor y = x * 2.0;
+  Tensor c = tensor({3.0, 4.0}, {2});
+  Tensor prod = mul(y, c);
+  Tensor quot = div(y, c);
+  add_(y, 1.0);
+  sum(prod + quot).backward();
+  check_close(x.grad(), {2 * (3.0 + 1 / 3.0), 2 * (4.0 + 1 / 4.0)});
+  Tensor w = tensor({1.0, 1.0}, {2});
+  w.requires_grad_();
+  Tensor z = x * 2.0;
+  Tensor zw = mul(z, w);
+  add_(z, 1.0);
+  CHECK_THROWS_WITH_AS(sum(zw).backward(), doctest::Contains("modified in place"), ValueError);
+}

@@ -208,6 +208,20 @@ class TestTensorIdentity(unittest.TestCase):
 
 
 class TestForwardHooks(unittest.TestCase):
+    def test_a_new_hook_never_takes_the_key_of_an_unpickled_one(self):
+        """Hook keys count up per process, so hooks unpickled from another process could hold the keys this one
+        gives next; a new hook silently replaced one of them."""
+        from tmem import _hooks
+        lin = nn.Linear(2, 2)
+        first = lin.register_forward_hook(lambda m, i, o: None)
+        hooks = lin.__dict__[_hooks.HOOKS]
+        loaded = lambda m, i, o: None  # noqa: E731  (what another process's pickle brought)
+        hooks[first.id + 1] = loaded
+        hooks[first.id + 2] = loaded
+        second = lin.register_forward_hook(lambda m, i, o: None)
+        self.assertEqual(list(hooks.values()).count(loaded), 2)
+        self.assertNotIn(second.id, (first.id + 1, first.id + 2))
+
     def test_hooks_see_and_replace_inputs_and_outputs(self):
         m = MLP(4)
         x = tmem.tensor(np.random.default_rng(3).standard_normal((5, 2)).astype(np.float32))
@@ -405,6 +419,19 @@ class PickledNet(nn.Module):
         return self.head(self.body(self.emb(ids))) * self.scale.float()
 
 
+class PickledHolder(nn.Module):
+    """A Python module that registers a layer another module's constructor made (pickling test)."""
+
+    def __init__(self):
+        super().__init__()
+        self.mha = nn.MultiheadAttention(8, 2)
+        self.q = self.mha.qkv
+        self.slot = None
+        self.register_parameter("p", None)
+        self.w = nn.Parameter(tmem.ones(2))
+        self.p = nn.Parameter(tmem.full(2, 3.0))  # fills the slot, listed after w
+
+
 class PickledCycle(nn.Module):
     """A module whose attributes lead back to it, and a child's to its parent (pickling test)."""
 
@@ -519,6 +546,31 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
         p2, q2 = pickle.loads(pickle.dumps((p, q)))
         self.assertIs(p2.weight, q2.weight)
 
+    def test_copies_keep_shared_modules_registered_layers_order_and_the_default_generator(self):
+        """From a second bad-input trial: a module held twice failed to unpickle; a registered layer another
+        module's constructor made failed to pickle; deepcopy split a tie inside one layer and, as pickle, listed
+        a refilled slot's parameter in another place than the original (an optimizer state_dict then went to
+        the wrong tensors); a Dropout on the default generator came back on a private copy of it."""
+        lin = nn.Linear(2, 2)
+        twice = pickle.loads(pickle.dumps(nn.Sequential(lin, lin)))
+        self.assertIs(twice[0], twice[1])
+        self.assertIs(nn.Sequential(lin, lin).get_submodule("1"), lin)
+        holder = PickledHolder()
+        for copied in (pickle.loads(pickle.dumps(holder)), copy.deepcopy(holder)):
+            self.assertIs(copied.q, copied.mha.qkv)
+            self.assertEqual([n for n, _ in copied.named_parameters()], [n for n, _ in holder.named_parameters()])
+        mlp = nn.MLP(4, 4)
+        mlp.fc2.weight = mlp.fc1.weight
+        for copied in (copy.deepcopy(mlp), pickle.loads(pickle.dumps(mlp))):
+            self.assertIs(copied.fc2.weight, copied.fc1.weight)
+            self.assertEqual(len(copied.parameters()), 3)
+        drop = nn.Dropout(0.5, generator=tmem.default_generator())
+        again = pickle.loads(pickle.dumps(drop))
+        state = tmem.default_generator().get_state()
+        first = drop(tmem.ones(64)).numpy()
+        tmem.default_generator().set_state(state)
+        np.testing.assert_array_equal(again(tmem.ones(64)).numpy(), first)
+
     def test_python_state_on_a_module_a_cpp_constructor_made_is_refused(self):
         """model.head's Python object goes when Python drops it: an attribute or registration given to it was
         lost without a word; now it is refused, as forward hooks there are. Its properties still work."""
@@ -531,6 +583,8 @@ class TestModuleLifetimeAndPickling(unittest.TestCase):
                                                    "constructor, and Python attributes and registrations on it "
                                                    "would be lost"):
                 give()
+        with self.assertRaisesRegex(TypeError, "Linear: cannot set '_tmem_init'"):
+            model.head._tmem_init = (nn.Linear, (8, 2), {})
         model.head.training = False  # a property: C++ keeps it
         self.assertFalse(model.head.training)
         self.assertEqual(list(model.state_dict()), list(pickle.loads(pickle.dumps(model)).state_dict()))

@@ -932,6 +932,15 @@ class TestAutograd(unittest.TestCase):
         (y * y).sum().backward()
         self.assertEqual(y.grad.numpy().tolist(), [12.0, 12.0, 12.0])
 
+    def test_an_in_place_op_after_a_product_by_a_constant(self):
+        # y * 3 and y / 2 keep no copy of y, as torch: y.add_ afterwards leaves their backward intact.
+        x = tmem.tensor([1.0, 2.0], requires_grad=True)
+        y = x * 2.0
+        z = y * 3 + y / 2
+        y.add_(1.0)
+        z.sum().backward()
+        self.assertEqual(x.grad.numpy().tolist(), [7.0, 7.0])
+
     def test_register_hook_refuses_bad_hooks_by_name(self):
         x = tmem.tensor([1.0], requires_grad=True)
         with self.assertRaisesRegex(tmem.ValueError, "register_hook: cannot register a hook on a tensor that does not require grad"):

@@ -51,8 +51,9 @@ def _module_setattr(self, name, value):
     None``) does not stop the registration; a property does. A module that
     another module's C++ constructor made (model.head) refuses any but its
     properties (TypeError, _check_python_state)."""
-    if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
+    if not hasattr(type(getattr(type(self), name, None)), "__set__"):
         _check_python_state(self, f"set {name!r}")
+    if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
         if (is_module or is_param) and not _tmem._is_built(self):
@@ -213,6 +214,9 @@ def _module_get_submodule(self, target):
     torch's; AttributeError naming the first part that is missing."""
     module = self
     for part in target.split(".") if target else []:
+        if module.__dict__.get("_tmem_registered", {}).get(part) == "module" and module.__dict__[part] is not None:
+            module = module.__dict__[part]  # also a module held under two names, which named_children lists once
+            continue
         children = dict(module.named_children())
         if part not in children:
             raise AttributeError(f"{type(module).__name__} has no attribute `{part}` (get_submodule {target!r})")
@@ -519,7 +523,7 @@ def _module_deepcopy(self, memo):
     # modules and tensors, so that Python attributes aliasing them
     # (self.w = self.lin.weight) stay aliases in the copy.
     made_modules = dict(out.named_modules())
-    made = {**dict(out.named_parameters()), **dict(out.named_buffers())}
+    made = out.state_dict(keep_vars=True)
     constructed = len(made_modules) > 1 or bool(made)
     own = self.named_modules() if constructed else [("", self)]
     for name, module in own:
@@ -527,7 +531,7 @@ def _module_deepcopy(self, memo):
             _keep_alive(module, memo)
             memo.setdefault(id(module), made_modules[name])
     impls = memo.setdefault(_IMPLS, {})
-    for name, t in (*self.named_parameters(), *self.named_buffers()) if constructed else ():
+    for name, t in self.state_dict(keep_vars=True).items() if constructed else ():  # every name of a tied tensor
         if name not in made:
             continue
         copied = impls.setdefault(t._impl_id, made[name])
@@ -555,7 +559,7 @@ def _module_deepcopy(self, memo):
     for name, value in self.__dict__.items():
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
             object.__setattr__(out, name, _copy.deepcopy(value, memo))
-    for name, kind in registered.items():  # in registration order, each as it was registered
+    for name, kind in _registered_in_order(self):  # each as it was registered
         getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo), _replacing_attribute=True)
     if not constructed:
         out.training = self.training
@@ -566,6 +570,19 @@ def _module_deepcopy(self, memo):
     _load_copied_state(out, self.state_dict(), {name: p.requires_grad for name, p in self.named_parameters()},
                        {name: module.training for name, module in own})
     return out
+
+
+def _registered_in_order(module):
+    """module's Python registrations (name, kind) in the order its C++ part
+    lists them (where a slot emptied and filled again comes last), then its
+    empty slots: a copy that registers them in this order lists its
+    parameters, buffers and children in the original's order, which an
+    optimizer's state_dict relies on."""
+    registered = module.__dict__.get("_tmem_registered", {})
+    listed = [name for name, _ in (*module.named_parameters(recurse=False), *module.named_buffers(recurse=False),
+                                   *module.named_children())]
+    rank = {name: i for i, name in enumerate(listed)}
+    return sorted(registered.items(), key=lambda item: rank.get(item[0], len(rank)))
 
 
 def _load_copied_state(out, state, requires_grad, training):

@@ -26,6 +26,8 @@ class RemovableHandle:
     def __init__(self, hooks):
         self._hooks = _weakref.ref(hooks)
         self.id = next(_ids)
+        while self.id in hooks:  # a key of hooks unpickled from another process, whose ids counted alike
+            self.id = next(_ids)
 
     def remove(self):
         hooks = self._hooks()

@@ -18,7 +18,9 @@ inside another object it comes back as a copy. Optimizers still refuse
 pickling: save their state_dict()."""
 import weakref as _weakref
 
-from . import _tmem
+from collections import OrderedDict as _OrderedDict
+
+from . import _registered_in_order, _tmem
 from ._tmem import Generator, default_generator, models, nn
 
 _CONFIGS = (models.TaskConfig, models.BackboneConfig, models.TensorMemoryOptions, models.TrainConfig)
@@ -34,10 +36,19 @@ def _rebuild_generator(cls, state, attributes):
     return g
 
 
+def _default_generator():
+    """The default generator (pickle cannot name pybind11's function)."""
+    return default_generator()
+
+
 def _generator_reduce_ex(self, protocol):
     """Pickles a generator as its state (and a subclass's attributes): the
-    copy draws the same numbers from there on, as copy.deepcopy's."""
+    copy draws the same numbers from there on, as copy.deepcopy's. The
+    default generator pickles as the default generator of the process that
+    loads it, as a module deep-copied with it stays on it."""
     _tmem._check_built(self)
+    if self is default_generator():
+        return _default_generator, ()
     return _rebuild_generator, (type(self), self.get_state(), dict(getattr(self, "__dict__", {})))
 
 
@@ -112,8 +123,8 @@ def _to_refs(value, refs):
         return _Ref(*ref)
     if type(value) in _CONTAINERS:
         return type(value)(_to_refs(v, refs) for v in value)
-    if type(value) is dict:
-        return {k: _to_refs(v, refs) for k, v in value.items()}
+    if type(value) in (dict, _OrderedDict):
+        return type(value)((k, _to_refs(v, refs)) for k, v in value.items())
     return value
 
 
@@ -122,9 +133,25 @@ def _from_refs(value, modules, tensors):
         return (modules if value.kind == "module" else tensors)[value.name]
     if type(value) in _CONTAINERS:
         return type(value)(_from_refs(v, modules, tensors) for v in value)
-    if type(value) is dict:
-        return {k: _from_refs(v, modules, tensors) for k, v in value.items()}
+    if type(value) in (dict, _OrderedDict):
+        return type(value)((k, _from_refs(v, modules, tensors)) for k, v in value.items())
     return value
+
+
+def _registered_value(module, name, kind, refs):
+    """What module registered from Python as name, as pickled: a module that
+    another module's C++ constructor made (self.classifier = self.head),
+    which cannot pickle alone, as a reference to where that constructor put
+    it. TypeError when it has no other name in the tree."""
+    value = module.__dict__[name]
+    if kind != "module" or value is None or "_tmem_init" in value.__dict__:
+        return value
+    ref = refs.get(id(value))
+    if ref is None or ref[1] == name:
+        raise TypeError(f"cannot pickle this {type(module).__name__}: {name!r} is a {type(value).__name__} that "
+                        f"another module's C++ constructor made, registered before that module (or without it); "
+                        f"register the module that made it first")
+    return _Ref(*ref)
 
 
 def _own_part(module):
@@ -174,7 +201,7 @@ def _module_reduce_ex(self, protocol):
         groups.setdefault(t._impl_id, []).append(name)
     return _rebuild_module, (type(self), recorded), {
         "attributes": attributes,
-        "registered": [(name, kind, self.__dict__[name]) for name, kind in registered.items()],
+        "registered": [(name, kind, _registered_value(self, name, kind, refs)) for name, kind in _registered_in_order(self)],
         "state": state,
         "groups": [names for names in groups.values() if len(names) > 1 or names[0] in state],
         "requires_grad": {name: p.requires_grad for name, p in self.named_parameters() if name in state},
@@ -211,6 +238,8 @@ def _module_setstate(self, pickled):
     modes. RuntimeError for a name the rebuilt module lacks, or names of one
     tensor that it keeps apart and cannot join."""
     for name, kind, value in pickled["registered"]:
+        if isinstance(value, _Ref):
+            value = self.get_submodule(value.name)
         getattr(self, "register_" + kind)(name, value, _replacing_attribute=True)
     state = pickled["state"]
     tree = self.state_dict(keep_vars=True)
