@@ -440,7 +440,7 @@ void bind_nn(py::module_& m) {
                if (!index.cast<py::slice>().compute(l.size(), &start, &stop, &step, &len)) throw py::error_already_set();
                py::list out;
                for (size_t k = 0; k < len; ++k) out.append(py::cast(l[start + k * step]));
-               return std::move(out);
+               return out;
              }
              const std::optional<int64_t> i = exact_int(index, "ModuleList", "index");
              if (!i)
