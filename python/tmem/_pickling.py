@@ -158,10 +158,10 @@ def _own_part(module):
     """The names (in named_modules) of module and of the descendants its own
     pickle restores: those reached without entering a module built by its
     own constructor call (``_tmem_init``), which pickles itself."""
-    own = [""]
+    own = {"": None}  # ordered, and a set for the lookups
     for name, m in module.named_modules():
         if name and name.rpartition(".")[0] in own and "_tmem_init" not in m.__dict__:
-            own.append(name)
+            own[name] = None
     return own
 
 
@@ -201,7 +201,8 @@ def _module_reduce_ex(self, protocol):
         groups.setdefault(t._impl_id, []).append(name)
     return _rebuild_module, (type(self), recorded), {
         "attributes": attributes,
-        "registered": [(name, kind, _registered_value(self, name, kind, refs)) for name, kind in _registered_in_order(self)],
+        "registered": [(name, kind, _registered_value(self, name, kind, refs))
+                       for name, kind in _registered_in_order(self)],
         "state": state,
         "groups": [names for names in groups.values() if len(names) > 1 or names[0] in state],
         "requires_grad": {name: p.requires_grad for name, p in self.named_parameters() if name in state},
