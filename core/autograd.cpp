@@ -153,6 +153,7 @@ void check_grad_meta(const Tensor& g, const Shape& shape, DType dtype, Device de
   check<DeviceError>(g.device() == device, "accumulate_grad: ", op, " produced a gradient on ",
                      g.device().str(), " for ", what, " on ", device.str());
 }
+
 // The gradient hooks (core/grad_hooks.h), by site: a leaf's TensorImpl
 // (output -1) or the node output that made a non-leaf. The weak pointer
 // tells a live owner from a dead one whose address was reused.
