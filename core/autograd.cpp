@@ -44,6 +44,7 @@ std::mutex g_hook_mutex;
 std::unordered_map<const TensorImpl*, std::vector<HookEntry>> g_hooks;
 std::atomic<uint64_t> g_next_hook_id{1};
 std::atomic<size_t> g_hook_count{0};
+size_t g_hooks_purge_at = 64;  // under g_hook_mutex
 
 // The leaves that have hooks now (empty without a lock when none has).
 std::unordered_set<const TensorImpl*> hooked_leaves() {
@@ -409,9 +410,21 @@ uint64_t register_post_accumulate_grad_hook(const Tensor& t, PostAccumulateGradH
   check<ValueError>(t.defined() && t.is_leaf() && t.requires_grad(),
                     "register_post_accumulate_grad_hook: expected a leaf tensor that requires grad");
   const uint64_t id = g_next_hook_id.fetch_add(1);
+  std::vector<HookEntry> dead;  // destroyed after the lock, as DeadHooks
   std::lock_guard lock(g_hook_mutex);
+  if (g_hooks.size() >= g_hooks_purge_at) {  // the hooks of leaves that died
+    for (auto& [impl, entries] : g_hooks)
+      std::erase_if(entries, [&dead](HookEntry& h) {
+        if (!h.leaf.expired()) return false;
+        dead.push_back(std::move(h));
+        return true;
+      });
+    std::erase_if(g_hooks, [](const auto& kv) { return kv.second.empty(); });
+    g_hooks_purge_at = std::max<size_t>(64, 2 * g_hooks.size());
+  }
   g_hooks[t.impl_ptr().get()].push_back({id, t.impl_ptr(), std::move(hook)});
   g_hook_count.fetch_add(1);
+  g_hook_count.fetch_sub(dead.size());
   return id;
 }
 
@@ -461,11 +474,13 @@ bool retains_grad(const Tensor& t) {
 }
 
 void remove_post_accumulate_grad_hook(uint64_t id) {
+  PostAccumulateGradHook removed;  // destroyed after the lock, as DeadHooks
   std::lock_guard lock(g_hook_mutex);
   for (auto it = g_hooks.begin(); it != g_hooks.end(); ++it) {
     auto& entries = it->second;
     auto hit = std::find_if(entries.begin(), entries.end(), [id](const HookEntry& h) { return h.id == id; });
     if (hit == entries.end()) continue;
+    removed = std::move(hit->fn);
     entries.erase(hit);
     if (entries.empty()) g_hooks.erase(it);
     g_hook_count.fetch_sub(1);

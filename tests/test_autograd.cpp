@@ -824,3 +824,20 @@ TEST_CASE("a product or quotient by a constant saves nothing of the other operan
   add_(z, 1.0);
   CHECK_THROWS_WITH_AS(sum(zw).backward(), doctest::Contains("modified in place"), ValueError);
 }
+
+TEST_CASE("post-accumulate-grad hooks of leaves that died are dropped as the registry grows") {
+  int dead_calls = 0;
+  for (int i = 0; i < 300; ++i) {
+    Tensor t = tensor({1.0}, {1});
+    t.requires_grad_();
+    register_post_accumulate_grad_hook(t, [&dead_calls](const Tensor&) { ++dead_calls; });
+  }
+  Tensor x = tensor({2.0}, {1});
+  x.requires_grad_();
+  std::vector<double> seen;
+  const uint64_t id = register_post_accumulate_grad_hook(x, [&seen](const Tensor& t) { seen = t.grad().to_vector(); });
+  sum(x * 3.0).backward();
+  CHECK(seen == std::vector<double>{3});
+  CHECK(dead_calls == 0);
+  remove_post_accumulate_grad_hook(id);
+}

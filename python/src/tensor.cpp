@@ -457,25 +457,34 @@ py::object compare(const Tensor& a, const py::object& b, const char* ufunc, cons
   return py::cast(from_numpy(np.attr(ufunc)(numpy_view(a), rhs).attr("astype")(np.attr("int64"))));
 }
 
-/// What Tensor.register_hook returns (torch.utils.hooks.RemovableHandle):
-/// remove() takes the hook out (again: nothing); `with handle:` removes it at
-/// the block's end.
+/// What Tensor.register_hook and register_post_accumulate_grad_hook return
+/// (torch.utils.hooks.RemovableHandle): remove() takes the hook out (again:
+/// nothing); `with handle:` removes it at the block's end.
 struct GradHookHandle : Bound {
-  explicit GradHookHandle(uint64_t hook_id) : id(hook_id) {}
+  GradHookHandle(uint64_t hook_id, void (*remover)(uint64_t)) : id(hook_id), remove(remover) {}
   uint64_t id;
+  void (*remove)(uint64_t);
 };
 
-/// Tensor.register_hook's C++ hook around Python callable `hook`: called with
-/// the GIL taken; None keeps the gradient, a Tensor replaces it, anything
-/// else is a TypeError. The callable is released under the GIL too, since
-/// the engine's copies of the hook die on the thread that runs backward.
-GradHook python_grad_hook(const py::function& hook) {
-  std::shared_ptr<py::function> fn(new py::function(hook), [](py::function* f) {
+/// Python callable `hook` for the engine, which copies it and drops the
+/// copies on the thread that runs backward: the last reference is released
+/// with the GIL taken. Throws TypeError naming `who` for a non-callable.
+std::shared_ptr<py::function> engine_held(const py::object& hook, const char* who) {
+  if (!PyCallable_Check(hook.ptr()))
+    throw py::type_error(std::string(who) + ": expected a callable hook, but got " +
+                         py::str(py::type::of(hook).attr("__name__")).cast<std::string>());
+  return std::shared_ptr<py::function>(new py::function(hook.cast<py::function>()), [](py::function* f) {
     if (!Py_IsInitialized()) return;  // at exit: leave the reference
     py::gil_scoped_acquire gil;
     delete f;
   });
-  return [fn](const Tensor& grad) -> Tensor {
+}
+
+/// Tensor.register_hook's C++ hook around a Python callable: called with the
+/// GIL taken; None keeps the gradient, a Tensor replaces it, anything else
+/// is a TypeError.
+GradHook python_grad_hook(const py::object& hook) {
+  return [fn = engine_held(hook, "register_hook")](const Tensor& grad) -> Tensor {
     py::gil_scoped_acquire gil;
     const py::object r = (*fn)(grad);
     if (r.is_none()) return Tensor();
@@ -483,6 +492,19 @@ GradHook python_grad_hook(const py::function& hook) {
       throw py::type_error("register_hook: a hook must return a Tensor or None, but returned " +
                            py::str(py::type::of(r).attr("__name__")).cast<std::string>());
     return r.cast<Tensor>();
+  };
+}
+
+/// Tensor.register_post_accumulate_grad_hook's C++ hook around a Python
+/// callable: called with the leaf, the GIL taken; a result other than None
+/// is a TypeError (torch's hooks of this kind return nothing).
+PostAccumulateGradHook python_post_accumulate_grad_hook(const py::object& hook) {
+  return [fn = engine_held(hook, "register_post_accumulate_grad_hook")](const Tensor& leaf) {
+    py::gil_scoped_acquire gil;
+    const py::object r = (*fn)(leaf);
+    if (!r.is_none())
+      throw py::type_error("register_post_accumulate_grad_hook: a hook must return None, but returned " +
+                           py::str(py::type::of(r).attr("__name__")).cast<std::string>());
   };
 }
 
@@ -688,10 +710,7 @@ void bind_tensor(py::module_& m) {
            }, py::arg("gradient") = py::none(), py::arg("retain_graph").noconvert() = false,
            "Backpropagates from this tensor into the leaves' .grad (frees the graph unless retain_graph).")
       .def("register_hook", [](const Tensor& t, const py::object& hook) {
-             if (!PyCallable_Check(hook.ptr()))
-               throw py::type_error("register_hook: expected a callable hook, but got " +
-                                    py::str(py::type::of(hook).attr("__name__")).cast<std::string>());
-             return GradHookHandle{register_hook(t, python_grad_hook(hook))};
+             return GradHookHandle(register_hook(t, python_grad_hook(hook)), &remove_hook);
            }, py::arg("hook"),
            "Registers hook(grad) -> Tensor or None, called by each backward that reaches the tensor with its "
            "gradient summed over all its uses; a returned tensor (same shape, dtype and device) replaces the "
@@ -699,6 +718,14 @@ void bind_tensor(py::module_& m) {
            "Returns a handle whose remove() takes the hook out. The hook is held until then, until the tensor "
            "dies or until backward frees its graph: a hook that refers to its own tensor keeps both alive until "
            "remove() (torch's collector would free them). ValueError for a tensor that does not require grad.")
+      .def("register_post_accumulate_grad_hook", [](const Tensor& t, const py::object& hook) {
+             return GradHookHandle(register_post_accumulate_grad_hook(t, python_post_accumulate_grad_hook(hook)),
+                                   &remove_post_accumulate_grad_hook);
+           }, py::arg("hook"),
+           "Registers hook(tensor) -> None on a leaf, called once per backward as soon as the leaf's .grad is "
+           "complete, while the rest of the graph is still differentiated (torch's; an optimizer step per "
+           "parameter inside backward uses it). Returns a handle whose remove() takes it out. ValueError for a "
+           "tensor that is not a leaf requiring grad.")
       .def("retain_grad", [](const Tensor& t) { retain_grad(t); },
            "Keeps a non-leaf's gradient in .grad, accumulated over backward calls, after its own hooks (a leaf "
            "keeps its own already). ValueError for a tensor that does not require grad.")
@@ -974,11 +1001,12 @@ void bind_tensor(py::module_& m) {
                             " is outside [-2^63, 2^64 - 1] (a negative seed is taken as its two's complement)");
     return seed < py::int_(0) ? static_cast<uint64_t>(seed.cast<int64_t>()) : seed.cast<uint64_t>();
   };
-  py::class_<GradHookHandle>(m, "GradHookHandle", "What Tensor.register_hook returns.")
-      .def("remove", [](const GradHookHandle& h) { remove_hook(h.id); },
+  py::class_<GradHookHandle>(m, "GradHookHandle",
+                             "What Tensor.register_hook and register_post_accumulate_grad_hook return.")
+      .def("remove", [](const GradHookHandle& h) { h.remove(h.id); },
            "Takes the hook out (removing it again does nothing).")
       .def("__enter__", [](const py::object& self) { return self; })
-      .def("__exit__", [](const GradHookHandle& h, const py::args&) { remove_hook(h.id); });
+      .def("__exit__", [](const GradHookHandle& h, const py::args&) { h.remove(h.id); });
   py::class_<Generator>(m, "Generator", "A seeded random number generator (mt19937_64).")
       .def(py::init([seed_from_py](const py::object& seed) { return Generator(seed_from_py(seed, "Generator")); }),
            py::arg("seed") = 0, "seed: an int in [-2^63, 2^64), a negative one as its two's complement.")

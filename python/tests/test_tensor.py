@@ -941,6 +941,35 @@ class TestAutograd(unittest.TestCase):
         z.sum().backward()
         self.assertEqual(x.grad.numpy().tolist(), [7.0, 7.0])
 
+    def test_post_accumulate_grad_hook_steps_each_parameter_inside_backward(self):
+        # torch's optimizer-in-backward pattern: each leaf's hook sees its finished .grad, once.
+        w = tmem.tensor([1.0, 2.0], requires_grad=True)
+        b = tmem.tensor([0.5], requires_grad=True)
+        seen = []
+
+        def sgd_step(p):
+            seen.append(p.grad.numpy().tolist())
+            with tmem.no_grad():
+                p.sub_(p.grad, alpha=0.1)
+            p.grad = None
+        handles = [p.register_post_accumulate_grad_hook(sgd_step) for p in (w, b)]
+        ((w * w).sum() + (w * b).sum() + b.sum()).backward()
+        self.assertEqual(sorted(seen), sorted([[2.0 + 0.5, 4.0 + 0.5], [1.0 + 2.0 + 1.0]]))
+        np.testing.assert_allclose(w.numpy(), [1.0 - 0.25, 2.0 - 0.45], rtol=1e-6)
+        np.testing.assert_allclose(b.numpy(), [0.5 - 0.4], rtol=1e-6)
+        self.assertIsNone(w.grad)
+        for h in handles:
+            h.remove()
+        (w * 1.0).sum().backward()
+        self.assertEqual(len(seen), 2)
+        with self.assertRaisesRegex(tmem.ValueError, "register_post_accumulate_grad_hook: expected a leaf"):
+            (w * 2.0).register_post_accumulate_grad_hook(sgd_step)
+        with self.assertRaisesRegex(TypeError, "register_post_accumulate_grad_hook: expected a callable hook"):
+            w.register_post_accumulate_grad_hook(None)
+        with w.register_post_accumulate_grad_hook(lambda p: 1):
+            with self.assertRaisesRegex(TypeError, "a hook must return None, but returned int"):
+                (w * 1.0).sum().backward()
+
     def test_register_hook_refuses_bad_hooks_by_name(self):
         x = tmem.tensor([1.0], requires_grad=True)
         with self.assertRaisesRegex(tmem.ValueError, "register_hook: cannot register a hook on a tensor that does not require grad"):
