@@ -312,7 +312,11 @@ Tensor& mul_(Tensor& a, const Tensor& b) {
   return a;
 }
 Tensor& fill_(Tensor& a, double value) {
-  commit_inplace(a, full(a.shape(), value, a.dtype(), a.device()), "fill_");
+  // A non-leaf that needs grad stays in the graph, its history getting a zero
+  // gradient (torch's FillBackward): a masked_fill under an all-true mask.
+  const bool keep = grad_enabled() && a.requires_grad();
+  commit_inplace(a, keep ? masked_fill(a, ones(a.shape(), a.dtype(), a.device()), value)
+                         : full(a.shape(), value, a.dtype(), a.device()), "fill_");
   return a;
 }
 Tensor& zero_(Tensor& a) { return fill_(a, 0.0); }
@@ -331,7 +335,9 @@ Tensor& copy_(Tensor& a, const Tensor& src) {
     commit_inplace(a, expand(v, a.shape()), "copy_");
     return a;
   }
-  commit_inplace(a, add(zeros(a.shape(), a.dtype(), a.device()), to_dtype(s, a.dtype())), "copy_");
+  // An all-false where: src's values broadcast to a's shape, a zero gradient to
+  // a's history (torch's CopyBackwards) and src's to src.
+  commit_inplace(a, where(zeros(a.shape(), a.dtype(), a.device()), a, to_dtype(s, a.dtype())), "copy_");
   return a;
 }
 

@@ -85,10 +85,15 @@ Tensor& add_(Tensor& a, const Tensor& b);
 Tensor& add_(Tensor& a, double s);
 Tensor& mul_(Tensor& a, double s);
 Tensor& mul_(Tensor& a, const Tensor& b);
+/// Fills a with value. A non-leaf that needs grad keeps its place in the graph
+/// (torch): its earlier history gets a zero gradient, through a node named
+/// masked_fill.
 Tensor& fill_(Tensor& a, double value);
+/// fill_(a, 0).
 Tensor& zero_(Tensor& a);
 /// Copies src (broadcast to a's shape, cast to its dtype, moved to its
-/// device) into a; the gradient goes back to src in its own dtype and device.
+/// device) into a; the gradient goes back to src in its own dtype and device,
+/// and a zero gradient to a's earlier history (a node named where), as torch.
 /// An int64 a gets src's values exactly (floats truncated toward zero; a
 /// ValueError for NaN, inf or a value outside int64) and no history. Throws
 /// ShapeError naming copy_ and both shapes when src does not broadcast to a.

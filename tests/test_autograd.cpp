@@ -217,21 +217,58 @@ TEST_CASE("mul_ by a tensor is differentiated through, with the factor it overwr
   check_close(w4.grad(), {100});
 }
 
-TEST_CASE("fill_ and copy_ of a constant cut a non-leaf off its history") {
+TEST_CASE("fill_, zero_ and copy_ of a constant keep a non-leaf in the graph with a zero gradient") {
   // PyTorch 1.13: y = 2x; y.fill_(3); sum(y * x) gives x.grad [3, 3].
   Tensor x = tensor({1, 2}, {2});
   x.requires_grad_();
   Tensor y = x * 2.0;
   fill_(y, 3.0);
+  CHECK(y.requires_grad());
+  CHECK(!y.is_leaf());
+  check_close(y, {3, 3});
   sum(y * x).backward();
   check_close(x.grad(), {3, 3});
 
+  // y = 2x; y.zero_(); y.sum().backward() gives x.grad [0, 0] (once refused:
+  // y had become a constant).
+  Tensor x1 = tensor({1, 2}, {2});
+  x1.requires_grad_();
+  Tensor y1 = x1 * 2.0;
+  zero_(y1);
+  sum(y1).backward();
+  check_close(x1.grad(), {0, 0});
+
+  // y = 2x; y.copy_([5, 7]); sum(y * x) gives x.grad [5, 7].
   Tensor x2 = tensor({1, 2}, {2});
   x2.requires_grad_();
   Tensor y2 = x2 * 2.0;
   copy_(y2, tensor({5, 7}, {2}));
+  check_close(y2, {5, 7});
   sum(y2 * x2).backward();
   check_close(x2.grad(), {5, 7});
+  // Infinite values are overwritten, not multiplied by a zero mask.
+  Tensor yi = x2 * std::numeric_limits<double>::infinity();
+  copy_(yi, tensor({5, 7}, {2}));
+  check_close(yi, {5, 7});
+  fill_(yi, 4.0);
+  check_close(yi, {4, 4});
+
+  // y = 2x; a hook on y and y.retain_grad(), then y.fill_(3); sum(y * x):
+  // the hook, on y's old history, sees [0, 0]; y.grad is x, [1, 2].
+  Tensor x3 = tensor({1, 2}, {2});
+  x3.requires_grad_();
+  Tensor y3 = x3 * 2.0;
+  std::vector<Tensor> seen;
+  register_hook(y3, [&](const Tensor& g) {
+    seen.push_back(g);
+    return Tensor();
+  });
+  retain_grad(y3);
+  fill_(y3, 3.0);
+  sum(y3 * x3).backward();
+  REQUIRE(seen.size() == 1);
+  check_close(seen[0], {0, 0});
+  check_close(y3.grad(), {1, 2});
 }
 
 TEST_CASE("copy_ from another dtype sends the gradient back in the source's dtype") {
@@ -349,14 +386,17 @@ TEST_CASE("a view of a constant that an in-place op made depend on w carries w's
   (cv * 2.0).backward();
   check_close(w.grad(), {0, 2});
 
-  // Overwritten by a constant, the view becomes a constant too.
+  // Overwritten by a constant, the view stays in the graph (PyTorch 1.13:
+  // tail is [7, 7] with a grad_fn, and its gradient reaches x as zeros).
   Tensor x = tensor({1, 2, 3, 4}, {4});
   x.requires_grad_();
   Tensor y = x * 1.0;
   Tensor tail = slice(y, 0, 2, 4);
   fill_(y, 7.0);
-  CHECK(!tail.requires_grad());
+  CHECK(tail.requires_grad());
   check_close(tail, {7, 7});
+  sum(tail).backward();
+  check_close(x.grad(), {0, 0, 0, 0});
 
   // A detached alias is a constant by definition.
   Tensor d = y.detach();

@@ -177,6 +177,31 @@ class TestAgainstTorch(unittest.TestCase):
         for (k, a), (_, b) in zip(got_seen, want_seen):
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=k)
 
+    def test_fill_zero_and_copy_keep_a_non_leaf_in_the_graph_as_torchs(self):
+        """fill_, zero_ and copy_ of a constant into a non-leaf: its earlier history gets a zero gradient (its
+        hooks see it), a view taken before stays in the graph, and the new values' uses count."""
+        x0, c0 = randn(2, 3), randn(3)
+
+        def run(lib, op):
+            x = lib.tensor(x0, requires_grad=True)
+            y = lib.tanh(x) * 2.0
+            row = y[1]
+            seen = []
+            y.register_hook(lambda g: seen.append(g.numpy().copy()))
+            y.retain_grad()
+            op(y, lib)
+            loss = (y * x).sum() + (row * 3.0).sum()
+            loss.backward()
+            return [x.grad.numpy(), y.grad.numpy(), row.detach().numpy()] + seen
+
+        ops = {"fill_": lambda y, lib: y.fill_(1.5), "zero_": lambda y, lib: y.zero_(),
+               "copy_": lambda y, lib: y.copy_(lib.tensor(c0))}
+        for name, op in ops.items():
+            got, want = run(tmem, op), run(torch, op)
+            self.assertEqual(len(got), len(want), name)
+            for i, (a, b) in enumerate(zip(got, want)):
+                np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{name} output {i}")
+
     def test_a_float64_sequential_loads_torchs_state_dict_and_matches_it(self):
         """nn.Sequential and ModuleDict name their parameters as torch's, so a torch state_dict loads by key;
         after double(), values and parameter gradients match torch's in float64."""
