@@ -3,6 +3,7 @@
 // json module, so dump steps arrive as plain dicts. Paths are str or any
 // os.PathLike (pathlib.Path), as torch.save and open() take them.
 #include "common.h"
+#include "tmem/core/file_io.h"
 #include "tmem/core/json_dump.h"
 #include "tmem/core/safetensors.h"
 
@@ -47,6 +48,13 @@ void bind_io(py::module_& m) {
           save_safetensors(file, tensors, metadata);
         }, py::arg("path"), py::arg("tensors"), py::arg("metadata") = StringMap{},
         "Writes tensors (a dict, e.g. module.state_dict()) and string metadata to a safetensors file, atomically.");
+  m.def("_write_file_atomic", [](const py::object& path, const py::bytes& data) {
+          const std::string file = path_from_py(path, "save");
+          const std::string_view bytes = data;
+          py::gil_scoped_release release;
+          write_file_atomic(file, bytes);
+        }, py::arg("path"), py::arg("data"),
+        "Writes bytes to a file atomically (core/file_io.h), for tmem.save; IOError naming the file on failure.");
   m.def("load_safetensors", [](const py::object& path, bool metadata) -> py::object {
           const std::string file = path_from_py(path, "load_safetensors");
           SafetensorsFile f;

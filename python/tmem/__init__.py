@@ -693,3 +693,9 @@ _CPP_MODULE_LIST = nn.ModuleList
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)
+
+from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
+
+nn.functional = _functional
+_sys.modules[__name__ + ".nn.functional"] = _functional
+save, load = _serialization.save, _serialization.load

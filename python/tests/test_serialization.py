@@ -1,0 +1,171 @@
+"""tmem.save and tmem.load (torch.save and torch.load), and tmem.nn.functional."""
+import io
+import os
+import pathlib
+import pickle
+import struct
+import tempfile
+import unittest
+import zlib
+
+import numpy as np
+
+import tmem
+import tmem.nn.functional as F
+
+CALLED = []
+
+
+def _record_call(*args):
+    CALLED.append(args)
+
+
+class _Malicious:
+    """Unpickles by calling _record_call: what a crafted file would do with os.system."""
+
+    def __reduce__(self):
+        return _record_call, ("ran",)
+
+
+class TestSaveLoad(unittest.TestCase):
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "ckpt.pt")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def test_a_checkpoint_round_trips_exactly(self):
+        w = tmem.randn(3, 4, dtype=tmem.float64)
+        shared = tmem.ones(2, requires_grad=True)
+        obj = {"model": {"w": w, "steps": tmem.tensor([7, -2**62]), "b": tmem.rand(5)},
+               "same": [shared, shared], "epoch": 3, "name": "run", "lr": 3e-4, "pair": (1, None)}
+        tmem.save(obj, self.path)
+        got = tmem.load(self.path)
+        self.assertEqual(got["epoch"], 3)
+        self.assertEqual(got["name"], "run")
+        self.assertEqual(got["lr"], 3e-4)
+        self.assertEqual(got["pair"], (1, None))
+        for key in ("w", "steps", "b"):
+            self.assertEqual(got["model"][key].dtype, obj["model"][key].dtype, key)
+            np.testing.assert_array_equal(got["model"][key].numpy(), obj["model"][key].numpy(), err_msg=key)
+        a, b = got["same"]
+        self.assertIs(a, b)  # one tensor under two names stays one
+        self.assertTrue(a.requires_grad and a.is_leaf)
+        self.assertFalse(got["model"]["w"].requires_grad)
+
+    def test_a_module_state_dict_loads_into_a_fresh_module(self):
+        tmem.manual_seed(0)
+        m = tmem.nn.Linear(4, 3)
+        tmem.save(m.state_dict(), pathlib.Path(self.path))
+        tmem.manual_seed(1)
+        m2 = tmem.nn.Linear(4, 3)
+        m2.load_state_dict(tmem.load(pathlib.Path(self.path)))
+        x = tmem.randn(2, 4)
+        np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+
+    def test_file_objects_hold_several_objects_in_turn(self):
+        buf = io.BytesIO()
+        tmem.save({"a": tmem.arange(0, 3)}, buf)
+        tmem.save([1, 2], buf)
+        buf.seek(0)
+        self.assertEqual(tmem.load(buf)["a"].numpy().tolist(), [0.0, 1.0, 2.0])
+        self.assertEqual(tmem.load(buf), [1, 2])
+
+    def test_a_module_needs_weights_only_false(self):
+        m = tmem.nn.Sequential(tmem.nn.Linear(2, 2), tmem.nn.Linear(2, 1))
+        tmem.save(m, self.path)
+        with self.assertRaisesRegex(pickle.UnpicklingError, r"weights_only=True .* holds tmem\._pickling\."):
+            tmem.load(self.path)
+        back = tmem.load(self.path, weights_only=False)
+        x = tmem.randn(3, 2)
+        np.testing.assert_array_equal(back(x).detach().numpy(), m(x).detach().numpy())
+
+    def test_weights_only_runs_no_code_from_the_file(self):
+        tmem.save({"x": _Malicious()}, self.path)
+        with self.assertRaisesRegex(pickle.UnpicklingError, "holds test_serialization._record_call|"
+                                                            "holds python.tests.test_serialization._record_call"):
+            tmem.load(self.path)
+        self.assertEqual(CALLED, [])
+        tmem.save({"a": np.array([1, "x"], dtype=object)}, self.path)
+        with self.assertRaisesRegex(pickle.UnpicklingError, "array of Python objects"):
+            tmem.load(self.path)
+        np.testing.assert_array_equal(tmem.load(self.path, weights_only=False)["a"], np.array([1, "x"], dtype=object))
+
+    def test_damaged_files_are_errors_naming_them(self):
+        tmem.save({"w": tmem.ones(100)}, self.path)
+        data = pathlib.Path(self.path).read_bytes()
+        cases = {
+            "truncated: its header promises": data[:-1],
+            "fail their CRC-32": data[:-1] + bytes([data[-1] ^ 1]),
+            "is not a tmem.save file": b"\x80\x04junk" + data,
+            "zip file \\(torch.save's format\\)": b"PK\x03\x04" + data,
+            "format version 2": data[:8] + struct.pack("<I", 2) + data[12:],
+            "not a tmem.save file \\(": b"",
+        }
+        for message, content in cases.items():
+            with open(self.path, "wb") as f:
+                f.write(content)
+            with self.assertRaisesRegex(tmem.IOError, "load: " + self.path + ".*" + message):
+                tmem.load(self.path)
+        with self.assertRaisesRegex(tmem.IOError, "load: cannot open .*missing.pt: No such file"):
+            tmem.load(os.path.join(self.dir.name, "missing.pt"))
+        with self.assertRaisesRegex(tmem.ValueError, "NUL byte"):
+            tmem.load(self.path + "\0x")
+
+    def test_a_failed_save_leaves_the_old_file(self):
+        tmem.save({"w": tmem.ones(2)}, self.path)
+        before = pathlib.Path(self.path).read_bytes()
+        with self.assertRaises(TypeError):  # an optimizer has no pickled form
+            tmem.save(tmem.optim.SGD([tmem.ones(1, requires_grad=True)], lr=0.1), self.path)
+        self.assertEqual(pathlib.Path(self.path).read_bytes(), before)
+        with self.assertRaisesRegex(tmem.IOError, "save: .*no/such/dir"):
+            tmem.save({}, os.path.join(self.dir.name, "no", "such", "dir", "x.pt"))
+        self.assertEqual(os.listdir(self.dir.name), ["ckpt.pt"])  # no temporary file left
+        with self.assertRaisesRegex(TypeError, "save: expected a path or a binary file object"):
+            tmem.save({}, 3)
+
+    def test_the_header_is_magic_version_length_and_crc(self):
+        tmem.save([1, 2, 3], self.path)
+        data = pathlib.Path(self.path).read_bytes()
+        magic, version, size, crc = struct.unpack("<8sIQI", data[:24])
+        self.assertEqual((magic, version, size), (b"TMEMSAVE", 1, len(data) - 24))
+        self.assertEqual(crc, zlib.crc32(data[24:]))
+        self.assertEqual(pickle.loads(data[24:]), [1, 2, 3])
+
+    def test_map_location(self):
+        tmem.save({"w": tmem.ones(2)}, self.path)
+        self.assertEqual(tmem.load(self.path, map_location="cpu")["w"].device, "cpu")
+        self.assertEqual(tmem.load(self.path, map_location={"cuda:0": "cpu"})["w"].device, "cpu")
+        with self.assertRaisesRegex(TypeError, "map_location must be None, a device name"):
+            tmem.load(self.path, map_location=0)
+        with self.assertRaisesRegex(TypeError, "map_location must map device names"):
+            tmem.load(self.path, map_location={"cpu": 1})
+
+
+class TestFunctional(unittest.TestCase):
+    def test_the_ops_are_tmems(self):
+        for name in ("relu", "gelu", "silu", "softmax", "log_softmax", "layer_norm", "dropout", "cross_entropy",
+                     "embedding", "grid_sample", "scaled_dot_product_attention"):
+            self.assertIs(getattr(F, name), getattr(tmem, name), name)
+        self.assertIs(tmem.nn.functional, F)
+
+    def test_linear(self):
+        x, w, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(4, 3) / 7, np.array([1.0, -1, 0.5, 2])
+        got = F.linear(tmem.tensor(x), tmem.tensor(w), tmem.tensor(b))
+        np.testing.assert_allclose(got.numpy(), x @ w.T + b, rtol=1e-12)
+        np.testing.assert_allclose(F.linear(tmem.tensor(x), tmem.tensor(w)).numpy(), x @ w.T, rtol=1e-12)
+        np.testing.assert_allclose(F.linear(tmem.tensor(x), tmem.tensor(w[0])).numpy(), x @ w[0], rtol=1e-12)
+        with self.assertRaises(tmem.ShapeError):
+            F.linear(tmem.tensor(x), tmem.tensor(w.T))
+
+    def test_pad(self):
+        x = tmem.ones(1, 2)
+        self.assertEqual(F.pad(x, (1, 0)).numpy().tolist(), [[0.0, 1.0, 1.0]])
+        self.assertEqual(F.pad(x, (0, 1), "constant", 5.0).numpy().tolist(), [[1.0, 1.0, 5.0]])
+        with self.assertRaisesRegex(ValueError, "pad: mode 'reflect' is not supported"):
+            F.pad(x, (1, 1), mode="reflect")
+
+
+if __name__ == "__main__":
+    unittest.main()
