@@ -1,5 +1,6 @@
 #include "tmem/core/file_io.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstring>
@@ -59,6 +60,36 @@ void sync_dir(const std::string& dir, const std::string& path) {
 
 std::atomic<uint64_t> tmp_counter{0};
 
+// The file a chain of symbolic links at path names, whether it exists or not
+// (std::filesystem::weakly_canonical stops at a dangling link, so the link
+// itself was replaced); path itself when it is no link. Throws IOError naming
+// path when a link cannot be read or the chain does not end (40 hops, as
+// Linux's ELOOP).
+std::string link_target(const std::string& path) {
+  namespace fs = std::filesystem;
+  fs::path p = path;
+  for (int hops = 0; hops < 40; ++hops) {
+    struct stat st;
+    if (::lstat(p.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return p.string();
+    std::error_code ec;
+    const fs::path next = fs::read_symlink(p, ec);
+    if (ec) throw IOError("cannot write " + path + ": its link cannot be followed (" + ec.message() + ")");
+    p = next.is_absolute() ? next : p.parent_path() / next;
+  }
+  throw IOError("cannot write " + path + ": too many levels of symbolic links");
+}
+
+// A temporary file's name next to target: target's name cut so that the
+// suffix fits in a file name's 255 bytes (NAME_MAX), so a name the system
+// takes is never refused for its temporary file.
+std::string temporary_name(const std::string& target) {
+  const std::string suffix = ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tmp_counter++);
+  const size_t slash = target.rfind('/');
+  const size_t base = slash == std::string::npos ? 0 : slash + 1;
+  const size_t keep = std::min(target.size() - base, size_t{255} - suffix.size());
+  return target.substr(0, base + keep) + suffix;
+}
+
 }  // namespace
 
 void check_path(const std::string& path, const std::string& who) {
@@ -70,20 +101,17 @@ void check_path(const std::string& path, const std::string& who) {
 AtomicFileWriter::AtomicFileWriter(std::string path) : path_(std::move(path)), target_(path_) {
   check<IOError>(!path_.empty(), "cannot write a file with an empty name");
   check_path(path_, "cannot write");
-  // A symbolic link stays a link: the file it names is the one replaced.
+  // A symbolic link stays a link: the file it names is the one replaced, or
+  // made when it does not exist yet (as open() follows a dangling link).
+  target_ = link_target(path_);
   struct stat st;
-  if (::lstat(path_.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    std::error_code ec;
-    target_ = std::filesystem::weakly_canonical(path_, ec).string();
-    if (ec) throw IOError("cannot write " + path_ + ": its link cannot be followed (" + ec.message() + ")");
-  }
   const bool exists = ::stat(target_.c_str(), &st) == 0;
   if (exists && S_ISDIR(st.st_mode)) throw IOError("cannot write " + path_ + ": it is a directory");
   // A rename would put a plain file where a device or a FIFO was (/dev/null).
   if (exists && !S_ISREG(st.st_mode))
     throw IOError("cannot write " + path_ + ": not a regular file (a device, a FIFO or a socket)");
   for (int attempt = 0; fd_ < 0; ++attempt) {
-    tmp_ = target_ + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(tmp_counter++);
+    tmp_ = temporary_name(target_);
     fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
     if (fd_ < 0 && (errno != EEXIST || attempt >= 100)) {
       const int err = errno;

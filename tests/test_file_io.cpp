@@ -101,6 +101,29 @@ TEST_CASE("file_io: a FIFO is refused and stays, a symbolic link stays and its f
   write_file_atomic(dir + "/target.json", "newer\n");
   CHECK(fs::status(dir + "/target.json").permissions() == (fs::perms::owner_read | fs::perms::owner_write));
   CHECK(others_in(dir, "target.json").size() == 2);  // the link and the FIFO, no temporary file
+  // A dangling link (through a second link) gets its file made, and stays a
+  // link; one into a missing directory fails, as open() would.
+  fs::create_symlink("link2.json", dir + "/dangling.json");
+  fs::create_symlink(dir + "/made.json", dir + "/link2.json");
+  write_file_atomic(dir + "/dangling.json", "made\n");
+  CHECK(fs::is_symlink(dir + "/dangling.json"));
+  CHECK(fs::is_symlink(dir + "/link2.json"));
+  CHECK(read_all(dir + "/made.json") == "made\n");
+  fs::create_symlink("no/such/dir/x.json", dir + "/nowhere.json");
+  CHECK_THROWS_WITH_AS(write_file_atomic(dir + "/nowhere.json", "x"),
+                       doctest::Contains(("creating a temporary file in " + dir + "/no/such/dir").c_str()), IOError);
+  CHECK(fs::is_symlink(dir + "/nowhere.json"));
+  fs::create_symlink("loop.json", dir + "/loop.json");
+  CHECK_THROWS_WITH_AS(write_file_atomic(dir + "/loop.json", "x"), doctest::Contains("too many levels of symbolic links"),
+                       IOError);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("file_io: a file name of 255 bytes is written, its temporary file's name cut to fit") {
+  const std::string dir = fresh_dir("tmem_fio_long"), name = std::string(255, 'n');
+  write_file_atomic(dir + "/" + name, "long\n");
+  CHECK(read_all(dir + "/" + name) == "long\n");
+  CHECK(others_in(dir, name).empty());
   fs::remove_all(dir);
 }
 

@@ -342,8 +342,16 @@ void check_one_element(const Tensor& t, const char* op) {
 }
 
 /// Fills t with the Python number v, an integer into an int64 tensor exactly
-/// (a double holds integers only up to 2^53).
+/// (a double holds integers only up to 2^53), or with a 0-d tensor v, whose
+/// gradient it sends back (torch's fill_(Tensor)). Throws ValueError naming
+/// fill_ for a tensor v of more than one dimension.
 Tensor& fill_value_(Tensor& t, const py::object& v) {
+  if (py::isinstance<Tensor>(v)) {
+    const Tensor value = v.cast<Tensor>();
+    check<ValueError>(value.dim() == 0, "fill_: only a 0-dimensional value tensor can fill a tensor, but got one of "
+                      "shape ", shape_str(value.shape()));
+    return copy_(t, value);
+  }
   if (t.dtype() == DType::Int64)
     if (const std::optional<int64_t> x = exact_int(v, "fill_", "value")) return copy_(t, full_int({}, *x, t.device()));
   return fill_(t, number_from_py(v, "fill_", "value"));
@@ -878,7 +886,7 @@ void bind_tensor(py::module_& m) {
            "In place a -= alpha * other, other a tensor (broadcast) or a number (torch.Tensor.sub_).")
       .def("mul_", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "mul_"); },
            py::arg("other"), "In place a *= other, other a tensor (broadcast) or a number (torch.Tensor.mul_).")
-      .def("fill_", &fill_value_, "In-place fill with a value (an int into an int64 tensor exactly).")
+      .def("fill_", &fill_value_, "In-place fill with a number (an int into an int64 tensor exactly) or a 0-d tensor, whose gradient flows back.")
       .def("zero_", [](Tensor& a) -> Tensor& { return zero_(a); }, "In-place fill with zeros.")
       .def("copy_", [](Tensor& a, const Tensor& src) -> Tensor& { return copy_(a, src); },
            "Copies src (broadcast) into this tensor in place.");

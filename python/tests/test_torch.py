@@ -202,6 +202,27 @@ class TestAgainstTorch(unittest.TestCase):
             for i, (a, b) in enumerate(zip(got, want)):
                 np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{name} output {i}")
 
+    def test_fill_with_a_0d_tensor_sends_its_gradient_back_as_torchs(self):
+        """y.fill_(v) for a 0-d v that requires grad: v's gradient is the sum of y's (it once got none)."""
+        def run(lib, target):
+            v = lib.tensor(np.float64(1.25), requires_grad=True)
+            x = lib.tensor(np.array([1.0, 2.0]), requires_grad=True)
+            y = x * 2.0 if target == "non-leaf" else lib.zeros(2, dtype=lib.float64)
+            y.fill_(v)
+            (y * y * lib.tensor(np.array([1.0, 3.0]))).sum().backward()
+            return y.detach().numpy(), v.grad.numpy(), None if x.grad is None else x.grad.numpy()
+
+        for target in ("non-leaf", "constant"):
+            got, want = run(tmem, target), run(torch, target)
+            for i, (a, b) in enumerate(zip(got, want)):
+                if b is None:
+                    self.assertIsNone(a, f"{target} output {i}")
+                else:
+                    np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"{target} output {i}")
+        with self.assertRaisesRegex(tmem.ValueError, "fill_: only a 0-dimensional value tensor can fill a tensor, "
+                                                     "but got one of shape \\[2\\]"):
+            tmem.zeros(2).fill_(tmem.ones(2))
+
     def test_a_float64_sequential_loads_torchs_state_dict_and_matches_it(self):
         """nn.Sequential and ModuleDict name their parameters as torch's, so a torch state_dict loads by key;
         after double(), values and parameter gradients match torch's in float64."""

@@ -349,17 +349,44 @@ def _guard_call(self, fn):
     return guarded
 
 
-def _rebuild_tensor(array, requires_grad, device):
-    """The tensor Tensor.__reduce__ pickled: array's values on device, a leaf
-    that requires grad when the pickled tensor did."""
-    t = tensor(array).to(device)  # noqa: F405
+_PICKLED_DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8"}  # a pickled tensor's dtype names
+
+
+def _rebuild_tensor(data, dtype, shape, requires_grad, device):
+    """The tensor Tensor.__reduce__ pickled: data, the little-endian bytes of
+    its values in row-major order, as a tensor of dtype (its name) and shape
+    on device, a leaf that requires grad when the pickled tensor did. Raises
+    tmem.ValueError, before allocating anything, when the pieces do not fit
+    together (a damaged or crafted pickle)."""
+    is_bytes = isinstance(data, (bytes, bytearray))
+    fits = (is_bytes and dtype in _PICKLED_DTYPES and type(shape) is tuple
+            and all(type(n) is _builtins.int and 0 <= n < 2**62 for n in shape)
+            and type(requires_grad) is _builtins.bool and type(device) is str)
+    if fits:  # Python ints: exact, no int64 overflow
+        span, numel = _functools.reduce(lambda a, n: (a[0] * _builtins.max(n, 1), a[1] * n), shape, (1, 1))
+        fits = span < 2**62 and len(data) == numel * _builtins.int(_PICKLED_DTYPES[dtype][2])
+    if not fits:
+        size = f"{len(data)} bytes" if is_bytes else f"a {type(data).__name__}"
+        raise ValueError(f"a pickled tensor's pieces do not fit together: {size} of data, dtype {dtype!r}, "  # noqa: F405
+                         f"shape {shape!r}, requires_grad {requires_grad!r}, device {device!r} (a damaged or "
+                         f"crafted pickle)")
+    t = tensor(_np.frombuffer(data, dtype=_PICKLED_DTYPES[dtype]).reshape(shape)).to(device)  # noqa: F405
     return t.requires_grad_() if requires_grad else t
 
 
 def _tensor_reduce(self):
-    """Pickling and copy.copy: the values (through NumPy), requires_grad and
-    the device."""
-    return _rebuild_tensor, (self.detach().cpu().numpy().copy(), self.requires_grad, self.device)
+    """Pickling and copy.copy: the values as little-endian bytes, the dtype's
+    name, the shape, requires_grad and the device (no NumPy object, so a
+    weights-only tmem.load needs no NumPy globals)."""
+    values = self.detach().cpu().numpy().astype(_PICKLED_DTYPES[self.dtype.name], order="C", copy=False)
+    return _rebuild_tensor, (values.tobytes(), self.dtype.name, tuple(self.shape), self.requires_grad, self.device)
+
+
+def _rebuild_dtype(name):
+    """The dtype a pickle names (tmem.float32, ...); ValueError for another name."""
+    if name not in _PICKLED_DTYPES:
+        raise ValueError(f"a pickled dtype must be one of {sorted(_PICKLED_DTYPES)}, but got {name!r}")  # noqa: F405
+    return getattr(dtype, name)  # noqa: F405
 
 
 def _tensor_deepcopy(self, memo):
@@ -682,6 +709,8 @@ for _module in (_tmem, nn, optim, models):  # after Tensor.__reduce__ is set
     for _cls in list(vars(_module).values()):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and "__reduce__" not in vars(_cls):
             _cls.__reduce_ex__ = _reduce_ex_from_state if "__getstate__" in vars(_cls) else _refuse_pickle
+
+dtype.__reduce_ex__ = lambda self, protocol: (_rebuild_dtype, (self.name,))  # noqa: F405  (pickled by name)
 
 from . import _containers  # noqa: E402  (after the Module patches and the bound-class loops above)
 

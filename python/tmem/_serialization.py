@@ -1,53 +1,84 @@
 """tmem.save and tmem.load: torch.save and torch.load of any picklable
-object (a state_dict, a dict of them, a module, an optimizer's state).
+object (a state_dict, a dict of them, a module).
 
 A file is a 24-byte header (the magic ``TMEMSAVE``, a format version, the
 payload's length and its CRC-32, little-endian) and the pickle, so that a
 truncated or damaged file is an error naming it, never a wrong object. A
 path is written atomically (a temporary file, fsync'ed and renamed: the old
 file survives any failure); a file object is written where it stands.
-As torch 2.6's torch.load, load unpickles only tensors and plain containers
-unless weights_only=False is passed for a file you trust."""
+
+As torch 2.6's torch.load, load is weights-only unless told otherwise: the
+pickle may then hold only opcodes that build values (no BUILD, INST, OBJ,
+NEWOBJ, persistent ids, extensions or out-of-band buffers) and call only
+tmem's tensor and dtype rebuilds, which check their arguments, and a few
+builtins whose arguments are checked (set, frozenset, bytes, bytearray,
+OrderedDict, protocol 2's _codecs.encode). So a file runs no code, builds
+no object with forged internals, and allocates no more than it holds."""
 import _codecs
 import io as _io
 import os as _os
 import pickle as _pickle
+import pickletools as _pickletools
+import stat as _stat
 import struct as _struct
 import zlib as _zlib
 from collections import OrderedDict as _OrderedDict
 
-import numpy as _np
-
-from . import _rebuild_tensor, _tmem
+from . import _rebuild_dtype, _rebuild_tensor, _tmem
 
 _MAGIC = b"TMEMSAVE"
 _VERSION = 1
 _HEADER = _struct.Struct("<8sIQI")  # magic, version, payload bytes, CRC-32 of the payload
+_CHUNK = 1 << 26  # bytes per read: a forged length costs no more memory than the stream holds
 
 
 def _is_path(f):
     return isinstance(f, (str, bytes, _os.PathLike))
 
 
+def _check_binary(f, who, mode):
+    if isinstance(f, _io.TextIOBase):
+        raise TypeError(f"{who}: f is a text file; open it in binary mode ({mode!r})")
+
+
+def _write_all(f, data):
+    """Writes all of data to the file object f, through short writes."""
+    view = memoryview(data)
+    while view:
+        n = f.write(view)
+        if n is None:
+            raise _tmem.IOError("save: the file object took no bytes (a non-blocking stream that is full); "
+                                "write to a blocking one")
+        view = view[n:]
+
+
 def save(obj, f, pickle_protocol=_pickle.DEFAULT_PROTOCOL):
     """Saves obj to f (torch.save): a path (str, bytes or os.PathLike),
     written atomically, or a binary file object, written at its position.
-    Tensors keep their values, dtype, device and requires_grad; objects
-    pickle as pickle.dumps does (modules and generators by tmem's own
-    pickling). Raises the pickling error for an object with no pickled form
-    (an optimizer: save its state_dict()) and tmem.IOError naming the file
-    when writing fails."""
+    Tensors keep their values, dtype, shape, device and requires_grad (not
+    .grad, and views come back as tensors of their own, as copy.deepcopy
+    gives them); other objects pickle as pickle.dumps does (modules and
+    generators by tmem's own pickling). Raises the pickling error for an
+    object with no pickled form (an optimizer: save its state_dict()),
+    TypeError for a text file, tmem.ValueError for a path holding a NUL byte
+    and tmem.IOError naming the file when writing fails."""
+    if _is_path(f):
+        path = _os.fsdecode(f)
+        if "\0" in path:
+            raise _tmem.ValueError(f"save: the path {path!r} holds a NUL byte")
+    elif not hasattr(f, "write"):
+        raise TypeError(f"save: expected a path or a binary file object for f, but got {type(f).__name__}")
+    else:
+        _check_binary(f, "save", "wb")
     payload = _pickle.dumps(obj, protocol=pickle_protocol)
     data = _HEADER.pack(_MAGIC, _VERSION, len(payload), _zlib.crc32(payload)) + payload
-    if _is_path(f):
-        try:
-            _tmem._write_file_atomic(_os.fsdecode(f), data)
-        except _tmem.IOError as e:
-            raise _tmem.IOError(f"save: {e}") from e
-    elif hasattr(f, "write"):
-        f.write(data)
-    else:
-        raise TypeError(f"save: expected a path or a binary file object for f, but got {type(f).__name__}")
+    if not _is_path(f):
+        _write_all(f, data)
+        return
+    try:
+        _tmem._write_file_atomic(path, data)
+    except _tmem.IOError as e:
+        raise _tmem.IOError(f"save: {e}") from e
 
 
 def _device_map(map_location):
@@ -65,38 +96,50 @@ def _device_map(map_location):
                     f"names, but got {type(map_location).__name__}")
 
 
-def _no_object_dtype(*args):
-    """numpy.dtype for the weights-only unpickler: no object arrays, whose
-    elements would be arbitrary pickled objects."""
-    dtype = _np.dtype(*args)
-    if dtype.hasobject:
-        raise _pickle.UnpicklingError("load: weights_only=True refuses a NumPy array of Python objects; pass "
-                                      "weights_only=False for a file you trust")
-    return dtype
+def _sized(cls):
+    """cls (set, bytes, ...) called only on an iterable the pickle holds: an
+    int argument (bytes(2**40)) would allocate what the file does not hold."""
+    def build(*args):
+        if len(args) > 1 or (args and not isinstance(args[0], (list, tuple, str, bytes))):
+            raise _pickle.UnpicklingError(f"{cls.__name__} called with {len(args)} arguments of types "
+                                          f"{[type(a).__name__ for a in args]}")
+        return cls(*args)
+    return build
 
 
-_WEIGHTS_ONLY = {
-    ("collections", "OrderedDict"): _OrderedDict,
-    ("numpy.core.multiarray", "_reconstruct"): _np.core.multiarray._reconstruct,
-    ("numpy.core.numeric", "_frombuffer"): _np.core.numeric._frombuffer,
-    ("numpy", "ndarray"): _np.ndarray,
-    ("numpy", "dtype"): _no_object_dtype,
-    ("_codecs", "encode"): _codecs.encode,  # protocol 2's bytes
-}
+def _latin1(text, encoding):
+    """Protocol 2's bytes: _codecs.encode(text, 'latin1') only."""
+    if not isinstance(text, str) or encoding not in ("latin1", "latin-1"):
+        raise _pickle.UnpicklingError(f"_codecs.encode called with {type(text).__name__} and {encoding!r}")
+    return _codecs.encode(text, encoding)
+
+
+_WEIGHTS_ONLY = {("tmem", "_rebuild_dtype"): _rebuild_dtype, ("collections", "OrderedDict"): _OrderedDict,
+                 ("_codecs", "encode"): _latin1}
+for _module in ("builtins", "__builtin__"):  # protocol 2 names builtins by their Python 2 module
+    for _cls in (set, frozenset, bytes, bytearray):
+        _WEIGHTS_ONLY[(_module, _cls.__name__)] = _sized(_cls)
+_REFUSED_OPCODES = {"BUILD", "INST", "OBJ", "NEWOBJ", "NEWOBJ_EX", "PERSID", "BINPERSID", "EXT1", "EXT2", "EXT4",
+                    "NEXT_BUFFER", "READONLY_BUFFER"}
 
 
 class _Unpickler(_pickle.Unpickler):
-    """Maps tensors' devices and, with weights_only, refuses every global but
-    tmem's tensor rebuild and those of _WEIGHTS_ONLY."""
+    """Maps tensors' devices, refuses two tensors made from one data object
+    (which save() never writes: it would multiply a file's bytes in memory)
+    and, weights-only, refuses every global but those of _WEIGHTS_ONLY."""
 
     def __init__(self, file, device_map, weights_only, name):
         super().__init__(file)
         self._device_map, self._weights_only, self._name = device_map, weights_only, name
+        self._data_used = {}  # id -> the object, kept so that its id is not reused
 
-    def _rebuild(self, array, requires_grad, device):
-        to = self._device_map(device)
+    def _rebuild(self, data, dtype, shape, requires_grad, device):
+        if id(data) in self._data_used:
+            raise _pickle.UnpicklingError("two tensors are made from one data object, which save() never writes")
+        self._data_used[id(data)] = data
+        to = self._device_map(device) if isinstance(device, str) else device
         try:
-            return _rebuild_tensor(array, requires_grad, to)
+            return _rebuild_tensor(data, dtype, shape, requires_grad, to)
         except _tmem.DeviceError as e:
             hint = "; pass map_location='cpu'" if to == device else ""
             raise _tmem.DeviceError(f"load: {self._name} holds a tensor saved on {device}, which cannot be loaded "
@@ -109,23 +152,34 @@ class _Unpickler(_pickle.Unpickler):
             return super().find_class(module, name)
         allowed = _WEIGHTS_ONLY.get((module, name))
         if allowed is None:
-            raise _pickle.UnpicklingError(
-                f"load: weights_only=True unpickles only tensors and plain containers, but {self._name} holds "
-                f"{module}.{name}; pass weights_only=False if you trust the file (it can run any code)")
+            raise _pickle.UnpicklingError(f"it names {module}.{name}")
         return allowed
 
 
-def load(f, map_location=None, weights_only=True):
+def _check_opcodes(payload):
+    """Raises UnpicklingError naming the first opcode a weights-only load
+    refuses (read, not run, by pickletools)."""
+    for opcode, _, pos in _pickletools.genops(payload):
+        if opcode.name in _REFUSED_OPCODES:
+            raise _pickle.UnpicklingError(f"it holds the opcode {opcode.name} at byte {pos}")
+
+
+def load(f, map_location=None, weights_only=None):
     """Loads an object that save() wrote (torch.load) from a path or a binary
     file object. map_location puts the tensors on another device: a device
     name ('cpu') for all of them, or a dict from saved to new device names.
-    weights_only (the default, as torch 2.6's) unpickles only tensors, NumPy
-    arrays, numbers, strings and lists, tuples and dicts of them; a module or
-    anything else raises pickle.UnpicklingError naming it, and needs
-    weights_only=False, which runs whatever code the file names (only for
-    files you trust). Raises tmem.IOError naming the file when it cannot be
-    read, is not a tmem.save file (a torch.save zip file says so), was
-    written by a newer format, is truncated or fails its checksum."""
+    weights_only (None: True, as torch 2.6) unpickles only tensors, dtypes,
+    numbers, strings, bytes, sets and lists, tuples and dicts of them (see
+    the module comment); anything else, a module included, raises
+    pickle.UnpicklingError naming it and needs weights_only=False, which
+    runs whatever code the file names (only for files you trust). Raises
+    tmem.IOError naming the file when it cannot be read, is not a tmem.save
+    file (a torch.save zip file says so), was written by a newer format, is
+    truncated, has bytes after its object or fails its checksum;
+    pickle.UnpicklingError naming it when its pickle is malformed; TypeError
+    for a text file or a weights_only that is not a bool or None."""
+    if weights_only is not None and type(weights_only) is not bool:
+        raise TypeError(f"load: weights_only must be True, False or None, but got {weights_only!r}")
     device_map = _device_map(map_location)
     if _is_path(f):
         name = _os.fsdecode(f)
@@ -133,22 +187,37 @@ def load(f, map_location=None, weights_only=True):
             raise _tmem.ValueError(f"load: the path {name!r} holds a NUL byte")
         try:
             with open(name, "rb") as stream:
-                payload = _read(stream, name)
+                st = _os.fstat(stream.fileno())
+                payload = _read(stream, name, st.st_size if _stat.S_ISREG(st.st_mode) else None)
         except OSError as e:
             if isinstance(e, _tmem.IOError):
                 raise
             raise _tmem.IOError(f"load: cannot open {name}: {e.strerror or e}") from e
     elif hasattr(f, "read"):
+        _check_binary(f, "load", "rb")
         name = f"the file object {getattr(f, 'name', type(f).__name__)!s}"
-        payload = _read(f, name)
+        payload = _read(f, name, None)
     else:
         raise TypeError(f"load: expected a path or a binary file object for f, but got {type(f).__name__}")
-    return _Unpickler(_io.BytesIO(payload), device_map, bool(weights_only), name).load()
+    weights_only = weights_only is not False
+    try:
+        if weights_only:
+            _check_opcodes(payload)
+        return _Unpickler(_io.BytesIO(payload), device_map, weights_only, name).load()
+    except _pickle.UnpicklingError as e:
+        how = ("weights_only=True unpickles only tensors and plain containers, and " if weights_only else "")
+        hint = "; pass weights_only=False if you trust the file (it can run any code)" if weights_only else ""
+        raise _pickle.UnpicklingError(f"load: {how}{name} cannot be unpickled: {e}{hint}") from e
+    except (EOFError, ValueError, TypeError) as e:  # a user class's own errors pass, weights_only=False
+        if not weights_only and not isinstance(e, EOFError):
+            raise
+        raise _pickle.UnpicklingError(f"load: {name} holds a malformed pickle ({type(e).__name__}: {e})") from e
 
 
-def _read(stream, name):
-    """The checked payload of a save() file read from stream."""
-    head = stream.read(_HEADER.size)
+def _read(stream, name, file_size):
+    """The checked payload of a save() file read from stream; file_size, when
+    known (a regular file), must be exactly header + payload."""
+    head = _read_exactly(stream, _HEADER.size, name)
     if head[:4] == b"PK\x03\x04":
         raise _tmem.IOError(f"load: {name} is a zip file (torch.save's format), not a tmem.save file; save the "
                             f"state_dict with safetensors and read it with tmem.load_safetensors")
@@ -158,10 +227,30 @@ def _read(stream, name):
     if version != _VERSION:
         raise _tmem.IOError(f"load: {name} has format version {version}, but this tmem reads version {_VERSION}; "
                             f"load it with the tmem that wrote it")
-    payload = stream.read(size)
+    if file_size is not None and file_size > _HEADER.size + size:
+        raise _tmem.IOError(f"load: {name} has {file_size - _HEADER.size - size} bytes after the object its "
+                            f"header describes (another file appended to it?)")
+    have = file_size - _HEADER.size if file_size is not None else None
+    payload = _read_exactly(stream, size, name) if have is None or have >= size else b""
     if len(payload) != size:
+        found = have if have is not None else len(payload)
         raise _tmem.IOError(f"load: {name} is truncated: its header promises {size} bytes after it, but only "
-                            f"{len(payload)} are there")
+                            f"{found} are there")
     if _zlib.crc32(payload) != crc:
         raise _tmem.IOError(f"load: {name} is damaged: its contents fail their CRC-32 check")
     return payload
+
+
+def _read_exactly(stream, n, name):
+    """Up to n bytes from stream, through short reads, in chunks (so a forged
+    n allocates no more than the stream holds); fewer only at its end."""
+    chunks, left = [], n
+    while left:
+        chunk = stream.read(min(left, _CHUNK))
+        if chunk is None:
+            raise _tmem.IOError(f"load: {name} has no bytes ready (a non-blocking stream); read from a blocking one")
+        if not chunk:
+            break
+        chunks.append(chunk)
+        left -= len(chunk)
+    return b"".join(chunks)
