@@ -1,4 +1,4 @@
-"""tmem.save and tmem.load (torch.save and torch.load), and tmem.nn.functional."""
+"""tmem.save and tmem.load (torch.save and torch.load)."""
 import io
 import os
 import pathlib
@@ -12,7 +12,6 @@ from collections import OrderedDict
 import numpy as np
 
 import tmem
-import tmem.nn.functional as F
 
 CALLED = []
 
@@ -252,30 +251,6 @@ class TestSaveLoad(unittest.TestCase):
             tmem.load(self.path, map_location=0)
         with self.assertRaisesRegex(TypeError, "map_location must map device names"):
             tmem.load(self.path, map_location={"cpu": 1})
-
-
-class TestFunctional(unittest.TestCase):
-    def test_the_ops_are_tmems(self):
-        for name in ("relu", "gelu", "silu", "softmax", "log_softmax", "layer_norm", "dropout", "cross_entropy",
-                     "embedding", "grid_sample", "scaled_dot_product_attention"):
-            self.assertIs(getattr(F, name), getattr(tmem, name), name)
-        self.assertIs(tmem.nn.functional, F)
-
-    def test_linear(self):
-        x, w, b = np.arange(6.0).reshape(2, 3), np.arange(12.0).reshape(4, 3) / 7, np.array([1.0, -1, 0.5, 2])
-        got = F.linear(tmem.tensor(x), tmem.tensor(w), tmem.tensor(b))
-        np.testing.assert_allclose(got.numpy(), x @ w.T + b, rtol=1e-12)
-        np.testing.assert_allclose(F.linear(tmem.tensor(x), tmem.tensor(w)).numpy(), x @ w.T, rtol=1e-12)
-        np.testing.assert_allclose(F.linear(tmem.tensor(x), tmem.tensor(w[0])).numpy(), x @ w[0], rtol=1e-12)
-        with self.assertRaises(tmem.ShapeError):
-            F.linear(tmem.tensor(x), tmem.tensor(w.T))
-
-    def test_pad(self):
-        x = tmem.ones(1, 2)
-        self.assertEqual(F.pad(x, (1, 0)).numpy().tolist(), [[0.0, 1.0, 1.0]])
-        self.assertEqual(F.pad(x, (0, 1), "constant", 5.0).numpy().tolist(), [[1.0, 1.0, 5.0]])
-        with self.assertRaisesRegex(ValueError, "pad: mode 'reflect' is not supported"):
-            F.pad(x, (1, 1), mode="reflect")
 
 
 if __name__ == "__main__":

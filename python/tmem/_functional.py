@@ -1,18 +1,93 @@
-"""tmem.nn.functional: torch.nn.functional's names for tmem's ops, so that
-``import tmem.nn.functional as F`` runs code written against torch's. The
-functions are tmem's own (their signatures already follow torch's); linear
-and pad are written here."""
-from ._tmem import (cross_entropy, dropout, embedding, gelu, grid_sample, layer_norm, log_softmax,  # noqa: F401
-                    relu, scaled_dot_product_attention, sigmoid, silu, softmax, softplus, tanh)
-from ._tmem import matmul as _matmul
-from ._tmem import pad as _pad
+"""tmem.nn.functional: torch.nn.functional's names and signatures for
+tmem's ops, so that ``import tmem.nn.functional as F`` runs code written
+against torch's. Where tmem's op already has torch's signature it is the
+op itself; the others are written here over tmem's ops, and an argument
+tmem does not implement raises ValueError naming it."""
+from . import _tmem
+from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_dot_product_attention,  # noqa: F401
+                    sigmoid, silu, tanh)
+
+
+def _in_place(input, out, inplace):
+    """out, or input overwritten with it (copy_: its history goes through)."""
+    return input.copy_(out) if inplace else out
+
+
+def relu(input, inplace=False):
+    """max(input, 0) (torch.nn.functional.relu); inplace writes it into
+    input, under the rules of in-place ops (not a leaf that requires grad)."""
+    return _in_place(input, _tmem.relu(input), inplace)
+
+
+def softmax(input, dim, dtype=None):
+    """softmax along dim (torch.nn.functional.softmax), input cast to dtype
+    first when given. dim is required (torch's implicit dim is deprecated)."""
+    return _tmem.softmax(input if dtype is None else input.to(dtype), dim)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    """log(1 + exp(beta x)) / beta, and x where beta x > threshold
+    (torch.nn.functional.softplus)."""
+    if beta == 1.0 and threshold == 20.0:
+        return _tmem.softplus(input)
+    scaled = input * beta
+    return _tmem.where(scaled > threshold, input, _tmem.softplus(scaled) / beta)
+
+
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+              sparse=False):
+    """Rows of weight (V, C) at the int64 indices input (...) (torch.nn.
+    functional.embedding); the row padding_idx (negative: from the end)
+    gets no gradient. max_norm, scale_grad_by_freq and sparse raise
+    ValueError: tmem does not implement them."""
+    _refuse("embedding", max_norm=(max_norm, None), scale_grad_by_freq=(scale_grad_by_freq, False),
+            sparse=(sparse, False))
+    if padding_idx is not None:
+        rows = weight.shape[0]
+        if not -rows <= padding_idx < rows:
+            raise ValueError(f"embedding: padding_idx {padding_idx} is outside the {rows} rows of weight")
+        mask = _tmem.zeros(rows, 1, dtype=weight.dtype)
+        mask[padding_idx % rows] = 1.0
+        weight = _tmem.where(mask, weight.detach(), weight)
+    return _tmem.embedding(input, weight)
+
+
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
+                  label_smoothing=0.0):
+    """Cross-entropy of logits input (N, C) against int64 classes target (N)
+    (torch.nn.functional.cross_entropy), with torch's class weights (C):
+    loss_i = w[y_i] ((1 - e) nll_i) + (e / C) sum_c w[c] (-log p_ic), the
+    mean dividing by the sum of w[y_i] over targets that are not
+    ignore_index. size_average and reduce (deprecated in torch) raise
+    ValueError; use reduction."""
+    _refuse("cross_entropy", size_average=(size_average, None), reduce=(reduce, None))
+    if weight is None:
+        return _tmem.cross_entropy(input, target, ignore_index=ignore_index, reduction=reduction,
+                                   label_smoothing=label_smoothing)
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', but got {reduction!r}")
+    if input.dim() != 2 or target.dim() != 1 or weight.shape != (input.shape[1],):
+        raise _tmem.ShapeError(f"cross_entropy: with class weights, input must be (N, C), target (N) and weight (C), "
+                               f"but got {list(input.shape)}, {list(target.shape)} and {list(weight.shape)}")
+    classes = input.shape[1]
+    valid = target != ignore_index
+    safe = _tmem.where(valid, target, _tmem.tensor(0))
+    logp = _tmem.log_softmax(input, 1)
+    w = _tmem.index_select(weight, 0, safe) * valid.to(weight.dtype)  # index_select checks the class range
+    loss = -_tmem.gather(logp, 1, safe.unsqueeze(1)).squeeze(1) * w * (1.0 - label_smoothing)
+    if label_smoothing:
+        loss = loss - _tmem.sum(logp * weight, 1) * valid.to(weight.dtype) * (label_smoothing / classes)
+    if reduction == "none":
+        return loss
+    total = _tmem.sum(loss)
+    return total if reduction == "sum" else total / _tmem.sum(w)
 
 
 def linear(input, weight, bias=None):
     """input @ weight^T + bias (torch.nn.functional.linear). input (..., C_in),
     weight (C_out, C_in), bias (C_out) or None; the ShapeError of matmul or
     add names the shapes that do not fit."""
-    out = _matmul(input, weight.transpose(0, 1) if weight.dim() == 2 else weight)
+    out = _tmem.matmul(input, weight.transpose(0, 1) if weight.dim() == 2 else weight)
     return out if bias is None else out + bias
 
 
@@ -22,4 +97,12 @@ def pad(input, pad, mode="constant", value=None):
     for another mode, which tmem does not implement."""
     if mode != "constant":
         raise ValueError(f"pad: mode {mode!r} is not supported (tmem pads with a constant: mode='constant')")
-    return _pad(input, pad, 0.0 if value is None else value)
+    return _tmem.pad(input, pad, 0.0 if value is None else value)
+
+
+def _refuse(op, **given):
+    """ValueError naming op's first argument (name=(value, default)) that is
+    not its default: an option tmem does not implement."""
+    for name, (value, default) in given.items():
+        if value is not default and value != default:
+            raise ValueError(f"{op}: {name}={value!r} is not supported by tmem (leave it at {default!r})")
