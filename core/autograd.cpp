@@ -760,6 +760,50 @@ bool may_overlap(const Shape& shape, const Shape& strides) {
 
 }  // namespace
 
+namespace {
+
+// The history of an in-place op on a view (PyTorch's CopySlices): the
+// view's base becomes its old self with the view's window replaced by
+// result, so the base's old history gets the base's gradient with that window
+// zeroed and result gets the window. The view, and every other view of the
+// base, then re-bases onto the base's new history (Tensor::sync_view).
+void commit_into_view(const Tensor& self, const Tensor& result, const char* op) {
+  const std::shared_ptr<TensorImpl>& base_impl = self.impl().view_base;
+  check<ValueError>(base_impl && base_impl->storage == self.impl().storage, op, ": an in-place update that needs "
+                    "grad of a view of shape ", shape_str(self.shape()), " whose base is not known; use the "
+                    "out-of-place op");
+  const Tensor base(base_impl);
+  check<ValueError>(base.is_contiguous(), op, ": an in-place update that needs grad of a view of shape ",
+                    shape_str(self.shape()), " of a base of shape ", shape_str(base.shape()), " and strides ",
+                    shape_str(base.strides()), " that is not contiguous; use the out-of-place op, or take the view "
+                    "of a contiguous() copy");
+  // The base's history before the write, as an input of the new node.
+  auto old = std::make_shared<TensorImpl>();
+  old->storage = base_impl->storage;
+  old->shape = base_impl->shape;
+  old->strides = base_impl->strides;
+  old->offset = base_impl->offset;
+  old->dtype = base_impl->dtype;
+  old->requires_grad = base.requires_grad();
+  old->grad_fn = base_impl->grad_fn;
+  old->output_nr = base_impl->output_nr;
+  const OpRange range(OpId::CopySlices);
+  record(OpId::CopySlices, {Tensor(old), result}, {base}, {},
+         [shape = self.shape(), strides = self.strides(),
+          off = self.offset() - base.offset()](const Node&, const std::vector<Tensor>& g) {
+           Tensor g_base = empty(g[0].shape(), g[0].dtype(), g[0].device());
+           copy_data(g_base, g[0]);
+           const Tensor window = make_view(g_base, shape, strides, off);
+           Tensor g_result = empty(shape, g[0].dtype(), g[0].device());
+           copy_data(g_result, window);
+           copy_data(window, zeros(shape, g[0].dtype(), g[0].device()));
+           return std::vector<Tensor>{g_base, g_result};
+         });
+  base_impl->storage->history.fetch_add(1);
+}
+
+}  // namespace
+
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
   check<ShapeError>(result.shape() == self.shape(), op, ": the result of shape ", shape_str(result.shape()),
                     " does not fit in the tensor of shape ", shape_str(self.shape()), " it would be written into");
@@ -788,12 +832,11 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
     check<ValueError>(!(self.impl().is_view && base && base->requires_grad && !base->grad_fn), op,
                       ": a view of a leaf tensor that requires grad is used in an in-place operation; "
                       "wrap the update in NoGradGuard (Python: with tmem.no_grad())");
-    check<ValueError>(!(self.impl().is_view && new_history), op,
-                      ": in-place update of a view that needs grad is not supported; use the "
-                      "out-of-place op");
   }
   copy_data(self, result);
-  if (new_history) {
+  if (new_history && self.impl().is_view) {
+    commit_into_view(self, result, op);
+  } else if (new_history) {
     TensorImpl& s = self.impl();
     s.grad_fn = result.impl().grad_fn;
     s.output_nr = result.impl().output_nr;

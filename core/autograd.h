@@ -126,14 +126,16 @@ void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool ret
 
 /// Finishes an in-place op on `self`: copies `result` into self's storage,
 /// bumps the version, and (in grad mode, when self or result needs grad)
-/// makes result's history self's: none when result needs no grad (fill_,
-/// copy_ of a constant), so no gradient flows through overwritten values.
-/// Views taken of self before then re-base on their next use
-/// (Tensor::sync_view). Throws ShapeError when result's shape is not self's
-/// (an operand that broadcasts past self), ValueError for self with several
-/// elements at one memory location (a stride 0 along a dim of size > 1: an
-/// expand; strides that overlap, as a NumPy as_strided window's), a leaf that requires grad (in grad mode) or a view when self or
-/// result needs grad.
+/// makes result's history self's. A view's write becomes its base's history
+/// instead (a copy_slices node, PyTorch's CopySlices: the base's old history
+/// gets the gradient outside the view's window, result the window's).
+/// Views taken of self (or of its base) before then re-base on their next
+/// use (Tensor::sync_view). Throws ShapeError when result's shape is not
+/// self's (an operand that broadcasts past self), ValueError for self with
+/// several elements at one memory location (a stride 0 along a dim of size
+/// > 1: an expand; strides that overlap, as a NumPy as_strided window's), a
+/// leaf that requires grad or a view of one (in grad mode), or a view that
+/// needs grad whose base is not contiguous.
 void commit_inplace(const Tensor& self, const Tensor& result, const char* op);
 
 /// Throws ValueError naming `what` if t has NaN or (unless allow_inf) Inf

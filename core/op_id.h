@@ -25,7 +25,8 @@ namespace tmem {
   X(GridSample, "grid_sample") X(GaussianSplat, "gaussian_splat")                              \
   X(Conv3dDepthwise, "conv3d_depthwise") X(Convlstm3dCell, "convlstm3d_cell")                  \
   X(SelectiveScan, "selective_scan")                                                           \
-  X(ScaledDotProductAttention, "scaled_dot_product_attention") X(Custom, "custom")
+  X(ScaledDotProductAttention, "scaled_dot_product_attention") X(CopySlices, "copy_slices")        \
+  X(Custom, "custom")
 
 /// OpId::Custom marks the nodes of ops written outside tmem (a program's own
 /// forward and backward recorded with record(), core/autograd.h;
@@ -43,7 +44,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 57, "update the op count when adding an op");
+static_assert(kOpNames.size() == 58, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

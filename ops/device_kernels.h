@@ -160,7 +160,7 @@ inline constexpr OpId kDeviceOps[] = {
     OpId::Sigmoid, OpId::Tanh, OpId::Softplus, OpId::Clamp, OpId::Where, OpId::MaskedFill,
     OpId::AddScalar, OpId::MulScalar, OpId::PowScalar, OpId::Reciprocal, OpId::Cast,
     OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
-    OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave,
+    OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave, OpId::CopySlices,
     // reductions and shape ops
     OpId::Max, OpId::Min, OpId::Var, OpId::IndexSelect, OpId::Gather, OpId::Cat, OpId::Split,
     OpId::Pad,

@@ -392,6 +392,26 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
                    return V{tensor({1, 0, 1}, {3, 1}, DType::Float64), gc_input({3, 4}, -1, 1, 1),
                             gc_input({4}, -1, 1, 2)};
                  }, [](const V& v) { return where(v[0], v[1], v[2]); }}}});
+  // In-place ops on views of a tensor that needs grad: the base's history
+  // becomes a copy_slices node (commit_inplace), checked through the base.
+  t.push_back({OpId::CopySlices, {"cpu"}, {"base", "source"},
+               {{"copy_ into a row", [] { return V{gc_input({3, 4}), gc_input({4}, -1, 1, 1)}; },
+                 [](const V& v) {
+                   Tensor y = v[0] * 1.0;
+                   Tensor row = narrow(y, 0, 1, 1);
+                   copy_(row, v[1]);
+                   return y * y;
+                 }},
+                {"add_ into a transposed view, then mul_ of a strided one",
+                 [] { return V{gc_input({3, 4}), gc_input({3}, -1, 1, 1)}; },
+                 [](const V& v) {
+                   Tensor y = v[0] * 2.0;
+                   Tensor t = transpose(y, 0, 1);
+                   add_(t, v[1]);
+                   Tensor odd = slice(y, 1, 1, 4, 2);
+                   mul_(odd, reshape(v[1], {3, 1}));
+                   return y * y;
+                 }}}});
   t.push_back({OpId::MaskedFill, {"cpu"}, {"input"},
                {{"row mask", [] { return V{gc_input({3, 4}), tensor({0, 1, 0, 1}, {4}, DType::Float64)}; },
                  [](const V& v) { return masked_fill(v[0], v[1], -7.0); }}}});

@@ -223,6 +223,35 @@ class TestAgainstTorch(unittest.TestCase):
                                                      "but got one of shape \\[2\\]"):
             tmem.zeros(2).fill_(tmem.ones(2))
 
+    def test_in_place_ops_on_views_as_torchs_copy_slices(self):
+        """Writes into views of a tensor that needs grad (x[i] = v, fill_, add_, mul_, copy_ on rows, columns,
+        transposed and strided windows) give torch's values and gradients, hooks included."""
+        x0, v0, w0 = randn(3, 4), randn(4), randn(3)
+
+        def run(lib):
+            x = lib.tensor(x0, requires_grad=True)
+            v = lib.tensor(v0, requires_grad=True)
+            w = lib.tensor(w0, requires_grad=True)
+            y = lib.tanh(x) * 2.0
+            seen = []
+            y.register_hook(lambda g: seen.append(g.numpy().copy()))
+            col = y[:, 2]
+            y[1] = v
+            y[:, 0].fill_(0.5)
+            y.transpose(0, 1)[3].add_(w)
+            y[:, 1:4:2].mul_(w.reshape(3, 1))
+            y[2, 1:3].copy_(v[0:2] * 3.0)
+            c = lib.zeros(2, 3, dtype=lib.float64)
+            c[0].copy_(w)
+            loss = (y * y).sum() + (col * 3.0).sum() + (c * c).sum()
+            loss.backward()
+            return [y.detach().numpy(), col.detach().numpy(), x.grad.numpy(), v.grad.numpy(), w.grad.numpy()] + seen
+
+        got, want = run(tmem), run(torch)
+        self.assertEqual(len(got), len(want))
+        for i, (a, b) in enumerate(zip(got, want)):
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12, err_msg=f"output {i}")
+
     def test_a_float64_sequential_loads_torchs_state_dict_and_matches_it(self):
         """nn.Sequential and ModuleDict name their parameters as torch's, so a torch state_dict loads by key;
         after double(), values and parameter gradients match torch's in float64."""
