@@ -94,6 +94,17 @@ TEST_CASE("RunEta: the ETA is a guess while a later part's kind has not been tim
   CHECK(!same.guessed());  // one kind: its current rate is measured
 }
 
+TEST_CASE("RunEta: an untimed kind counts at the current part's rate scaled by their costs") {
+  // base at 0.5 s per step; tensor (cost 7, base 1) untimed: 7 * 0.5 s per step.
+  RunEta eta({{"base", 100, 1.0}, {"tensor", 100, 7.0}, {"base", 40, 1.0}});
+  CHECK(eta.seconds_left(60, 0.5) == 60 * 0.5 + 100 * 3.5 + 40 * 0.5);
+  eta.finish(100, 50);
+  // Now tensor is current at its measured 2 s per step; base is timed at 0.5.
+  CHECK(eta.seconds_left(10, 2) == 10 * 2 + 40 * 0.5);
+  RunEta reverse({{"tensor", 10, 7.0}, {"base", 70, 1.0}});
+  CHECK(reverse.seconds_left(10, 3.5) == 10 * 3.5 + 70 * 0.5);
+}
+
 TEST_CASE("RunEta: a kind's time per step is its finished parts' seconds over their steps") {
   RunEta eta({{"a", 10}, {"a", 10}, {"b", 8}, {"a", 10}});
   eta.finish(10, 2.5);

@@ -98,7 +98,8 @@ double RunEta::seconds_left(int64_t steps_left, double seconds_per_step) const {
     const auto it = done_.find(parts_[i].kind);
     const bool measured = it != done_.end() && it->second.first > 0;
     left += static_cast<double>(parts_[i].steps) *
-            (measured ? it->second.second / static_cast<double>(it->second.first) : current);
+            (measured ? it->second.second / static_cast<double>(it->second.first)
+                      : current * parts_[i].cost / parts_[current_].cost);
   }
   return left;
 }

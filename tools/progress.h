@@ -59,14 +59,17 @@ void end_progress_line();
 /// number of steps; parts of one kind are taken to cost the same per step.
 /// The rule: the current part's steps left at its measured time per step,
 /// plus each later part's steps at the time per step of the finished parts
-/// of its kind (their seconds over their steps), or at the current part's
-/// when none of its kind has finished. A part whose time per step is not
-/// known either way (the current part before its first step) counts 0.
+/// of its kind (their seconds over their steps), or, when none of its kind
+/// has finished, at the current part's scaled by the ratio of their costs
+/// (a prior: a part's expected time per step relative to others, 1 unless
+/// its caller knows better). A part whose time per step is not known either
+/// way (the current part before its first step) counts 0.
 class RunEta {
  public:
   struct Part {
     std::string kind;
     int64_t steps;
+    double cost = 1.0;  // expected time per step relative to the other parts' (> 0)
   };
   /// parts: the run's parts in training order; the first is current.
   explicit RunEta(std::vector<Part> parts) : parts_(std::move(parts)) {}
@@ -80,8 +83,9 @@ class RunEta {
   void finish(int64_t steps, double seconds);
   /// Whether a later part is of a kind other than the current part's with
   /// no finished part to time it, so seconds_left counts it at the current
-  /// part's time per step: a guess (the progress line marks it "~"), since
-  /// kinds differ (a tensor cell takes 4.5-12 times a base cell's step).
+  /// part's time per step scaled by their costs: a guess (the progress line
+  /// marks it "~"), since the true ratio varies (a tensor cell takes 4.5-12
+  /// times a base cell's step).
   bool guessed() const;
 
  private:

@@ -333,13 +333,16 @@ int run_cells(TrainArgs& a) {
   // eval accuracy with the memory gates at 0 of every seed of a (method, noise, value) with Tensor Memory
   std::map<std::tuple<models::BackboneMethod, double, int64_t>, std::vector<double>> memory_off;
   // The cells in the order they train; one kind per method and sweep value
-  // (the noise and the seed do not change the cost of a step).
+  // (the noise and the seed do not change the cost of a step). Until a kind
+  // is timed, a Tensor Memory step is taken to cost 7 of another method's
+  // (measured 4.5-12; 7.7 in the README's main job on 2026-12-06).
   std::vector<RunEta::Part> parts;
   for (const auto& method : a.methods)
     for (size_t n = 0; n < a.noises.size(); ++n)
       for (int64_t v : values)
         for (size_t s = 0; s < a.seeds.size(); ++s)
-          parts.push_back({to_string(method) + " " + std::to_string(v), a.cfg.steps});
+          parts.push_back({to_string(method) + " " + std::to_string(v), a.cfg.steps,
+                           method == models::BackboneMethod::tensor ? 7.0 : 1.0});
   RunEta eta(std::move(parts));
   for (const auto& method : a.methods)
     for (double noise : a.noises)
