@@ -282,11 +282,15 @@ Node::Node() { g_live_nodes.fetch_add(1, std::memory_order_relaxed); }
 
 Node::~Node() {
   g_live_nodes.fetch_sub(1, std::memory_order_relaxed);
-  // Freeing a long chain must not recurse once per node: nodes this one owns
-  // alone go onto a thread-local list that the outermost destructor drains.
+  // Freeing a long chain must not recurse once per node: every edge's node
+  // goes onto a thread-local list that the outermost destructor drains, so a
+  // node dies there, not inside its child's destructor. All of them, not only
+  // those this node owns alone: a node reached by two edges (copy_slices's
+  // base and its re-based view) would die as the second edge's member is
+  // destroyed, after this body, recursing once per node.
   auto collect = [this](std::vector<std::shared_ptr<Node>>& list) {
     for (auto& e : next)
-      if (e.fn && e.fn.use_count() == 1) list.push_back(std::move(e.fn));
+      if (e.fn) list.push_back(std::move(e.fn));
   };
   if (t_free_list) {
     collect(*t_free_list);
@@ -832,6 +836,13 @@ void commit_inplace(const Tensor& self, const Tensor& result, const char* op) {
     check<ValueError>(!(self.impl().is_view && base && base->requires_grad && !base->grad_fn), op,
                       ": a view of a leaf tensor that requires grad is used in an in-place operation; "
                       "wrap the update in NoGradGuard (Python: with tmem.no_grad())");
+    // A view taken under no_grad of a tensor with history has none itself:
+    // the write would change the base's values outside the tape (PyTorch
+    // refuses it alike).
+    check<ValueError>(!(self.impl().is_view && base && base->requires_grad && !self.requires_grad()), op,
+                      ": a view was taken under no_grad of a tensor that requires grad and is written in grad "
+                      "mode, which would change that tensor's values outside its history; take the view in "
+                      "grad mode, or write under no_grad");
   }
   copy_data(self, result);
   if (new_history && self.impl().is_view) {

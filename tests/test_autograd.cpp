@@ -335,6 +335,27 @@ TEST_CASE("in-place ops on views of a tensor that needs grad go through copy_sli
   sum(c * tensor({1, 2, 3, 4, 5, 6}, {2, 3})).backward();
   check_close(w.grad(), {5, 11});
 
+  // A view taken under no_grad has no history of its own: writing it in grad
+  // mode is refused (PyTorch too), with a source that needs grad or not.
+  Tensor x2 = tensor({1, 2, 3, 4}, {2, 2});
+  x2.requires_grad_();
+  Tensor y2 = x2 * 2.0;
+  Tensor quiet;
+  {
+    NoGradGuard ng;
+    quiet = narrow(y2, 0, 1, 1);
+  }
+  CHECK_THROWS_WITH_AS(mul_(quiet, w), doctest::Contains("mul_: a view was taken under no_grad of a tensor that "
+                                                         "requires grad and is written in grad mode"),
+                       ValueError);
+  CHECK_THROWS_AS(mul_(quiet, 2.0), ValueError);
+  check_close(y2, {2, 4, 6, 8});
+  {
+    NoGradGuard ng;
+    mul_(quiet, 2.0);  // under no_grad, as torch
+  }
+  check_close(y2, {2, 4, 12, 16});
+
   // A view of a base that is not contiguous cannot be written with history
   // (the window of the base's gradient would not be the view's strides).
   Tensor w6 = tensor({1, 2, 3, 4, 5, 6}, {3, 2});
@@ -620,6 +641,18 @@ TEST_CASE("backward of a long chain is iterative: 200,000 nodes, no stack overfl
     Tensor z = x;
     for (int i = 0; i < 200000; ++i) z = z + 0.0;
   }  // dropped without backward: freed iteratively too
+  CHECK(live_node_count() == before);
+  {
+    // copy_slices nodes reach their parent twice (the base's old history and
+    // the re-based view's slice): the free once recursed per node and
+    // overflowed the stack near 25,000 writes.
+    Tensor w = x * 1.0;
+    Tensor b = zeros({7, 3}) + w;
+    for (int i = 0; i < 100000; ++i) {
+      Tensor row = narrow(b, 0, i % 7, 1);
+      add_(row, 1.0);
+    }
+  }
   CHECK(live_node_count() == before);
 }
 
