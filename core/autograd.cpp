@@ -222,12 +222,20 @@ struct GradHooked {
 GradHooked grad_hooked() {
   GradHooked out;
   if (g_grad_hook_sites.load() == 0 && g_retained_count.load() == 0) return out;
-  std::lock_guard lock(g_hook_mutex);
-  for (const auto& [key, site] : g_grad_hooks)
-    (key.second < 0 ? out.leaves : out.nodes).insert(key.first);
-  for (const auto& r : g_retained) {
-    auto t = r.lock();
-    if (!t || !t->grad_fn) continue;
+  std::vector<std::shared_ptr<TensorImpl>> retained;
+  {
+    std::lock_guard lock(g_hook_mutex);
+    for (const auto& [key, site] : g_grad_hooks)
+      (key.second < 0 ? out.leaves : out.nodes).insert(key.first);
+    for (const auto& r : g_retained)
+      if (auto t = r.lock()) retained.push_back(std::move(t));
+  }
+  for (auto& t : retained) {
+    // A view whose base an in-place op (through the view, or another) has
+    // written since re-bases first, so it retains its new value's gradient,
+    // as its base does (PyTorch 2); outside the lock, as it records a node.
+    Tensor(t).sync_view();
+    if (!t->grad_fn) continue;
     out.nodes.insert(t->grad_fn.get());
     out.retained[{t->grad_fn.get(), t->output_nr}].push_back(std::move(t));
   }

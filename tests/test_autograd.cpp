@@ -335,6 +335,24 @@ TEST_CASE("in-place ops on views of a tensor that needs grad go through copy_sli
   sum(c * tensor({1, 2, 3, 4, 5, 6}, {2, 3})).backward();
   check_close(w.grad(), {5, 11});
 
+  // retain_grad before a write follows the written tensor (PyTorch 2): the
+  // base retains its new value's gradient, and so does the view, whose new
+  // value (a window of the base's new history) the loss does not use: no
+  // .grad (PyTorch 1.13 and 2 agree on the view; once it kept the old one's).
+  Tensor x3 = tensor({1, 2, 3, 4}, {2, 2});
+  x3.requires_grad_();
+  Tensor w3 = tensor({5}, {1});
+  w3.requires_grad_();
+  Tensor y3 = x3 * 1.0;
+  Tensor v3 = narrow(y3, 0, 1, 1);
+  retain_grad(y3);
+  retain_grad(v3);
+  mul_(v3, w3);
+  sum(y3 * y3).backward();
+  check_close(y3.grad(), {2, 4, 30, 40});
+  CHECK(!v3.grad().defined());
+  check_close(x3.grad(), {2, 4, 150, 200});
+
   // A view taken under no_grad has no history of its own: writing it in grad
   // mode is refused (PyTorch too), with a source that needs grad or not.
   Tensor x2 = tensor({1, 2, 3, 4}, {2, 2});
