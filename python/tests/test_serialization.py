@@ -227,6 +227,9 @@ class TestSaveLoad(unittest.TestCase):
         self.assertEqual(os.listdir(self.dir.name), ["ckpt.pt"])  # no temporary file left
         with self.assertRaisesRegex(TypeError, "save: expected a path or a binary file object"):
             tmem.save({}, 3)
+        for protocol in (-2, 99, 2.0, True):
+            with self.assertRaisesRegex(tmem.ValueError, "save: pickle_protocol must be an int in \\[-1, 5\\]"):
+                tmem.save({}, self.path, pickle_protocol=protocol)
         with self.assertRaisesRegex(tmem.ValueError, "save: the path .* holds a NUL byte"):
             tmem.save({}, self.path + "\0x")
         # A link whose file does not exist yet gets it, and stays a link (as open() follows it).

@@ -61,18 +61,21 @@ def save(obj, f, pickle_protocol=_pickle.DEFAULT_PROTOCOL):
     generators by tmem's own pickling). Raises the pickling error for an
     object with no pickled form (an optimizer: save its state_dict()),
     TypeError for a text file, tmem.ValueError for a path holding a NUL byte
-    and tmem.IOError naming the file when writing fails."""
-    if _is_path(f):
-        path = _os.fsdecode(f)
-        if "\0" in path:
-            raise _tmem.ValueError(f"save: the path {path!r} holds a NUL byte")
-    elif not hasattr(f, "write"):
-        raise TypeError(f"save: expected a path or a binary file object for f, but got {type(f).__name__}")
-    else:
+    or a pickle_protocol outside [-1, pickle.HIGHEST_PROTOCOL], and
+    tmem.IOError naming the file when writing fails."""
+    if type(pickle_protocol) is not int or not -1 <= pickle_protocol <= _pickle.HIGHEST_PROTOCOL:
+        raise _tmem.ValueError(f"save: pickle_protocol must be an int in [-1, {_pickle.HIGHEST_PROTOCOL}] (-1: the "
+                               f"highest), but got {pickle_protocol!r}")
+    path = _os.fsdecode(f) if _is_path(f) else None
+    if path is not None and "\0" in path:
+        raise _tmem.ValueError(f"save: the path {path!r} holds a NUL byte")
+    if path is None:
+        if not hasattr(f, "write"):
+            raise TypeError(f"save: expected a path or a binary file object for f, but got {type(f).__name__}")
         _check_binary(f, "save", "wb")
     payload = _pickle.dumps(obj, protocol=pickle_protocol)
     data = _HEADER.pack(_MAGIC, _VERSION, len(payload), _zlib.crc32(payload)) + payload
-    if not _is_path(f):
+    if path is None:
         _write_all(f, data)
         return
     try:
