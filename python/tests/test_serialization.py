@@ -1,17 +1,26 @@
 """tmem.save and tmem.load (torch.save and torch.load)."""
+import base64
 import io
 import os
 import pathlib
 import pickle
 import struct
+import sys
 import tempfile
+import types
 import unittest
+import zipfile
 import zlib
 from collections import OrderedDict
 
 import numpy as np
 
 import tmem
+
+try:
+    import torch
+except ImportError:
+    torch = None
 
 CALLED = []
 
@@ -254,6 +263,270 @@ class TestSaveLoad(unittest.TestCase):
             tmem.load(self.path, map_location=0)
         with self.assertRaisesRegex(TypeError, "map_location must map device names"):
             tmem.load(self.path, map_location={"cpu": 1})
+
+
+# torch.save (torch 1.13) of the object test_a_checkpoint_written_by_torch_loads expects, zlib-compressed and
+# base64-encoded, so that the reader is checked against torch's own bytes where torch is not installed.
+TORCH_1_13_FILE = (
+    "eNqlV11TG2UU3k3IB2v5sEVF7QdWrEEpEAIBWgo00ti6tYVFNA0KbJKFXVmSnOwbkFYsHQ22N44znXHqhV554bVVb5yx/Qt65aXjlZe9"
+    "1PGivh/buO8bIR3YmXDY3fM8zzlnzzmbTKn+BkkKh6Wao1U6KOmlrGmtGb05Hek9xRU7mWiW0tyx5dsEKZIKYoBt5Q29BHI2W7BtI4us"
+    "Qt5RLpdyRsnITVpZpICvSwM/c143rGUTQUMWFbBGz0IZWbajLJSMTNmycwvIyDuF0sJavwKBSCQVwggHe+rLBgQZREnaBR3NsIsKhFIy"
+    "9umDcMqPbbZYhkY1iECZViXVp/q34QnVr8rbcOCWSaJoQtCsQUsK5y5lLN2BVhPrmEGT8UThSbNR9SE4SPEVOKTKFWhj2KcQPK3BM+VN"
+    "aE81YueFVQPppELwLL3/XIqUD57fhMM08DWj5OBawBFVdhwnQwUQHGWCbjKThXLGNqrZHKNO/dCBoziA4AUSRQPJ4rgqqw3b8CKLpBPB"
+    "SxqcoCmXCuvwspvEMdMFRqbVgOqvQBcJ/xUGehVBtwYnaeqmbi9BDxfJeXypGkcvjSMGfZjOjyBK4sB0/YQuxugGEAxqEGeVXIrGYYij"
+    "S9DHFI1XKYcp5QCMsAKfcgt8mlCOMsozCMY0GKeUq7qzAhM8ZaFgV+nOUrpBSLAIX3MjnCR05xhdEsHrGpxPBbCjlUexfrjA8V3I/9dG"
+    "b1C6OKgsuouETlZ92/Am7iLcPpcY5WUEUxpMU8qiXtJXQduhkeldAxklBWa4FhuCt5jGrFuBt0nI7zD+FIIrGqRv0pO5T+FdDd6jY+Nk"
+    "dRvP2PyjB02phmEBU8kIFjFVVxej0BFkNMjSEI3VItqAHKc/AgYG4UZcIvoSaa5lNiImI7AQvK/BCiVwkFF0wObKdrGQX67WbTXlI2PT"
+    "B3kWSYEWrgJF8gcYYQmBowGihDm0UTSg7FItkR6JDyiwRp+5Y101YN29N4NPFPgAlz+wDRsVuKrBNVqKnLFmZQ340PVjpwpsVhfARxW4"
+    "rsEWq0CxkDXhhhoq90ypoXAo8uPYd1iKfKZ23IDNwgbs7avdf9htXJK27mE7ge0YNthKPxOVczeXjrbjE/LZTaWbV4kmExFBZedDku5j"
+    "/Y77RO9OeO4KEQjvqtcinRb0cFpDjy1Yo48PmeiFwvM//J6rr98sjfL6/cnE8F7l0zz3g3H3nwlmwq5tdW2ba9tde9i1Ha497tpO156Y"
+    "IHk9CH351yI+W6yTVyefVyyZ6KiblzQmff/wGlG59M36COnrYB2VMV5lIJk4tefq4ff3+CLtna8yd4+Q2Wuooz7Bqw8mE6P7UE+nZUkm"
+    "8nc//uQWmVt/HfmzvHw8mTizL/n03w/pcZ0E8dPsbWUP/Tu0z/4le4P22T/znxX3oD+8//n58x7R/zw89y2vLz2O/sh+9HfbU4eqOu5X"
+    "qGSiRRSKKSTyX75eniUvIB+NXPbR2Xc5vbu+tUZF/IYror07vJlD+gKS8HYQsd59zGNNERsVsd5d2sJhf6vB1gh7FxYvTN6c/PIVsd41"
+    "xGP7QgI2JmK9S4THfiFiB0SsdwPw2LawgB0Usd7B5bG3RWxcxHqHjse2NwrYIRHrHRgee0fEDj/C/v9IcbqKgB0Rdb3tzjfHlgfrDs2U"
+    "Ggx2u7eP+k9WXZsE2+pn9leFWYwjv16kP1wHmV4LBBmmifoz338B5u4meQ=="
+)
+
+
+def _torch_module_names(fake):
+    """Puts the fake torch and torch._utils modules of fake into sys.modules
+    (what pickle.Pickler looks globals up in), returning what was there."""
+    saved = {name: sys.modules.get(name) for name in ("torch", "torch._utils")}
+    sys.modules.update(fake)
+    return saved
+
+
+class FakeStorage:
+    """A storage record of a crafted torch.save file: its torch class name, key and values' bytes."""
+
+    def __init__(self, kind, key, data, numel, location="cpu"):
+        self.kind, self.key, self.data, self.numel, self.location = kind, key, data, numel, location
+
+
+class FakeTensor:
+    """Pickles as torch's _rebuild_tensor_v2(storage, offset, size, stride, requires_grad, hooks)."""
+
+    def __init__(self, storage, offset, size, stride, requires_grad=False, hooks=()):
+        self.args = (storage, offset, size, stride, requires_grad, OrderedDict(hooks))
+
+    def __reduce__(self):
+        return sys.modules["torch._utils"]._rebuild_tensor_v2, self.args
+
+
+def crafted_torch_file(obj, compress=False, record_sizes=None, byteorder=None):
+    """The bytes of a zip file laid out as torch.save's (archive/data.pkl,
+    archive/data/<key>, archive/version), whose pickle holds obj, built with
+    stand-ins for torch's globals; record_sizes overrides a storage record's
+    byte count (key -> bytes); byteorder, when given, is written as
+    torch 2 writes it (archive/byteorder)."""
+    torch_mod, utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
+    for kind in ("FloatStorage", "DoubleStorage", "LongStorage", "ComplexFloatStorage"):
+        setattr(torch_mod, kind, type(kind, (), {"__module__": "torch"}))
+
+    def _rebuild_tensor_v2(*args):
+        raise AssertionError("only pickled")
+    _rebuild_tensor_v2.__module__, _rebuild_tensor_v2.__qualname__ = "torch._utils", "_rebuild_tensor_v2"
+    utils._rebuild_tensor_v2 = _rebuild_tensor_v2
+    torch_mod._utils = utils
+    storages = {}
+
+    class Pickler(pickle.Pickler):
+        def persistent_id(self, o):
+            if isinstance(o, FakeStorage):
+                storages[o.key] = o.data
+                return ("storage", getattr(torch_mod, o.kind), o.key, o.location, o.numel)
+            return None
+    saved = _torch_module_names({"torch": torch_mod, "torch._utils": utils})
+    try:
+        buf = io.BytesIO()
+        Pickler(buf, protocol=2).dump(obj)
+    finally:
+        for name, module in saved.items():
+            if module is None:
+                sys.modules.pop(name, None)
+            else:
+                sys.modules[name] = module
+    out = io.BytesIO()
+    method = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
+    with zipfile.ZipFile(out, "w", method) as z:
+        z.writestr("archive/data.pkl", buf.getvalue())
+        for key, data in storages.items():
+            z.writestr(f"archive/data/{key}", data[:(record_sizes or {}).get(key, len(data))])
+        z.writestr("archive/version", "3\n")
+        if byteorder is not None:
+            z.writestr("archive/byteorder", byteorder)
+    return out.getvalue()
+
+
+def floats(*values):
+    return FakeStorage("FloatStorage", "0", np.array(values, dtype="<f4").tobytes(), len(values))
+
+
+class TestTorchFiles(unittest.TestCase):
+    """tmem.load of torch.save's zip files."""
+
+    def setUp(self):
+        self.dir = tempfile.TemporaryDirectory()
+        self.path = os.path.join(self.dir.name, "torch.pt")
+
+    def tearDown(self):
+        self.dir.cleanup()
+
+    def load_bytes(self, data, **kwargs):
+        with open(self.path, "wb") as f:
+            f.write(data)
+        return tmem.load(self.path, **kwargs)
+
+    def check(self, tensor, dtype, values):
+        self.assertEqual(tensor.dtype, dtype)
+        np.testing.assert_array_equal(tensor.numpy(), np.array(values))
+        self.assertEqual(tensor.shape, np.array(values).shape)
+
+    def test_a_checkpoint_written_by_torch_loads(self):
+        data = zlib.decompress(base64.b64decode("".join(TORCH_1_13_FILE)))
+        for got in (self.load_bytes(data), tmem.load(io.BytesIO(data))):
+            linear = got["linear"]
+            self.assertIs(type(linear), OrderedDict)
+            self.assertEqual(list(linear), ["weight", "bias"])
+            self.assertEqual(linear._metadata, OrderedDict([("", {"version": 1})]))
+            self.check(linear["weight"], tmem.float32, [[0.5, -1.0, 2.0], [0.25, 3.0, -0.125]])
+            self.check(linear["bias"], tmem.float32, [1.5, -2.5])
+            x = np.arange(12.0).reshape(3, 4)
+            self.check(got["t"], tmem.float64, x.T)  # a transposed view: strides (1, 4)
+            self.check(got["row"], tmem.float64, x[1, 1:])  # a view at offset 5 of the same storage
+            self.check(got["half"], tmem.float32, [1.5, -0.25, 65504.0])  # widened, exactly
+            self.check(got["bf16"], tmem.float32, [1.0, -3.5])
+            self.check(got["mask"], tmem.int64, [1, 0, 1])
+            self.check(got["int32"], tmem.int64, [[-7, 2**31 - 1]])
+            self.check(got["param"], tmem.float32, [2.0, 4.0])
+            self.assertTrue(got["param"].requires_grad and got["param"].is_leaf)
+            self.assertFalse(linear["weight"].requires_grad)
+            self.check(got["scalar"], tmem.float64, -0.75)
+            self.check(got["empty"], tmem.float32, np.zeros((0, 3)))
+            self.check(got["steps"], tmem.int64, [2**40])
+            self.assertEqual(got["dtype"], tmem.float64)
+            self.assertEqual(got["size"], (2, 5))
+            self.assertEqual(got["device"], "cpu")
+            self.assertEqual(got["epoch"], 7)
+        m = tmem.nn.Linear(3, 2)
+        m.load_state_dict(self.load_bytes(data)["linear"])
+        self.check(m(tmem.tensor([[1.0, 1.0, 1.0]])).detach(), tmem.float32, [[3.0, 0.625]])
+
+    @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
+    def test_torch_files_of_every_dtype_and_layout_match_torch(self):
+        gen = torch.Generator().manual_seed(3)
+        base = torch.randn(4, 6, 5, generator=gen, dtype=torch.float64)
+        obj = {"permuted": base.permute(2, 0, 1), "sliced": base[1:, ::2, 3], "narrow": base.narrow(2, 1, 3),
+               "float": base.float().transpose(0, 2), "half": base.half()[1:3], "bf16": base.bfloat16()[2],
+               "long": (base * 1000).long(), "int16": (base * 100).short(), "int8": (base * 10).char(),
+               "uint8": (base * 10).abs().byte(), "bool": base > 0, "params": torch.nn.Linear(5, 7).state_dict()}
+        torch.save(obj, self.path)
+        got = tmem.load(self.path)
+        wide = {torch.float16: np.float32, torch.bfloat16: np.float32, torch.int16: np.int64, torch.int8: np.int64,
+                torch.uint8: np.int64, torch.bool: np.int64}
+        for key, want in list(obj.items())[:-1] + list(obj["params"].items()):
+            have = got["params"][key] if key in obj["params"] else got[key]
+            ref = want.float() if want.dtype == torch.bfloat16 else want
+            ref = ref.numpy().astype(wide.get(want.dtype, ref.numpy().dtype))
+            self.assertEqual(have.dtype.name, {np.float32: "float32", np.float64: "float64",
+                                               np.int64: "int64"}[ref.dtype.type], key)
+            np.testing.assert_array_equal(have.numpy(), ref, err_msg=key)
+        self.assertEqual(got["params"]._metadata, obj["params"]._metadata)
+
+    def test_crafted_files_are_refused_with_the_fault_named(self):
+        storage = floats(1, 2, 3, 4, 5, 6)
+        good = crafted_torch_file({"x": FakeTensor(storage, 1, (2, 2), (1, 2))})
+        self.check(self.load_bytes(good)["x"], tmem.float32, [[2, 4], [3, 5]])
+        # One storage viewed by two tensors: each gets its own copy of its values.
+        both = self.load_bytes(crafted_torch_file([FakeTensor(storage, 0, (3,), (2,)), FakeTensor(storage, 5, (), ())]))
+        self.check(both[0], tmem.float32, [1, 3, 5])
+        self.check(both[1], tmem.float32, 6)
+        malformed = {
+            "reaches element 6 of a storage of 6": {"x": FakeTensor(storage, 2, (2, 2), (1, 3))},
+            "negative offset, size or stride": {"x": FakeTensor(storage, 0, (2,), (-1,))},
+            "has 1000000000000 elements but views a storage of 6 \\(an expanded tensor":
+                {"x": FakeTensor(storage, 0, (10**12,), (0,))},
+            "got int for a storage": {"x": FakeTensor(5, 0, (1,), (1,))},
+            "wrong types: storage FloatStorage, offset 0, size \\(2.0,\\)": {"x": FakeTensor(storage, 0, (2.0,), (1,))},
+        }
+        for message, obj in malformed.items():
+            with self.assertRaisesRegex(pickle.UnpicklingError, "load: .*torch.pt is not a well-formed torch.save "
+                                                                "file: .*" + message):
+                self.load_bytes(crafted_torch_file(obj))
+        records = {
+            "its record archive/data/0 has 20 bytes, but its storage needs 24": dict(record_sizes={"0": 20}),
+            "its record archive/data.pkl is compressed": dict(compress=True),
+        }
+        for message, kwargs in records.items():
+            with self.assertRaisesRegex(pickle.UnpicklingError, "not a well-formed torch.save file: " + message):
+                self.load_bytes(crafted_torch_file({"x": FakeTensor(storage, 0, (6,), (1,))}, **kwargs))
+        with self.assertRaisesRegex(pickle.UnpicklingError, "it names torch.ComplexFloatStorage"):
+            self.load_bytes(crafted_torch_file(FakeTensor(FakeStorage("ComplexFloatStorage", "0", b"", 0), 0, (0,),
+                                                          (1,))))
+        with self.assertRaisesRegex(pickle.UnpicklingError, "backward hooks"):
+            self.load_bytes(crafted_torch_file(FakeTensor(storage, 0, (1,), (1,), hooks=[(0, 1)])))
+        with self.assertRaisesRegex(pickle.UnpicklingError, "it names [\\w.]*_record_call"):
+            self.load_bytes(crafted_torch_file({"x": _Malicious()}))
+        self.assertEqual(CALLED, [])
+        flagged = OrderedDict(a=1)
+        flagged._metadata, flagged.keys = {}, "would shadow OrderedDict.keys"
+        with self.assertRaisesRegex(pickle.UnpicklingError, "opcode BUILD on a OrderedDict with \\['_metadata', "
+                                                            "'keys'\\]"):
+            self.load_bytes(crafted_torch_file(flagged))
+        on_gpu = FakeTensor(FakeStorage("FloatStorage", "0", b"\0" * 4, 1, "cuda:0"), 0, (1,), (1,))
+        try:
+            self.assertEqual(self.load_bytes(crafted_torch_file(on_gpu)).device, "cuda:0")  # where a GPU is
+        except tmem.DeviceError as e:
+            self.assertRegex(str(e), "torch.pt holds a tensor saved on cuda:0, which cannot be loaded onto cuda:0 "
+                                     ".*map_location='cpu'")
+        self.check(self.load_bytes(crafted_torch_file(on_gpu), map_location="cpu"), tmem.float32, [0])
+
+    def test_byte_order_and_weights_only_false(self):
+        big = FakeTensor(FakeStorage("DoubleStorage", "0", np.array([1.5, -2.0], dtype=">f8").tobytes(), 2), 0, (2,),
+                         (1,))
+        self.check(self.load_bytes(crafted_torch_file(big, byteorder="big")), tmem.float64, [1.5, -2.0])
+        little = FakeTensor(FakeStorage("LongStorage", "0", np.array([3, -4], dtype="<i8").tobytes(), 2), 0, (2,), (1,))
+        self.check(self.load_bytes(crafted_torch_file(little, byteorder="little")), tmem.int64, [3, -4])
+        with self.assertRaisesRegex(tmem.IOError, "torch.pt names the byte order 'middle'"):
+            self.load_bytes(crafted_torch_file(little, byteorder="middle"))
+        got = self.load_bytes(crafted_torch_file({"x": little, "obj": _Malicious()}), weights_only=False)
+        self.check(got["x"], tmem.int64, [3, -4])
+        self.assertEqual(CALLED, [("ran",)])  # a trusted file's objects are built, as torch.load(weights_only=False)
+        CALLED.clear()
+
+    def test_damaged_and_legacy_files_are_errors_naming_them(self):
+        data = crafted_torch_file({"x": FakeTensor(floats(1, 2), 0, (2,), (1,))})
+        at = data.index(np.array([1, 2], dtype="<f4").tobytes())
+        damaged = data[:at] + b"\xff" + data[at + 1:]
+        with self.assertRaisesRegex(tmem.IOError, "load: .*torch.pt is damaged: Bad CRC-32"):
+            self.load_bytes(damaged)
+        with self.assertRaisesRegex(tmem.IOError, "starts as a zip file .* but is not one"):
+            self.load_bytes(data[:len(data) // 2])
+        with self.assertRaisesRegex(tmem.IOError, "is a zip file, but not a torch.save file \\(it has 0 records"):
+            out = io.BytesIO()
+            with zipfile.ZipFile(out, "w") as z:
+                z.writestr("notes.txt", "hello")
+            self.load_bytes(out.getvalue())
+        legacy = b"\x80\x02\x8a\x0al\xfc\x9cF\xf9 j\xa8P\x19.\x80\x02M\xe9\x03."
+        with self.assertRaisesRegex(tmem.IOError, "torch's format before 1.6"):
+            self.load_bytes(legacy + b"\0" * 16)
+
+    def test_a_stream_that_cannot_seek_is_read_whole(self):
+        data = crafted_torch_file({"x": FakeTensor(floats(1, 2), 0, (2,), (1,))})
+
+        class Pipe(io.RawIOBase):
+            def __init__(self):
+                self.data = memoryview(data)
+
+            def readable(self):
+                return True
+
+            def readinto(self, b):
+                n = min(len(b), 5, len(self.data))
+                b[:n] = self.data[:n]
+                self.data = self.data[n:]
+                return n
+        self.check(tmem.load(Pipe())["x"], tmem.float32, [1, 2])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """tmem.save and tmem.load: torch.save and torch.load of any picklable
-object (a state_dict, a dict of them, a module).
+object (a state_dict, a dict of them, a module); load also reads
+torch.save's own zip files (_torch_zip).
 
 A file is a 24-byte header (the magic ``TMEMSAVE``, a format version, the
 payload's length and its CRC-32, little-endian) and the pickle, so that a
@@ -24,7 +25,7 @@ import struct as _struct
 import zlib as _zlib
 from collections import OrderedDict as _OrderedDict
 
-from . import _rebuild_dtype, _rebuild_tensor, _tmem
+from . import _rebuild_dtype, _rebuild_tensor, _tmem, _torch_zip
 
 _MAGIC = b"TMEMSAVE"
 _VERSION = 1
@@ -175,12 +176,15 @@ def load(f, map_location=None, weights_only=None):
     numbers, strings, bytes, sets and lists, tuples and dicts of them (see
     the module comment); anything else, a module included, raises
     pickle.UnpicklingError naming it and needs weights_only=False, which
-    runs whatever code the file names (only for files you trust). Raises
-    tmem.IOError naming the file when it cannot be read, is not a tmem.save
-    file (a torch.save zip file says so), was written by a newer format, is
-    truncated, has bytes after its object or fails its checksum;
-    pickle.UnpicklingError naming it when its pickle is malformed; TypeError
-    for a text file or a weights_only that is not a bool or None."""
+    runs whatever code the file names (only for files you trust). It also
+    reads torch.save's zip files (torch >= 1.6; _torch_zip), dtypes tmem
+    lacks widened. Raises tmem.IOError naming the file when it cannot be
+    read, is neither a tmem.save nor a torch.save file (torch's format
+    before 1.6 says so), was written by a newer format, is truncated, has
+    bytes after its object or fails its checksum; pickle.UnpicklingError
+    naming it when its pickle is malformed or a torch file's tensors do not
+    fit their storages; TypeError for a text file or a weights_only that is
+    not a bool or None."""
     if weights_only is not None and type(weights_only) is not bool:
         raise TypeError(f"load: weights_only must be True, False or None, but got {weights_only!r}")
     device_map = _device_map(map_location)
@@ -189,24 +193,35 @@ def load(f, map_location=None, weights_only=None):
         if "\0" in name:
             raise _tmem.ValueError(f"load: the path {name!r} holds a NUL byte")
         try:
-            with open(name, "rb") as stream:
-                st = _os.fstat(stream.fileno())
-                payload = _read(stream, name, st.st_size if _stat.S_ISREG(st.st_mode) else None)
+            stream = open(name, "rb")
         except OSError as e:
-            if isinstance(e, _tmem.IOError):
-                raise
             raise _tmem.IOError(f"load: cannot open {name}: {e.strerror or e}") from e
-    elif hasattr(f, "read"):
-        _check_binary(f, "load", "rb")
-        name = f"the file object {getattr(f, 'name', type(f).__name__)!s}"
-        payload = _read(f, name, None)
-    else:
+        with stream:
+            st = _os.fstat(stream.fileno())
+            return _load(stream, name, st.st_size if _stat.S_ISREG(st.st_mode) else None, device_map, weights_only)
+    if not hasattr(f, "read"):
         raise TypeError(f"load: expected a path or a binary file object for f, but got {type(f).__name__}")
+    _check_binary(f, "load", "rb")
+    return _load(f, f"the file object {getattr(f, 'name', type(f).__name__)!s}", None, device_map, weights_only)
+
+
+def _load(stream, name, file_size, device_map, weights_only):
+    """load() of the open binary stream, named name in errors."""
+    try:
+        payload, stream = _read(stream, name, file_size)
+    except OSError as e:
+        if isinstance(e, _tmem.IOError):
+            raise
+        raise _tmem.IOError(f"load: cannot read {name}: {e.strerror or e}") from e
     weights_only = weights_only is not False
     try:
+        if payload is None:
+            return _load_zip(stream, name, device_map, weights_only)
         if weights_only:
             _check_opcodes(payload)
         return _Unpickler(_io.BytesIO(payload), device_map, weights_only, name).load()
+    except _torch_zip.Malformed as e:
+        raise _pickle.UnpicklingError(f"load: {name} is not a well-formed torch.save file: {e}") from e
     except _pickle.UnpicklingError as e:
         how = ("weights_only=True unpickles only tensors and plain containers, and " if weights_only else "")
         hint = "; pass weights_only=False if you trust the file (it can run any code)" if weights_only else ""
@@ -217,13 +232,26 @@ def load(f, map_location=None, weights_only=None):
         raise _pickle.UnpicklingError(f"load: {name} holds a malformed pickle ({type(e).__name__}: {e})") from e
 
 
+def _load_zip(stream, name, device_map, weights_only):
+    """The object of a torch.save zip file (_torch_zip)."""
+    archive, prefix, byteorder = _torch_zip.open_archive(stream, name)
+    with archive:
+        data = _torch_zip.read_stored(archive, prefix + "data.pkl", None, name)
+        return _torch_zip.TorchUnpickler(_io.BytesIO(data), archive, prefix, byteorder, device_map, weights_only,
+                                         _WEIGHTS_ONLY, name).load()
+
+
 def _read(stream, name, file_size):
-    """The checked payload of a save() file read from stream; file_size, when
-    known (a regular file), must be exactly header + payload."""
+    """(the checked payload, stream) of a save() file read from stream, or
+    (None, a seekable stream at its start) of a torch.save zip file;
+    file_size, when known (a regular file), must be exactly header +
+    payload."""
     head = _read_exactly(stream, _HEADER.size, name)
     if head[:4] == b"PK\x03\x04":
-        raise _tmem.IOError(f"load: {name} is a zip file (torch.save's format), not a tmem.save file; save the "
-                            f"state_dict with safetensors and read it with tmem.load_safetensors")
+        return None, _rewound(stream, head, name)
+    if head.startswith(_torch_zip.LEGACY_MAGIC):
+        raise _tmem.IOError(f"load: {name} is a torch.save file of torch's format before 1.6, which tmem does not "
+                            f"read; load it with torch and save it again with torch.save's default")
     if len(head) < _HEADER.size or not head.startswith(_MAGIC):
         raise _tmem.IOError(f"load: {name} is not a tmem.save file (it does not start with {_MAGIC.decode()})")
     _, version, size, crc = _HEADER.unpack(head)
@@ -241,7 +269,19 @@ def _read(stream, name, file_size):
                             f"{found} are there")
     if _zlib.crc32(payload) != crc:
         raise _tmem.IOError(f"load: {name} is damaged: its contents fail their CRC-32 check")
-    return payload
+    return payload, stream
+
+
+def _rewound(stream, head, name):
+    """stream moved back to before head, the bytes just read from it; a
+    stream that cannot seek is read to its end into memory."""
+    if getattr(stream, "seekable", lambda: False)():
+        stream.seek(-len(head), _io.SEEK_CUR)
+        return stream
+    rest = []
+    while chunk := _read_exactly(stream, _CHUNK, name):
+        rest.append(chunk)
+    return _io.BytesIO(head + b"".join(rest))
 
 
 def _read_exactly(stream, n, name):
