@@ -270,6 +270,11 @@ void bind_ops(py::module_& m) {
           },
           "This tensor with its dims reordered (a view).");
   both(m, cls, "transpose", &transpose, a, py::arg("dim0"), py::arg("dim1"), "Swaps two dims (a view).");
+  both(m, cls, "t", [](const Tensor& x) {
+         check<ShapeError>(x.dim() <= 2, "t: expected a tensor of at most 2 dims, but got ", x.dim(),
+                           " dims; use transpose(dim0, dim1)");
+         return x.dim() < 2 ? x : transpose(x, 0, 1);
+       }, a, "input with dims 0 and 1 swapped (a view; torch.t): [R, C] -> [C, R], 0-D and 1-D as they are.");
   cls.def_property_readonly("T", [](const Tensor& x) {
     std::vector<int64_t> d(x.dim());
     for (int64_t i = 0; i < x.dim(); ++i) d[i] = x.dim() - 1 - i;

@@ -14,6 +14,11 @@ import tmem
 import tmem.nn as nn
 import tmem.optim as optim
 
+try:
+    import torch
+except ImportError:
+    torch = None
+
 
 def spiral(n_per_class=60, classes=3, seed=0):
     """The 3-arm spiral of examples/mlp.cpp, made with NumPy."""
@@ -1288,8 +1293,8 @@ class TestOptim(unittest.TestCase):
         tmem.sum(lin(tmem.ones(1, 3))).backward()
         opt.step()
         state = opt.state_dict()
-        self.assertEqual(state["step"].tolist(), [1])
-        opt2 = optim.AdamW(lin.parameters())
+        self.assertEqual(state["state"][0]["step"].item(), 1.0)
+        opt2 = optim.AdamW(lin.parameters(), lr=1e-2)
         opt2.load_state_dict(state)
         self.assertEqual(opt2.steps, 1)
         self.assertAlmostEqual(optim.warmup_cosine_lr(9, 10, 100, 1e-3), 1e-3)
@@ -1305,10 +1310,11 @@ class TestOptim(unittest.TestCase):
 
         lin = nn.Linear(3, 2, generator=tmem.Generator(5))
         opt = optim.SGD(lin.parameters(), lr=0.05, momentum=0.9)
-        self.assertEqual(list(opt.state_dict()), ["group_sizes"])  # no buffer before the first step
+        self.assertEqual(opt.state_dict()["state"], {})  # no buffer before the first step
         steps(lin, opt, 2)
         state = opt.state_dict()
-        self.assertEqual(sorted(state), ["group_sizes", "momentum_buffer.0", "momentum_buffer.1"])
+        self.assertEqual({i: list(entry) for i, entry in state["state"].items()},
+                         {0: ["momentum_buffer"], 1: ["momentum_buffer"]})
         lin2 = nn.Linear(3, 2)
         lin2.load_state_dict(lin.state_dict())
         opt2 = optim.SGD(lin2.parameters(), lr=0.05, momentum=0.9)
@@ -1317,12 +1323,162 @@ class TestOptim(unittest.TestCase):
         steps(lin2, opt2, 1)
         for a, b in zip(lin.parameters(), lin2.parameters()):
             np.testing.assert_array_equal(a.numpy(), b.numpy())
-        bad = dict(state, **{"momentum_buffer.0": tmem.zeros(3, 2)})
+        # The flat form of the C++ API's checkpoints still loads, and is checked there.
+        flat = {"group_sizes": tmem.tensor([2]), "momentum_buffer.0": tmem.zeros(3, 2)}
         with self.assertRaisesRegex(tmem.ShapeError, r'SGD::load_state_dict: "momentum_buffer.0" expected shape \[2,3\], but got \[3,2\]'):
-            opt2.load_state_dict(bad)
+            opt2.load_state_dict(flat)
         with self.assertRaisesRegex(ValueError, r'SGD::load_state_dict: unexpected key\(s\) "momentum_buffer.2"'):
-            opt2.load_state_dict(dict(state, **{"momentum_buffer.2": tmem.zeros(1)}))
-        np.testing.assert_array_equal(opt2.state_dict()["momentum_buffer.0"].numpy(), opt.state_dict()["momentum_buffer.0"].numpy())
+            opt2.load_state_dict({"group_sizes": tmem.tensor([2]), "momentum_buffer.2": tmem.zeros(1)})
+        np.testing.assert_array_equal(opt2.state_dict()["state"][0]["momentum_buffer"].numpy(),
+                                      opt.state_dict()["state"][0]["momentum_buffer"].numpy())
+
+    def test_state_dict_has_torch_optims_layout(self):
+        """opt.state_dict() is torch.optim's: per-parameter state and the groups' options, lr and params ids."""
+        lin = nn.Linear(3, 2, generator=tmem.Generator(5))
+        groups = [{"params": [lin.weight], "weight_decay": 0.1}, {"params": [lin.bias], "lr": 0.02}]
+        adamw = optim.AdamW(groups, lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.0)
+        sgd = optim.SGD(lin.parameters(), lr=0.05, momentum=0.9, weight_decay=0.01)
+        self.assertEqual(adamw.state_dict(), {"state": {}, "param_groups": [
+            {"lr": 0.01, "weight_decay": 0.1, "betas": (0.8, 0.95), "eps": 1e-6, "amsgrad": False, "maximize": False,
+             "foreach": None, "differentiable": False, "capturable": False, "fused": None, "params": [0]},
+            {"lr": 0.02, "weight_decay": 0.0, "betas": (0.8, 0.95), "eps": 1e-6, "amsgrad": False, "maximize": False,
+             "foreach": None, "differentiable": False, "capturable": False, "fused": None, "params": [1]}]})
+        self.assertEqual(sgd.state_dict(), {"state": {}, "param_groups": [
+            {"lr": 0.05, "weight_decay": 0.01, "momentum": 0.9, "dampening": 0.0, "nesterov": False,
+             "maximize": False, "foreach": None, "differentiable": False, "params": [0, 1]}]})
+        for _ in range(3):
+            tmem.sum(lin(tmem.ones(2, 3)) ** 2).backward()
+            adamw.step()
+            sgd.step()
+            adamw.zero_grad()
+        state = adamw.state_dict()["state"]
+        self.assertEqual({i: {k: v.shape for k, v in e.items()} for i, e in state.items()},
+                         {0: {"step": (), "exp_avg": (2, 3), "exp_avg_sq": (2, 3)},
+                          1: {"step": (), "exp_avg": (2,), "exp_avg_sq": (2,)}})
+        self.assertEqual(state[1]["step"].item(), 3.0)
+        self.assertTrue(np.all(state[0]["exp_avg_sq"].numpy() > 0))
+        # Into a fresh optimizer with other learning rates: the saved ones come back, and the next steps agree.
+        lin2 = copy.deepcopy(lin)
+        adamw2 = optim.AdamW([{"params": [lin2.weight]}, {"params": [lin2.bias]}], lr=0.5, betas=(0.8, 0.95), eps=1e-6)
+        adamw2.load_state_dict(tmem.load(self._saved(adamw.state_dict())))
+        self.assertEqual([(g["lr"], g["weight_decay"]) for g in adamw2.param_groups], [(0.01, 0.1), (0.02, 0.0)])
+        self.assertEqual(adamw2.steps, 3)
+        for m, o in ((lin, adamw), (lin2, adamw2)):
+            tmem.sum(m(tmem.ones(2, 3)) ** 2).backward()
+            o.step()
+        for a, b in zip(lin.parameters(), lin2.parameters()):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+
+    def _saved(self, obj):
+        """obj through tmem.save (weights-only loadable: the layout holds only tensors and plain values)."""
+        path = os.path.join(tempfile.mkdtemp(), "opt.pt")
+        tmem.save(obj, path)
+        return path
+
+    def test_optimizer_state_dicts_that_do_not_fit_change_nothing(self):
+        lin = nn.Linear(3, 2)
+        opt = optim.AdamW(lin.parameters(), lr=0.01)
+        tmem.sum(lin(tmem.ones(1, 3))).backward()
+        opt.step()
+        good = opt.state_dict()
+
+        def with_group(**change):
+            return {"state": good["state"], "param_groups": [dict(good["param_groups"][0], **change)]}
+        cases = [
+            (tmem.ValueError, "the state_dict has 2 parameter groups, but the optimizer has 1",
+             {"state": {}, "param_groups": good["param_groups"] * 2}),
+            (tmem.ValueError, r"param_groups\[0\] has 1 parameters, but the optimizer's group has 2",
+             with_group(params=[0])),
+            (tmem.ValueError, r"param_groups\[0\]\['amsgrad'\] is True, but this optimizer's is False",
+             with_group(amsgrad=True)),
+            (tmem.ValueError, r"param_groups\[0\]\['betas'\] is \(0.5, 0.999\), but this optimizer's is \(0.9, 0.999\)",
+             with_group(betas=(0.5, 0.999))),
+            (tmem.ValueError, r"param_groups\[0\]: tmem's AdamW has no option 'nesterov'", with_group(nesterov=False)),
+            (tmem.ValueError, r"param_groups\[0\]\['lr'\] must be a finite number >= 0, but got -1",
+             with_group(lr=-1)),
+            (tmem.ValueError, r"param_groups\[0\] lists parameter id 0 twice", with_group(params=[0, 0])),
+            (tmem.ValueError, "state holds parameter id 7, which no saved group lists",
+             {"state": {7: good["state"][0]}, "param_groups": good["param_groups"]}),
+            (tmem.ValueError, r"the parameters' steps differ \(\{0: 1, 1: 2\}\); tmem's AdamW keeps one step count",
+             {"state": {0: good["state"][0], 1: dict(good["state"][1], step=tmem.tensor(2.0))},
+              "param_groups": good["param_groups"]}),
+            (tmem.ShapeError, r"state\[0\]\['exp_avg'\] expected shape \[2, 3\] \(its parameter's\), but got \[3, 2\]",
+             {"state": {0: dict(good["state"][0], exp_avg=tmem.zeros(3, 2))}, "param_groups": good["param_groups"]}),
+            (tmem.ValueError, r"state\[0\] must be a dict of \['step', 'exp_avg', 'exp_avg_sq'\], but got "
+                              r"\['exp_avg', 'exp_avg_sq', 'max_exp_avg_sq', 'step'\]",
+             {"state": {0: dict(good["state"][0], max_exp_avg_sq=tmem.zeros(2, 3))},
+              "param_groups": good["param_groups"]}),
+            (tmem.ValueError, r"state\[0\]\['step'\] must be a whole number of steps >= 0, but got 1.5",
+             {"state": {0: dict(good["state"][0], step=1.5)}, "param_groups": good["param_groups"]}),
+            (tmem.ValueError, "a torch.optim state_dict has the keys 'state' and 'param_groups', but got \\['state'\\]",
+             {"state": {}}),
+        ]
+        before = [p.numpy().copy() for p in (good["state"][0]["exp_avg"], good["state"][1]["exp_avg_sq"])]
+        for error, message, bad in cases:
+            with self.assertRaisesRegex(error, "AdamW.load_state_dict: " + message):
+                opt.load_state_dict(bad)
+            self.assertEqual((opt.steps, opt.param_groups[0]["lr"]), (1, 0.01), message)
+        after = opt.state_dict()["state"]
+        np.testing.assert_array_equal(after[0]["exp_avg"].numpy(), before[0])
+        np.testing.assert_array_equal(after[1]["exp_avg_sq"].numpy(), before[1])
+        with self.assertRaisesRegex(TypeError, "SGD.load_state_dict: expected a dict, but got list"):
+            optim.SGD(lin.parameters(), lr=0.1).load_state_dict([])
+        with self.assertRaisesRegex(tmem.ValueError, r"param_groups\[0\]\['momentum'\] is 0.5, but this optimizer's "
+                                                     r"is 0.9"):
+            optim.SGD(lin.parameters(), lr=0.1, momentum=0.9).load_state_dict(
+                dict(optim.SGD(lin.parameters(), lr=0.1, momentum=0.5).state_dict()))
+
+    @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
+    def test_optimizer_states_move_between_torch_and_tmem(self):
+        """A torch AdamW (two groups) or SGD's state_dict, through torch.save and tmem.load, continues in tmem as in
+        torch; tmem's continues in torch the same way."""
+        rng = np.random.default_rng(4)
+        w0, b0, x = rng.standard_normal((2, 3)), rng.standard_normal(2), rng.standard_normal((4, 3))
+
+        def run(make_t, make_m, first_steps_in_torch):
+            tw, tb = (torch.tensor(a, requires_grad=True) for a in (w0, b0))
+            mw, mb = (tmem.tensor(a, requires_grad=True) for a in (w0, b0))
+            topt, mopt = make_t([tw], [tb]), make_m([mw], [mb])
+
+            def t_step():
+                topt.zero_grad()
+                ((torch.tensor(x) @ tw.t() + tb) ** 2).sum().backward()
+                topt.step()
+
+            def m_step():
+                mopt.zero_grad()
+                tmem.sum((tmem.tensor(x) @ mw.t() + mb) ** 2).backward()
+                mopt.step()
+            for _ in range(3):
+                (t_step if first_steps_in_torch else m_step)()
+            if first_steps_in_torch:
+                path = os.path.join(tempfile.mkdtemp(), "torch_opt.pt")
+                torch.save(topt.state_dict(), path)
+                with tmem.no_grad():
+                    mw.copy_(tmem.tensor(tw.detach().numpy()))
+                    mb.copy_(tmem.tensor(tb.detach().numpy()))
+                mopt.load_state_dict(tmem.load(path))
+            else:
+                state = mopt.state_dict()
+                topt.load_state_dict({"state": {i: {k: torch.tensor(v.numpy()) for k, v in e.items()}
+                                                for i, e in state["state"].items()},
+                                      "param_groups": state["param_groups"]})
+                with torch.no_grad():
+                    tw.copy_(torch.tensor(mw.detach().numpy()))
+                    tb.copy_(torch.tensor(mb.detach().numpy()))
+            t_step()
+            m_step()
+            self.assertEqual([g["lr"] for g in mopt.param_groups], [g["lr"] for g in topt.param_groups])
+            for t, m in ((tw, mw), (tb, mb)):
+                np.testing.assert_allclose(m.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-15)
+
+        for first_in_torch in (True, False):
+            run(lambda w, b: torch.optim.AdamW([{"params": w, "weight_decay": 0.1}, {"params": b, "lr": 0.02}],
+                                               lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.0),
+                lambda w, b: optim.AdamW([{"params": w, "weight_decay": 0.1}, {"params": b, "lr": 0.02}],
+                                         lr=0.01, betas=(0.8, 0.95), eps=1e-6, weight_decay=0.0), first_in_torch)
+            run(lambda w, b: torch.optim.SGD(w + b, lr=0.01, momentum=0.9, weight_decay=0.01),
+                lambda w, b: optim.SGD(w + b, lr=0.01, momentum=0.9, weight_decay=0.01), first_in_torch)
 
     def test_optimizer_deepcopy(self):
         """copy.deepcopy((model, optimizer)), as torch's: the copy steps the model copy's parameters from the same

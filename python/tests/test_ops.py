@@ -107,6 +107,11 @@ class TestValues(unittest.TestCase):
         np.testing.assert_array_equal(tmem.reshape(t, (-1,)).numpy(), x.reshape(-1))
         np.testing.assert_array_equal(t.permute(2, 0, 1).numpy(), x.transpose(2, 0, 1))
         np.testing.assert_array_equal(tmem.transpose(t, 0, 2).numpy(), x.swapaxes(0, 2))
+        np.testing.assert_array_equal(t[0].t().numpy(), x[0].T)  # torch.t: 2-D transposed, 0-D and 1-D as they are
+        np.testing.assert_array_equal(tmem.t(t[0, 0]).numpy(), x[0, 0])
+        self.assertEqual(t[0, 0, 0].t().shape, ())
+        with self.assertRaisesRegex(tmem.ShapeError, "t: expected a tensor of at most 2 dims, but got 3 dims"):
+            t.t()
         np.testing.assert_array_equal(tmem.cat([t, t], 1).numpy(), np.concatenate([x, x], 1))
         np.testing.assert_array_equal(tmem.stack([t, t], 0).numpy(), np.stack([x, x]))
         np.testing.assert_array_equal(t.unsqueeze(1).squeeze(1).numpy(), x)

@@ -722,6 +722,7 @@ _CPP_MODULE_LIST = nn.ModuleList
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)
+from . import _optim  # noqa: E402,F401  (patches the optimizers' state_dict with torch.optim's layout)
 
 from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
 

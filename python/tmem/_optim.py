@@ -1,0 +1,195 @@
+"""torch.optim's state_dict layout for tmem's optimizers, so that Python
+code reading ``opt.state_dict()["param_groups"][0]["lr"]`` works, and an
+optimizer state moves between torch and tmem (through tmem.load of a
+torch.save file one way, through NumPy or safetensors the other):
+
+    {"state": {i: {"step": tensor(t), "exp_avg": m_i, "exp_avg_sq": v_i}},   # AdamW
+     "state": {i: {"momentum_buffer": b_i}},                                  # SGD
+     "param_groups": [{"lr": ..., "weight_decay": ..., <the optimizer's options>, "params": [i, ...]}]}
+
+i counts the parameters of all groups in order, as torch numbers them.
+load_state_dict maps the saved groups' ids to this optimizer's parameters
+by position (torch's rule), restores each group's lr and weight_decay, and
+refuses, naming the key, what tmem's optimizer cannot honour (amsgrad,
+nesterov, maximize, other betas, eps or momentum than its own, per-parameter
+AdamW steps that differ: tmem keeps one count). It also takes the flat form
+the C++ API checkpoints (keys "m.<i>", "step", "group_sizes", ...). The
+C++ load_state_dict checks the whole state before copying any of it, so a
+state that does not fit leaves the optimizer unchanged."""
+import math as _math
+import numbers as _numbers
+
+from . import _tmem
+from ._tmem import optim as _optim_mod
+
+_FLAT = {cls: (cls.state_dict, cls.load_state_dict) for cls in (_optim_mod.SGD, _optim_mod.AdamW)}
+# Keys of torch's groups that change no arithmetic (implementation switches, schedulers' bookkeeping).
+_IGNORED = ("foreach", "capturable", "differentiable", "fused", "initial_lr")
+
+
+def _bound(opt):
+    return _optim_mod.SGD if isinstance(opt, _optim_mod.SGD) else _optim_mod.AdamW
+
+
+def _options(opt):
+    """The group keys (besides params, lr, weight_decay) that opt's
+    arithmetic depends on, with the values it has."""
+    if _bound(opt) is _optim_mod.AdamW:
+        return {"betas": tuple(opt.betas), "eps": opt.eps, "amsgrad": False, "maximize": False}
+    return {"momentum": opt.momentum, "dampening": 0.0, "nesterov": False, "maximize": False}
+
+
+def state_dict(self):
+    """The optimizer's state as torch.optim's state_dict: {"state": {i:
+    {...}}, "param_groups": [{...}]} (see the module comment). Its tensors
+    may be the optimizer's own, as torch's: copy.deepcopy it for a snapshot
+    that later steps cannot change."""
+    bound = _bound(self)
+    flat = _FLAT[bound][0](self)
+    state, ids, index = {}, [], 0
+    for group in self.param_groups:
+        ids.append(list(range(index, index + len(group["params"]))))
+        index += len(group["params"])
+    if bound is _optim_mod.AdamW:
+        if self.steps:
+            for i in range(index):
+                state[i] = {"step": _tmem.tensor(float(self.steps)), "exp_avg": flat[f"m.{i}"],
+                            "exp_avg_sq": flat[f"v.{i}"]}
+    else:
+        for i in range(index):
+            if f"momentum_buffer.{i}" in flat:
+                state[i] = {"momentum_buffer": flat[f"momentum_buffer.{i}"]}
+    options = _options(self)
+    switches = {"foreach": None, "differentiable": False} | ({"capturable": False, "fused": None}
+                                                            if bound is _optim_mod.AdamW else {})
+    groups = [{"lr": group["lr"], "weight_decay": group["weight_decay"], **options, **switches, "params": params}
+              for group, params in zip(self.param_groups, ids)]
+    return {"state": state, "param_groups": groups}
+
+
+def _number(value, who):
+    """value as a finite float >= 0; tmem.ValueError naming who otherwise."""
+    ok = isinstance(value, _numbers.Real) and not isinstance(value, bool) and _math.isfinite(value) and value >= 0
+    if not ok:
+        raise _tmem.ValueError(f"{who} must be a finite number >= 0, but got {value!r}")
+    return float(value)
+
+
+def _check_groups(self, saved, who):
+    """The (lr, weight_decay) of each saved group and the map from saved
+    parameter ids to positions, after checking the groups fit self."""
+    groups = self.param_groups
+    if not isinstance(saved, (list, tuple)) or len(saved) != len(groups):
+        count = len(saved) if isinstance(saved, (list, tuple)) else type(saved).__name__
+        raise _tmem.ValueError(f"{who}: the state_dict has {count} parameter groups, but the optimizer has "
+                               f"{len(groups)}")
+    options, positions, settings, index = _options(self), {}, [], 0
+    for g, (group, s) in enumerate(zip(groups, saved)):
+        where = f"{who}: param_groups[{g}]"
+        if not isinstance(s, dict) or not isinstance(s.get("params"), (list, tuple)):
+            raise _tmem.ValueError(f"{where} must be a dict with a list of parameter ids under 'params'")
+        if len(s["params"]) != len(group["params"]):
+            raise _tmem.ValueError(f"{where} has {len(s['params'])} parameters, but the optimizer's group has "
+                                   f"{len(group['params'])}")
+        for pid in s["params"]:
+            if pid in positions:
+                raise _tmem.ValueError(f"{where} lists parameter id {pid!r} twice")
+            positions[pid] = index
+            index += 1
+        for key, value in s.items():
+            if key in ("params", "lr", "weight_decay") or key in _IGNORED:
+                continue
+            if key not in options:
+                raise _tmem.ValueError(f"{where}: tmem's {_bound(self).__name__} has no option {key!r}")
+            if key == "betas":
+                same = isinstance(value, (list, tuple)) and tuple(value) == options[key]
+            else:
+                same = isinstance(value, _numbers.Real) and value == options[key]
+            if not same:
+                raise _tmem.ValueError(f"{where}['{key}'] is {value!r}, but this optimizer's is {options[key]!r}; "
+                                       f"tmem's {_bound(self).__name__} cannot change it (build one with it, or it "
+                                       f"is an option tmem lacks)")
+        settings.append((_number(s.get("lr", group["lr"]), f"{where}['lr']"),
+                         _number(s.get("weight_decay", group["weight_decay"]), f"{where}['weight_decay']")))
+    return settings, positions
+
+
+def _moment(value, param, where):
+    if not isinstance(value, _tmem.Tensor):
+        raise _tmem.ValueError(f"{where} must be a tensor, but got {type(value).__name__}")
+    if tuple(value.shape) != tuple(param.shape):
+        raise _tmem.ShapeError(f"{where} expected shape {list(param.shape)} (its parameter's), but got "
+                               f"{list(value.shape)}")
+    return value
+
+
+def _step_count(value, where):
+    """A saved AdamW step (a 0-d tensor, or a number in older torch) as an int."""
+    if isinstance(value, _tmem.Tensor):
+        if value.numel() != 1:
+            raise _tmem.ShapeError(f"{where} must hold one number, but has shape {list(value.shape)}")
+        value = value.item()
+    if not isinstance(value, _numbers.Real) or isinstance(value, bool) or not float(value).is_integer() or value < 0:
+        raise _tmem.ValueError(f"{where} must be a whole number of steps >= 0, but got {value!r}")
+    return int(value)
+
+
+def _flat_from_torch(self, state, positions, who):
+    """The C++ load_state_dict's flat state for torch's per-parameter state."""
+    params = [p for group in self.param_groups for p in group["params"]]
+    if not isinstance(state, dict):
+        raise _tmem.ValueError(f"{who}: state must be a dict from parameter ids to dicts, but got "
+                               f"{type(state).__name__}")
+    adamw = _bound(self) is _optim_mod.AdamW
+    keys = ("step", "exp_avg", "exp_avg_sq") if adamw else ("momentum_buffer",)
+    flat = {"group_sizes": _tmem.tensor([len(g["params"]) for g in self.param_groups], dtype=_tmem.int64)}
+    steps = {}
+    for pid, entry in state.items():
+        if pid not in positions:
+            raise _tmem.ValueError(f"{who}: state holds parameter id {pid!r}, which no saved group lists")
+        i, where = positions[pid], f"{who}: state[{pid!r}]"
+        if not isinstance(entry, dict) or set(entry) - set(keys) or (adamw and set(entry) != set(keys)):
+            got = sorted(map(str, entry)) if isinstance(entry, dict) else type(entry).__name__
+            raise _tmem.ValueError(f"{where} must be a dict of {list(keys)}, but got {got}")
+        if adamw:
+            steps[pid] = _step_count(entry["step"], f"{where}['step']")
+            flat[f"m.{i}"] = _moment(entry["exp_avg"], params[i], f"{where}['exp_avg']")
+            flat[f"v.{i}"] = _moment(entry["exp_avg_sq"], params[i], f"{where}['exp_avg_sq']")
+        elif entry.get("momentum_buffer") is not None:
+            flat[f"momentum_buffer.{i}"] = _moment(entry["momentum_buffer"], params[i], f"{where}['momentum_buffer']")
+    if adamw:
+        if len(set(steps.values())) > 1:
+            raise _tmem.ValueError(f"{who}: the parameters' steps differ ({steps}); tmem's AdamW keeps one step "
+                                   f"count for all of them")
+        flat["step"] = _tmem.tensor([next(iter(steps.values()), 0)], dtype=_tmem.int64)
+        for i, p in enumerate(params):  # torch has no state for a parameter before its first gradient
+            flat.setdefault(f"m.{i}", _tmem.zeros_like(p.detach()))
+            flat.setdefault(f"v.{i}", _tmem.zeros_like(p.detach()))
+    return flat
+
+
+def load_state_dict(self, state_dict):
+    """Restores a state_dict() of this optimizer or of torch's (torch.optim
+    .AdamW or .SGD; see the module comment), or the flat form the C++ API
+    checkpoints. Raises tmem.ValueError naming the group or parameter whose
+    entry does not fit (group count or sizes, an option tmem's optimizer
+    cannot honour, an unknown key, AdamW steps that differ), tmem.ShapeError
+    for a tensor whose shape is not its parameter's; nothing changes then."""
+    bound = _bound(self)
+    who = f"{bound.__name__}.load_state_dict"
+    if not isinstance(state_dict, dict):
+        raise TypeError(f"{who}: expected a dict, but got {type(state_dict).__name__}")
+    if "param_groups" not in state_dict and "state" not in state_dict:
+        return _FLAT[bound][1](self, state_dict)
+    if set(state_dict) != {"state", "param_groups"}:
+        raise _tmem.ValueError(f"{who}: a torch.optim state_dict has the keys 'state' and 'param_groups', but got "
+                               f"{sorted(map(str, state_dict))}")
+    settings, positions = _check_groups(self, state_dict["param_groups"], who)
+    _FLAT[bound][1](self, _flat_from_torch(self, state_dict["state"], positions, who))
+    for g, (lr, weight_decay) in enumerate(settings):
+        self.param_groups[g]["lr"] = lr
+        self.param_groups[g]["weight_decay"] = weight_decay
+
+
+for _cls in _FLAT:
+    _cls.state_dict, _cls.load_state_dict = state_dict, load_state_dict
