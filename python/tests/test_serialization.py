@@ -8,6 +8,7 @@ import struct
 import sys
 import tempfile
 import types
+import warnings
 import unittest
 import zipfile
 import zlib
@@ -313,14 +314,14 @@ class FakeTensor:
         return sys.modules["torch._utils"]._rebuild_tensor_v2, self.args
 
 
-def crafted_torch_file(obj, compress=False, record_sizes=None, byteorder=None):
+def crafted_torch_file(obj, compress=False, record_sizes=None, byteorder=None, kinds=()):
     """The bytes of a zip file laid out as torch.save's (archive/data.pkl,
     archive/data/<key>, archive/version), whose pickle holds obj, built with
     stand-ins for torch's globals; record_sizes overrides a storage record's
     byte count (key -> bytes); byteorder, when given, is written as
     torch 2 writes it (archive/byteorder)."""
     torch_mod, utils = types.ModuleType("torch"), types.ModuleType("torch._utils")
-    for kind in ("FloatStorage", "DoubleStorage", "LongStorage", "ComplexFloatStorage"):
+    for kind in ("FloatStorage", "DoubleStorage", "LongStorage", "ComplexFloatStorage", *kinds):
         setattr(torch_mod, kind, type(kind, (), {"__module__": "torch"}))
 
     def _rebuild_tensor_v2(*args):
@@ -443,11 +444,15 @@ class TestTorchFiles(unittest.TestCase):
         self.check(both[1], tmem.float32, 6)
         malformed = {
             "reaches element 6 of a storage of 6": {"x": FakeTensor(storage, 2, (2, 2), (1, 3))},
-            "negative offset, size or stride": {"x": FakeTensor(storage, 0, (2,), (-1,))},
+            "negative or not below 2\\*\\*62": {"x": FakeTensor(storage, 0, (2,), (-1,))},
+            "negative or not below 2\\*\\*62 \\(0, \\(0, 1180591620717411303424\\)":
+                {"x": FakeTensor(storage, 0, (0, 2**70), (1, 1))},
+            "more than 64 dims": {"x": FakeTensor(storage, 0, (2**64,) * 40000, (1,) * 40000)},
             "has 1000000000000 elements but views a storage of 6 \\(an expanded tensor":
                 {"x": FakeTensor(storage, 0, (10**12,), (0,))},
-            "got int for a storage": {"x": FakeTensor(5, 0, (1,), (1,))},
-            "wrong types: storage FloatStorage, offset 0, size \\(2.0,\\)": {"x": FakeTensor(storage, 0, (2.0,), (1,))},
+            "wrong types or more than 64 dims: storage a int": {"x": FakeTensor(5, 0, (1,), (1,))},
+            "wrong types or more than 64 dims: storage FloatStorage, offset 0, size \\(2.0,\\)":
+                {"x": FakeTensor(storage, 0, (2.0,), (1,))},
         }
         for message, obj in malformed.items():
             with self.assertRaisesRegex(pickle.UnpicklingError, "load: .*torch.pt is not a well-formed torch.save "
@@ -493,6 +498,56 @@ class TestTorchFiles(unittest.TestCase):
         self.check(got["x"], tmem.int64, [3, -4])
         self.assertEqual(CALLED, [("ran",)])  # a trusted file's objects are built, as torch.load(weights_only=False)
         CALLED.clear()
+
+    def test_what_a_small_file_cannot_make_load_do(self):
+        """Found by a tester: each allocated gigabytes, hung, or gave a raw or recursive error."""
+        def pickled(body):
+            out = io.BytesIO()
+            with zipfile.ZipFile(out, "w") as z:
+                z.writestr("archive/data.pkl", b"\x80\x02" + body + b".")
+            return out.getvalue()
+        with self.assertRaisesRegex(pickle.UnpicklingError, "truncated: a BYTEARRAY8 of 2147483648 bytes has 1"):
+            self.load_bytes(pickled(b"\x96" + struct.pack("<Q", 2**31)))
+        with self.assertRaisesRegex(pickle.UnpicklingError,
+                                    r"a persistent id is not a storage record: \[\[\[\[\.\.\.\]\]\]\]"):
+            self.load_bytes(pickled(b"]" * 100000 + b"a" * 99999 + b"Q"))
+        storage = floats(1, 2, 3)
+        self.check(self.load_bytes(crafted_torch_file(FakeTensor(storage, 2, (1,), (2**61,)))), tmem.float32, [3])
+        with self.assertRaisesRegex(pickle.UnpicklingError, "holds what tmem cannot read: it holds a storage or a "
+                                                            "torch function as a value"):
+            self.load_bytes(crafted_torch_file({"s": storage}))
+        one, same = self.load_bytes(crafted_torch_file([FakeTensor(storage, 0, (3,), (1,))] * 2))
+        self.assertIs(one, same)  # one view named twice is one tensor, not two copies
+        big = floats(*range(1 << 18))  # 1 MB; 80 views of almost all of it would copy 80 MB
+        with self.assertRaisesRegex(pickle.UnpicklingError, "over 8 times the 1048576 bytes of its storages"):
+            self.load_bytes(crafted_torch_file([FakeTensor(big, i, ((1 << 18) - 80,), (1,)) for i in range(80)]))
+        half = FakeTensor(FakeStorage("HalfStorage", "0", struct.pack("<H", 0x7C01), 1), 0, (1,), (1,))
+        with open(self.path, "wb") as f:
+            f.write(crafted_torch_file(half, kinds=("HalfStorage",)))
+        self.assertEqual(tmem.load(self.path).numpy().view("<u4").tolist(), [0x7FC02000])  # quiet, as torch's .float()
+
+    def test_zip_faults_are_errors_naming_the_file(self):
+        data = crafted_torch_file({"x": FakeTensor(floats(1, 2), 0, (2,), (1,))})
+        central = data.index(b"PK\x01\x02")
+        encrypted = data[:central + 8] + bytes([data[central + 8] | 1]) + data[central + 9:]
+        with self.assertRaisesRegex(tmem.IOError, "torch.pt is damaged: .*encrypted"):
+            self.load_bytes(encrypted)
+        with self.assertRaisesRegex(tmem.IOError, "holds more than one zip file, or bytes before its archive"):
+            self.load_bytes(data + data)
+        mid = io.BytesIO(b"head" + data)
+        mid.seek(4)
+        self.check(tmem.load(mid)["x"], tmem.float32, [1, 2])  # a file object positioned where the zip starts
+        out = io.BytesIO()
+        with zipfile.ZipFile(out, "w") as z:
+            z.writestr("archive/xdata.pkl", b"\x80\x02K\x01.")
+        with self.assertRaisesRegex(tmem.IOError, "not a torch.save file \\(it has 0 records"):
+            self.load_bytes(out.getvalue())
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # zipfile warns of the duplicate it writes
+            with zipfile.ZipFile(out, "a") as z:
+                z.writestr("archive/xdata.pkl", b"\x80\x02K\x02.")
+        with self.assertRaisesRegex(tmem.IOError, "two records of one name"):
+            self.load_bytes(out.getvalue())
 
     def test_damaged_and_legacy_files_are_errors_naming_them(self):
         data = crafted_torch_file({"x": FakeTensor(floats(1, 2), 0, (2,), (1,))})

@@ -222,6 +222,8 @@ def _load(stream, name, file_size, device_map, weights_only):
         return _Unpickler(_io.BytesIO(payload), device_map, weights_only, name).load()
     except _torch_zip.Malformed as e:
         raise _pickle.UnpicklingError(f"load: {name} is not a well-formed torch.save file: {e}") from e
+    except _torch_zip.Unsupported as e:
+        raise _pickle.UnpicklingError(f"load: {name} holds what tmem cannot read: {e}") from e
     except _pickle.UnpicklingError as e:
         how = ("weights_only=True unpickles only tensors and plain containers, and " if weights_only else "")
         hint = "; pass weights_only=False if you trust the file (it can run any code)" if weights_only else ""
