@@ -565,6 +565,29 @@ double alpha_from_py(const py::object& alpha, const std::string& who) {
   return number_from_py(alpha, who, "alpha");
 }
 
+/// In place a = a <op> b through the out-of-place operator `method` of
+/// Python (its broadcasting, types and int64 rules), written into a by
+/// commit_inplace: the body of /=, **=, //=, %=, div_ and pow_ (torch's
+/// in-place forms). Autograd differentiates the operator as torch's
+/// in-place op; where it needs grad, the operand is a copy of a with a's
+/// history (a * 1), so the write does not overwrite values its backward
+/// reads. Throws DtypeError for a result of another dtype than a's (int64
+/// /= 2 is float, as torch refuses), TypeError for an operand the operator
+/// does not take, and what commit_inplace throws (a leaf that requires grad).
+Tensor& assign_op_(Tensor& a, const py::object& b, const char* method, const char* who) {
+  const bool tracked = grad_enabled() && is_floating(a.dtype()) &&
+                       (a.requires_grad() || (py::isinstance<Tensor>(b) && b.cast<Tensor>().requires_grad()));
+  const py::object r = py::cast(tracked ? mul(a, 1.0) : a).attr(method)(b);
+  if (r.is(py::reinterpret_borrow<py::object>(Py_NotImplemented)))
+    throw py::type_error(std::string(who) + ": unsupported operand type " +
+                         py::str(py::type::of(b).attr("__name__")).cast<std::string>());
+  const Tensor result = r.cast<Tensor>();
+  check<DtypeError>(result.dtype() == a.dtype(), who, ": the result is ", dtype_name(result.dtype()),
+                    ", which cannot be written into a tensor of ", dtype_name(a.dtype()));
+  commit_inplace(a, result, who);
+  return a;
+}
+
 /// In place a *= b, b a tensor (broadcast) or a number: the body of mul_ and *=.
 Tensor& mul_any_(Tensor& a, const py::object& b, const std::string& who) {
   if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
@@ -876,6 +899,19 @@ void bind_tensor(py::module_& m) {
            py::is_operator())
       .def("__imul__", [](Tensor& a, const py::object& b) -> Tensor& { return mul_any_(a, b, "*="); },
            py::is_operator())
+      .def("__itruediv__", [](Tensor& a, const py::object& b) -> Tensor& { return assign_op_(a, b, "__truediv__", "/="); },
+           py::is_operator())
+      .def("__ipow__", [](Tensor& a, const py::object& b) -> Tensor& { return assign_op_(a, b, "__pow__", "**="); },
+           py::is_operator())
+      .def("__ifloordiv__", [](Tensor& a, const py::object& b) -> Tensor& {
+             return assign_op_(a, b, "__floordiv__", "//=");
+           }, py::is_operator())
+      .def("__imod__", [](Tensor& a, const py::object& b) -> Tensor& { return assign_op_(a, b, "__mod__", "%="); },
+           py::is_operator())
+      .def("div_", [](Tensor& a, const py::object& b) -> Tensor& { return assign_op_(a, b, "__truediv__", "div_"); },
+           py::arg("other"), "In place a /= other, other a tensor (broadcast) or a number (torch.Tensor.div_).")
+      .def("pow_", [](Tensor& a, const py::object& b) -> Tensor& { return assign_op_(a, b, "__pow__", "pow_"); },
+           py::arg("exponent"), "In place a **= exponent, a tensor (broadcast) or a number (torch.Tensor.pow_).")
       .def("add_", [](Tensor& a, const py::object& b, const py::object& alpha) -> Tensor& {
              return add_scaled_(a, b, alpha_from_py(alpha, "add_"), "add_");
            }, py::arg("other"), py::kw_only(), py::arg("alpha") = 1.0,
@@ -966,7 +1002,11 @@ void bind_tensor(py::module_& m) {
   m.def("full", [](const py::object& size, const py::object& value, const py::object& dtype, const py::object& device,
                    bool requires_grad) {
           const Shape shape = shape_from_py(size, "full");
-          const DType d = dtype.is_none() ? DType::Float32 : dtype_from_py(dtype);
+          // As torch.full: an int (or bool: tmem has no bool dtype) fill_value makes int64, a float float32.
+          const py::module_ np = py::module_::import("numpy");
+          const bool integral = PyLong_Check(value.ptr()) || py::isinstance(value, np.attr("integer")) ||
+                                py::isinstance(value, np.attr("bool_"));
+          const DType d = !dtype.is_none() ? dtype_from_py(dtype) : integral ? DType::Int64 : DType::Float32;
           Tensor t;
           const std::optional<int64_t> x = d == DType::Int64 ? exact_int(value, "full", "fill_value") : std::nullopt;
           t = x ? full_int(shape, *x, device_from_py(device)) : full(shape, number_from_py(value, "full", "fill_value"), d, device_from_py(device));
@@ -974,7 +1014,8 @@ void bind_tensor(py::module_& m) {
           return t;
         }, py::arg("size"), py::arg("fill_value"), py::kw_only(), py::arg("dtype") = py::none(),
         py::arg("device") = py::none(), py::arg("requires_grad").noconvert() = false,
-        "A tensor filled with one value (an int fill_value of an int64 tensor exactly).");
+        "A tensor filled with one value; dtype None: int64 for an int or bool fill_value (filled exactly), else "
+        "float32 (torch.full's inference; tmem has no bool dtype).");
   m.def("zeros_like", &zeros_like, py::arg("input"), "Zeros of input's shape, dtype and device.");
   m.def("ones_like", &ones_like, py::arg("input"), "Ones of input's shape, dtype and device.");
   m.def("arange", [](const py::object& start, const py::object& end, const py::object& step, const py::object& dtype) {

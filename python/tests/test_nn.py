@@ -909,6 +909,32 @@ class TestModuleTreeAndDeepcopy(unittest.TestCase):
         self.assertEqual(h.get_state(), g.get_state())
         self.assertIsNot(h, g)
 
+    def test_a_parameter_that_needs_no_grad(self):
+        """self.w = nn.Parameter(t, requires_grad=False) was a plain attribute: out of parameters() and state_dict(),
+        so save/load silently lost it."""
+        class Frozen(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.pos = nn.Parameter(tmem.arange(0, 4).float(), requires_grad=False)
+                self.register_parameter("scale", nn.Parameter(tmem.ones(1), requires_grad=False))
+                self.lin = nn.Linear(2, 2)
+
+        m = Frozen()
+        self.assertEqual({n: p.requires_grad for n, p in m.named_parameters()},
+                         {"pos": False, "scale": False, "lin.weight": True, "lin.bias": True})
+        self.assertEqual(list(m.state_dict()), ["pos", "scale", "lin.weight", "lin.bias"])
+        m2 = Frozen()
+        with tmem.no_grad():
+            m.pos.mul_(2)
+        m2.load_state_dict(m.state_dict())
+        self.assertEqual(m2.pos.tolist(), [0.0, 2.0, 4.0, 6.0])
+        self.assertFalse(m2.pos.requires_grad)
+        loose = nn.Parameter(tmem.ones(2), requires_grad=False)
+        self.assertIsInstance(loose, nn.Parameter)
+        self.assertNotIsInstance(tmem.ones(2), nn.Parameter)
+        with self.assertRaisesRegex(TypeError, "nn.Parameter: expected requires_grad to be a bool, but got 0"):
+            nn.Parameter(tmem.ones(2), requires_grad=0)
+
     def test_deepcopy_of_a_python_module(self):
         m = MLP(4)
         m.fc1.eval()

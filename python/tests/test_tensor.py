@@ -145,7 +145,7 @@ class TestFactories(unittest.TestCase):
         self.assertEqual(t[0].item(), big)
         self.assertEqual(tmem.full([1], np.int64(-big), dtype=tmem.int64).item(), -big)
         self.assertEqual(tmem.full([1], 2.7, dtype=tmem.int64).item(), 2)  # floats truncate, as before
-        self.assertEqual(tmem.full([1], 3).dtype, tmem.float32)
+        self.assertEqual(tmem.full([1], 3).dtype, tmem.int64)  # as torch.full infers it
         # Writes of ints into an int64 tensor went through a double: 2**53 + 1 became 2**53.
         t = tmem.zeros([3], dtype=tmem.int64)
         t[0] = big
@@ -395,6 +395,61 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         t += tmem.ones(3)
         np.testing.assert_array_equal(t.numpy(), [7, 7, 7])
         self.assertGreater(t._version, v0)
+
+    def test_every_inplace_operator_writes_in_place(self):
+        """/=, **=, //= and %= rebound the name to a new tensor (Tensor had no __itruediv__ ...): `g = p.grad;
+        g /= 4` left p.grad unchanged, and `p /= 2` in a no_grad loop over parameters changed nothing."""
+        lin = tmem.nn.Linear(2, 1)
+        tmem.sum(lin(tmem.ones(1, 2))).backward()
+        g = lin.bias.grad
+        g /= 4
+        self.assertEqual(lin.bias.grad.item(), 0.25)
+        before = [p.numpy().copy() for p in lin.parameters()]
+        with tmem.no_grad():
+            for p in lin.parameters():
+                p /= 2
+                p **= 2
+        for p, b in zip(lin.parameters(), before):
+            np.testing.assert_allclose(p.numpy(), (b / 2) ** 2, rtol=1e-6)
+        i = tmem.tensor([7, -8])
+        j = i
+        j //= 2
+        self.assertEqual(i.tolist(), [3, -4])
+        j %= 3
+        self.assertEqual(i.tolist(), [0, 2])
+        x = tmem.tensor([1.0, 2.0])
+        x.div_(tmem.tensor([4.0, 8.0])).pow_(2)
+        np.testing.assert_array_equal(x.numpy(), [0.0625, 0.0625])
+        with self.assertRaisesRegex(tmem.DtypeError, "/=: the result is float32, which cannot be written into a "
+                                                     "tensor of int64"):
+            i /= 2
+        w = tmem.ones(2, requires_grad=True)
+        with self.assertRaisesRegex(ValueError, "/=: a leaf tensor that requires grad is used in an in-place"):
+            w /= 2
+        with self.assertRaisesRegex(tmem.ShapeError, "/="):
+            x /= tmem.ones(3, 2)
+
+    def test_inplace_division_and_power_are_differentiated_as_torchs(self):
+        a = tmem.tensor([1.0, 2.0], dtype=tmem.float64, requires_grad=True)
+        d = tmem.tensor([2.0, 4.0], dtype=tmem.float64, requires_grad=True)
+        b = a * 3
+        b /= d
+        b **= 2  # b = (3a / d)^2
+        tmem.sum(b).backward()
+        av, dv = np.array([1.0, 2.0]), np.array([2.0, 4.0])
+        np.testing.assert_allclose(a.grad.numpy(), 2 * (3 * av / dv) * 3 / dv)
+        np.testing.assert_allclose(d.grad.numpy(), 2 * (3 * av / dv) * (-3 * av / dv ** 2))
+
+    def test_full_infers_its_dtype_from_the_fill_value_and_0d_tensors_format(self):
+        self.assertEqual(tmem.full((2,), 3).dtype, tmem.int64)  # torch.full's inference
+        self.assertEqual(tmem.full((2,), True).tolist(), [1, 1])  # torch's bool; tmem has none
+        self.assertEqual(tmem.full((2,), np.int64(2**62)).tolist(), [2**62] * 2)
+        self.assertEqual(tmem.full((2,), 3.0).dtype, tmem.float32)
+        self.assertEqual(tmem.full((2,), 3, dtype=tmem.float64).dtype, tmem.float64)
+        self.assertEqual(f"{tmem.tensor(0.123456):.3f} {tmem.tensor(7):>3d}", "0.123   7")
+        self.assertEqual(format(tmem.ones(2)), str(tmem.ones(2)))
+        with self.assertRaisesRegex(TypeError, "unsupported format string"):
+            f"{tmem.ones(2):.3f}"
 
     def test_indexing(self):
         np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])

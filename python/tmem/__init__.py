@@ -55,7 +55,7 @@ def _module_setattr(self, name, value):
         _check_python_state(self, f"set {name!r}")
     if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
-        is_param = isinstance(value, Tensor) and value.requires_grad and value.is_leaf
+        is_param = isinstance(value, Tensor) and ((value.requires_grad and value.is_leaf) or _is_frozen(value))
         if (is_module or is_param) and not _tmem._is_built(self):
             raise _before_init_error(self, f"assign {'module' if is_module else 'parameter'} '{name}'")
         kind = self.__dict__.get("_tmem_registered", {}).get(name)
@@ -97,6 +97,8 @@ def _module_setattr(self, name, value):
         elif is_param:
             self.__dict__.pop(name, None)
             self.register_parameter(name, value, _replacing_attribute=True)
+        if is_param and _is_frozen(value):
+            _unfreeze(value)
     object.__setattr__(self, name, value)
 
 
@@ -141,7 +143,10 @@ def _register_as_attribute(method, kind):
                 raise ValueError(f"register_{kind}: attribute '{name}' already exists")
             out = None
         else:
+            frozen = kind == "parameter" and _is_frozen(value)
             out = method(self, name, value)
+            if frozen:
+                _unfreeze(value)
         self.__dict__.setdefault("_tmem_registered", {})[name] = kind
         object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
@@ -317,10 +322,30 @@ def _unregister_slot(module, name):
     module.__dict__["_tmem_registered"][name] = kind
 
 
+# The tensors nn.Parameter(..., requires_grad=False) made and no module has
+# taken yet, by id (each held, so its id is not reused): assigned to a module
+# attribute or to register_parameter, such a tensor is a parameter that needs
+# no grad, as torch's. The oldest of more than _MAX_FROZEN are forgotten.
+_FROZEN_PARAMETERS = {}
+_MAX_FROZEN = 4096
+
+
+def _is_frozen(t):
+    return _FROZEN_PARAMETERS.get(id(t)) is t
+
+
+def _unfreeze(t):
+    """t, just registered as a parameter (which marks it requires_grad), as
+    the nn.Parameter(..., requires_grad=False) it was made."""
+    t.requires_grad_(False)
+    _FROZEN_PARAMETERS.pop(id(t), None)
+
+
 class _ParameterType(type):
-    """isinstance(t, nn.Parameter): t is a leaf tensor that requires grad."""
+    """isinstance(t, nn.Parameter): t is a leaf tensor that requires grad,
+    or an nn.Parameter(..., requires_grad=False) no module has taken yet."""
     def __instancecheck__(cls, obj):
-        return isinstance(obj, Tensor) and obj.requires_grad and obj.is_leaf
+        return isinstance(obj, Tensor) and ((obj.requires_grad and obj.is_leaf) or _is_frozen(obj))
 
 
 class _Parameter(metaclass=_ParameterType):
@@ -328,13 +353,23 @@ class _Parameter(metaclass=_ParameterType):
     a leaf that requires grad, sharing its memory (an empty tensor for
     None). tmem has no Parameter type: this gives a Tensor, and
     isinstance(t, nn.Parameter) holds for every leaf that requires grad (a
-    module's parameters). TypeError for data that is not a Tensor, as torch."""
+    module's parameters). With requires_grad=False, a module attribute or
+    register_parameter takes it as a parameter that needs no grad (in
+    parameters() and state_dict()), as torch's. TypeError for data that is
+    not a Tensor, as torch."""
     def __new__(cls, data=None, requires_grad=True):
         if data is None:
             data = empty(0)  # noqa: F405
         if not isinstance(data, Tensor):
             raise TypeError(f"nn.Parameter: expected data to be a Tensor, but got {type(data).__name__}")
-        return data.detach().requires_grad_(requires_grad)
+        if type(requires_grad) is not _builtins.bool:
+            raise TypeError(f"nn.Parameter: expected requires_grad to be a bool, but got {requires_grad!r}")
+        out = data.detach().requires_grad_(requires_grad)
+        if not requires_grad:
+            _FROZEN_PARAMETERS[id(out)] = out
+            if len(_FROZEN_PARAMETERS) > _MAX_FROZEN:
+                del _FROZEN_PARAMETERS[next(iter(_FROZEN_PARAMETERS))]
+        return out
 
 
 def _guard_call(self, fn):
@@ -654,6 +689,18 @@ for _module in (_tmem, nn, optim, models):
     for _cls in list(vars(_module).values()):
         if isinstance(_cls, type) and issubclass(_cls, _pybind_object) and not hasattr(_cls, "__members__"):
             _construct_in_new(_cls)
+
+
+def _tensor_format(self, format_spec):
+    """format(t, spec) and f"{loss:.4f}": a 0-d tensor formats as its
+    number, as torch's; another tensor as object.__format__ (TypeError for
+    a non-empty spec)."""
+    if self.dim() == 0:
+        return self.item().__format__(format_spec)
+    return object.__format__(self, format_spec)
+
+
+Tensor.__format__ = _tensor_format
 
 
 def _tensor_contains(self, element):
