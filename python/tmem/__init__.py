@@ -395,7 +395,7 @@ def _rebuild_tensor(data, dtype, shape, requires_grad, device):
     together (a damaged or crafted pickle)."""
     is_bytes = isinstance(data, (bytes, bytearray))
     fits = (is_bytes and dtype in _PICKLED_DTYPES and type(shape) is tuple
-            and all(type(n) is _builtins.int and 0 <= n < 2**62 for n in shape)
+            and _builtins.all(type(n) is _builtins.int and 0 <= n < 2**62 for n in shape)
             and type(requires_grad) is _builtins.bool and type(device) is str)
     if fits:  # Python ints: exact, no int64 overflow
         span, numel = _functools.reduce(lambda a, n: (a[0] * _builtins.max(n, 1), a[1] * n), shape, (1, 1))
@@ -770,6 +770,9 @@ nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _container
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)
 from . import _optim  # noqa: E402,F401  (patches the optimizers' state_dict with torch.optim's layout)
+from . import _tensor_ops  # noqa: E402  (torch's functions written over the ops, and their Tensor methods)
+
+globals().update(_tensor_ops.FUNCTIONS)
 
 from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
 

@@ -1,0 +1,186 @@
+"""torch's everyday tensor functions written over tmem's ops (python/tmem/_tensor_ops.py): exact values without
+torch, and values and gradients against torch 1.13 where it imports."""
+import math
+import unittest
+
+import numpy as np
+
+import tmem
+
+try:
+    import torch
+except ImportError:
+    torch = None
+
+RNG = np.random.default_rng(11)
+
+
+class TestExactValues(unittest.TestCase):
+    """Expected outputs written out, so that these run without torch."""
+
+    def test_factories(self):
+        np.testing.assert_array_equal(tmem.eye(2, 3).numpy(), [[1, 0, 0], [0, 1, 0]])
+        self.assertEqual(tmem.eye(3, dtype=tmem.float64).dtype, tmem.float64)
+        np.testing.assert_array_equal(tmem.linspace(0, 1, 5).numpy(), [0, 0.25, 0.5, 0.75, 1])
+        self.assertEqual(tmem.linspace(2, 3, 1).tolist(), [2.0])
+        x = tmem.ones(2, 3, dtype=tmem.float64)
+        for make in (tmem.zeros_like, tmem.ones_like, tmem.empty_like, tmem.rand_like, tmem.randn_like):
+            self.assertEqual((make(x).shape, make(x).dtype), ((2, 3), tmem.float64), make.__name__)
+        self.assertEqual(tmem.zeros_like(x, dtype=tmem.int64).dtype, tmem.int64)
+        self.assertEqual(tmem.full_like(x, 7).tolist(), [[7.0] * 3] * 2)
+        self.assertEqual((x.new_zeros(4).shape, x.new_ones((1, 2)).dtype, x.new_full((2,), 3).tolist(),
+                          x.new_tensor([1, 2]).dtype), ((4,), tmem.float64, [3.0, 3.0], tmem.float64))
+        r = tmem.randint(-3, 4, (1000,), generator=tmem.Generator(1))
+        self.assertEqual((r.min().item(), r.max().item()), (-3, 3))
+        self.assertEqual(tmem.randint(5, (3,)).dtype, tmem.int64)
+        with self.assertRaisesRegex(tmem.ValueError, "randint: expected ints low < high, but got low 4 and high 4"):
+            tmem.randint(4, 4, (2,))
+        with self.assertRaisesRegex(tmem.ValueError, "linspace: steps must be an int >= 0, but got -1"):
+            tmem.linspace(0, 1, -1)
+
+    def test_shapes(self):
+        x = tmem.arange(0, 6).reshape(2, 3)
+        self.assertEqual(x.flip(1).tolist(), [[2, 1, 0], [5, 4, 3]])
+        self.assertEqual(tmem.flip(x, (0, 1)).tolist(), [[5, 4, 3], [2, 1, 0]])
+        self.assertEqual(tmem.roll(x, 1, 1).tolist(), [[2, 0, 1], [5, 3, 4]])
+        self.assertEqual(tmem.roll(x, -1).tolist(), [[1, 2, 3], [4, 5, 0]])
+        self.assertEqual(x.repeat(2, 1).tolist(), [[0, 1, 2], [3, 4, 5]] * 2)
+        self.assertEqual(tmem.arange(0, 2).repeat(2, 2).tolist(), [[0, 1, 0, 1]] * 2)
+        self.assertEqual([c.tolist() for c in tmem.arange(0, 5).chunk(2)], [[0, 1, 2], [3, 4]])
+        m = tmem.ones(3, 3)
+        self.assertEqual(tmem.tril(m).tolist(), [[1, 0, 0], [1, 1, 0], [1, 1, 1]])
+        self.assertEqual(tmem.triu(m, 1).tolist(), [[0, 1, 1], [0, 0, 1], [0, 0, 0]])
+        causal = tmem.triu(tmem.full((2, 2), -math.inf), 1)  # the causal-mask idiom keeps its zeros
+        self.assertEqual(causal.tolist(), [[0.0, -math.inf], [0.0, 0.0]])
+        self.assertEqual(tmem.ones(2, 3).view_as(tmem.zeros(3, 2)).shape, (3, 2))
+        self.assertEqual(tmem.ones(1, 3).expand_as(tmem.zeros(4, 3)).shape, (4, 3))
+        self.assertEqual(tmem.ones(2, 3, 4).mT.shape, (2, 4, 3))
+        self.assertEqual(tmem.ones(2).type_as(tmem.zeros(1, dtype=tmem.float64)).dtype, tmem.float64)
+        self.assertEqual((tmem.ones(1).is_floating_point(), tmem.arange(0, 1).is_floating_point()), (True, False))
+
+    def test_reductions_and_predicates(self):
+        x = tmem.tensor([[3.0, 4.0], [0.0, 0.0]])
+        self.assertEqual(tmem.norm(x).item(), 5.0)
+        self.assertEqual(x.norm(dim=1).tolist(), [5.0, 0.0])
+        self.assertEqual(tmem.norm(x, 1).item(), 7.0)
+        self.assertEqual(tmem.norm(x, math.inf).item(), 4.0)
+        self.assertEqual(tmem.amax(x, 1).tolist(), [4.0, 0.0])
+        self.assertEqual(tmem.amin(x).item(), 0.0)
+        self.assertEqual((tmem.all(x).item(), tmem.any(x).item(), x.all(1).tolist()), (0, 1, [1, 0]))
+        self.assertAlmostEqual(tmem.logsumexp(tmem.tensor([0.0, 0.0]), 0).item(), math.log(2), places=6)
+        self.assertEqual(tmem.logsumexp(tmem.full((2,), -math.inf), 0).item(), -math.inf)
+        nan = tmem.tensor([1.0, math.nan, math.inf, -math.inf])
+        self.assertEqual((tmem.isnan(nan).tolist(), tmem.isinf(nan).tolist(), tmem.isfinite(nan).tolist()),
+                         ([0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0]))
+        self.assertEqual(tmem.tensor([1.0, 2.0, 3.0, 4.0]).std().item(), np.std([1, 2, 3, 4], ddof=1).astype(np.float32))
+        self.assertEqual(tmem.tensor([1.0, 3.0]).var(unbiased=False).item(), 1.0)
+        self.assertEqual(tmem.maximum(tmem.tensor([1.0, math.nan]), tmem.tensor([2.0, 0.0])).tolist()[0], 2.0)
+        self.assertTrue(math.isnan(tmem.minimum(tmem.tensor([math.nan]), tmem.tensor([0.0])).item()))
+        self.assertEqual(tmem.dot(tmem.tensor([1.0, 2.0]), tmem.tensor([3.0, 4.0])).item(), 11.0)
+        self.assertEqual(tmem.outer(tmem.tensor([1.0, 2.0]), tmem.tensor([3.0, 4.0])).tolist(), [[3, 4], [6, 8]])
+        with self.assertRaisesRegex(tmem.ShapeError, "mm: expected two matrices, but got 1 and 2 dims"):
+            tmem.mm(tmem.ones(2), tmem.ones(2, 2))
+        with self.assertRaisesRegex(tmem.ValueError, "norm: p must be 'fro', inf, -inf or a number > 0, but got 0"):
+            tmem.norm(x, 0)
+        with self.assertRaisesRegex(tmem.IndexError, "amax: dim 2 is out of range for a tensor of 2 dims"):
+            tmem.amax(x, 2)
+
+    def test_in_place_methods(self):
+        x = tmem.tensor([-1.0, 0.5, 2.0])
+        x.clamp_(0, 1)
+        self.assertEqual(x.tolist(), [0.0, 0.5, 1.0])
+        x.masked_fill_(x == 0, 9.0)
+        self.assertEqual(x.tolist(), [9.0, 0.5, 1.0])
+        w = tmem.ones(3, requires_grad=True)
+        with self.assertRaisesRegex(ValueError, "clamp_: a leaf tensor that requires grad is used in an in-place"):
+            w.clamp_(0, 1)
+        with tmem.no_grad():
+            w.uniform_(-2, -1)
+        self.assertTrue(np.all((w.numpy() >= -2) & (w.numpy() < -1)))
+        big = tmem.zeros(20000).normal_(3.0, 2.0)
+        self.assertAlmostEqual(big.mean().item(), 3.0, delta=0.1)
+        self.assertAlmostEqual(big.std().item(), 2.0, delta=0.1)
+
+
+@unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
+class TestAgainstTorch(unittest.TestCase):
+    def compare(self, tmem_fn, torch_fn, *arrays, grad=True):
+        ts = [tmem.tensor(a, dtype=tmem.float64, requires_grad=grad) for a in arrays]
+        ps = [torch.tensor(a, dtype=torch.float64, requires_grad=grad) for a in arrays]
+        out, want = tmem_fn(*ts), torch_fn(*ps)
+        if isinstance(want, (tuple, list)):
+            for o, w in zip(out, want):
+                np.testing.assert_allclose(o.detach().numpy(), w.detach().numpy(), rtol=1e-12, atol=1e-14)
+            return
+        np.testing.assert_allclose(out.detach().numpy(), want.detach().numpy(), rtol=1e-12, atol=1e-14)
+        if grad:
+            w = RNG.standard_normal(want.shape)
+            tmem.sum(out * tmem.tensor(w)).backward()
+            (want * torch.tensor(w)).sum().backward()
+            for t, p in zip(ts, ps):
+                np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+    def test_values_and_gradients(self):
+        a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+        b[0, :2] = a[0, :2]  # ties: each side gets half, as torch's
+        ties = np.array([[1.0, 5.0, 5.0, 2.0], [0.0, 0.0, 0.0, 0.0]])
+        cases = [
+            (tmem.square, torch.square, a), (tmem.maximum, torch.maximum, a, b), (tmem.minimum, torch.minimum, a, b),
+            (lambda x: tmem.std(x, 1), lambda x: torch.std(x, 1), a),
+            (lambda x: x.std(0, unbiased=False, keepdim=True), lambda x: x.std(0, unbiased=False, keepdim=True), a),
+            (lambda x: x.var((0, 1), correction=0), lambda x: x.var((0, 1), unbiased=False), a),
+            (tmem.norm, torch.norm, a), (lambda x: x.norm(dim=1), lambda x: x.norm(dim=1), a),
+            (lambda x: tmem.norm(x, 1, 0), lambda x: torch.norm(x, 1, 0), a),
+            (lambda x: tmem.norm(x, 3, 1, True), lambda x: torch.norm(x, 3, 1, True), a),
+            (lambda x: tmem.norm(x, math.inf, 1), lambda x: torch.norm(x, math.inf, 1), a),
+            (tmem.norm, torch.norm, np.zeros((2, 2))),  # the gradient at 0 is 0
+            (lambda x: tmem.logsumexp(x, 1), lambda x: torch.logsumexp(x, 1), a),
+            (lambda x: tmem.logsumexp(x, (0, 1), True), lambda x: torch.logsumexp(x, (0, 1), True), a),
+            (lambda x: tmem.amax(x, 1), lambda x: torch.amax(x, 1), ties),
+            (lambda x: tmem.amin(x, (0, 1)), lambda x: torch.amin(x, (0, 1)), ties),
+            (lambda x: x.amax(), lambda x: x.amax(), ties),
+            (lambda x: x.flip(0, 1), lambda x: x.flip(0, 1), a), (lambda x: x.roll((1, -2), (0, 1)),
+                                                                 lambda x: x.roll((1, -2), (0, 1)), a),
+            (lambda x: x.repeat(2, 1, 3), lambda x: x.repeat(2, 1, 3), a),
+            (lambda x: x.chunk(3, 1), lambda x: x.chunk(3, 1), a),
+            (lambda x: tmem.tril(x, -1), lambda x: torch.tril(x, -1), a),
+            (lambda x: x.triu(2), lambda x: x.triu(2), a),
+            (lambda x, y: tmem.mm(x, y.mT), lambda x, y: torch.mm(x, y.mT), a, b),
+            (lambda x, y: tmem.dot(x[0], y[1]), lambda x, y: torch.dot(x[0], y[1]), a, b),
+            (lambda x, y: tmem.outer(x[0], y[1]), lambda x, y: torch.outer(x[0], y[1]), a, b),
+        ]
+        for i, (f, g, *arrays) in enumerate(cases):
+            with self.subTest(i=i):
+                self.compare(f, g, *arrays)
+
+    def test_in_place_forms_differentiate_as_torchs(self):
+        a = RNG.standard_normal(5)
+
+        def chain(lib):
+            def f(x):
+                y = x * 2
+                y.clamp_(-1, 1).masked_fill_(y > 0.9, 0.5)
+                u = y.exp_() * 1  # torch refuses a second in-place op on a tensor whose backward saved its output
+                u.sigmoid_()
+                return (u * 1).tanh_()
+            return f
+        self.compare(chain(tmem), chain(torch), a)
+
+    def test_predicates_and_factories(self):
+        x = np.array([[1.0, np.nan, np.inf], [-np.inf, 0.0, -2.0]])
+        for name in ("isnan", "isinf", "isfinite"):
+            self.assertEqual(getattr(tmem, name)(tmem.tensor(x)).tolist(),
+                             getattr(torch, name)(torch.tensor(x)).long().tolist(), name)
+        for dims in (None, 0, 1):
+            args = () if dims is None else (dims,)
+            for name in ("all", "any"):
+                self.assertEqual(getattr(tmem, name)(tmem.tensor(x), *args).tolist(),
+                                 getattr(torch, name)(torch.tensor(x), *args).long().tolist(), (name, dims))
+        for args in ((0, 1, 7), (-3.3, 10.1, 11), (1, 0, 4), (2.5, 2.5, 3)):
+            np.testing.assert_allclose(tmem.linspace(*args).numpy(), torch.linspace(*args).numpy(), rtol=0,
+                                       atol=1e-6 * max(abs(args[0]), abs(args[1]), 1))
+        np.testing.assert_array_equal(tmem.eye(3, 2).numpy(), torch.eye(3, 2).numpy())
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,447 @@
+"""torch's everyday tensor functions that tmem's C++ op library does not
+have as ops, written over the ops (so they differentiate through them):
+factories (linspace, eye, the *_like and new_* families), element-wise
+(square, maximum, minimum, isnan, isinf, isfinite), reductions (std, norm,
+logsumexp, amax, amin, all, any), shape (flip, roll, repeat, chunk, tril,
+triu, view_as, expand_as, mT), products (mm, dot, outer), Tensor methods
+(type_as, is_floating_point, in-place forms such as masked_fill_ and
+clamp_, uniform_ and normal_) and tmem.nn.init. Each follows torch 1.13's
+definition (values, result dtypes, the gradient at ties and at zero) and
+raises the error of the op it is written over, or one naming itself.
+tmem has no bool dtype: what torch returns as bool (isnan, all) is int64
+0/1, as tmem's comparisons."""
+import builtins as _builtins
+import math as _math
+
+import numpy as _np
+
+from . import _tmem
+from ._tmem import Tensor
+
+_FLOAT = (_tmem.float32, _tmem.float64)
+
+
+def _dims(dim, ndim, who):
+    """dim (None: all, an int or a sequence of ints) as sorted, distinct,
+    non-negative dims of a tensor of ndim dims."""
+    if dim is None:
+        return list(range(ndim))
+    dims = [dim] if isinstance(dim, int) else list(dim)
+    out = []
+    for d in dims:
+        if not isinstance(d, int) or not -max(ndim, 1) <= d < max(ndim, 1):
+            raise _tmem.IndexError(f"{who}: dim {d!r} is out of range for a tensor of {ndim} dims")
+        out.append(d % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise _tmem.ValueError(f"{who}: dim {dim!r} names a dim twice")
+    return sorted(out)
+
+
+def _reduce(x, dims, keepdim, fn):
+    """fn(x, d, keepdim=True) applied over each dim of dims, then the dims
+    dropped unless keepdim."""
+    for d in dims:
+        x = fn(x, d)
+    if not keepdim:
+        for d in reversed(dims):
+            x = x.squeeze(d) if x.dim() else x
+    return x
+
+
+# ---- factories ----
+
+def linspace(start, end, steps, *, dtype=None, requires_grad=False):
+    """steps values from start to end, evenly spaced (torch.linspace): [steps],
+    float32 unless dtype. ValueError for steps < 0."""
+    if not isinstance(steps, int) or steps < 0:
+        raise _tmem.ValueError(f"linspace: steps must be an int >= 0, but got {steps!r}")
+    dtype = dtype or _tmem.float32
+    # torch's kernel, in the dtype's arithmetic: start + i * step for the first half, end - (steps - 1 - i) * step
+    # for the rest.
+    real = _np.float64 if dtype == _tmem.float64 else _np.float32
+    lo, hi = real(start), real(end)
+    step = (hi - lo) / real(max(steps - 1, 1))
+    i = _np.arange(steps).astype(real)
+    values = _np.where(i < steps // 2, lo + step * i, hi - step * (real(steps - 1) - i)) if steps > 1 else \
+        _np.full(steps, lo)
+    return _tmem.tensor(values, dtype=dtype, requires_grad=requires_grad)
+
+
+def eye(n, m=None, *, dtype=None, requires_grad=False):
+    """The n x m identity matrix (torch.eye): [n, m] (m defaults to n),
+    float32 unless dtype."""
+    m = n if m is None else m
+    for name, v in (("n", n), ("m", m)):
+        if not isinstance(v, int) or v < 0:
+            raise _tmem.ValueError(f"eye: {name} must be an int >= 0, but got {v!r}")
+    out = _tmem.tensor(_np.eye(n, m), dtype=dtype or _tmem.float32)
+    return out.requires_grad_() if requires_grad else out
+
+
+def zeros_like(input, *, dtype=None, requires_grad=False):
+    """Zeros of input's shape and device, of input's dtype unless dtype (torch.zeros_like)."""
+    out = _ZEROS_LIKE(input) if dtype in (None, input.dtype) else _tmem.zeros(input.shape, dtype=dtype).to(input.device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def ones_like(input, *, dtype=None, requires_grad=False):
+    """Ones of input's shape and device, of input's dtype unless dtype (torch.ones_like)."""
+    out = _ONES_LIKE(input) if dtype in (None, input.dtype) else _tmem.ones(input.shape, dtype=dtype).to(input.device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def empty_like(input, *, dtype=None, requires_grad=False):
+    """A tensor of input's shape and device, of input's dtype unless dtype
+    (torch.empty_like; tmem fills it with zeros)."""
+    return zeros_like(input, dtype=dtype, requires_grad=requires_grad)
+
+
+def full_like(input, fill_value, *, dtype=None, requires_grad=False):
+    """fill_value in input's shape and device, of input's dtype unless dtype (torch.full_like)."""
+    out = _tmem.full(tuple(input.shape), fill_value, dtype=dtype or input.dtype).to(input.device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def rand_like(input, *, dtype=None, requires_grad=False, generator=None):
+    """U[0, 1) samples in input's shape and device (torch.rand_like); a floating dtype."""
+    out = _tmem.rand(*input.shape, dtype=dtype or input.dtype, generator=generator).to(input.device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def randn_like(input, *, dtype=None, requires_grad=False, generator=None):
+    """N(0, 1) samples in input's shape and device (torch.randn_like); a floating dtype."""
+    out = _tmem.randn(*input.shape, dtype=dtype or input.dtype, generator=generator).to(input.device)
+    return out.requires_grad_() if requires_grad else out
+
+
+def randint(*args, size=None, generator=None, dtype=None):
+    """int64 samples uniform in [low, high) (torch.randint(low=0, high, size)):
+    randint(high, size) or randint(low, high, size). ValueError for high <= low."""
+    if size is not None:
+        args = (*args, size)
+    if len(args) == 2:
+        low, (high, size) = 0, args
+    elif len(args) == 3:
+        low, high, size = args
+    else:
+        raise TypeError(f"randint: expected (high, size) or (low, high, size), but got {len(args)} arguments")
+    if not isinstance(low, int) or not isinstance(high, int) or high <= low:
+        raise _tmem.ValueError(f"randint: expected ints low < high, but got low {low!r} and high {high!r}")
+    out = _RANDINT(high - low, size, generator=generator)
+    out = out + low if low else out
+    return out if dtype in (None, _tmem.int64) else out.to(dtype)
+
+
+def _new(method):
+    def new(self, *args, dtype=None, requires_grad=False, **kwargs):
+        out = method(self, *args, dtype=dtype or self.dtype, **kwargs).to(self.device)
+        return out.requires_grad_() if requires_grad else out
+    return new
+
+
+# ---- element-wise ----
+
+def square(input):
+    """input * input (torch.square)."""
+    return input * input
+
+
+def isnan(input):
+    """1 where input is NaN, else 0 (torch.isnan; int64: tmem has no bool)."""
+    return input != input
+
+
+def isinf(input):
+    """1 where input is +-inf, else 0 (torch.isinf; int64)."""
+    return abs(input) == _math.inf if input.dtype in _FLOAT else _tmem.zeros_like(input)
+
+
+def isfinite(input):
+    """1 where input is neither NaN nor +-inf, else 0 (torch.isfinite; int64)."""
+    return (input == input) * (abs(input) != _math.inf) if input.dtype in _FLOAT else _tmem.ones_like(input)
+
+
+def _extremum(input, other, greater, who):
+    if not isinstance(input, Tensor) or not isinstance(other, Tensor):
+        raise TypeError(f"{who}: expected two tensors, but got {type(input).__name__} and {type(other).__name__}")
+    if input.dtype not in _FLOAT:
+        return _tmem.where(greater(input, other), input, other)
+    pick = greater(input, other) + isnan(input)
+    tie = (input == other) * isfinite(input)
+    # At a tie each side gets half the gradient, as torch's; the halves sum to the value exactly.
+    return _tmem.where(tie, input * 0.5 + other * 0.5, _tmem.where(pick, input, other))
+
+
+def maximum(input, other):
+    """The element-wise maximum of two tensors, broadcast (torch.maximum):
+    NaN where either is NaN; at a tie each gets half the gradient."""
+    return _extremum(input, other, lambda a, b: a > b, "maximum")
+
+
+def minimum(input, other):
+    """The element-wise minimum of two tensors, broadcast (torch.minimum):
+    NaN where either is NaN; at a tie each gets half the gradient."""
+    return _extremum(input, other, lambda a, b: a < b, "minimum")
+
+
+# ---- reductions ----
+
+def std(input, dim=None, *, unbiased=None, correction=None, keepdim=False):
+    """The standard deviation over dim (torch.std): sqrt(var) with Bessel's
+    correction (correction=1, or unbiased=True) unless correction=0 or
+    unbiased=False."""
+    if unbiased is not None and correction is not None:
+        raise _tmem.ValueError("std: give unbiased or correction, not both")
+    c = correction if correction is not None else (0 if unbiased is False else 1)
+    return _tmem.sqrt(_VAR(input, dim, correction=c, keepdim=keepdim))
+
+
+def _var(input, dim=None, *, unbiased=None, correction=None, keepdim=False):
+    """Variance over dims (torch.var): Bessel's correction (1) unless
+    correction=0 or unbiased=False."""
+    if unbiased is not None and correction is not None:
+        raise _tmem.ValueError("var: give unbiased or correction, not both")
+    c = correction if correction is not None else (0 if unbiased is False else 1)
+    return _VAR(input, dim, correction=c, keepdim=keepdim)
+
+
+def norm(input, p="fro", dim=None, keepdim=False):
+    """The p-norm over dim (torch.norm; all elements when dim is None): p 2
+    or 'fro' (whose gradient at a zero input is 0, as torch's), 1, inf or
+    -inf, or another number > 0. ValueError for another p."""
+    if p == "fro":
+        p = 2
+    if not isinstance(p, (int, float)) or isinstance(p, bool) or not (p > 0 or p in (_math.inf, -_math.inf)):
+        raise _tmem.ValueError(f"norm: p must be 'fro', inf, -inf or a number > 0, but got {p!r}")
+    dims = _dims(dim, input.dim(), "norm")
+    a = abs(input)
+    if p == _math.inf:
+        return amax(a, dims, keepdim=keepdim)
+    if p == -_math.inf:
+        return amin(a, dims, keepdim=keepdim)
+    if p == 1:
+        return _tmem.sum(a, tuple(dims), keepdim=keepdim)
+    s = _tmem.sum(a * a if p == 2 else a ** p, tuple(dims), keepdim=keepdim)
+    positive = s > 0
+    safe = _tmem.where(positive, s, 1.0)  # so that a zero norm's gradient is 0, not 0 * inf
+    root = _tmem.sqrt(safe) if p == 2 else safe ** (1.0 / p)
+    return _tmem.where(positive, root, 0.0)
+
+
+def logsumexp(input, dim, keepdim=False):
+    """log(sum(exp(input))) over dim, computed stably (torch.logsumexp)."""
+    dims = _dims(dim, input.dim(), "logsumexp")
+    m = amax(input.detach(), dims, keepdim=True)
+    m = _tmem.where(isfinite(m), m, 0.0)
+    out = _tmem.log(_tmem.sum(_tmem.exp(input - m), tuple(dims), keepdim=True)) + m
+    return _reduce(out, dims, keepdim, lambda x, d: x)
+
+
+def _amax(input, dim, keepdim, greatest, who):
+    dims = _dims(dim, input.dim(), who)
+    if input.numel() == 0:
+        raise _tmem.ShapeError(f"{who}: the input is empty")
+
+    def pick(x, d):
+        return (x.max(d, keepdim=True) if greatest else x.min(d, keepdim=True)).values
+    m = _reduce(input.detach(), dims, True, pick)
+    if input.dtype not in _FLOAT or not input.requires_grad:
+        return _reduce(m, dims, keepdim, lambda x, d: x)
+    # The gradient is shared among the elements at the extremum, as torch's amax; the value is m exactly.
+    hit = input == m
+    share = (_tmem.sum(_tmem.where(hit, input, 0.0), tuple(dims), keepdim=True) /
+             _tmem.sum(hit, tuple(dims), keepdim=True).to(input.dtype))
+    out = _tmem.where(isfinite(m), m + (share - share.detach()), m)
+    return _reduce(out, dims, keepdim, lambda x, d: x)
+
+
+def amax(input, dim=(), keepdim=False):
+    """The maximum over dim (torch.amax; every dim for ()); the gradient is
+    shared evenly among the elements at the maximum."""
+    return _amax(input, None if dim == () else dim, keepdim, True, "amax")
+
+
+def amin(input, dim=(), keepdim=False):
+    """The minimum over dim (torch.amin; every dim for ()); the gradient is
+    shared evenly among the elements at the minimum."""
+    return _amax(input, None if dim == () else dim, keepdim, False, "amin")
+
+
+def all(input, dim=None, keepdim=False):
+    """1 where every element over dim is non-zero, else 0 (torch.all; int64, tmem has no bool)."""
+    dims = _dims(dim, input.dim(), "all")
+    zero = (input == 0).to(_tmem.int64)
+    count = _tmem.sum(zero, tuple(dims), keepdim=keepdim) if dims else zero
+    return count == 0
+
+
+def any(input, dim=None, keepdim=False):
+    """1 where some element over dim is non-zero, else 0 (torch.any; int64, tmem has no bool)."""
+    dims = _dims(dim, input.dim(), "any")
+    nonzero = (input != 0).to(_tmem.int64)
+    count = _tmem.sum(nonzero, tuple(dims), keepdim=keepdim) if dims else nonzero
+    return count > 0
+
+
+# ---- shape ----
+
+def flip(input, dims):
+    """input with the order of its elements along dims reversed (torch.flip; a copy)."""
+    for d in _dims(dims, input.dim(), "flip"):
+        n = input.shape[d]
+        input = _tmem.index_select(input, d, _tmem.arange(n - 1, -1, -1)) if n > 1 else input
+    return input
+
+
+def roll(input, shifts, dims=None):
+    """input rolled by shifts along dims (torch.roll; the flattened tensor,
+    reshaped back, when dims is None)."""
+    if dims is None:
+        if not isinstance(shifts, int):
+            raise _tmem.ValueError(f"roll: without dims, shifts must be one int, but got {shifts!r}")
+        return roll(input.flatten(), shifts, 0).reshape(tuple(input.shape))
+    shifts = [shifts] if isinstance(shifts, int) else list(shifts)
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    if len(shifts) != len(dims):
+        raise _tmem.ValueError(f"roll: shifts {shifts} and dims {dims} differ in length")
+    for s, d in zip(shifts, dims):
+        d = _dims(d, input.dim(), "roll")[0]
+        n = input.shape[d]
+        s = s % n if n else 0
+        if s:
+            input = _tmem.cat([input.narrow(d, n - s, s), input.narrow(d, 0, n - s)], d)
+    return input
+
+
+def repeat(input, *sizes):
+    """input tiled sizes[i] times along each dim (torch.Tensor.repeat; more
+    sizes than dims add leading dims)."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    if len(sizes) < input.dim() or not _builtins.all(isinstance(r, int) and r >= 0 for r in sizes):
+        raise _tmem.ValueError(f"repeat: expected at least {input.dim()} sizes >= 0, but got {sizes}")
+    x = input.reshape((1,) * (len(sizes) - input.dim()) + tuple(input.shape))
+    for d, r in enumerate(sizes):
+        if r != 1:
+            shape = list(x.shape)
+            x = x.unsqueeze(d).expand(*shape[:d], r, *shape[d:]).reshape(*shape[:d], r * shape[d], *shape[d + 1:])
+    return x
+
+
+def chunk(input, chunks, dim=0):
+    """input split into chunks pieces along dim, each of ceil(n / chunks)
+    elements but the last (torch.chunk; fewer pieces when n is small)."""
+    if not isinstance(chunks, int) or chunks < 1:
+        raise _tmem.ValueError(f"chunk: chunks must be an int >= 1, but got {chunks!r}")
+    d = _dims(dim, input.dim(), "chunk")[0]
+    n = input.shape[d]
+    return _tmem.split(input, max(-(-n // chunks), 1), d)
+
+
+def _triangle(input, diagonal, lower, who):
+    if input.dim() < 2:
+        raise _tmem.ShapeError(f"{who}: expected a tensor of at least 2 dims, but got {input.dim()}")
+    rows, cols = input.shape[-2:]
+    mask = (_np.tril if lower else _np.triu)(_np.ones((rows, cols), dtype=_np.int64), diagonal)
+    return _tmem.where(_tmem.tensor(mask).to(input.device), input, 0 if input.dtype == _tmem.int64 else 0.0)
+
+
+def tril(input, diagonal=0):
+    """The lower triangle of the last two dims, the rest 0 (torch.tril)."""
+    return _triangle(input, diagonal, True, "tril")
+
+
+def triu(input, diagonal=0):
+    """The upper triangle of the last two dims, the rest 0 (torch.triu)."""
+    return _triangle(input, diagonal, False, "triu")
+
+
+# ---- products ----
+
+def mm(input, mat2):
+    """The product of two matrices [n, m] @ [m, p] (torch.mm); ShapeError for other ranks."""
+    if input.dim() != 2 or mat2.dim() != 2:
+        raise _tmem.ShapeError(f"mm: expected two matrices, but got {input.dim()} and {mat2.dim()} dims")
+    return input @ mat2
+
+
+def dot(input, other):
+    """The inner product of two vectors of one length (torch.dot): 0-d."""
+    if input.dim() != 1 or other.dim() != 1 or input.shape != other.shape:
+        raise _tmem.ShapeError(f"dot: expected two vectors of one length, but got shapes {input.shape} and "
+                               f"{other.shape}")
+    return _tmem.sum(input * other)
+
+
+def outer(input, vec2):
+    """The outer product [n] x [m] -> [n, m] (torch.outer)."""
+    if input.dim() != 1 or vec2.dim() != 1:
+        raise _tmem.ShapeError(f"outer: expected two vectors, but got {input.dim()} and {vec2.dim()} dims")
+    return input.unsqueeze(1) * vec2.unsqueeze(0)
+
+
+# ---- Tensor methods ----
+
+def _in_place(name, fn):
+    """Tensor.<name>: self = fn(self, ...) written in place through copy_
+    (autograd as torch's in-place op: where it needs grad, fn reads a copy
+    of self with self's history, so the write does not change what fn's
+    backward saved), errors naming name."""
+    def method(self, *args, **kwargs):
+        tracked = _tmem.is_grad_enabled() and self.requires_grad and self.dtype in _FLOAT
+        try:
+            return self.copy_(fn(self * 1 if tracked else self, *args, **kwargs))
+        except _tmem.ValueError as e:
+            if str(e).startswith("copy_:"):
+                raise type(e)(name + str(e)[len("copy_"):]) from None
+            raise
+    method.__name__ = name
+    method.__doc__ = f"In place: self = {fn.__name__}(self, ...) (torch.Tensor.{name})."
+    return method
+
+
+def _uniform(self, a=0.0, b=1.0, *, generator=None):
+    return _tmem.rand(*self.shape, dtype=self.dtype, generator=generator).to(self.device) * (b - a) + a
+
+
+def _normal(self, mean=0.0, std=1.0, *, generator=None):
+    return _tmem.randn(*self.shape, dtype=self.dtype, generator=generator).to(self.device) * std + mean
+
+
+_RANDINT, _VAR, _ZEROS_LIKE, _ONES_LIKE = _tmem.randint, _tmem.var, _tmem.zeros_like, _tmem.ones_like
+
+# tmem.<name>, put in the package's namespace by __init__.py.
+FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
+             "empty_like": empty_like, "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
+             "randint": randint, "square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
+             "maximum": maximum, "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp,
+             "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
+             "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer}
+
+
+def _flip_method(self, *dims):
+    return flip(self, dims[0] if len(dims) == 1 else dims)
+
+
+for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "maximum": maximum,
+                   "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp, "amax": amax,
+                   "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
+                   "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
+                   "view_as": lambda self, other: self.view(*other.shape),
+                   "expand_as": lambda self, other: self.expand(*other.shape),
+                   "type_as": lambda self, other: self.to(other.dtype),
+                   "is_floating_point": lambda self: self.dtype in _FLOAT,
+                   "new_zeros": _new(lambda self, *size, dtype: _tmem.zeros(*size, dtype=dtype)),
+                   "new_ones": _new(lambda self, *size, dtype: _tmem.ones(*size, dtype=dtype)),
+                   "new_empty": _new(lambda self, *size, dtype: _tmem.zeros(*size, dtype=dtype)),
+                   "new_full": _new(lambda self, size, fill_value, dtype: _tmem.full(size, fill_value, dtype=dtype)),
+                   "new_tensor": _new(lambda self, data, dtype: _tmem.tensor(data, dtype=dtype)),
+                   "masked_fill_": _in_place("masked_fill_", _tmem.masked_fill),
+                   "clamp_": _in_place("clamp_", _tmem.clamp),
+                   "exp_": _in_place("exp_", _tmem.exp), "log_": _in_place("log_", _tmem.log),
+                   "sqrt_": _in_place("sqrt_", _tmem.sqrt), "abs_": _in_place("abs_", abs),
+                   "neg_": _in_place("neg_", lambda x: -x), "relu_": _in_place("relu_", _tmem.relu),
+                   "sigmoid_": _in_place("sigmoid_", _tmem.sigmoid), "tanh_": _in_place("tanh_", _tmem.tanh),
+                   "uniform_": _in_place("uniform_", _uniform), "normal_": _in_place("normal_", _normal)}.items():
+    setattr(Tensor, _name, _fn)
+Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="The last two dims swapped (a view; torch's mT).")
