@@ -322,6 +322,7 @@ std::string Node::name() const {
 int64_t live_node_count() { return g_live_nodes.load(); }
 
 bool grad_enabled() { return t_grad_mode; }
+void set_grad_enabled(bool enabled) { t_grad_mode = enabled; }
 NoGradGuard::NoGradGuard() : prev_(t_grad_mode) { t_grad_mode = false; }
 NoGradGuard::~NoGradGuard() { t_grad_mode = prev_; }
 

@@ -68,6 +68,10 @@ int64_t live_node_count();
 
 /// Whether ops record nodes (thread-local; on by default).
 bool grad_enabled();
+/// Sets whether ops record nodes on this thread (PyTorch's
+/// torch.set_grad_enabled called as a function); NoGradGuard and the Python
+/// context managers restore the mode they found.
+void set_grad_enabled(bool enabled);
 /// Disables recording for its lifetime (PyTorch torch.no_grad()).
 class NoGradGuard {
  public:

@@ -1103,6 +1103,8 @@ void bind_tensor(py::module_& m) {
                                "Context manager: NaN in an op's output or NaN/Inf in a gradient "
                                "raises, naming the op.");
   m.def("is_grad_enabled", &grad_enabled, "Whether ops record on the tape (this thread).");
+  m.def("_set_grad_enabled", &set_grad_enabled, py::arg("mode").noconvert(),
+        "Sets whether ops record on the tape (this thread); tmem.set_grad_enabled and enable_grad use it.");
   m.def("live_node_count", &live_node_count, "Tape nodes alive in the process.");
 }
 

@@ -102,6 +102,63 @@ class TestExactValues(unittest.TestCase):
         self.assertAlmostEqual(big.std().item(), 2.0, delta=0.1)
 
 
+class TestGradModesAndInit(unittest.TestCase):
+    def test_grad_modes(self):
+        x = tmem.ones(2, requires_grad=True)
+        with tmem.no_grad():
+            with tmem.enable_grad():
+                self.assertTrue((x * 2).requires_grad)
+            self.assertFalse((x * 2).requires_grad)
+
+            @tmem.enable_grad()
+            def doubled(t):
+                return t * 2
+            self.assertTrue(doubled(x).requires_grad)
+        with tmem.set_grad_enabled(False):
+            self.assertFalse(tmem.is_grad_enabled())
+        self.assertTrue(tmem.is_grad_enabled())
+        tmem.set_grad_enabled(False)  # a call on its own keeps the mode, as torch's
+        try:
+            self.assertFalse((x * 2).requires_grad)
+        finally:
+            tmem.set_grad_enabled(True)
+        with tmem.inference_mode():
+            self.assertFalse((x * 2).requires_grad)
+        with tmem.inference_mode(False):
+            self.assertTrue((x * 2).requires_grad)
+        with self.assertRaisesRegex(TypeError, "set_grad_enabled: expected mode to be a bool, but got 1"):
+            tmem.set_grad_enabled(1)
+
+    def test_init(self):
+        init = tmem.nn.init
+        import tmem.nn.init as imported
+        self.assertIs(imported, init)
+        lin = tmem.nn.Linear(300, 200)
+        self.assertIs(init.constant_(lin.bias, 0.5), lin.bias)
+        self.assertEqual(set(lin.bias.tolist()), {0.5})
+        self.assertTrue(lin.bias.requires_grad and lin.bias.is_leaf)
+        init.zeros_(lin.bias)
+        self.assertEqual(set(lin.bias.tolist()), {0.0})
+        bound = math.sqrt(6 / 500)
+        w = init.xavier_uniform_(lin.weight).numpy()
+        self.assertTrue(np.all(np.abs(w) <= bound) and np.abs(w).max() > 0.99 * bound)
+        init.kaiming_normal_(lin.weight, mode="fan_out", nonlinearity="relu")
+        self.assertAlmostEqual(float(lin.weight.numpy().std()), math.sqrt(2 / 200), delta=0.003)
+        init.kaiming_uniform_(lin.weight, a=math.sqrt(5))  # nn.Linear's own initialisation in torch
+        self.assertLessEqual(float(np.abs(lin.weight.numpy()).max()), 1 / math.sqrt(300))
+        init.trunc_normal_(lin.weight, std=0.02, a=-0.04, b=0.04)
+        w = lin.weight.numpy()
+        self.assertTrue(np.all(np.abs(w) <= 0.04) and abs(float(w.std()) - 0.0176) < 0.002)
+        self.assertEqual(init.eye_(tmem.zeros(2, 3)).tolist(), [[1, 0, 0], [0, 1, 0]])
+        self.assertEqual((init.calculate_gain("tanh"), init.calculate_gain("relu"),
+                          init.calculate_gain("leaky_relu", 0.2)), (5 / 3, math.sqrt(2), math.sqrt(2 / 1.04)))
+        self.assertEqual(init._calculate_fan_in_and_fan_out(tmem.zeros(8, 4, 3, 3)), (36, 72))
+        with self.assertRaisesRegex(ValueError, "fan in and fan out cannot be computed for a tensor of 1 dims"):
+            init.xavier_uniform_(lin.bias)
+        with self.assertRaisesRegex(ValueError, "calculate_gain: unsupported nonlinearity 'softmax'"):
+            init.calculate_gain("softmax")
+
+
 @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
 class TestAgainstTorch(unittest.TestCase):
     def compare(self, tmem_fn, torch_fn, *arrays, grad=True):
@@ -180,6 +237,8 @@ class TestAgainstTorch(unittest.TestCase):
             np.testing.assert_allclose(tmem.linspace(*args).numpy(), torch.linspace(*args).numpy(), rtol=0,
                                        atol=1e-6 * max(abs(args[0]), abs(args[1]), 1))
         np.testing.assert_array_equal(tmem.eye(3, 2).numpy(), torch.eye(3, 2).numpy())
+        for args in (("tanh",), ("relu",), ("leaky_relu",), ("leaky_relu", 0.3), ("selu",), ("conv2d",)):
+            self.assertEqual(tmem.nn.init.calculate_gain(*args), torch.nn.init.calculate_gain(*args), args)
 
 
 if __name__ == "__main__":

@@ -769,12 +769,18 @@ _CPP_MODULE_LIST = nn.ModuleList
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)
-from . import _optim  # noqa: E402,F401  (patches the optimizers' state_dict with torch.optim's layout)
+from . import _optim  # noqa: E402,F401  (the optimizers' state_dict in torch.optim's layout, and optim.Adam)
+from . import _lr_scheduler  # noqa: E402,F401  (tmem.optim.lr_scheduler)
 from . import _tensor_ops  # noqa: E402  (torch's functions written over the ops, and their Tensor methods)
 
 globals().update(_tensor_ops.FUNCTIONS)
+from . import _init  # noqa: E402
+
+nn.init = _init.init
+_sys.modules[__name__ + ".nn.init"] = nn.init
 
 from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
+from . import _layers  # noqa: E402,F401  (torch's parameter-free layers and losses in nn and nn.functional)
 
 nn.functional = _functional
 _sys.modules[__name__ + ".nn.functional"] = _functional

@@ -23,8 +23,10 @@ from . import _tmem
 from ._tmem import optim as _optim_mod
 
 _FLAT = {cls: (cls.state_dict, cls.load_state_dict) for cls in (_optim_mod.SGD, _optim_mod.AdamW)}
-# Keys of torch's groups that change no arithmetic (implementation switches, schedulers' bookkeeping).
-_IGNORED = ("foreach", "capturable", "differentiable", "fused", "initial_lr")
+# Keys of torch's groups that change no arithmetic (implementation switches, schedulers' bookkeeping: OneCycleLR's
+# max_lr, min_lr and momenta).
+_IGNORED = ("foreach", "capturable", "differentiable", "fused", "initial_lr", "max_lr", "min_lr", "max_momentum",
+            "base_momentum")
 
 
 def _bound(opt):
@@ -193,3 +195,56 @@ def load_state_dict(self, state_dict):
 
 for _cls in _FLAT:
     _cls.state_dict, _cls.load_state_dict = state_dict, load_state_dict
+
+
+class Adam(_optim_mod.AdamW):
+    """Adam (Kingma and Ba; torch.optim.Adam) with weight_decay=0, which is AdamW with weight_decay=0: the same
+    arithmetic, state_dict (torch's layout) and param groups. torch's Adam adds weight_decay * param to the
+    gradient (L2), which tmem's AdamW cannot do: a nonzero weight_decay (also a group's) raises ValueError;
+    use optim.AdamW for decoupled weight decay. amsgrad=True is not supported (ValueError). Keep every group's
+    weight_decay 0: step() refuses a group set to another (it would apply AdamW's decoupled decay)."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False):
+        if not (isinstance(weight_decay, _numbers.Real) and weight_decay == 0):
+            raise _tmem.ValueError(f"optim.Adam: weight_decay={weight_decay!r} is not supported: torch's Adam adds "
+                                   f"it to the gradient (L2), which tmem cannot do; use optim.AdamW for decoupled "
+                                   f"weight decay, or weight_decay=0")
+        if amsgrad:
+            raise _tmem.ValueError(f"optim.Adam: amsgrad={amsgrad!r} is not supported by tmem; use amsgrad=False")
+        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=0.0)
+        self._check_weight_decay("optim.Adam")
+
+    def _check_weight_decay(self, who):
+        for i, group in enumerate(self.param_groups):
+            if group["weight_decay"] != 0:
+                raise _tmem.ValueError(f"{who}: param_groups[{i}] has weight_decay={group['weight_decay']!r}, which "
+                                       f"Adam does not support (torch's adds L2 to the gradient); use optim.AdamW "
+                                       f"for decoupled weight decay")
+
+    def step(self):
+        """One Adam update; ValueError, before changing anything, when a group's weight_decay was set to another
+        value than 0."""
+        self._check_weight_decay("Adam.step")
+        super().step()
+
+    def add_param_group(self, param_group):
+        """Appends a parameter group (as AdamW's); a weight_decay other than 0 raises ValueError (use AdamW)."""
+        if isinstance(param_group, dict) and param_group.get("weight_decay", 0) != 0:
+            raise _tmem.ValueError(f"Adam.add_param_group: weight_decay={param_group['weight_decay']!r} is not "
+                                   f"supported (torch's Adam adds L2 to the gradient); use optim.AdamW for "
+                                   f"decoupled weight decay")
+        super().add_param_group(param_group)
+
+    def load_state_dict(self, state_dict):
+        """Restores a state_dict() of Adam (tmem's or torch.optim.Adam's) as AdamW's does; a group with a
+        weight_decay other than 0 raises ValueError and changes nothing."""
+        if isinstance(state_dict, dict) and isinstance(state_dict.get("param_groups"), (list, tuple)):
+            for i, group in enumerate(state_dict["param_groups"]):
+                if isinstance(group, dict) and group.get("weight_decay", 0) != 0:
+                    raise _tmem.ValueError(f"Adam.load_state_dict: param_groups[{i}]['weight_decay'] is "
+                                           f"{group['weight_decay']!r}, which Adam does not support (torch's adds "
+                                           f"L2 to the gradient); load it into optim.AdamW")
+        super().load_state_dict(state_dict)
+
+
+_optim_mod.Adam = Adam

@@ -11,6 +11,7 @@ raises the error of the op it is written over, or one naming itself.
 tmem has no bool dtype: what torch returns as bool (isnan, all) is int64
 0/1, as tmem's comparisons."""
 import builtins as _builtins
+import functools as _functools
 import math as _math
 
 import numpy as _np
@@ -46,6 +47,75 @@ def _reduce(x, dims, keepdim, fn):
         for d in reversed(dims):
             x = x.squeeze(d) if x.dim() else x
     return x
+
+
+# ---- grad modes ----
+
+class enable_grad:
+    """Context manager and decorator: ops inside record on the tape, also
+    inside no_grad (torch.enable_grad); the mode found is restored after."""
+
+    def __init__(self):
+        self._found = []
+
+    def __enter__(self):
+        self._found.append(_tmem.is_grad_enabled())
+        _tmem._set_grad_enabled(True)
+
+    def __exit__(self, *exc):
+        _tmem._set_grad_enabled(self._found.pop())
+        return False
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def recording(*args, **kwargs):
+            with type(self)():
+                return fn(*args, **kwargs)
+        return recording
+
+
+class set_grad_enabled(enable_grad):
+    """torch.set_grad_enabled(mode): sets the mode at once, so that a call
+    on its own keeps it; as a context manager (``with
+    set_grad_enabled(training):``) it restores the mode it found on exit.
+    TypeError for a mode that is not a bool."""
+
+    def __init__(self, mode):
+        if not isinstance(mode, bool):
+            raise TypeError(f"set_grad_enabled: expected mode to be a bool, but got {mode!r}")
+        self._mode, self._found = mode, [_tmem.is_grad_enabled()]
+        _tmem._set_grad_enabled(mode)
+
+    def __enter__(self):
+        pass
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def in_mode(*args, **kwargs):
+            with set_grad_enabled(self._mode):
+                return fn(*args, **kwargs)
+        return in_mode
+
+
+class inference_mode(set_grad_enabled):
+    """torch.inference_mode(mode=True): no_grad inside (mode True) or
+    nothing (False); tmem has no separate inference tensors."""
+
+    def __init__(self, mode=True):
+        if not isinstance(mode, bool):
+            raise TypeError(f"inference_mode: expected mode to be a bool, but got {mode!r}")
+        self._mode, self._found = not mode, []
+
+    def __enter__(self):
+        self._found.append(_tmem.is_grad_enabled())
+        _tmem._set_grad_enabled(self._mode and self._found[-1])
+
+    def __call__(self, fn):
+        @_functools.wraps(fn)
+        def in_mode(*args, **kwargs):
+            with inference_mode(not self._mode):
+                return fn(*args, **kwargs)
+        return in_mode
 
 
 # ---- factories ----
@@ -416,7 +486,8 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "randint": randint, "square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
              "maximum": maximum, "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp,
              "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
-             "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer}
+             "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
+             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode}
 
 
 def _flip_method(self, *dims):
