@@ -548,23 +548,6 @@ bool holds_numpy_float64(const py::handle& data, const py::handle& float64) {
   return false;
 }
 
-/// In place a += alpha * b, b a tensor (broadcast) or a number: the body of
-/// add_, sub_ (alpha negated), += and -=. `who` names the method in errors.
-Tensor& add_scaled_(Tensor& a, const py::object& b, double alpha, const std::string& who) {
-  check<ValueError>(std::isfinite(alpha), who, ": expected a finite alpha, but got ", alpha);
-  if (!py::isinstance<Tensor>(b)) return add_(a, alpha * number_from_py(b, who, "the operand"));
-  const Tensor t = b.cast<Tensor>();
-  if (alpha == 1.0) return add_(a, t);
-  const Tensor scaled = alpha == -1.0 ? neg(t) : mul(t, alpha);
-  return add_(a, scaled);
-}
-
-/// The alpha of add_ and sub_: a number, not a bool (torch refuses True).
-double alpha_from_py(const py::object& alpha, const std::string& who) {
-  if (PyBool_Check(alpha.ptr())) throw py::type_error(who + ": expected alpha to be a number, but got a bool");
-  return number_from_py(alpha, who, "alpha");
-}
-
 /// In place a = a <op> b through the out-of-place operator `method` of
 /// Python (its broadcasting, types and int64 rules), written into a by
 /// commit_inplace: the body of /=, **=, //=, %=, div_ and pow_ (torch's
@@ -588,8 +571,32 @@ Tensor& assign_op_(Tensor& a, const py::object& b, const char* method, const cha
   return a;
 }
 
+/// In place a += alpha * b, b a tensor (broadcast) or a number: the body of
+/// add_, sub_ (alpha negated), += and -=. `who` names the method in errors.
+Tensor& add_scaled_(Tensor& a, const py::object& b, double alpha, const std::string& who) {
+  check<ValueError>(std::isfinite(alpha), who, ": expected a finite alpha, but got ", alpha);
+  if (a.dtype() == DType::Int64) {  // int64 arithmetic runs in NumPy, as the operators' (x += 1 as x + 1)
+    check<ValueError>(alpha == std::trunc(alpha), who, ": an int64 tensor takes an integral alpha, but got ", alpha);
+    if (alpha == 1.0) return assign_op_(a, b, "__add__", who.c_str());
+    if (alpha == -1.0) return assign_op_(a, b, "__sub__", who.c_str());
+    return assign_op_(a, b.attr("__mul__")(static_cast<int64_t>(alpha)), "__add__", who.c_str());
+  }
+  if (!py::isinstance<Tensor>(b)) return add_(a, alpha * number_from_py(b, who, "the operand"));
+  const Tensor t = b.cast<Tensor>();
+  if (alpha == 1.0) return add_(a, t);
+  const Tensor scaled = alpha == -1.0 ? neg(t) : mul(t, alpha);
+  return add_(a, scaled);
+}
+
+/// The alpha of add_ and sub_: a number, not a bool (torch refuses True).
+double alpha_from_py(const py::object& alpha, const std::string& who) {
+  if (PyBool_Check(alpha.ptr())) throw py::type_error(who + ": expected alpha to be a number, but got a bool");
+  return number_from_py(alpha, who, "alpha");
+}
+
 /// In place a *= b, b a tensor (broadcast) or a number: the body of mul_ and *=.
 Tensor& mul_any_(Tensor& a, const py::object& b, const std::string& who) {
+  if (a.dtype() == DType::Int64) return assign_op_(a, b, "__mul__", who.c_str());
   if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
   return mul_(a, number_from_py(b, who, "the operand"));
 }

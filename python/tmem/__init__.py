@@ -780,7 +780,32 @@ nn.init = _init.init
 _sys.modules[__name__ + ".nn.init"] = nn.init
 
 from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
-from . import _layers  # noqa: E402,F401  (torch's parameter-free layers and losses in nn and nn.functional)
+from . import _layers  # noqa: E402  (torch's parameter-free layers and losses in nn and nn.functional)
+from . import _data  # noqa: E402
+
+nn.utils, utils = _layers.utils, _data.utils
+_sys.modules.update({__name__ + ".nn.utils": nn.utils, __name__ + ".utils": utils,
+                     __name__ + ".utils.data": utils.data})
+
+
+def _dtype_repr(self):
+    """tmem.float32, as torch prints torch.float32."""
+    return f"tmem.{self.name}"
+
+
+dtype.__repr__ = dtype.__str__ = _dtype_repr  # noqa: F405
+def _abs(input):
+    """|input| (torch.abs; Tensor.abs): an int64 tensor's exactly (it raised
+    DtypeError while abs(t) worked), a floating one differentiable
+    (gradient 0 at 0). TypeError for anything but a tensor."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"abs: expected a Tensor, but got {type(input).__name__}")
+    return input.__abs__()
+
+
+_abs.__name__ = "abs"
+Tensor.abs = _abs
+globals()["abs"] = _abs  # tmem.abs, defined last: this module's own code has no use of the builtin below
 
 nn.functional = _functional
 _sys.modules[__name__ + ".nn.functional"] = _functional

@@ -10,6 +10,7 @@ size_average and reduce arguments raise ValueError (give reduction), as do
 options tmem does not implement; reduction is 'none', 'mean' or 'sum'.
 """
 import math as _math
+import types as _types
 import warnings as _warnings
 
 import numpy as _np
@@ -645,3 +646,58 @@ for _fn in _FUNCTIONS:
     setattr(_functional, _fn.__name__, _fn)
 for _cls in _MODULES:
     setattr(nn, _cls.__name__, _cls)
+
+
+def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):
+    """Scales the gradients of parameters (a tensor or an iterable of them)
+    to a joint L2 norm of at most max_norm, and returns the norm before
+    clipping as a 0-d float32 tensor (torch.nn.utils.clip_grad_norm_).
+    ValueError for a norm_type other than 2 (tmem's kernel is the L2 norm);
+    with error_if_nonfinite, RuntimeError for a NaN or infinite norm, the
+    gradients unchanged."""
+    if norm_type not in (2, 2.0, "fro"):
+        raise _tmem.ValueError(f"clip_grad_norm_: norm_type {norm_type!r} is not supported; tmem clips by the L2 "
+                               f"norm (norm_type=2)")
+    params = [parameters] if isinstance(parameters, _tmem.Tensor) else list(parameters)
+    if error_if_nonfinite:
+        total = sum(float(_tmem.sum(p.grad.double() * p.grad.double()).item()) for p in params if p.grad is not None)
+        if not _math.isfinite(total):
+            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
+                               f"{_math.sqrt(total) if total >= 0 else total}, so they cannot be clipped; pass "
+                               f"error_if_nonfinite=False to clip anyway")
+    return _tmem.tensor(nn.clip_grad_norm_(params, max_norm))
+
+
+def clip_grad_value_(parameters, clip_value):
+    """Clamps the gradients of parameters into [-clip_value, clip_value] in
+    place (torch.nn.utils.clip_grad_value_)."""
+    params = [parameters] if isinstance(parameters, _tmem.Tensor) else list(parameters)
+    with _tmem.no_grad():
+        for p in params:
+            if p.grad is not None:
+                p.grad.clamp_(-clip_value, clip_value)
+
+
+def parameters_to_vector(parameters):
+    """The parameters flattened and concatenated into one vector (torch.nn.utils.parameters_to_vector)."""
+    return _tmem.cat([p.reshape(-1) for p in parameters], 0)
+
+
+def vector_to_parameters(vec, parameters):
+    """Copies consecutive slices of vec into the parameters (torch.nn.utils.vector_to_parameters).
+    ShapeError when vec's length is not the parameters' total."""
+    params = list(parameters)
+    total = sum(p.numel() for p in params)
+    if vec.dim() != 1 or vec.shape[0] != total:
+        raise _tmem.ShapeError(f"vector_to_parameters: expected a vector of {total} elements, but got shape "
+                               f"{vec.shape}")
+    start = 0
+    with _tmem.no_grad():
+        for p in params:
+            p.copy_(vec[start:start + p.numel()].reshape(tuple(p.shape)))
+            start += p.numel()
+
+
+utils = _types.ModuleType("tmem.nn.utils", "torch.nn.utils's gradient clipping and parameter vectors.")
+for _fn in (clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters):
+    setattr(utils, _fn.__name__, _fn)
