@@ -909,6 +909,19 @@ class TestModuleTreeAndDeepcopy(unittest.TestCase):
         self.assertEqual(h.get_state(), g.get_state())
         self.assertIsNot(h, g)
 
+    def test_walks_are_lists_that_next_steps_through(self):
+        """next(model.parameters()) (torch's generators) raised TypeError: 'list' object is not an iterator."""
+        m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
+        self.assertEqual(next(m.parameters()).device, "cpu")
+        params = m.parameters()
+        self.assertEqual([next(params).shape, next(params).shape], [(3, 2), (3,)])
+        self.assertEqual((len(params), params[2].shape), (4, (1, 3)))
+        self.assertEqual(next(m.named_parameters())[0], "0.weight")
+        self.assertIs(next(m.modules()), m)
+        self.assertEqual([n for n, _ in m.named_children()], ["0", "1"])
+        with self.assertRaises(StopIteration):
+            next(nn.Linear(1, 1, bias=False).buffers())
+
     def test_a_parameter_that_needs_no_grad(self):
         """self.w = nn.Parameter(t, requires_grad=False) was a plain attribute: out of parameters() and state_dict(),
         so save/load silently lost it."""

@@ -58,6 +58,16 @@ class TestExactValues(unittest.TestCase):
         self.assertEqual(tmem.ones(2).type_as(tmem.zeros(1, dtype=tmem.float64)).dtype, tmem.float64)
         self.assertEqual((tmem.ones(1).is_floating_point(), tmem.arange(0, 1).is_floating_point()), (True, False))
 
+    def test_max_of_two_tensors_and_split_by_sizes(self):
+        a, b = tmem.tensor([1.0, 5.0]), tmem.tensor([3.0, 2.0])
+        self.assertEqual((tmem.max(a, b).tolist(), a.min(b).tolist()), ([3.0, 5.0], [1.0, 2.0]))
+        self.assertEqual((tmem.max(a).item(), a.max(0).indices.item()), (5.0, 1))
+        parts = tmem.arange(0, 6).split([1, 3, 2])
+        self.assertEqual([p.tolist() for p in parts], [[0], [1, 2, 3], [4, 5]])
+        self.assertEqual([p.shape for p in tmem.split(tmem.ones(2, 5), 2, 1)], [(2, 2), (2, 2), (2, 1)])
+        with self.assertRaisesRegex(tmem.ValueError, r"split: the sizes \[1, 2\] do not add up to the 6 elements"):
+            tmem.arange(0, 6).split([1, 2])
+
     def test_reductions_and_predicates(self):
         x = tmem.tensor([[3.0, 4.0], [0.0, 0.0]])
         self.assertEqual(tmem.norm(x).item(), 5.0)

@@ -298,6 +298,25 @@ def _zero_grad_with_set_to_none(method):
     return zero_grad
 
 
+class _Walk(list):
+    """What parameters(), named_parameters(), buffers(), children() and
+    modules() return: a list (len and indexing, as tmem always gave) that
+    next() also steps through, as torch's generators, so that
+    next(model.parameters()).device works."""
+
+    def __next__(self):
+        if "_tmem_next" not in self.__dict__:
+            self.__dict__["_tmem_next"] = iter(list(self))
+        return next(self.__dict__["_tmem_next"])
+
+
+def _as_walk(method):
+    @_functools.wraps(method)
+    def walk(self, *args, **kwargs):
+        return _Walk(method(self, *args, **kwargs))
+    return walk
+
+
 def _named_walk(method):
     """named_parameters / named_buffers with torch's prefix (prepended with
     a dot) and recurse (False: this module's own only)."""
@@ -736,6 +755,9 @@ nn.Module.apply = _module_apply
 for _name in ("parameters", "buffers"):
     setattr(nn.Module, "named_" + _name, _named_walk(getattr(nn.Module, "named_" + _name)))
     setattr(nn.Module, _name, _walk(getattr(nn.Module, _name), getattr(nn.Module, "named_" + _name)))
+for _name in ("parameters", "buffers", "children", "modules"):
+    for _method in (_name, "named_" + _name):
+        setattr(nn.Module, _method, _as_walk(getattr(nn.Module, _method)))
 for _owner in (nn.Module, optim.SGD, optim.AdamW):
     _owner.zero_grad = _zero_grad_with_set_to_none(_owner.zero_grad)
 nn.Module.__getattr__ = _module_getattr

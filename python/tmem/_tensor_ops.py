@@ -353,6 +353,36 @@ def any(input, dim=None, keepdim=False):
     return count > 0
 
 
+def _extremum_or_reduction(reduction, elementwise, who):
+    def function(input, dim=None, keepdim=False):
+        if isinstance(dim, Tensor):  # torch.max(a, b): the element-wise maximum
+            if keepdim is not False:
+                raise TypeError(f"{who}: keepdim does not go with a second tensor")
+            return elementwise(input, dim)
+        return reduction(input, dim, keepdim)
+    function.__name__ = who
+    function.__doc__ = (f"torch.{who}: the {who}imum of input (0-d), or (values, indices) along dim; with a tensor "
+                        f"for dim, the element-wise {who}imum of the two ({who}imum).")
+    return function
+
+
+def split(tensor, split_size_or_sections, dim=0):
+    """tensor cut along dim into pieces of split_size_or_sections elements
+    (the last may be smaller), or of the sizes in a list of them
+    (torch.split). ValueError when the sizes do not add up to the dim's."""
+    if isinstance(split_size_or_sections, int):
+        return _SPLIT(tensor, split_size_or_sections, dim)
+    sizes = list(split_size_or_sections)
+    d = _dims(dim, tensor.dim(), "split")[0]
+    if sum(sizes) != tensor.shape[d] or not _builtins.all(isinstance(n, int) and n >= 0 for n in sizes):
+        raise _tmem.ValueError(f"split: the sizes {sizes} do not add up to the {tensor.shape[d]} elements of dim {dim}")
+    out, start = [], 0
+    for n in sizes:
+        out.append(tensor.narrow(d, start, n))
+        start += n
+    return out
+
+
 # ---- shape ----
 
 def flip(input, dims):
@@ -479,6 +509,9 @@ def _normal(self, mean=0.0, std=1.0, *, generator=None):
 
 
 _RANDINT, _VAR, _ZEROS_LIKE, _ONES_LIKE = _tmem.randint, _tmem.var, _tmem.zeros_like, _tmem.ones_like
+_SPLIT = _tmem.split
+_max = _extremum_or_reduction(_tmem.max, maximum, "max")
+_min = _extremum_or_reduction(_tmem.min, minimum, "min")
 
 # tmem.<name>, put in the package's namespace by __init__.py.
 FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
@@ -487,7 +520,8 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "maximum": maximum, "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp,
              "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
              "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
-             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode}
+             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
+             "split": split}
 
 
 def _flip_method(self, *dims):
@@ -498,6 +532,7 @@ for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite":
                    "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp, "amax": amax,
                    "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
                    "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
+                   "max": _max, "min": _min, "split": split,
                    "view_as": lambda self, other: self.view(*other.shape),
                    "expand_as": lambda self, other: self.expand(*other.shape),
                    "type_as": lambda self, other: self.to(other.dtype),
