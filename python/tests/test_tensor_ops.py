@@ -68,6 +68,18 @@ class TestExactValues(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ValueError, r"split: the sizes \[1, 2\] do not add up to the 6 elements"):
             tmem.arange(0, 6).split([1, 2])
 
+    def test_sort_argsort_topk(self):
+        x = tmem.tensor([[3.0, math.nan, 1.0, 3.0], [2.0, -math.inf, 0.0, 5.0]])
+        values, indices = tmem.sort(x)
+        self.assertEqual(indices.tolist(), [[2, 0, 3, 1], [1, 2, 0, 3]])  # NaN greatest; ties keep their order
+        self.assertEqual(x.sort(1, descending=True).indices.tolist(), [[1, 0, 3, 2], [3, 0, 2, 1]])
+        self.assertEqual(tmem.argsort(x, 0).tolist(), [[1, 1, 1, 0], [0, 0, 0, 1]])
+        top = tmem.topk(x, 2, largest=False)
+        self.assertEqual((top.values.tolist(), top.indices.tolist()), ([[1.0, 3.0], [-math.inf, 0.0]], [[2, 0], [1, 2]]))
+        self.assertEqual(tmem.tensor([3, 1, 2]).sort().values.tolist(), [1, 2, 3])
+        with self.assertRaisesRegex(tmem.ValueError, "topk: k \\(5\\) is out of range for a dim of size 4"):
+            x.topk(5)
+
     def test_reductions_and_predicates(self):
         x = tmem.tensor([[3.0, 4.0], [0.0, 0.0]])
         self.assertEqual(tmem.norm(x).item(), 5.0)
@@ -215,6 +227,10 @@ class TestAgainstTorch(unittest.TestCase):
             (lambda x, y: tmem.mm(x, y.mT), lambda x, y: torch.mm(x, y.mT), a, b),
             (lambda x, y: tmem.dot(x[0], y[1]), lambda x, y: torch.dot(x[0], y[1]), a, b),
             (lambda x, y: tmem.outer(x[0], y[1]), lambda x, y: torch.outer(x[0], y[1]), a, b),
+            (lambda x: tmem.sort(x, 0, descending=True), lambda x: torch.sort(x, stable=True, dim=0, descending=True),
+             ties),
+            (lambda x: x.sort().values, lambda x: x.sort(stable=True).values, a),
+            (lambda x: x.topk(2, 0).values, lambda x: x.topk(2, 0).values, a),
         ]
         for i, (f, g, *arrays) in enumerate(cases):
             with self.subTest(i=i):

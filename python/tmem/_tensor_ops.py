@@ -11,6 +11,7 @@ raises the error of the op it is written over, or one naming itself.
 tmem has no bool dtype: what torch returns as bool (isnan, all) is int64
 0/1, as tmem's comparisons."""
 import builtins as _builtins
+import collections as _collections
 import functools as _functools
 import math as _math
 
@@ -383,6 +384,53 @@ def split(tensor, split_size_or_sections, dim=0):
     return out
 
 
+_SortResult = _collections.namedtuple("sort", ["values", "indices"])
+
+
+def _order(input, dim, descending, who):
+    """The int64 indices that sort input along dim (stable; NaN greatest, as torch's)."""
+    d = _dims(dim, input.dim(), who)[0] if input.dim() else 0
+    x = _np.moveaxis(input.detach().cpu().numpy(), d, -1) if input.dim() else input.detach().numpy().reshape(1)
+    nan = _np.isnan(x) if x.dtype.kind == "f" else _np.zeros(x.shape, bool)
+    key = _np.where(nan, 0, x)
+    # lexsort sorts by the last key first: NaN last ascending, first descending; ties keep their order.
+    keys = (-key if descending else key, ~nan if descending else nan)
+    flat = [_np.lexsort(tuple(k[i] for k in keys)) for i in _np.ndindex(x.shape[:-1])] if x.ndim > 1 else \
+        [_np.lexsort(keys)]
+    order = _np.stack(flat).reshape(x.shape) if x.ndim > 1 else flat[0]
+    order = _np.moveaxis(order, -1, d) if input.dim() else order.reshape(())
+    return _tmem.tensor(_np.ascontiguousarray(order, dtype=_np.int64)).to(input.device), d
+
+
+def sort(input, dim=-1, descending=False, stable=False):
+    """(values, indices) of input sorted along dim (torch.sort): ascending
+    unless descending, NaN as the greatest value, equal values in their
+    order (stable, whatever `stable` says); values differentiate through a
+    gather."""
+    if input.dim() == 0:
+        return _SortResult(input, _tmem.zeros((), dtype=_tmem.int64))
+    indices, d = _order(input, dim, descending, "sort")
+    return _SortResult(_tmem.gather(input, d, indices), indices)
+
+
+def argsort(input, dim=-1, descending=False, stable=False):
+    """The int64 indices that sort input along dim (torch.argsort; as sort's)."""
+    return sort(input, dim, descending, stable).indices
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """(values, indices) of the k largest (or smallest) elements along dim
+    (torch.topk), in sorted order. ValueError for k outside [0, size]."""
+    d = _dims(dim, input.dim(), "topk")[0] if input.dim() else 0
+    size = input.shape[d] if input.dim() else 1
+    if not isinstance(k, int) or not 0 <= k <= size:
+        raise _tmem.ValueError(f"topk: k ({k!r}) is out of range for a dim of size {size}")
+    values, indices = sort(input, d, descending=largest)
+    if input.dim():
+        values, indices = values.narrow(d, 0, k), indices.narrow(d, 0, k)
+    return _SortResult(values, indices)
+
+
 # ---- shape ----
 
 def flip(input, dims):
@@ -521,7 +569,7 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
              "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
              "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
-             "split": split}
+             "split": split, "sort": sort, "argsort": argsort, "topk": topk}
 
 
 def _flip_method(self, *dims):
@@ -532,7 +580,7 @@ for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite":
                    "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp, "amax": amax,
                    "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
                    "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
-                   "max": _max, "min": _min, "split": split,
+                   "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort, "topk": topk,
                    "view_as": lambda self, other: self.view(*other.shape),
                    "expand_as": lambda self, other: self.expand(*other.shape),
                    "type_as": lambda self, other: self.to(other.dtype),
