@@ -269,3 +269,106 @@ class TestAgainstTorch(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class TestFoundByATester(unittest.TestCase):
+    """Defects a tester found in the functions above, each fixed."""
+
+    def test_nan_zero_and_overflow_at_the_edges(self):
+        def f64(values, grad=False):
+            return tmem.tensor(values, dtype=tmem.float64, requires_grad=grad)
+        self.assertTrue(math.isnan(tmem.norm(f64([1.0, math.nan, 3.0])).item()))  # it gave 0
+        x = f64([2.0, 2.0, 2.0], True)
+        tmem.std(x).backward()
+        self.assertEqual(x.grad.tolist(), [0.0, 0.0, 0.0])  # NaN: torch's std gradient is 0 where std is 0
+        for values, want_grad in (([1e308, 1e308], [0.5, 0.5]), ([math.inf, 1.0, 2.0], [1.0, 0.0, 0.0]),
+                                  ([1.0, 5.0, 5.0, 5.0], [0.0, 1 / 3, 1 / 3, 1 / 3])):
+            x = f64(values, True)
+            y = tmem.amax(x)
+            y.backward()
+            self.assertEqual(y.item(), max(values))  # NaN for huge ties: the shared mean overflowed
+            np.testing.assert_allclose(x.grad.numpy(), want_grad)
+        a, b = f64([math.inf], True), f64([math.inf], True)
+        tmem.maximum(a, b).backward()
+        self.assertEqual((a.grad.item(), b.grad.item()), (0.5, 0.5))
+        self.assertEqual([c.shape for c in tmem.zeros(0).chunk(2)], [(0,), (0,)])
+        self.assertEqual(tmem.amax(tmem.tensor(5.0), 0).item(), 5.0)  # a 0-d tensor takes dim 0, as torch's sum
+        with self.assertRaisesRegex(tmem.ValueError, "randint: the range .* is wider than int64 can draw from"):
+            tmem.randint(-2**62, 2**62, (2,))
+
+    def test_grad_mode_decorators_cover_generator_bodies(self):
+        @tmem.no_grad()
+        def gen():
+            yield tmem.is_grad_enabled()
+            yield tmem.is_grad_enabled()
+
+        @tmem.enable_grad()
+        def gen2():
+            yield tmem.is_grad_enabled()
+        self.assertEqual(list(gen()), [False, False])  # the body ran outside no_grad
+        with tmem.no_grad():
+            self.assertEqual(list(gen2()), [True])
+        reused = tmem.set_grad_enabled(False)
+        with reused:
+            self.assertFalse(tmem.is_grad_enabled())
+        with reused:  # a second block raised IndexError
+            self.assertFalse(tmem.is_grad_enabled())
+        self.assertTrue(tmem.is_grad_enabled())
+
+    def test_losses_with_every_target_ignored_have_zero_gradients(self):
+        logits = tmem.tensor(RNG.standard_normal((2, 3)), dtype=tmem.float64, requires_grad=True)
+        target = tmem.tensor([-100, -100])
+        for loss in (tmem.nn.functional.nll_loss(tmem.log_softmax(logits, 1), target),
+                     tmem.nn.CrossEntropyLoss(weight=tmem.ones(3, dtype=tmem.float64))(logits, target)):
+            self.assertTrue(math.isnan(loss.item()))  # 0 / 0, as torch's
+            logits.grad = None
+            loss.backward()
+            self.assertEqual(logits.grad.tolist(), [[0.0] * 3] * 2)  # NaN gradients before
+        with self.assertRaisesRegex(tmem.IndexError, "cross_entropy: target 7 is out of bounds for 3 classes"):
+            tmem.nn.functional.cross_entropy(logits, tmem.tensor([7, 0]), weight=tmem.ones(3, dtype=tmem.float64))
+
+    def test_init_terminates_and_skips_empty_tensors(self):
+        init = tmem.nn.init
+        self.assertEqual(set(init.trunc_normal_(tmem.zeros(10), mean=0.0, std=0.0, a=1.0, b=2.0).tolist()), {1.0})
+        w = init.trunc_normal_(tmem.zeros(5000), 0.0, 1.0, 8.0, 9.0).numpy()  # it looped forever
+        self.assertTrue(w.min() >= 8.0 and w.max() <= 9.0 and 8.05 < w.mean() < 8.2)
+        with self.assertWarnsRegex(UserWarning, "kaiming_normal_: initializing a zero-element tensor is a no-op"):
+            self.assertEqual(init.kaiming_normal_(tmem.zeros(0, 3)).shape, (0, 3))
+
+    def test_a_failed_scheduler_step_changes_nothing(self):
+        p = tmem.zeros(1, requires_grad=True)
+        opt = tmem.optim.SGD([{"params": [p]}, {"params": [tmem.zeros(1, requires_grad=True)]}], lr=0.1)
+        sched = tmem.optim.lr_scheduler.LambdaLR(opt, [lambda e: 0.5 ** e, lambda e: -1.0 if e >= 2 else 1.0])
+        sched.step()
+        with self.assertRaisesRegex(tmem.ValueError, r"LambdaLR: cannot set param_groups\[1\]\['lr'\] to -0.1"):
+            sched.step()
+        self.assertEqual(([g["lr"] for g in opt.param_groups], sched.last_epoch), ([0.05, 0.1], 1))
+        with self.assertRaisesRegex(tmem.ValueError, r"state_dict\['last_epoch'\] must be an int, but got 'x'"):
+            sched.load_state_dict({"last_epoch": "x"})
+        with self.assertRaisesRegex(tmem.ValueError, "lists a parameter id of type list"):
+            opt.load_state_dict({"state": {}, "param_groups": [{"params": [[0]]}, {"params": [1]}]})
+
+
+class TestFrozenParameters(unittest.TestCase):
+    def test_frozen_parameters_as_torchs(self):
+        nn = tmem.nn
+        lin = nn.Linear(2, 2)
+        lin.weight = nn.Parameter(tmem.ones(2, 2), requires_grad=False)  # refused: the setter wanted grad
+        self.assertEqual((lin.weight.requires_grad, [n for n, _ in lin.named_parameters()]),
+                         (False, ["weight", "bias"]))
+
+        class Holder(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.w = nn.Parameter(tmem.ones(2), requires_grad=False)
+        a, b = Holder(), Holder()
+        b.shared = a.w  # it was a plain attribute, out of parameters() and state_dict()
+        self.assertIsInstance(a.w, nn.Parameter)
+        self.assertEqual(list(b.state_dict()), ["w", "shared"])
+        import gc
+        import tmem as package
+        before = len(package._FROZEN_PARAMETERS)
+        for _ in range(50):
+            nn.Parameter(tmem.ones(10), requires_grad=False)
+        gc.collect()
+        self.assertEqual(len(package._FROZEN_PARAMETERS), before)  # each went with its tensor

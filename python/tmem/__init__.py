@@ -10,6 +10,7 @@ import builtins as _builtins  # tmem.float (a dtype) shadows the builtin below
 import copy as _copy
 import functools as _functools
 import sys as _sys
+import weakref as _weakref
 
 import numpy as _np
 
@@ -53,6 +54,15 @@ def _module_setattr(self, name, value):
     properties (TypeError, _check_python_state)."""
     if not hasattr(type(getattr(type(self), name, None)), "__set__"):
         _check_python_state(self, f"set {name!r}")
+    elif isinstance(value, Tensor) and _is_frozen(value):
+        # A layer's parameter property (Linear.weight) takes only a tensor that requires grad: it takes the frozen
+        # one that way, which then needs no grad again (lin.weight = nn.Parameter(w, requires_grad=False)).
+        value.requires_grad_(True)
+        try:
+            object.__setattr__(self, name, value)
+        finally:
+            value.requires_grad_(False)
+        return
     if not name.startswith("_tmem") and not hasattr(type(getattr(type(self), name, None)), "__set__"):
         is_module = isinstance(value, nn.Module)
         is_param = isinstance(value, Tensor) and ((value.requires_grad and value.is_leaf) or _is_frozen(value))
@@ -341,23 +351,29 @@ def _unregister_slot(module, name):
     module.__dict__["_tmem_registered"][name] = kind
 
 
-# The tensors nn.Parameter(..., requires_grad=False) made and no module has
-# taken yet, by id (each held, so its id is not reused): assigned to a module
-# attribute or to register_parameter, such a tensor is a parameter that needs
-# no grad, as torch's. The oldest of more than _MAX_FROZEN are forgotten.
+# The tensors nn.Parameter(..., requires_grad=False) made, by id, each as a
+# weak reference (the entry goes with its tensor, so an id is never taken for
+# another object's): assigned to a module attribute or to register_parameter,
+# such a tensor is a parameter that needs no grad, as torch's, also when it
+# moves on to another module (m2.w = m.w).
 _FROZEN_PARAMETERS = {}
-_MAX_FROZEN = 4096
 
 
 def _is_frozen(t):
-    return _FROZEN_PARAMETERS.get(id(t)) is t
+    ref = _FROZEN_PARAMETERS.get(id(t))
+    return ref is not None and ref() is t
+
+
+def _freeze(t):
+    """Marks t as an nn.Parameter that needs no grad."""
+    key = id(t)
+    _FROZEN_PARAMETERS[key] = _weakref.ref(t, lambda _: _FROZEN_PARAMETERS.pop(key, None))
 
 
 def _unfreeze(t):
     """t, just registered as a parameter (which marks it requires_grad), as
     the nn.Parameter(..., requires_grad=False) it was made."""
     t.requires_grad_(False)
-    _FROZEN_PARAMETERS.pop(id(t), None)
 
 
 class _ParameterType(type):
@@ -385,22 +401,15 @@ class _Parameter(metaclass=_ParameterType):
             raise TypeError(f"nn.Parameter: expected requires_grad to be a bool, but got {requires_grad!r}")
         out = data.detach().requires_grad_(requires_grad)
         if not requires_grad:
-            _FROZEN_PARAMETERS[id(out)] = out
-            if len(_FROZEN_PARAMETERS) > _MAX_FROZEN:
-                del _FROZEN_PARAMETERS[next(iter(_FROZEN_PARAMETERS))]
+            _freeze(out)
         return out
 
 
 def _guard_call(self, fn):
     """Decorates fn to run inside a fresh guard of this kind, as
-    ``@torch.no_grad()`` does."""
-    guard = type(self)
-
-    @_functools.wraps(fn)
-    def guarded(*args, **kwargs):
-        with guard():
-            return fn(*args, **kwargs)
-    return guarded
+    ``@torch.no_grad()`` does (a generator function's body at each step)."""
+    from ._tensor_ops import decorate
+    return decorate(type(self), fn)
 
 
 _PICKLED_DTYPES = {"float32": "<f4", "float64": "<f8", "int64": "<i8"}  # a pickled tensor's dtype names

@@ -8,9 +8,25 @@ from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_
                     sigmoid, silu, tanh)
 
 
-def _in_place(input, out, inplace):
-    """out, or input overwritten with it (copy_: its history goes through)."""
-    return input.copy_(out) if inplace else out
+def _in_place(input, out, inplace, op="relu"):
+    """out, or input overwritten with it (copy_: its history goes through);
+    an error of the write names op."""
+    if not inplace:
+        return out
+    try:
+        return input.copy_(out)
+    except _tmem.ValueError as e:
+        if str(e).startswith("copy_:"):
+            raise type(e)(f"{op}(inplace=True)" + str(e)[len("copy_"):]) from None
+        raise
+
+
+def weighted_mean(total, weight_sum):
+    """total / weight_sum, NaN where weight_sum is 0 (every target
+    ignored) with a gradient of 0, as torch's mean reductions of nll_loss
+    and cross_entropy (dividing by 0 gave NaN gradients)."""
+    empty = weight_sum == 0
+    return _tmem.where(empty, float("nan"), total / _tmem.where(empty, 1.0, weight_sum))
 
 
 def relu(input, inplace=False):
@@ -72,15 +88,20 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     classes = input.shape[1]
     valid = target != ignore_index
     safe = _tmem.where(valid, target, _tmem.tensor(0))
+    outside = valid * ((safe < 0) + (safe >= classes))
+    if target.numel() and _tmem.sum(outside).item():
+        bad = target.cpu().numpy()[outside.cpu().numpy() > 0]
+        raise _tmem.IndexError(f"cross_entropy: target {int(bad[0])} is out of bounds for {classes} classes "
+                               f"(ignore_index={ignore_index})")
     logp = _tmem.log_softmax(input, 1)
-    w = _tmem.index_select(weight, 0, safe) * valid.to(weight.dtype)  # index_select checks the class range
+    w = _tmem.index_select(weight, 0, safe) * valid.to(weight.dtype)
     loss = -_tmem.gather(logp, 1, safe.unsqueeze(1)).squeeze(1) * w * (1.0 - label_smoothing)
     if label_smoothing:
         loss = loss - _tmem.sum(logp * weight, 1) * valid.to(weight.dtype) * (label_smoothing / classes)
     if reduction == "none":
         return loss
     total = _tmem.sum(loss)
-    return total if reduction == "sum" else total / _tmem.sum(w)
+    return total if reduction == "sum" else weighted_mean(total, _tmem.sum(w))
 
 
 def linear(input, weight, bias=None):

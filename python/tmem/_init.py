@@ -4,7 +4,11 @@ default generator, and returning it. Bounds and standard deviations are
 torch's (torch/nn/init.py): Glorot & Bengio 2010 for xavier_*, He et al.
 2015 for kaiming_*."""
 import math as _math
+import statistics as _statistics
 import types as _types
+import warnings as _warnings
+
+import numpy as _np
 
 from . import _tensor_ops, _tmem
 
@@ -62,17 +66,34 @@ def normal_(tensor, mean=0.0, std=1.0):
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0):
-    """tensor filled with N(mean, std^2) samples redrawn until in [a, b] (the
-    truncated normal; torch draws it by inverse CDF, so the numbers differ,
-    the distribution does not). ValueError for a >= b."""
-    if not a < b:
-        raise ValueError(f"trunc_normal_: expected a < b, but got a {a} and b {b}")
-    values = _tmem.randn(*tensor.shape, dtype=tensor.dtype) * std + mean
-    while True:
+    """tensor filled with samples of N(mean, std^2) truncated to [a, b]:
+    a few rounds of redrawing the samples outside, then inverse-CDF draws
+    for any left (torch draws every sample by inverse CDF, so the numbers
+    differ, the distribution does not); std 0 gives mean clamped to [a, b],
+    as torch's. ValueError for a >= b or a negative std."""
+    if not a < b or not std >= 0:
+        raise ValueError(f"trunc_normal_: expected a < b and std >= 0, but got a {a}, b {b} and std {std}")
+    if std == 0:
+        return constant_(tensor, min(max(mean, a), b))
+    shape = tuple(tensor.shape)
+    values = _tmem.randn(*shape, dtype=_tmem.float64) * std + mean
+    for _ in range(8):
         outside = (values < a) + (values > b)
         if not _tensor_ops.any(outside).item():
-            return _fill(tensor, values.to(tensor.device))
-        values = _tmem.where(outside, _tmem.randn(*tensor.shape, dtype=tensor.dtype) * std + mean, values)
+            return _fill(tensor, values.to(tensor.dtype).to(tensor.device))
+        values = _tmem.where(outside, _tmem.randn(*shape, dtype=_tmem.float64) * std + mean, values)
+    # What is still outside (a narrow or far interval): inverse CDF in the lower tail of the side it lies on, where
+    # probabilities keep their precision.
+    out = values.numpy().copy()
+    left = (out < a) | (out > b)
+    unit = _statistics.NormalDist()
+    lo, hi = (a - mean) / std, (b - mean) / std
+    upper = lo > 0  # an interval above the mean: draw its mirror image below, then mirror back
+    p_lo, p_hi = (unit.cdf(-hi), unit.cdf(-lo)) if upper else (unit.cdf(lo), unit.cdf(hi))
+    u = _tmem.rand(int(left.sum()), dtype=_tmem.float64).numpy() * (p_hi - p_lo) + p_lo
+    z = _np.array([unit.inv_cdf(min(max(q, 1e-300), 1 - 1e-16)) for q in u])
+    out[left] = _np.clip(mean + std * (-z if upper else z), a, b)
+    return _fill(tensor, _tmem.tensor(out).to(tensor.dtype).to(tensor.device))
 
 
 def constant_(tensor, val):
@@ -97,9 +118,19 @@ def eye_(tensor):
     return _fill(tensor, _tensor_ops.eye(*tensor.shape, dtype=tensor.dtype).to(tensor.device))
 
 
+def _empty(tensor, who):
+    """Whether tensor has no elements (torch's initialisers warn and leave it)."""
+    if tensor.numel() == 0:
+        _warnings.warn(f"{who}: initializing a zero-element tensor is a no-op")
+        return True
+    return False
+
+
 def xavier_uniform_(tensor, gain=1.0):
     """tensor filled with U(-b, b), b = gain sqrt(6 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    if _empty(tensor, "xavier_uniform_"):
+        return tensor
     bound = gain * _math.sqrt(6.0 / float(fan_in + fan_out))
     return uniform_(tensor, -bound, bound)
 
@@ -107,6 +138,8 @@ def xavier_uniform_(tensor, gain=1.0):
 def xavier_normal_(tensor, gain=1.0):
     """tensor filled with N(0, s^2), s = gain sqrt(2 / (fan_in + fan_out))."""
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    if _empty(tensor, "xavier_normal_"):
+        return tensor
     return normal_(tensor, 0.0, gain * _math.sqrt(2.0 / float(fan_in + fan_out)))
 
 
@@ -120,12 +153,16 @@ def _kaiming_std(tensor, a, mode, nonlinearity, who):
 
 def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
     """tensor filled with U(-b, b), b = gain sqrt(3 / fan) (fan_in or fan_out by mode)."""
+    if _empty(tensor, "kaiming_uniform_"):
+        return tensor
     bound = _math.sqrt(3.0) * _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_uniform_")
     return uniform_(tensor, -bound, bound)
 
 
 def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
     """tensor filled with N(0, s^2), s = gain / sqrt(fan)."""
+    if _empty(tensor, "kaiming_normal_"):
+        return tensor
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_"))
 
 

@@ -67,7 +67,7 @@ def leaky_relu(input, negative_slope=0.01, inplace=False):
     """x where x > 0, else negative_slope * x (torch.nn.functional.leaky_relu),
     elementwise, any shape; the gradient at 0 is negative_slope, as torch's.
     inplace writes the result into input (not a leaf that requires grad)."""
-    return _in_place(input, _tmem.where(input > 0, input, input * negative_slope), inplace)
+    return _in_place(input, _tmem.where(input > 0, input, input * negative_slope), inplace, "leaky_relu")
 
 
 def elu(input, alpha=1.0, inplace=False):
@@ -76,7 +76,7 @@ def elu(input, alpha=1.0, inplace=False):
     inf in the unused branch (nor a NaN gradient)."""
     positive = input > 0
     neg = alpha * (_tmem.exp(_tmem.where(positive, 0.0, input)) - 1.0)  # where saves no input that inplace changes
-    return _in_place(input, _tmem.where(positive, input, neg), inplace)
+    return _in_place(input, _tmem.where(positive, input, neg), inplace, "elu")
 
 
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
@@ -100,8 +100,9 @@ def l1_loss(input, target, size_average=None, reduce=None, reduction="mean"):
 def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
     """With z = |input - target|: 0.5 z^2 / beta where z < beta, else
     z - 0.5 beta, reduced (torch.nn.functional.smooth_l1_loss); beta = 0 is
-    l1_loss, whose gradient for input at input == target is -1, as torch
-    1.13's kernel gives (which also gives -1, not +1, to target there).
+    l1_loss, whose gradient at input == target is -1 for input, as torch
+    1.13's kernel gives, and +1 for target (torch's kernel gives -1 to
+    target too there).
     Shapes as mse_loss. ValueError for a negative beta."""
     _legacy("smooth_l1_loss", size_average, reduce, reduction)
     if beta < 0:
@@ -168,7 +169,7 @@ def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, r
     if reduction == "none":
         return loss.reshape(tshape)
     total = _tmem.sum(loss)
-    return total if reduction == "sum" else total / _tmem.sum(w)
+    return total if reduction == "sum" else _functional.weighted_mean(total, _tmem.sum(w))
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None, reduction="mean"):
@@ -298,7 +299,11 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     This is torch 1.13's computation: each squared norm is raised to eps^2
     outside autograd, so its gradient flows as if unclamped; a zero vector
     gives 0 with the gradient x_other / (eps ||x_other||)."""
-    shape = tuple(_np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    try:
+        shape = tuple(_np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
+    except ValueError:
+        raise _tmem.ShapeError(f"cosine_similarity: the shapes {list(x1.shape)} and {list(x2.shape)} do not "
+                               f"broadcast") from None
     x1 = x1 if tuple(x1.shape) == shape else x1.expand(*shape)
     x2 = x2 if tuple(x2.shape) == shape else x2.expand(*shape)
     floor = eps * eps
@@ -381,7 +386,7 @@ class SiLU(nn.Module):
 
     def forward(self, input):
         # silu keeps its input for the backward: a copy, when input is overwritten
-        return _in_place(input, F.silu(input.clone() if self.inplace else input), self.inplace)
+        return _in_place(input, F.silu(input.clone() if self.inplace else input), self.inplace, "SiLU")
 
     def extra_repr(self):
         return _inplace_repr(self.inplace)

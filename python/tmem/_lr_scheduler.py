@@ -137,19 +137,21 @@ def _record_initial_lrs(optimizer, values=None, overwrite=False):
 
 def _set_group_lrs(scheduler, optimizer, values, who):
     """Sets each group's lr; a tiny negative value (rounding) becomes 0, a clearly negative or non-finite one
-    raises tmem.ValueError naming the scheduler and the group."""
+    raises tmem.ValueError naming the scheduler and the group before any group is set."""
     base = getattr(scheduler, "base_lrs", None)
     values = list(values)
-    for i, (group, lr) in enumerate(zip(optimizer.param_groups, values)):
+    groups = optimizer.param_groups
+    for i, (group, lr) in enumerate(zip(groups, values)):
         if _is_real(lr) and lr < 0:
             scale = max(abs(group["lr"]), abs(base[i]) if base is not None and i < len(base) else 0.0)
             if -lr <= 1e-12 * scale:
                 lr = 0.0
-        try:
-            group["lr"] = lr
-        except (ValueError, TypeError) as e:
-            raise _tmem.ValueError(f"{who}: cannot set param_groups[{i}]['lr'] to {lr!r}: {e}") from e
-        values[i] = lr
+        if not (_is_real(lr) and lr >= 0):
+            raise _tmem.ValueError(f"{who}: cannot set param_groups[{i}]['lr'] to {lr!r}: an lr must be a finite "
+                                   f"number >= 0")
+        values[i] = float(lr)
+    for group, lr in zip(groups, values):
+        group["lr"] = lr
     return values
 
 
@@ -189,6 +191,10 @@ class _State:
                                                   or len(state_dict[k]) != count):
                 raise _tmem.ValueError(f"{who}: state_dict['{k}'] must hold one value per parameter group "
                                        f"({count}), but got {state_dict[k]!r}")
+        for k in ("last_epoch", "_step_count"):
+            if k in state_dict and k in keys and not (isinstance(state_dict[k], int)
+                                                      and not isinstance(state_dict[k], bool)):
+                raise _tmem.ValueError(f"{who}: state_dict['{k}'] must be an int, but got {state_dict[k]!r}")
         for k, v in state_dict.items():
             if k in keys:
                 self.__dict__[k] = self._restore(k, _copy.deepcopy(v))
@@ -244,6 +250,14 @@ class LRScheduler(_State):
         self._step(epoch)
 
     def _step(self, epoch=None):
+        before = (self.last_epoch, self._step_count)
+        try:
+            self._advance(epoch)
+        except BaseException:
+            self.last_epoch, self._step_count = before  # a step that failed leaves the schedule where it was
+            raise
+
+    def _advance(self, epoch):
         self._step_count += 1
         self._get_lr_called_within_step = True
         try:

@@ -12,10 +12,14 @@ load_state_dict maps the saved groups' ids to this optimizer's parameters
 by position (torch's rule), restores each group's lr and weight_decay, and
 refuses, naming the key, what tmem's optimizer cannot honour (amsgrad,
 nesterov, maximize, other betas, eps or momentum than its own, per-parameter
-AdamW steps that differ: tmem keeps one count). It also takes the flat form
+AdamW steps that differ: tmem keeps one count). A parameter the saved state
+has no entry for (torch's: it never had a gradient) starts from zero
+moments at that shared count, where torch would count its own steps from 1,
+so its bias correction differs from torch's until the count is large. It also takes the flat form
 the C++ API checkpoints (keys "m.<i>", "step", "group_sizes", ...). The
 C++ load_state_dict checks the whole state before copying any of it, so a
 state that does not fit leaves the optimizer unchanged."""
+import collections.abc as _abc
 import math as _math
 import numbers as _numbers
 
@@ -94,6 +98,9 @@ def _check_groups(self, saved, who):
             raise _tmem.ValueError(f"{where} has {len(s['params'])} parameters, but the optimizer's group has "
                                    f"{len(group['params'])}")
         for pid in s["params"]:
+            if not isinstance(pid, _abc.Hashable):
+                raise _tmem.ValueError(f"{where} lists a parameter id of type {type(pid).__name__}, which cannot be "
+                                       f"a key of state")
             if pid in positions:
                 raise _tmem.ValueError(f"{where} lists parameter id {pid!r} twice")
             positions[pid] = index

@@ -13,6 +13,7 @@ tmem has no bool dtype: what torch returns as bool (isnan, all) is int64
 import builtins as _builtins
 import collections as _collections
 import functools as _functools
+import inspect as _inspect
 import math as _math
 
 import numpy as _np
@@ -31,12 +32,12 @@ def _dims(dim, ndim, who):
     dims = [dim] if isinstance(dim, int) else list(dim)
     out = []
     for d in dims:
-        if not isinstance(d, int) or not -max(ndim, 1) <= d < max(ndim, 1):
+        if not isinstance(d, int) or isinstance(d, bool) or not -max(ndim, 1) <= d < max(ndim, 1):
             raise _tmem.IndexError(f"{who}: dim {d!r} is out of range for a tensor of {ndim} dims")
         out.append(d % max(ndim, 1))
     if len(set(out)) != len(out):
         raise _tmem.ValueError(f"{who}: dim {dim!r} names a dim twice")
-    return sorted(out)
+    return sorted(out) if ndim else []  # a 0-d tensor takes dim 0 or -1, as torch's sum: nothing to reduce
 
 
 def _reduce(x, dims, keepdim, fn):
@@ -51,6 +52,42 @@ def _reduce(x, dims, keepdim, fn):
 
 
 # ---- grad modes ----
+
+def decorate(make_context, fn):
+    """fn run inside make_context() (a fresh context manager per call), as
+    torch's grad-mode decorators: a generator function's body runs inside it
+    at each step, not only while the generator object is made (torch's
+    _wrap_generator)."""
+    if not _inspect.isgeneratorfunction(fn):
+        @_functools.wraps(fn)
+        def inside(*args, **kwargs):
+            with make_context():
+                return fn(*args, **kwargs)
+        return inside
+
+    @_functools.wraps(fn)
+    def generator(*args, **kwargs):
+        gen = fn(*args, **kwargs)
+        try:
+            with make_context():
+                response = gen.send(None)
+            while True:
+                try:
+                    request = yield response
+                except GeneratorExit:
+                    with make_context():
+                        gen.close()
+                    raise
+                except BaseException as e:
+                    with make_context():
+                        response = gen.throw(e)
+                else:
+                    with make_context():
+                        response = gen.send(request)
+        except StopIteration as e:
+            return e.value
+    return generator
+
 
 class enable_grad:
     """Context manager and decorator: ops inside record on the tape, also
@@ -68,11 +105,7 @@ class enable_grad:
         return False
 
     def __call__(self, fn):
-        @_functools.wraps(fn)
-        def recording(*args, **kwargs):
-            with type(self)():
-                return fn(*args, **kwargs)
-        return recording
+        return decorate(type(self), fn)
 
 
 class set_grad_enabled(enable_grad):
@@ -84,18 +117,19 @@ class set_grad_enabled(enable_grad):
     def __init__(self, mode):
         if not isinstance(mode, bool):
             raise TypeError(f"set_grad_enabled: expected mode to be a bool, but got {mode!r}")
-        self._mode, self._found = mode, [_tmem.is_grad_enabled()]
+        self._mode, self._before, self._found = mode, _tmem.is_grad_enabled(), []
         _tmem._set_grad_enabled(mode)
 
     def __enter__(self):
-        pass
+        # The first block restores the mode before the call; a later one (the object reused) the mode it finds.
+        self._found.append(self._before if self._before is not None else _tmem.is_grad_enabled())
+        self._before = None
+        _tmem._set_grad_enabled(self._mode)
 
     def __call__(self, fn):
-        @_functools.wraps(fn)
-        def in_mode(*args, **kwargs):
-            with set_grad_enabled(self._mode):
-                return fn(*args, **kwargs)
-        return in_mode
+        _tmem._set_grad_enabled(self._before if self._before is not None else _tmem.is_grad_enabled())
+        self._before = None
+        return decorate(lambda: set_grad_enabled(self._mode), fn)
 
 
 class inference_mode(set_grad_enabled):
@@ -112,11 +146,7 @@ class inference_mode(set_grad_enabled):
         _tmem._set_grad_enabled(self._mode and self._found[-1])
 
     def __call__(self, fn):
-        @_functools.wraps(fn)
-        def in_mode(*args, **kwargs):
-            with inference_mode(not self._mode):
-                return fn(*args, **kwargs)
-        return in_mode
+        return decorate(lambda: inference_mode(not self._mode), fn)
 
 
 # ---- factories ----
@@ -185,11 +215,13 @@ def randn_like(input, *, dtype=None, requires_grad=False, generator=None):
     return out.requires_grad_() if requires_grad else out
 
 
-def randint(*args, size=None, generator=None, dtype=None):
+def randint(*args, low=None, high=None, size=None, generator=None, dtype=None):
     """int64 samples uniform in [low, high) (torch.randint(low=0, high, size)):
-    randint(high, size) or randint(low, high, size). ValueError for high <= low."""
-    if size is not None:
-        args = (*args, size)
+    randint(high, size) or randint(low, high, size), positional or by
+    keyword. ValueError for high <= low or a range over 2**63 - 1."""
+    args = (*args, *(v for v in (low, high, size) if v is not None))
+    if low is None and high is not None and len(args) == 2:
+        args = (0, *args)
     if len(args) == 2:
         low, (high, size) = 0, args
     elif len(args) == 3:
@@ -198,6 +230,8 @@ def randint(*args, size=None, generator=None, dtype=None):
         raise TypeError(f"randint: expected (high, size) or (low, high, size), but got {len(args)} arguments")
     if not isinstance(low, int) or not isinstance(high, int) or high <= low:
         raise _tmem.ValueError(f"randint: expected ints low < high, but got low {low!r} and high {high!r}")
+    if high - low >= 2**63 or low < -2**63 or high > 2**63:
+        raise _tmem.ValueError(f"randint: the range [{low}, {high}) is wider than int64 can draw from (2**63 - 1)")
     out = _RANDINT(high - low, size, generator=generator)
     out = out + low if low else out
     return out if dtype in (None, _tmem.int64) else out.to(dtype)
@@ -238,7 +272,7 @@ def _extremum(input, other, greater, who):
     if input.dtype not in _FLOAT:
         return _tmem.where(greater(input, other), input, other)
     pick = greater(input, other) + isnan(input)
-    tie = (input == other) * isfinite(input)
+    tie = input == other
     # At a tie each side gets half the gradient, as torch's; the halves sum to the value exactly.
     return _tmem.where(tie, input * 0.5 + other * 0.5, _tmem.where(pick, input, other))
 
@@ -257,17 +291,19 @@ def minimum(input, other):
 
 # ---- reductions ----
 
-def std(input, dim=None, *, unbiased=None, correction=None, keepdim=False):
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """The standard deviation over dim (torch.std): sqrt(var) with Bessel's
     correction (correction=1, or unbiased=True) unless correction=0 or
-    unbiased=False."""
+    unbiased=False; its gradient is 0 where it is 0, as torch's."""
     if unbiased is not None and correction is not None:
         raise _tmem.ValueError("std: give unbiased or correction, not both")
     c = correction if correction is not None else (0 if unbiased is False else 1)
-    return _tmem.sqrt(_VAR(input, dim, correction=c, keepdim=keepdim))
+    v = _VAR(input, dim, correction=c, keepdim=keepdim)
+    zero = v == 0
+    return _tmem.where(zero, 0.0, _tmem.sqrt(_tmem.where(zero, 1.0, v)))  # the gradient at std 0 is 0, as torch's
 
 
-def _var(input, dim=None, *, unbiased=None, correction=None, keepdim=False):
+def _var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance over dims (torch.var): Bessel's correction (1) unless
     correction=0 or unbiased=False."""
     if unbiased is not None and correction is not None:
@@ -293,14 +329,16 @@ def norm(input, p="fro", dim=None, keepdim=False):
     if p == 1:
         return _tmem.sum(a, tuple(dims), keepdim=keepdim)
     s = _tmem.sum(a * a if p == 2 else a ** p, tuple(dims), keepdim=keepdim)
-    positive = s > 0
-    safe = _tmem.where(positive, s, 1.0)  # so that a zero norm's gradient is 0, not 0 * inf
+    zero = s == 0
+    safe = _tmem.where(zero, 1.0, s)  # so that a zero norm's gradient is 0, not 0 * inf; NaN stays NaN
     root = _tmem.sqrt(safe) if p == 2 else safe ** (1.0 / p)
-    return _tmem.where(positive, root, 0.0)
+    return _tmem.where(zero, 0.0, root)
 
 
 def logsumexp(input, dim, keepdim=False):
     """log(sum(exp(input))) over dim, computed stably (torch.logsumexp)."""
+    if not isinstance(dim, int) and len(list(dim)) == 0:
+        raise _tmem.ValueError("logsumexp: expected a dim or a non-empty sequence of dims")
     dims = _dims(dim, input.dim(), "logsumexp")
     m = amax(input.detach(), dims, keepdim=True)
     m = _tmem.where(isfinite(m), m, 0.0)
@@ -309,20 +347,26 @@ def logsumexp(input, dim, keepdim=False):
 
 
 def _amax(input, dim, keepdim, greatest, who):
-    dims = _dims(dim, input.dim(), who)
-    if input.numel() == 0:
-        raise _tmem.ShapeError(f"{who}: the input is empty")
+    dims = _dims(None if dim is not None and not isinstance(dim, int) and len(list(dim)) == 0 else dim,
+                 input.dim(), who)
+    if input.numel() == 0 and (not dims or _builtins.any(input.shape[d] == 0 for d in dims)):
+        raise _tmem.ShapeError(f"{who}: cannot reduce over a dim of size 0 (the input's shape is {input.shape})")
 
     def pick(x, d):
         return (x.max(d, keepdim=True) if greatest else x.min(d, keepdim=True)).values
     m = _reduce(input.detach(), dims, True, pick)
     if input.dtype not in _FLOAT or not input.requires_grad:
         return _reduce(m, dims, keepdim, lambda x, d: x)
-    # The gradient is shared among the elements at the extremum, as torch's amax; the value is m exactly.
+    # The gradient is shared evenly among the elements at the extremum, as torch's amax: the mean of those
+    # elements, each scaled before the sum so nothing overflows. Its value is m exactly for one or two of them
+    # and for infinities; otherwise m + (mean - mean) keeps m's value and the mean's gradient.
     hit = input == m
-    share = (_tmem.sum(_tmem.where(hit, input, 0.0), tuple(dims), keepdim=True) /
-             _tmem.sum(hit, tuple(dims), keepdim=True).to(input.dtype))
-    out = _tmem.where(isfinite(m), m + (share - share.detach()), m)
+    count = _tmem.sum(hit, tuple(dims), keepdim=True) if dims else hit
+    share = 1.0 / _tmem.where(count == 0, 1, count).to(input.dtype)
+    mean = _tmem.sum(_tmem.where(hit, input * share, 0.0), tuple(dims), keepdim=True) if dims else \
+        _tmem.where(hit, input * share, 0.0)
+    out = _tmem.where((count <= 2) + (1 - isfinite(m)), mean, m + (mean - mean.detach()))
+    out = _tmem.where(isnan(m), m, out)
     return _reduce(out, dims, keepdim, lambda x, d: x)
 
 
@@ -445,13 +489,18 @@ def roll(input, shifts, dims=None):
     """input rolled by shifts along dims (torch.roll; the flattened tensor,
     reshaped back, when dims is None)."""
     if dims is None:
+        if not isinstance(shifts, int) and len(list(shifts)) == 1:
+            shifts = list(shifts)[0]
         if not isinstance(shifts, int):
             raise _tmem.ValueError(f"roll: without dims, shifts must be one int, but got {shifts!r}")
-        return roll(input.flatten(), shifts, 0).reshape(tuple(input.shape))
+        return roll(input.flatten(), shifts, 0).reshape(tuple(input.shape)) if input.dim() else input
     shifts = [shifts] if isinstance(shifts, int) else list(shifts)
     dims = [dims] if isinstance(dims, int) else list(dims)
     if len(shifts) != len(dims):
         raise _tmem.ValueError(f"roll: shifts {shifts} and dims {dims} differ in length")
+    if input.dim() == 0:
+        _dims(dims, 0, "roll")
+        return input
     for s, d in zip(shifts, dims):
         d = _dims(d, input.dim(), "roll")[0]
         n = input.shape[d]
@@ -481,9 +530,13 @@ def chunk(input, chunks, dim=0):
     elements but the last (torch.chunk; fewer pieces when n is small)."""
     if not isinstance(chunks, int) or chunks < 1:
         raise _tmem.ValueError(f"chunk: chunks must be an int >= 1, but got {chunks!r}")
+    if input.dim() == 0:
+        raise _tmem.ShapeError("chunk: expected a tensor of at least 1 dim, but got a 0-d tensor")
     d = _dims(dim, input.dim(), "chunk")[0]
     n = input.shape[d]
-    return _tmem.split(input, max(-(-n // chunks), 1), d)
+    if n == 0:
+        return [input] * chunks  # torch gives chunks empty pieces
+    return _SPLIT(input, -(-n // chunks), d)
 
 
 def _triangle(input, diagonal, lower, who):
