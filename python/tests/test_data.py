@@ -107,7 +107,8 @@ class TestNnUtils(unittest.TestCase):
         self.assertEqual(lin.bias.tolist(), [6, 7])
         lin.weight.grad.fill_(math.inf)
         before = lin.bias.grad.tolist()
-        with self.assertRaisesRegex(RuntimeError, "clip_grad_norm_: the total norm of order 2.0 of the gradients is inf"):
+        with self.assertRaisesRegex(RuntimeError, "clip_grad_norm_: the total norm of order 2.0 of the gradients "
+                                                  "is inf"):
             nn_utils.clip_grad_norm_(lin.parameters(), 1.0, error_if_nonfinite=True)
         self.assertEqual(lin.bias.grad.tolist(), before)
         with self.assertRaisesRegex(tmem.ValueError, "clip_grad_norm_: norm_type 1 is not supported"):

@@ -75,7 +75,8 @@ class TestExactValues(unittest.TestCase):
         self.assertEqual(x.sort(1, descending=True).indices.tolist(), [[1, 0, 3, 2], [3, 0, 2, 1]])
         self.assertEqual(tmem.argsort(x, 0).tolist(), [[1, 1, 1, 0], [0, 0, 0, 1]])
         top = tmem.topk(x, 2, largest=False)
-        self.assertEqual((top.values.tolist(), top.indices.tolist()), ([[1.0, 3.0], [-math.inf, 0.0]], [[2, 0], [1, 2]]))
+        self.assertEqual((top.values.tolist(), top.indices.tolist()),
+                         ([[1.0, 3.0], [-math.inf, 0.0]], [[2, 0], [1, 2]]))
         self.assertEqual(tmem.tensor([3, 1, 2]).sort().values.tolist(), [1, 2, 3])
         with self.assertRaisesRegex(tmem.ValueError, "topk: k \\(5\\) is out of range for a dim of size 4"):
             x.topk(5)
@@ -94,7 +95,8 @@ class TestExactValues(unittest.TestCase):
         nan = tmem.tensor([1.0, math.nan, math.inf, -math.inf])
         self.assertEqual((tmem.isnan(nan).tolist(), tmem.isinf(nan).tolist(), tmem.isfinite(nan).tolist()),
                          ([0, 1, 0, 0], [0, 0, 1, 1], [1, 0, 0, 0]))
-        self.assertEqual(tmem.tensor([1.0, 2.0, 3.0, 4.0]).std().item(), np.std([1, 2, 3, 4], ddof=1).astype(np.float32))
+        self.assertEqual(tmem.tensor([1.0, 2.0, 3.0, 4.0]).std().item(),
+                         np.std([1, 2, 3, 4], ddof=1).astype(np.float32))
         self.assertEqual(tmem.tensor([1.0, 3.0]).var(unbiased=False).item(), 1.0)
         self.assertEqual(tmem.maximum(tmem.tensor([1.0, math.nan]), tmem.tensor([2.0, 0.0])).tolist()[0], 2.0)
         self.assertTrue(math.isnan(tmem.minimum(tmem.tensor([math.nan]), tmem.tensor([0.0])).item()))
