@@ -430,13 +430,25 @@ std::optional<Tensor> int64_arithmetic(const Tensor& t, const py::object& other,
 /// NumPy's name of the op, computes it for int64 tensors (int64_arithmetic).
 /// NotImplemented for an operand operator_operand does not take, so Python
 /// raises its TypeError ("unsupported operand type(s)") as for torch.Tensor.
+/// a and b cast to torch's promoted type when both are floating of two
+/// dtypes: float64, except that a 0-d operand takes the dtype of one with
+/// dims (torch's rule: a float64 scalar does not widen a float32 tensor).
+/// The casts are differentiable; other pairs are returned as they are.
+std::pair<Tensor, Tensor> promoted(const Tensor& a, const Tensor& b) {
+  if (a.dtype() == b.dtype() || !is_floating(a.dtype()) || !is_floating(b.dtype())) return {a, b};
+  const bool a0 = a.dim() == 0, b0 = b.dim() == 0;
+  const DType d = a0 != b0 ? (a0 ? b.dtype() : a.dtype()) : DType::Float64;
+  return {a.dtype() == d ? a : to_dtype(a, d), b.dtype() == d ? b : to_dtype(b, d)};
+}
+
 py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&),
                            bool reflected = false, const char* ufunc = nullptr) {
   if (const std::optional<Tensor> r = int64_arithmetic(t, other, ufunc, reflected)) return py::cast(*r);
   if (!f) return py::reinterpret_borrow<py::object>(Py_NotImplemented);  // an int64-only operator
   const std::optional<Tensor> o = operator_operand(t, other);
   if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
-  return py::cast(reflected ? f(*o, t) : f(t, *o));
+  const auto [x, y] = promoted(t, *o);
+  return py::cast(reflected ? f(y, x) : f(x, y));
 }
 
 /// a <op> b elementwise with broadcasting, `ufunc` naming the NumPy
@@ -864,7 +876,10 @@ void bind_tensor(py::module_& m) {
   // An int64 operand goes through NumPy, as + - * / do: 2.5 ** t is float32, t ** 2 int64 (torch's types).
   cls.def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
              if (const std::optional<Tensor> r = int64_arithmetic(a, b, "power", false)) return py::cast(*r);
-             if (py::isinstance<Tensor>(b)) return py::cast(pow(a, b.cast<Tensor>()));
+             if (py::isinstance<Tensor>(b)) {
+               const auto [x, y] = promoted(a, b.cast<Tensor>());
+               return py::cast(pow(x, y));
+             }
              py::detail::make_caster<double> number;
              if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
              return py::cast(pow(a, py::detail::cast_op<double>(number)));

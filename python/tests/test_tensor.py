@@ -451,6 +451,24 @@ class TestOperatorsAndIndexing(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "unsupported format string"):
             f"{tmem.ones(2):.3f}"
 
+    def test_operators_promote_float32_and_float64_as_torch(self):
+        """float32 with float64 raised DtypeError in every operator; torch promotes (a 0-d operand or a number
+        takes the dimensioned operand's dtype)."""
+        a = tmem.tensor([1.0, 2.0], requires_grad=True)
+        b = tmem.tensor([3.0, 4.0], dtype=tmem.float64, requires_grad=True)
+        c = a * b + b / a - a ** b
+        self.assertEqual(c.dtype, tmem.float64)
+        tmem.sum(c).backward()
+        self.assertEqual((a.grad.dtype, b.grad.dtype), (tmem.float32, tmem.float64))
+        av, bv = np.array([1.0, 2.0]), np.array([3.0, 4.0])
+        np.testing.assert_allclose(a.grad.numpy(), bv - bv / av ** 2 - bv * av ** (bv - 1), rtol=1e-6)
+        np.testing.assert_allclose(b.grad.numpy(), av + 1 / av - av ** bv * np.log(av), rtol=1e-6)
+        self.assertEqual((tmem.ones(2) * tmem.tensor(2.0, dtype=tmem.float64)).dtype, tmem.float32)
+        self.assertEqual((tmem.tensor(1.0) + tmem.tensor(1.0, dtype=tmem.float64)).dtype, tmem.float64)
+        self.assertEqual((tmem.ones(2) - np.ones(2)).dtype, tmem.float64)  # an array is a tensor of its dtype
+        self.assertEqual((tmem.ones(2) * np.float64(2)).dtype, tmem.float32)  # a NumPy scalar is a number
+        self.assertEqual((tmem.ones(2, 2) @ tmem.ones(2, dtype=tmem.float64)).dtype, tmem.float64)
+
     def test_indexing(self):
         np.testing.assert_array_equal(self.ta[1].numpy(), self.a[1])
         np.testing.assert_array_equal(self.ta[:, 1:3].numpy(), self.a[:, 1:3])
@@ -1155,7 +1173,7 @@ class TestErrors(unittest.TestCase):
 
     def test_dtype_value_io_errors(self):
         with self.assertRaises(TypeError):
-            tmem.zeros(2) + tmem.zeros(2, dtype=tmem.float64)
+            tmem.add(tmem.zeros(2), tmem.zeros(2, dtype=tmem.float64))  # the ops do not promote; the operators do
         with self.assertRaises(ValueError):
             tmem.zeros(2).item()
         with self.assertRaises(OSError):
