@@ -68,6 +68,22 @@ class TestExactValues(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ValueError, r"split: the sizes \[1, 2\] do not add up to the 6 elements"):
             tmem.arange(0, 6).split([1, 2])
 
+    def test_einsum(self):
+        a, b = tmem.arange(0, 6).float().reshape(2, 3), tmem.arange(0, 12).float().reshape(3, 4)
+        self.assertEqual(tmem.einsum("ij,jk->ik", a, b).tolist(), (a @ b).tolist())
+        self.assertEqual(tmem.einsum("ij->ji", [a]).tolist(), a.t().tolist())
+        self.assertEqual(tmem.einsum("ij->", a).item(), 15.0)
+        self.assertEqual(tmem.einsum("i,i", a[0], a[1]).item(), 14.0)
+        self.assertEqual(tmem.einsum("...j,j", tmem.ones(2, 2, 3), tmem.ones(3)).tolist(), [[3.0, 3.0]] * 2)
+        with self.assertRaisesRegex(tmem.ValueError, "einsum: an index repeated within 'ii' \\(a diagonal\\)"):
+            tmem.einsum("ii->i", tmem.ones(2, 2))
+        with self.assertRaisesRegex(tmem.ShapeError, "einsum: 'ijk' in 'ijk->i' names 3 dims, but the operand has 2"):
+            tmem.einsum("ijk->i", a)
+        with self.assertRaisesRegex(tmem.ShapeError, "einsum: index 'j' has sizes 3 and 2"):
+            tmem.einsum("ij,jk->ik", a, tmem.ones(2, 4))
+        with self.assertRaisesRegex(tmem.ValueError, "einsum: the output index 'z' of 'ij->z' is in no operand"):
+            tmem.einsum("ij->z", a)
+
     def test_sort_argsort_topk(self):
         x = tmem.tensor([[3.0, math.nan, 1.0, 3.0], [2.0, -math.inf, 0.0, 5.0]])
         values, indices = tmem.sort(x)
@@ -233,6 +249,11 @@ class TestAgainstTorch(unittest.TestCase):
              ties),
             (lambda x: x.sort().values, lambda x: x.sort(stable=True).values, a),
             (lambda x: x.topk(2, 0).values, lambda x: x.topk(2, 0).values, a),
+            (lambda x, y: tmem.einsum("ij,kj->ik", x, y), lambda x, y: torch.einsum("ij,kj->ik", x, y), a, b),
+            (lambda x, y: tmem.einsum("ij,ij->j", x, y), lambda x, y: torch.einsum("ij,ij->j", x, y), a, b),
+            (lambda x, y: tmem.einsum("bi,bj->bij", x, y), lambda x, y: torch.einsum("bi,bj->bij", x, y), a, b),
+            (lambda x: tmem.einsum("...ij->...ji", x.reshape(3, 2, 2)),
+             lambda x: torch.einsum("...ij->...ji", x.reshape(3, 2, 2)), a),
         ]
         for i, (f, g, *arrays) in enumerate(cases):
             with self.subTest(i=i):

@@ -559,6 +559,111 @@ def triu(input, diagonal=0):
 
 # ---- products ----
 
+def _einsum_terms(equation, operands):
+    """The index letters of each operand and of the output of an einsum
+    equation, '...' spelled out as letters that are not in it."""
+    if not isinstance(equation, str):
+        raise TypeError(f"einsum: expected the equation as a str, but got {type(equation).__name__}")
+    eq = equation.replace(" ", "")
+    lhs, arrow, out = eq.partition("->")
+    terms = lhs.split(",")
+    if len(terms) != len(operands):
+        raise _tmem.ValueError(f"einsum: the equation {equation!r} names {len(terms)} operands, but got "
+                               f"{len(operands)}")
+    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
+    ell = ""
+    spelled = []
+    for term, x in zip(terms, operands):
+        if not _builtins.all(c.isalpha() for c in term.replace("...", "")) or term.count("...") > 1:
+            raise _tmem.ValueError(f"einsum: {term!r} in {equation!r} must be letters with at most one '...'")
+        if "..." in term:
+            n = x.dim() - (len(term) - 3)
+            if n < 0:
+                raise _tmem.ShapeError(f"einsum: {term!r} names more dims than the operand's {x.dim()}")
+            if len(ell) < n:
+                ell = "".join(spare[:n])
+            term = term.replace("...", ell[len(ell) - n:] if n else "")
+        if len(term) != x.dim():
+            raise _tmem.ShapeError(f"einsum: {term!r} in {equation!r} names {len(term)} dims, but the operand has "
+                                   f"{x.dim()}")
+        if len(set(term)) != len(term):
+            raise _tmem.ValueError(f"einsum: an index repeated within {term!r} (a diagonal) is not supported")
+        spelled.append(term)
+    if arrow:
+        if "..." in out:
+            out = out.replace("...", ell)
+        if not _builtins.all(c.isalpha() for c in out) or len(set(out)) != len(out):
+            raise _tmem.ValueError(f"einsum: the output {out!r} of {equation!r} must be distinct letters")
+        missing = [c for c in out if not _builtins.any(c in t for t in spelled)]
+        if missing:
+            raise _tmem.ValueError(f"einsum: the output index {missing[0]!r} of {equation!r} is in no operand")
+    else:  # implicit output: the letters that appear once, in alphabetical order, after '...'
+        counts = _collections.Counter("".join(spelled))
+        out = ell + "".join(sorted(c for c, n in counts.items() if n == 1 and c not in ell))
+    return spelled, out
+
+
+def _einsum_pair(a, ta, b, tb, keep):
+    """a (letters ta) times b (letters tb), summed over the letters in both
+    that keep does not hold: one batched matrix product. Returns the result
+    and its letters (batch, a's own, b's own)."""
+    sizes = {}
+    for t, x in ((ta, a), (tb, b)):
+        for c, n in zip(t, x.shape):
+            if sizes.setdefault(c, n) != n and n != 1 and sizes[c] != 1:
+                raise _tmem.ShapeError(f"einsum: index {c!r} has sizes {sizes[c]} and {n}")
+            sizes[c] = max(sizes[c], n)
+    batch = [c for c in ta if c in tb and c in keep]
+    summed = [c for c in ta if c in tb and c not in keep]
+    left = [c for c in ta if c not in tb]
+    right = [c for c in tb if c not in ta]
+
+    def arranged(x, t, order):
+        x = x.permute(*[t.index(c) for c in order]) if list(t) != order else x
+        shape = [sizes[c] for c in order]
+        return x.expand(*shape) if tuple(x.shape) != tuple(shape) else x
+
+    def size(letters):
+        n = 1
+        for c in letters:
+            n *= sizes[c]
+        return n
+    am = arranged(a, ta, batch + left + summed).reshape(size(batch), size(left), size(summed))
+    bm = arranged(b, tb, batch + summed + right).reshape(size(batch), size(summed), size(right))
+    out = (am @ bm).reshape(*[sizes[c] for c in batch + left + right])
+    return out, "".join(batch + left + right)
+
+
+def einsum(equation, *operands):
+    """Sums of products over the indices an equation names (torch.einsum):
+    'ij,jk->ik', 'bhqd,bhkd->bhqk', '...ij->...ji', implicit outputs; the
+    operands as arguments or one list. Computed left to right, two operands
+    at a time, as one batched matrix product each (differentiable through
+    permute, reshape and @). ValueError for a malformed equation or a
+    repeated index within one operand (a diagonal), ShapeError for sizes
+    that do not match."""
+    if len(operands) == 1 and isinstance(operands[0], (list, tuple)):
+        operands = tuple(operands[0])
+    if not operands or not _builtins.all(isinstance(x, Tensor) for x in operands):
+        raise TypeError("einsum: expected one or more tensors after the equation")
+    terms, out = _einsum_terms(equation, operands)
+    x, t = operands[0], terms[0]
+    for i in range(1, len(operands)):
+        later = out + "".join(terms[i + 1:])
+        own = [c for c in t if c not in terms[i] and c not in later]  # summed in x alone, before the product
+        if own:
+            x = _tmem.sum(x, tuple(t.index(c) for c in own))
+            t = "".join(c for c in t if c not in own)
+        x, t = _einsum_pair(x, t, operands[i], terms[i], later)
+    gone = [c for c in t if c not in out]
+    if gone:
+        x = _tmem.sum(x, tuple(t.index(c) for c in gone))
+        t = "".join(c for c in t if c not in gone)
+    if t != out:
+        x = x.permute(*[t.index(c) for c in out]) if out else x
+    return x
+
+
 def mm(input, mat2):
     """The product of two matrices [n, m] @ [m, p] (torch.mm); ShapeError for other ranks."""
     if input.dim() != 2 or mat2.dim() != 2:
@@ -622,7 +727,7 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
              "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
              "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
-             "split": split, "sort": sort, "argsort": argsort, "topk": topk}
+             "split": split, "sort": sort, "argsort": argsort, "topk": topk, "einsum": einsum}
 
 
 def _flip_method(self, *dims):
