@@ -68,6 +68,13 @@ class TestExactValues(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ValueError, r"split: the sizes \[1, 2\] do not add up to the 6 elements"):
             tmem.arange(0, 6).split([1, 2])
 
+    def test_cumsum(self):
+        self.assertEqual(tmem.tensor([[1, 0, 1, 1]]).cumsum(1).tolist(), [[1, 1, 2, 3]])  # position ids from a mask
+        self.assertEqual(tmem.cumsum(tmem.tensor([[1.0, 2.0], [3.0, 4.0]]), 0).tolist(), [[1.0, 2.0], [4.0, 6.0]])
+        long = tmem.ones(2, 2500, dtype=tmem.float64).cumsum(1)  # across the 1024-wide blocks
+        self.assertEqual(long[:, -1].tolist(), [2500.0, 2500.0])
+        self.assertEqual(long[0, 1023:1026].tolist(), [1024.0, 1025.0, 1026.0])
+
     def test_einsum(self):
         a, b = tmem.arange(0, 6).float().reshape(2, 3), tmem.arange(0, 12).float().reshape(3, 4)
         self.assertEqual(tmem.einsum("ij,jk->ik", a, b).tolist(), (a @ b).tolist())
@@ -249,6 +256,8 @@ class TestAgainstTorch(unittest.TestCase):
              ties),
             (lambda x: x.sort().values, lambda x: x.sort(stable=True).values, a),
             (lambda x: x.topk(2, 0).values, lambda x: x.topk(2, 0).values, a),
+            (lambda x: tmem.cumsum(x, 1), lambda x: torch.cumsum(x, 1), a),
+            (lambda x: x.cumsum(0), lambda x: x.cumsum(0), a),
             (lambda x, y: tmem.einsum("ij,kj->ik", x, y), lambda x, y: torch.einsum("ij,kj->ik", x, y), a, b),
             (lambda x, y: tmem.einsum("ij,ij->j", x, y), lambda x, y: torch.einsum("ij,ij->j", x, y), a, b),
             (lambda x, y: tmem.einsum("bi,bj->bij", x, y), lambda x, y: torch.einsum("bi,bj->bij", x, y), a, b),

@@ -475,6 +475,32 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
     return _SortResult(values, indices)
 
 
+def cumsum(input, dim, *, dtype=None):
+    """Running sums along dim (torch.cumsum): int64 exactly (NumPy);
+    floating ones differentiably, as products with a triangle of ones, in
+    blocks of 1024 with the sum so far carried (so rounding may differ from
+    torch's sequential sum in the last bits)."""
+    x = input if dtype is None else input.to(dtype)
+    if x.dim() == 0:
+        return x * 1
+    d = _dims(dim, x.dim(), "cumsum")[0]
+    if x.dtype not in _FLOAT:
+        if x.requires_grad:
+            raise _tmem.DtypeError("cumsum: an int64 tensor that requires grad")
+        return _tmem.tensor(_np.cumsum(x.cpu().numpy(), axis=d)).to(x.device)
+    moved = _tmem.transpose(x, d, x.dim() - 1) if d != x.dim() - 1 else x
+    n, block, pieces, carry = moved.shape[-1], 1024, [], None
+    for start in range(0, n, block):
+        width = min(block, n - start)
+        tri = _tmem.tensor(_np.triu(_np.ones((width, width))), dtype=x.dtype).to(x.device)
+        piece = moved.narrow(-1, start, width) @ tri
+        piece = piece if carry is None else piece + carry
+        carry = piece.narrow(-1, width - 1, 1)
+        pieces.append(piece)
+    out = pieces[0] if len(pieces) == 1 else _tmem.cat(pieces, -1)
+    return _tmem.transpose(out, d, x.dim() - 1) if d != x.dim() - 1 else out
+
+
 # ---- shape ----
 
 def flip(input, dims):
@@ -727,7 +753,8 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
              "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
              "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
-             "split": split, "sort": sort, "argsort": argsort, "topk": topk, "einsum": einsum}
+             "split": split, "sort": sort, "argsort": argsort, "topk": topk, "einsum": einsum,
+             "cumsum": cumsum}
 
 
 def _flip_method(self, *dims):
@@ -739,6 +766,7 @@ for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite":
                    "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
                    "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
                    "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort, "topk": topk,
+                   "cumsum": cumsum,
                    "view_as": lambda self, other: self.view(*other.shape),
                    "expand_as": lambda self, other: self.expand(*other.shape),
                    "type_as": lambda self, other: self.to(other.dtype),
