@@ -256,7 +256,8 @@ Tensor get_item(const Tensor& t, const py::object& index) {
       if (py::isinstance<Tensor>(it)) {
         const Tensor& ti = it.cast<const Tensor&>();
         check<IndexError>(ti.dim() == 0, "index: tensor indices (advanced indexing) are not supported, but got ",
-                          "a tensor of shape ", shape_str(ti.shape()), "; use index_select, or a 0-d tensor as an int");
+                          "a tensor of shape ", shape_str(ti.shape()), "; use index_select for indices, masked_select "
+                          "(reading) or masked_fill / where (writing) for a mask, or a 0-d tensor as an int");
       }
       if (py::isinstance<py::array>(it)) {
         const py::array ai = it.cast<py::array>();

@@ -68,6 +68,23 @@ class TestExactValues(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ValueError, r"split: the sizes \[1, 2\] do not add up to the 6 elements"):
             tmem.arange(0, 6).split([1, 2])
 
+    def test_masks_and_nonzero(self):
+        x = tmem.tensor([[1.0, -2.0, 3.0], [0.0, 5.0, -6.0]], requires_grad=True)
+        picked = tmem.masked_select(x, x > 0)  # x[x > 0] in torch
+        self.assertEqual(picked.tolist(), [1.0, 3.0, 5.0])
+        tmem.sum(picked * 2).backward()
+        self.assertEqual(x.grad.tolist(), [[2.0, 0.0, 2.0], [0.0, 2.0, 0.0]])
+        self.assertEqual(tmem.masked_select(x, tmem.tensor([1, 0, 1])).tolist(), [1.0, 3.0, 0.0, -6.0])
+        self.assertEqual(tmem.nonzero(x).tolist(), [[0, 0], [0, 1], [0, 2], [1, 1], [1, 2]])
+        self.assertEqual([t.tolist() for t in tmem.where(x > 0)], [[0, 0, 1], [0, 2, 1]])
+        self.assertEqual((tmem.nonzero(tmem.zeros(2, 2)).shape, tmem.argwhere(tmem.tensor(3.0)).shape),
+                         ((0, 2), (1, 0)))
+        self.assertEqual(tmem.count_nonzero(x, 0).tolist(), [1, 2, 2])
+        with self.assertRaisesRegex(tmem.ShapeError, "masked_select: the mask of shape \\[2\\] does not broadcast"):
+            tmem.masked_select(x, tmem.ones(2))
+        with self.assertRaisesRegex(IndexError, "masked_select \\(reading\\) or masked_fill / where"):
+            x[x > 0]
+
     def test_cumsum(self):
         self.assertEqual(tmem.tensor([[1, 0, 1, 1]]).cumsum(1).tolist(), [[1, 1, 2, 3]])  # position ids from a mask
         self.assertEqual(tmem.cumsum(tmem.tensor([[1.0, 2.0], [3.0, 4.0]]), 0).tolist(), [[1.0, 2.0], [4.0, 6.0]])

@@ -501,6 +501,59 @@ def cumsum(input, dim, *, dtype=None):
     return _tmem.transpose(out, d, x.dim() - 1) if d != x.dim() - 1 else out
 
 
+def _mask_of(input, mask, who):
+    """mask (a tensor, broadcast to input's shape) as a NumPy bool array."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"{who}: expected mask to be a Tensor, but got {type(mask).__name__}")
+    try:
+        return _np.broadcast_to(mask.detach().cpu().numpy() != 0, tuple(input.shape))
+    except ValueError:
+        raise _tmem.ShapeError(f"{who}: the mask of shape {list(mask.shape)} does not broadcast to the input's "
+                               f"{list(input.shape)}") from None
+
+
+def masked_select(input, mask):
+    """The elements of input where mask (broadcast) is non-zero, as a 1-D
+    tensor in row-major order (torch.masked_select; x[mask] in torch):
+    differentiable through index_select."""
+    where = _np.flatnonzero(_mask_of(input, mask, "masked_select"))
+    return _tmem.index_select(input.reshape(-1), 0, _tmem.tensor(where.astype(_np.int64)).to(input.device))
+
+
+def nonzero(input, *, as_tuple=False):
+    """The indices of input's non-zero elements (torch.nonzero): [n, dims]
+    int64, or one [n] tensor per dim with as_tuple."""
+    found = _np.nonzero(input.detach().cpu().numpy().reshape(tuple(input.shape)) != 0) if input.dim() else \
+        ((_np.zeros(int(input.item() != 0), dtype=_np.int64)),)
+    parts = [_tmem.tensor(_np.ascontiguousarray(i, dtype=_np.int64)).to(input.device) for i in found]
+    if as_tuple:
+        return tuple(parts)
+    return _tmem.stack(parts, 1) if parts and input.dim() else _tmem.zeros(len(found[0]), 0, dtype=_tmem.int64)
+
+
+def argwhere(input):
+    """The indices of input's non-zero elements, [n, dims] (torch.argwhere)."""
+    return nonzero(input)
+
+
+def count_nonzero(input, dim=None):
+    """How many elements are non-zero over dim (torch.count_nonzero; int64)."""
+    dims = _dims(dim, input.dim(), "count_nonzero")
+    nonzero_ = (input != 0).to(_tmem.int64)
+    return _tmem.sum(nonzero_, tuple(dims)) if dims else nonzero_
+
+
+def _where(condition, input=None, other=None):
+    """torch.where: input where condition is non-zero, else other
+    (broadcast; either may be a number); with the condition alone, the
+    indices of its non-zero elements, one tensor per dim."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where: expected both input and other, or neither")
+    return _WHERE(condition, input, other)
+
+
 # ---- shape ----
 
 def flip(input, dims):
@@ -741,7 +794,7 @@ def _normal(self, mean=0.0, std=1.0, *, generator=None):
 
 
 _RANDINT, _VAR, _ZEROS_LIKE, _ONES_LIKE = _tmem.randint, _tmem.var, _tmem.zeros_like, _tmem.ones_like
-_SPLIT = _tmem.split
+_SPLIT, _WHERE = _tmem.split, _tmem.where
 _max = _extremum_or_reduction(_tmem.max, maximum, "max")
 _min = _extremum_or_reduction(_tmem.min, minimum, "min")
 
@@ -754,7 +807,8 @@ FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_l
              "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
              "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
              "split": split, "sort": sort, "argsort": argsort, "topk": topk, "einsum": einsum,
-             "cumsum": cumsum}
+             "cumsum": cumsum, "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
+             "count_nonzero": count_nonzero, "where": _where}
 
 
 def _flip_method(self, *dims):
@@ -766,7 +820,8 @@ for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite":
                    "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
                    "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
                    "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort, "topk": topk,
-                   "cumsum": cumsum,
+                   "cumsum": cumsum, "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
+                   "count_nonzero": count_nonzero,
                    "view_as": lambda self, other: self.view(*other.shape),
                    "expand_as": lambda self, other: self.expand(*other.shape),
                    "type_as": lambda self, other: self.to(other.dtype),
