@@ -909,6 +909,40 @@ class TestModuleTreeAndDeepcopy(unittest.TestCase):
         self.assertEqual(h.get_state(), g.get_state())
         self.assertIsNot(h, g)
 
+    def test_buffers_that_are_not_persistent(self):
+        """register_buffer(name, t, persistent=False), as torch's: listed by buffers(), left out of state_dict, kept
+        by load_state_dict (its key there is unexpected), copied by deepcopy and pickle."""
+        m = Outer()
+        m.inner.cache.fill_(7.0)
+        self.assertEqual([n for n, _ in m.named_buffers()], ["inner.cache", "inner.count"])
+        self.assertEqual(list(m.state_dict()), ["inner.count", "inner.lin.weight", "inner.lin.bias"])
+        self.assertEqual(list(m.state_dict(prefix="m.")), ["m.inner.count", "m.inner.lin.weight", "m.inner.lin.bias"])
+        fresh = Outer()
+        fresh.load_state_dict(m.state_dict())
+        self.assertEqual(fresh.inner.cache.tolist(), [0.0, 0.0, 0.0])  # its own value, as torch's
+        with self.assertRaisesRegex(ValueError, "load_state_dict: unexpected key\\(s\\) 'inner.cache'"):
+            fresh.load_state_dict(dict(m.state_dict(), **{"inner.cache": tmem.ones(3)}))
+        keys = fresh.load_state_dict(dict(m.state_dict(), **{"inner.cache": tmem.ones(3)}), strict=False)
+        self.assertEqual((keys.unexpected_keys, fresh.inner.cache.tolist()), (["inner.cache"], [0.0, 0.0, 0.0]))
+        for twin in (copy.deepcopy(m), pickle.loads(pickle.dumps(m))):
+            self.assertEqual(twin.inner.cache.tolist(), [7.0, 7.0, 7.0])
+            self.assertEqual(list(twin.state_dict()), list(m.state_dict()))
+        del m.inner.cache
+        m.inner.register_buffer("cache", tmem.ones(2))  # persistent again
+        self.assertIn("inner.cache", m.state_dict())
+        with self.assertRaisesRegex(TypeError, "register_buffer: expected persistent to be a bool, but got 0"):
+            m.inner.register_buffer("other", tmem.ones(1), persistent=0)
+        with self.assertRaisesRegex(TypeError, "register_parameter\\(\\) takes a name and a parameter"):
+            m.inner.register_parameter("p", tmem.ones(1, requires_grad=True), persistent=False)
+        if torch is not None:
+            class TorchCached(torch.nn.Module):
+                def __init__(self):
+                    super().__init__()
+                    self.lin = torch.nn.Linear(2, 2)
+                    self.register_buffer("cache", torch.zeros(3), persistent=False)
+                    self.register_buffer("count", torch.zeros(1))
+            self.assertEqual(sorted(TorchCached().state_dict()), sorted(Cached().state_dict()))
+
     def test_walks_are_lists_that_next_steps_through(self):
         """next(model.parameters()) (torch's generators) raised TypeError: 'list' object is not an iterator."""
         m = nn.Sequential(nn.Linear(2, 3), nn.Linear(3, 1))
@@ -1309,6 +1343,22 @@ class TestPythonSubclass(unittest.TestCase):
         self.assertLess(loss.item(), first / 4)
         self.assertGreater((pred == y).mean(), 0.9)
         self.assertEqual(opt.steps, 300)
+
+
+class Cached(nn.Module):
+    """A cache buffer that is not persistent beside one that is (module level, so that it pickles)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(2, 2)
+        self.register_buffer("cache", tmem.zeros(3), persistent=False)
+        self.register_buffer("count", tmem.zeros(1))
+
+
+class Outer(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.inner = Cached()
 
 
 class TestOptim(unittest.TestCase):

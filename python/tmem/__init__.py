@@ -137,7 +137,8 @@ def _register_as_attribute(method, kind):
     and None registers an empty slot (``register_buffer("mask", None)``),
     which no walk or state_dict lists until a value fills it."""
     @_functools.wraps(method)
-    def register(self, name, value, _replacing_attribute=False):
+    def register(self, name, value, *args, _replacing_attribute=False, **kwargs):
+        persistent = _persistent_argument(kind, args, kwargs)
         _check_python_state(self, f"register_{kind}({name!r})")
         if not _replacing_attribute and isinstance(name, str) and not self._has_own(name):
             if name in self.__dict__ or hasattr(type(self), name) or name.startswith("_tmem") or name == "forward":
@@ -158,9 +159,50 @@ def _register_as_attribute(method, kind):
             if frozen:
                 _unfreeze(value)
         self.__dict__.setdefault("_tmem_registered", {})[name] = kind
+        if kind == "buffer":
+            nonpersistent = self.__dict__.setdefault("_tmem_nonpersistent", set())
+            (nonpersistent.discard if persistent else nonpersistent.add)(name)
         object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
     return register
+
+
+def _persistent_argument(kind, args, kwargs):
+    """register_buffer's persistent (positional or by keyword; True by
+    default); TypeError for it given to register_parameter or
+    register_module, or for any other argument."""
+    if kind != "buffer" and (args or kwargs):
+        raise TypeError(f"register_{kind}() takes a name and a {kind}, but got more arguments")
+    if len(args) > 1 or set(kwargs) - {"persistent"} or (args and kwargs):
+        raise TypeError(f"register_buffer() takes name, tensor and persistent, but got {args} {kwargs}")
+    persistent = args[0] if args else kwargs.get("persistent", True)
+    if not isinstance(persistent, bool):
+        raise TypeError(f"register_buffer: expected persistent to be a bool, but got {persistent!r}")
+    return persistent
+
+
+def _nonpersistent_names(module, prefix=""):
+    """The state_dict names of the buffers registered with persistent=False
+    in module's tree."""
+    out = set()
+    for path, m in module.named_modules():
+        for name in m.__dict__.get("_tmem_nonpersistent", ()):
+            out.add(prefix + (f"{path}.{name}" if path else name))
+    return out
+
+
+def _module_state_dict(self, *, destination=None, prefix="", keep_vars=False):
+    """Parameters and persistent buffers by dotted name (torch's
+    state_dict; a buffer registered with persistent=False is left out)."""
+    skip = _nonpersistent_names(self, prefix) if isinstance(prefix, str) else ()
+    if not skip:
+        return _RAW_STATE_DICT(self, destination=destination, prefix=prefix, keep_vars=keep_vars)
+    out = _RAW_STATE_DICT(self, destination={}, prefix=prefix, keep_vars=keep_vars)
+    kept = destination if destination is not None else {}
+    for name, t in out.items():
+        if name not in skip:
+            kept[name] = t
+    return kept
 
 
 def _unregister(method):
@@ -180,6 +222,7 @@ def _unregister(method):
             method(self, name)
         if registered.pop(name, None) is not None:
             self.__dict__.pop(name, None)
+            self.__dict__.get("_tmem_nonpersistent", set()).discard(name)
     return unregister
 
 
@@ -196,7 +239,20 @@ def _checked_load_state_dict(method):
             if not isinstance(value, Tensor):
                 raise TypeError(f"load_state_dict: the value of {key!r} is a {type(value).__name__}, not a tmem "
                                 f"Tensor (convert arrays with tmem.tensor or tmem.from_numpy)")
-        return method(self, state_dict, strict=strict)
+        skip = _nonpersistent_names(self)
+        if not skip:
+            return method(self, state_dict, strict=strict)
+        # A buffer registered with persistent=False is not in a state_dict: it keeps its value (given to the
+        # C++ loader as itself), and its name in state_dict is an unexpected key, as in torch.
+        unexpected = [key for key in state_dict if key in skip]
+        if strict and unexpected:
+            raise ValueError(f"load_state_dict: unexpected key(s) {', '.join(map(repr, unexpected))} (buffers "
+                             f"registered with persistent=False).")
+        current = _RAW_STATE_DICT(self, keep_vars=True)
+        full = {key: value for key, value in state_dict.items() if key not in skip}
+        full.update({key: current[key] for key in skip})
+        result = method(self, full, strict=strict)
+        return nn.IncompatibleKeys(result.missing_keys, list(result.unexpected_keys) + unexpected)
     return load_state_dict
 
 
@@ -613,7 +669,7 @@ def _module_deepcopy(self, memo):
     # modules and tensors, so that Python attributes aliasing them
     # (self.w = self.lin.weight) stay aliases in the copy.
     made_modules = dict(out.named_modules())
-    made = out.state_dict(keep_vars=True)
+    made = _RAW_STATE_DICT(out, keep_vars=True)
     constructed = len(made_modules) > 1 or bool(made)
     own = self.named_modules() if constructed else [("", self)]
     for name, module in own:
@@ -621,7 +677,7 @@ def _module_deepcopy(self, memo):
             _keep_alive(module, memo)
             memo.setdefault(id(module), made_modules[name])
     impls = memo.setdefault(_IMPLS, {})
-    for name, t in self.state_dict(keep_vars=True).items() if constructed else ():  # every name of a tied tensor
+    for name, t in _RAW_STATE_DICT(self, keep_vars=True).items() if constructed else ():  # every name of a tied tensor
         if name not in made:
             continue
         copied = impls.setdefault(t._impl_id, made[name])
@@ -649,15 +705,18 @@ def _module_deepcopy(self, memo):
     for name, value in self.__dict__.items():
         if name not in registered and name not in ("_tmem_init", "_tmem_registered"):
             object.__setattr__(out, name, _copy.deepcopy(value, memo))
+    nonpersistent = self.__dict__.get("_tmem_nonpersistent", ())
     for name, kind in _registered_in_order(self):  # each as it was registered
-        getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo), _replacing_attribute=True)
+        persistent = (name not in nonpersistent,) if kind == "buffer" else ()
+        getattr(out, "register_" + kind)(name, _copy.deepcopy(self.__dict__[name], memo), *persistent,
+                                         _replacing_attribute=True)
     if not constructed:
         out.training = self.training
         for name, kind in registered.items():  # registering marked them requires_grad
             if kind == "parameter" and self.__dict__[name] is not None:
                 out.__dict__[name].requires_grad_(self.__dict__[name].requires_grad)
         return out
-    _load_copied_state(out, self.state_dict(), {name: p.requires_grad for name, p in self.named_parameters()},
+    _load_copied_state(out, _RAW_STATE_DICT(self), {name: p.requires_grad for name, p in self.named_parameters()},
                        {name: module.training for name, module in own})
     return out
 
@@ -684,7 +743,7 @@ def _load_copied_state(out, state, requires_grad, training):
     for name, t in (*out.named_parameters(), *out.named_buffers()):  # a float64 copy stays float64
         if t.dtype != state[name].dtype:
             t.data = t.to(state[name].dtype)
-    out.load_state_dict(state)
+    _RAW_LOAD_STATE_DICT(out, state)
     params = dict(out.named_parameters())
     for name, flag in requires_grad.items():
         params[name].requires_grad_(flag)
@@ -759,7 +818,9 @@ nn.Module.__delattr__ = _module_delattr
 for _kind in ("parameter", "buffer", "module"):
     setattr(nn.Module, "register_" + _kind, _register_as_attribute(getattr(nn.Module, "register_" + _kind), _kind))
 nn.Module.unregister = _unregister(nn.Module.unregister)
+_RAW_STATE_DICT, _RAW_LOAD_STATE_DICT = nn.Module.state_dict, nn.Module.load_state_dict  # the whole state
 nn.Module.load_state_dict = _checked_load_state_dict(nn.Module.load_state_dict)
+nn.Module.state_dict = _module_state_dict
 nn.Module.apply = _module_apply
 for _name in ("parameters", "buffers"):
     setattr(nn.Module, "named_" + _name, _named_walk(getattr(nn.Module, "named_" + _name)))

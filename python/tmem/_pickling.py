@@ -20,7 +20,7 @@ import weakref as _weakref
 
 from collections import OrderedDict as _OrderedDict
 
-from . import _registered_in_order, _tmem
+from . import _RAW_LOAD_STATE_DICT, _RAW_STATE_DICT, _registered_in_order, _tmem
 from ._tmem import Generator, default_generator, models, nn
 
 _CONFIGS = (models.TaskConfig, models.BackboneConfig, models.TensorMemoryOptions, models.TrainConfig)
@@ -183,7 +183,7 @@ def _module_reduce_ex(self, protocol):
     if recorded is None:
         raise TypeError(f"cannot pickle this {type(self).__name__}: it was made inside another module, not by its "
                         f"constructor, so it cannot be built again alone; pickle the module that made it")
-    tree = self.state_dict(keep_vars=True)
+    tree = _RAW_STATE_DICT(self, keep_vars=True)
     refs = {}
     for name, m in self.named_modules():
         if name:
@@ -243,7 +243,7 @@ def _module_setstate(self, pickled):
             value = self.get_submodule(value.name)
         getattr(self, "register_" + kind)(name, value, _replacing_attribute=True)
     state = pickled["state"]
-    tree = self.state_dict(keep_vars=True)
+    tree = _RAW_STATE_DICT(self, keep_vars=True)
     missing = [name for names in pickled["groups"] for name in names if name not in tree]
     if missing:
         raise RuntimeError(f"unpickle: the rebuilt {type(self).__name__} has no {', '.join(map(repr, missing))}")
@@ -271,9 +271,9 @@ def _module_setstate(self, pickled):
                 canonical.requires_grad_(grad)
         if pickled_t is not None and canonical is not pickled_t:
             values[fixed[0]] = pickled_t
-    self.load_state_dict(values, strict=False)
+    _RAW_LOAD_STATE_DICT(self, values, strict=False)
     modules = dict(self.named_modules())
-    tensors = self.state_dict(keep_vars=True)
+    tensors = _RAW_STATE_DICT(self, keep_vars=True)
     for name, value in pickled["attributes"].items():
         object.__setattr__(self, name, _from_refs(value, modules, tensors))
     for name, flag in pickled["requires_grad"].items():
