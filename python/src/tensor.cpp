@@ -577,7 +577,11 @@ Tensor& assign_op_(Tensor& a, const py::object& b, const char* method, const cha
   if (r.is(py::reinterpret_borrow<py::object>(Py_NotImplemented)))
     throw py::type_error(std::string(who) + ": unsupported operand type " +
                          py::str(py::type::of(b).attr("__name__")).cast<std::string>());
-  const Tensor result = r.cast<Tensor>();
+  Tensor result = r.cast<Tensor>();
+  // A floating result goes into a floating tensor of the other precision as torch's in-place ops cast it
+  // (x_f32 += y_f64 stays float32); a float into int64 is refused, as torch refuses it.
+  if (result.dtype() != a.dtype() && is_floating(result.dtype()) && is_floating(a.dtype()))
+    result = to_dtype(result, a.dtype());
   check<DtypeError>(result.dtype() == a.dtype(), who, ": the result is ", dtype_name(result.dtype()),
                     ", which cannot be written into a tensor of ", dtype_name(a.dtype()));
   commit_inplace(a, result, who);
@@ -596,6 +600,11 @@ Tensor& add_scaled_(Tensor& a, const py::object& b, double alpha, const std::str
   }
   if (!py::isinstance<Tensor>(b)) return add_(a, alpha * number_from_py(b, who, "the operand"));
   const Tensor t = b.cast<Tensor>();
+  if (t.dtype() != a.dtype()) {  // through the operators' promotion, cast back into a (torch's in-place rule)
+    if (alpha == 1.0) return assign_op_(a, b, "__add__", who.c_str());
+    if (alpha == -1.0) return assign_op_(a, b, "__sub__", who.c_str());
+    return assign_op_(a, b.attr("__mul__")(alpha), "__add__", who.c_str());
+  }
   if (alpha == 1.0) return add_(a, t);
   const Tensor scaled = alpha == -1.0 ? neg(t) : mul(t, alpha);
   return add_(a, scaled);
@@ -609,7 +618,8 @@ double alpha_from_py(const py::object& alpha, const std::string& who) {
 
 /// In place a *= b, b a tensor (broadcast) or a number: the body of mul_ and *=.
 Tensor& mul_any_(Tensor& a, const py::object& b, const std::string& who) {
-  if (a.dtype() == DType::Int64) return assign_op_(a, b, "__mul__", who.c_str());
+  if (a.dtype() == DType::Int64 || (py::isinstance<Tensor>(b) && b.cast<Tensor>().dtype() != a.dtype()))
+    return assign_op_(a, b, "__mul__", who.c_str());
   if (py::isinstance<Tensor>(b)) return mul_(a, b.cast<Tensor>());
   return mul_(a, number_from_py(b, who, "the operand"));
 }
@@ -877,10 +887,8 @@ void bind_tensor(py::module_& m) {
   // An int64 operand goes through NumPy, as + - * / do: 2.5 ** t is float32, t ** 2 int64 (torch's types).
   cls.def("__pow__", [](const Tensor& a, const py::object& b) -> py::object {
              if (const std::optional<Tensor> r = int64_arithmetic(a, b, "power", false)) return py::cast(*r);
-             if (py::isinstance<Tensor>(b)) {
-               const auto [x, y] = promoted(a, b.cast<Tensor>());
-               return py::cast(pow(x, y));
-             }
+             if (py::isinstance<Tensor>(b) || py::isinstance<py::array>(b))  // an array is a tensor of its dtype
+               return operator_result(a, b, static_cast<Tensor (*)(const Tensor&, const Tensor&)>(&pow));
              py::detail::make_caster<double> number;
              if (!number.load(b, true)) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
              return py::cast(pow(a, py::detail::cast_op<double>(number)));

@@ -80,7 +80,7 @@ class TestExactValues(unittest.TestCase):
         self.assertEqual((tmem.nonzero(tmem.zeros(2, 2)).shape, tmem.argwhere(tmem.tensor(3.0)).shape),
                          ((0, 2), (1, 0)))
         self.assertEqual(tmem.count_nonzero(x, 0).tolist(), [1, 2, 2])
-        with self.assertRaisesRegex(tmem.ShapeError, "masked_select: the mask of shape \\[2\\] does not broadcast"):
+        with self.assertRaisesRegex(tmem.ShapeError, "masked_select: the mask of shape \\[2\\] and the input"):
             tmem.masked_select(x, tmem.ones(2))
         with self.assertRaisesRegex(IndexError, "masked_select \\(reading\\) or masked_fill / where"):
             x[x > 0]
@@ -421,3 +421,76 @@ class TestFrozenParameters(unittest.TestCase):
             nn.Parameter(tmem.ones(10), requires_grad=False)
         gc.collect()
         self.assertEqual(len(package._FROZEN_PARAMETERS), before)  # each went with its tensor
+
+
+class TestFoundByASecondTester(unittest.TestCase):
+    """Defects a tester found in einsum, cumsum, sort, masks, operators and data loading, each fixed."""
+
+    def test_values(self):
+        inf = math.inf
+        self.assertEqual(tmem.cumsum(tmem.tensor([1.0, inf, 2.0]), 0).tolist(), [1.0, inf, inf])  # was all NaN
+        self.assertEqual(tmem.cumsum(tmem.tensor([3e38, 3e38, -3e38]), 0).tolist()[1:],
+                         [inf, float(np.float32(3e38))])  # summed in float64, as torch's
+        self.assertEqual([tmem.cumsum(tmem.zeros(3, 0), 1).shape, tmem.sort(tmem.zeros(0, 3), 1).values.shape],
+                         [(3, 0), (0, 3)])
+        with self.assertRaisesRegex(TypeError, "cumsum: expected dim to be an int, but got None"):
+            tmem.cumsum(tmem.ones(2), None)
+        # '...' dims line up from the right: shapes (3, 3) and (3, 1, 3) give (3, 3).
+        self.assertEqual(tmem.einsum("...i,...i->...", tmem.ones(3, 3), tmem.ones(3, 1, 3)).shape, (3, 3))
+        self.assertEqual(tmem.einsum("...i,...i->...", tmem.ones(2, 3), tmem.ones(4, 2, 3)).shape, (4, 2))
+        with self.assertRaisesRegex(tmem.ValueError, "must be ASCII letters"):
+            tmem.einsum("\u00e9i->i", tmem.ones(2, 2))
+        self.assertEqual(tmem.sort(tmem.tensor([3, -2**63, 5, 2**63 - 1]), descending=True).values.tolist(),
+                         [2**63 - 1, 5, 3, -2**63])  # -x overflowed at -2**63
+        self.assertEqual(tmem.masked_select(tmem.tensor([1.0, 2.0, 3.0]), tmem.tensor([[1, 0, 1], [0, 1, 0]])).tolist(),
+                         [1.0, 3.0, 2.0])
+        self.assertEqual(tmem.maximum(tmem.ones(2), tmem.full((2,), 2.0, dtype=tmem.float64)).dtype, tmem.float64)
+        self.assertEqual(tmem.max(tmem.ones(2), other=tmem.zeros(2)).tolist(), [1.0, 1.0])
+        self.assertEqual([p.tolist() for p in tmem.arange(0, 4).split([np.int64(1), np.int64(3)])], [[0], [1, 2, 3]])
+        with self.assertRaisesRegex(tmem.ShapeError, "split: expected a tensor of at least 1 dim"):
+            tmem.split(tmem.tensor(1.0), [1])
+
+    def test_operators(self):
+        x = tmem.ones(2, requires_grad=True)
+        y = x ** np.array([2.0, 3.0])  # a NumPy array made the result an ndarray, dropping the graph
+        self.assertIsInstance(y, tmem.Tensor)
+        tmem.sum(y).backward()
+        self.assertEqual((y.dtype, x.grad.tolist()), (tmem.float64, [2.0, 3.0]))
+        self.assertEqual((tmem.tensor(2.0) ** np.array([2.0])).shape, (1,))
+        a = tmem.ones(2)
+        a += tmem.ones(2, dtype=tmem.float64)  # float32 stays float32, as torch's in-place ops
+        a *= tmem.full((2,), 3.0, dtype=tmem.float64)
+        a /= tmem.full((2,), 2.0, dtype=tmem.float64)
+        self.assertEqual((a.dtype, a.tolist()), (tmem.float32, [3.0, 3.0]))
+
+    def test_buffers_and_data(self):
+        nn = tmem.nn
+
+        class Inner(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.register_buffer("kept", tmem.zeros(1))
+                self.register_buffer("cache", tmem.zeros(2), persistent=False)
+                self.register_buffer("slot", None, persistent=False)
+
+        class Twice(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = Inner()
+                self.b = self.a
+
+        m = Twice()
+        self.assertEqual(list(m.state_dict()), ["a.kept", "b.kept"])  # b.cache leaked through the second name
+        m.load_state_dict(m.state_dict())  # the empty slot raised KeyError
+        m.a.slot = tmem.ones(3)  # filling the slot keeps it out of state_dict
+        self.assertEqual(list(m.state_dict()), ["a.kept", "b.kept"])
+        data = tmem.utils.data
+        self.assertEqual((data.default_collate([1, 2.5]).dtype, data.default_collate([1, 2.5]).tolist()),
+                         (tmem.float32, [1.0, 2.5]))  # the floats were cut to ints
+        ds = data.TensorDataset(tmem.arange(0, 10))
+        self.assertEqual([len(s) for s in data.random_split(ds, np.array([3, 7]))], [3, 7])
+        self.assertEqual([len(s) for s in data.random_split(ds, [0.5, 0.5, 0])], [5, 5, 0])
+        with self.assertRaisesRegex(ValueError, "RandomSampler: cannot draw 3 samples from an empty data source"):
+            data.RandomSampler([], num_samples=3)  # iterating it never ended
+        with self.assertRaisesRegex(ValueError, "batch_size=None option disables auto-batching"):
+            data.DataLoader(ds, batch_size=None, drop_last=True)

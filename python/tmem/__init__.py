@@ -159,35 +159,44 @@ def _register_as_attribute(method, kind):
             if frozen:
                 _unfreeze(value)
         self.__dict__.setdefault("_tmem_registered", {})[name] = kind
-        if kind == "buffer":
+        if kind == "buffer" and (persistent is not None or not _replacing_attribute):
+            # An attribute filling the slot again (persistent not given) keeps the slot's persistence.
             nonpersistent = self.__dict__.setdefault("_tmem_nonpersistent", set())
-            (nonpersistent.discard if persistent else nonpersistent.add)(name)
+            (nonpersistent.discard if persistent is not False else nonpersistent.add)(name)
         object.__setattr__(self, name, value if out is None else out)  # register_module returns None
         return out
     return register
 
 
 def _persistent_argument(kind, args, kwargs):
-    """register_buffer's persistent (positional or by keyword; True by
-    default); TypeError for it given to register_parameter or
-    register_module, or for any other argument."""
+    """register_buffer's persistent (positional or by keyword; None, not
+    given, means True, or the slot's own when an attribute fills it);
+    TypeError for it given to register_parameter or register_module, or
+    for any other argument."""
     if kind != "buffer" and (args or kwargs):
         raise TypeError(f"register_{kind}() takes a name and a {kind}, but got more arguments")
     if len(args) > 1 or set(kwargs) - {"persistent"} or (args and kwargs):
         raise TypeError(f"register_buffer() takes name, tensor and persistent, but got {args} {kwargs}")
-    persistent = args[0] if args else kwargs.get("persistent", True)
-    if not isinstance(persistent, bool):
+    persistent = args[0] if args else kwargs.get("persistent")
+    if persistent is not None and not isinstance(persistent, bool):
         raise TypeError(f"register_buffer: expected persistent to be a bool, but got {persistent!r}")
     return persistent
 
 
 def _nonpersistent_names(module, prefix=""):
     """The state_dict names of the buffers registered with persistent=False
-    in module's tree."""
-    out = set()
-    for path, m in module.named_modules():
-        for name in m.__dict__.get("_tmem_nonpersistent", ()):
-            out.add(prefix + (f"{path}.{name}" if path else name))
+    in module's tree, under every path that reaches them (a module held
+    under two names is listed under both)."""
+    if not _builtins.any("_tmem_nonpersistent" in m.__dict__ for m in module.modules()):
+        return set()
+    owners, out = {}, set()
+    for key in _RAW_STATE_DICT(module, keep_vars=True):
+        path, _, name = key.rpartition(".")
+        if path not in owners:
+            owners[path] = module.get_submodule(path).__dict__.get("_tmem_nonpersistent", ()) if path else \
+                module.__dict__.get("_tmem_nonpersistent", ())
+        if name in owners[path]:
+            out.add(prefix + key)
     return out
 
 
@@ -250,7 +259,7 @@ def _checked_load_state_dict(method):
                              f"registered with persistent=False).")
         current = _RAW_STATE_DICT(self, keep_vars=True)
         full = {key: value for key, value in state_dict.items() if key not in skip}
-        full.update({key: current[key] for key in skip})
+        full.update({key: current[key] for key in skip if key in current})
         result = method(self, full, strict=strict)
         return nn.IncompatibleKeys(result.missing_keys, list(result.unexpected_keys) + unexpected)
     return load_state_dict

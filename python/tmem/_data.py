@@ -92,8 +92,10 @@ def random_split(dataset, lengths, generator=None):
     (torch's: the remainder goes one by one to the first subsets), over a
     random permutation. ValueError when the lengths do not add up."""
     n = len(dataset)
-    lengths = list(lengths)
-    if lengths and all(isinstance(x, float) and 0 <= x <= 1 for x in lengths) and abs(sum(lengths) - 1) < 1e-9:
+    lengths = [int(x) if isinstance(x, _numbers.Integral) else x for x in lengths]
+    fractions = any(isinstance(x, float) for x in lengths)
+    if fractions and all(isinstance(x, (int, float)) and 0 <= x <= 1 for x in lengths) and \
+            abs(sum(lengths) - 1) < 1e-9:
         counts = [int(x * n) for x in lengths]
         for i in range(n - sum(counts)):
             counts[i % len(counts)] += 1
@@ -116,7 +118,9 @@ def default_collate(batch):
     if isinstance(first, _tmem.Tensor):
         return _tmem.stack(list(batch), 0)
     if isinstance(first, bool) or isinstance(first, _numbers.Integral):
-        return _tmem.tensor(list(batch), dtype=_tmem.int64)
+        if all(isinstance(x, _numbers.Integral) for x in batch):
+            return _tmem.tensor(list(batch), dtype=_tmem.int64)
+        return _tmem.tensor(list(batch))  # ints then floats: float32, as torch.tensor of them
     if isinstance(first, _numbers.Real):
         return _tmem.tensor(list(batch), dtype=_tmem.float64)
     if isinstance(first, (str, bytes)):
@@ -153,6 +157,9 @@ class DataLoader:
                  generator=None, prefetch_factor=2, persistent_workers=False):
         if batch_size is not None and (not isinstance(batch_size, int) or batch_size < 1):
             raise ValueError(f"DataLoader: batch_size must be an int >= 1 or None, but got {batch_size!r}")
+        if batch_size is None and drop_last:
+            raise ValueError("DataLoader: batch_size=None option disables auto-batching and is mutually exclusive "
+                             "with drop_last")
         if sampler is not None and shuffle:
             raise ValueError("DataLoader: sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None and (batch_size != 1 or shuffle or sampler is not None or drop_last):
@@ -209,6 +216,10 @@ class RandomSampler:
             raise ValueError("RandomSampler: replacement=True is not supported by tmem")
         self.data_source, self.generator = data_source, generator
         self.num_samples = len(data_source) if num_samples is None else num_samples
+        if not isinstance(self.num_samples, int) or isinstance(self.num_samples, bool) or self.num_samples < 0:
+            raise ValueError(f"RandomSampler: num_samples must be an int >= 0, but got {self.num_samples!r}")
+        if self.num_samples and not len(data_source):
+            raise ValueError(f"RandomSampler: cannot draw {self.num_samples} samples from an empty data source")
 
     def __iter__(self):
         n = len(self.data_source)
@@ -227,6 +238,8 @@ class BatchSampler:
     def __init__(self, sampler, batch_size, drop_last):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
             raise ValueError(f"BatchSampler: batch_size must be an int >= 1, but got {batch_size!r}")
+        if not isinstance(drop_last, bool):
+            raise ValueError(f"BatchSampler: drop_last must be a bool, but got {drop_last!r}")
         self.sampler, self.batch_size, self.drop_last = sampler, batch_size, drop_last
 
     def __iter__(self):

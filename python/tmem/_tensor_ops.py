@@ -15,6 +15,7 @@ import collections as _collections
 import functools as _functools
 import inspect as _inspect
 import math as _math
+import numbers as _numbers
 
 import numpy as _np
 
@@ -269,6 +270,9 @@ def isfinite(input):
 def _extremum(input, other, greater, who):
     if not isinstance(input, Tensor) or not isinstance(other, Tensor):
         raise TypeError(f"{who}: expected two tensors, but got {type(input).__name__} and {type(other).__name__}")
+    if input.dtype != other.dtype:  # torch's promotion: float64 over float32, a float over int64
+        wide = _tmem.float64 if _tmem.float64 in (input.dtype, other.dtype) else _tmem.float32
+        input, other = input.to(wide), other.to(wide)
     if input.dtype not in _FLOAT:
         return _tmem.where(greater(input, other), input, other)
     pick = greater(input, other) + isnan(input)
@@ -399,7 +403,9 @@ def any(input, dim=None, keepdim=False):
 
 
 def _extremum_or_reduction(reduction, elementwise, who):
-    def function(input, dim=None, keepdim=False):
+    def function(input, dim=None, keepdim=False, *, other=None):
+        if other is not None:
+            dim = other
         if isinstance(dim, Tensor):  # torch.max(a, b): the element-wise maximum
             if keepdim is not False:
                 raise TypeError(f"{who}: keepdim does not go with a second tensor")
@@ -415,14 +421,17 @@ def split(tensor, split_size_or_sections, dim=0):
     """tensor cut along dim into pieces of split_size_or_sections elements
     (the last may be smaller), or of the sizes in a list of them
     (torch.split). ValueError when the sizes do not add up to the dim's."""
-    if isinstance(split_size_or_sections, int):
-        return _SPLIT(tensor, split_size_or_sections, dim)
+    if tensor.dim() == 0:
+        raise _tmem.ShapeError("split: expected a tensor of at least 1 dim, but got a 0-d tensor")
+    if isinstance(split_size_or_sections, _numbers.Integral):
+        return _SPLIT(tensor, int(split_size_or_sections), dim)
     sizes = list(split_size_or_sections)
     d = _dims(dim, tensor.dim(), "split")[0]
-    if sum(sizes) != tensor.shape[d] or not _builtins.all(isinstance(n, int) and n >= 0 for n in sizes):
+    integral = _builtins.all(isinstance(n, _numbers.Integral) and n >= 0 for n in sizes)
+    if not integral or sum(sizes) != tensor.shape[d]:
         raise _tmem.ValueError(f"split: the sizes {sizes} do not add up to the {tensor.shape[d]} elements of dim {dim}")
     out, start = [], 0
-    for n in sizes:
+    for n in map(int, sizes):
         out.append(tensor.narrow(d, start, n))
         start += n
     return out
@@ -433,12 +442,17 @@ _SortResult = _collections.namedtuple("sort", ["values", "indices"])
 
 def _order(input, dim, descending, who):
     """The int64 indices that sort input along dim (stable; NaN greatest, as torch's)."""
-    d = _dims(dim, input.dim(), who)[0] if input.dim() else 0
+    dims = _dims(dim, input.dim(), who)
+    d = dims[0] if dims else 0
     x = _np.moveaxis(input.detach().cpu().numpy(), d, -1) if input.dim() else input.detach().numpy().reshape(1)
+    if x.size == 0:
+        return _tmem.zeros(tuple(input.shape), dtype=_tmem.int64).to(input.device), d
     nan = _np.isnan(x) if x.dtype.kind == "f" else _np.zeros(x.shape, bool)
     key = _np.where(nan, 0, x)
-    # lexsort sorts by the last key first: NaN last ascending, first descending; ties keep their order.
-    keys = (-key if descending else key, ~nan if descending else nan)
+    # lexsort sorts by the last key first: NaN last ascending, first descending; ties keep their order. An
+    # integer key is reversed by ~ (-x overflows at -2**63).
+    reversed_key = -key if x.dtype.kind == "f" else ~key
+    keys = (reversed_key if descending else key, ~nan if descending else nan)
     flat = [_np.lexsort(tuple(k[i] for k in keys)) for i in _np.ndindex(x.shape[:-1])] if x.ndim > 1 else \
         [_np.lexsort(keys)]
     order = _np.stack(flat).reshape(x.shape) if x.ndim > 1 else flat[0]
@@ -452,6 +466,7 @@ def sort(input, dim=-1, descending=False, stable=False):
     order (stable, whatever `stable` says); values differentiate through a
     gather."""
     if input.dim() == 0:
+        _dims(dim, 0, "sort")
         return _SortResult(input, _tmem.zeros((), dtype=_tmem.int64))
     indices, d = _order(input, dim, descending, "sort")
     return _SortResult(_tmem.gather(input, d, indices), indices)
@@ -465,7 +480,8 @@ def argsort(input, dim=-1, descending=False, stable=False):
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """(values, indices) of the k largest (or smallest) elements along dim
     (torch.topk), in sorted order. ValueError for k outside [0, size]."""
-    d = _dims(dim, input.dim(), "topk")[0] if input.dim() else 0
+    dims = _dims(dim, input.dim(), "topk")
+    d = dims[0] if dims else 0
     size = input.shape[d] if input.dim() else 1
     if not isinstance(k, int) or not 0 <= k <= size:
         raise _tmem.ValueError(f"topk: k ({k!r}) is out of range for a dim of size {size}")
@@ -476,48 +492,59 @@ def topk(input, k, dim=-1, largest=True, sorted=True):
 
 
 def cumsum(input, dim, *, dtype=None):
-    """Running sums along dim (torch.cumsum): int64 exactly (NumPy);
-    floating ones differentiably, as products with a triangle of ones, in
-    blocks of 1024 with the sum so far carried (so rounding may differ from
-    torch's sequential sum in the last bits)."""
+    """Running sums along dim (torch.cumsum). The values are NumPy's, added
+    up in float64 as torch's kernel does for float32 (so inf and NaN stay
+    where they start, and float32 overflow happens only in the result); a
+    floating input's gradient (the reversed running sum of the output's)
+    flows through products with triangles of ones in blocks of 1024, over
+    the input with non-finite values zeroed (their own gradient is 0 where
+    torch passes it)."""
+    if dim is None or isinstance(dim, bool) or not isinstance(dim, int):
+        raise TypeError(f"cumsum: expected dim to be an int, but got {dim!r}")
     x = input if dtype is None else input.to(dtype)
-    if x.dim() == 0:
+    dims = _dims(dim, x.dim(), "cumsum")
+    if x.dim() == 0 or x.numel() == 0:
         return x * 1
-    d = _dims(dim, x.dim(), "cumsum")[0]
+    d = dims[0]
+    raw = x.detach().cpu().numpy()
     if x.dtype not in _FLOAT:
         if x.requires_grad:
             raise _tmem.DtypeError("cumsum: an int64 tensor that requires grad")
-        return _tmem.tensor(_np.cumsum(x.cpu().numpy(), axis=d)).to(x.device)
-    moved = _tmem.transpose(x, d, x.dim() - 1) if d != x.dim() - 1 else x
+        return _tmem.tensor(_np.cumsum(raw, axis=d)).to(x.device)
+    with _np.errstate(over="ignore"):  # a float32 sum beyond its range is inf, as torch's
+        values = _tmem.tensor(_np.cumsum(raw, axis=d, dtype=_np.float64).astype(raw.dtype)).to(x.device)
+    if not x.requires_grad or not _tmem.is_grad_enabled():
+        return values
+    finite = _tmem.where(isfinite(x), x, 0.0).to(_tmem.float64)
+    moved = _tmem.transpose(finite, d, x.dim() - 1) if d != x.dim() - 1 else finite
     n, block, pieces, carry = moved.shape[-1], 1024, [], None
     for start in range(0, n, block):
         width = min(block, n - start)
-        tri = _tmem.tensor(_np.triu(_np.ones((width, width))), dtype=x.dtype).to(x.device)
+        tri = _tmem.tensor(_np.triu(_np.ones((width, width))), dtype=_tmem.float64).to(x.device)
         piece = moved.narrow(-1, start, width) @ tri
         piece = piece if carry is None else piece + carry
         carry = piece.narrow(-1, width - 1, 1)
         pieces.append(piece)
-    out = pieces[0] if len(pieces) == 1 else _tmem.cat(pieces, -1)
-    return _tmem.transpose(out, d, x.dim() - 1) if d != x.dim() - 1 else out
-
-
-def _mask_of(input, mask, who):
-    """mask (a tensor, broadcast to input's shape) as a NumPy bool array."""
-    if not isinstance(mask, Tensor):
-        raise TypeError(f"{who}: expected mask to be a Tensor, but got {type(mask).__name__}")
-    try:
-        return _np.broadcast_to(mask.detach().cpu().numpy() != 0, tuple(input.shape))
-    except ValueError:
-        raise _tmem.ShapeError(f"{who}: the mask of shape {list(mask.shape)} does not broadcast to the input's "
-                               f"{list(input.shape)}") from None
+    carrier = pieces[0] if len(pieces) == 1 else _tmem.cat(pieces, -1)
+    carrier = _tmem.transpose(carrier, d, x.dim() - 1) if d != x.dim() - 1 else carrier
+    return values + (carrier - carrier.detach()).to(x.dtype)  # the values, and the running sums' gradient
 
 
 def masked_select(input, mask):
-    """The elements of input where mask (broadcast) is non-zero, as a 1-D
-    tensor in row-major order (torch.masked_select; x[mask] in torch):
-    differentiable through index_select."""
-    where = _np.flatnonzero(_mask_of(input, mask, "masked_select"))
-    return _tmem.index_select(input.reshape(-1), 0, _tmem.tensor(where.astype(_np.int64)).to(input.device))
+    """The elements of input where mask is non-zero, the two broadcast to
+    one shape, as a 1-D tensor in row-major order (torch.masked_select; x[mask]
+    in torch): differentiable through index_select. ShapeError for shapes
+    that do not broadcast."""
+    if not isinstance(mask, Tensor):
+        raise TypeError(f"masked_select: expected mask to be a Tensor, but got {type(mask).__name__}")
+    try:
+        shape = tuple(_np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
+    except ValueError:
+        raise _tmem.ShapeError(f"masked_select: the mask of shape {list(mask.shape)} and the input of shape "
+                               f"{list(input.shape)} do not broadcast") from None
+    x = input if tuple(input.shape) == shape else input.expand(*shape)
+    where = _np.flatnonzero(_np.broadcast_to(mask.detach().cpu().numpy() != 0, shape))
+    return _tmem.index_select(x.reshape(-1), 0, _tmem.tensor(where.astype(_np.int64)).to(input.device))
 
 
 def nonzero(input, *, as_tuple=False):
@@ -649,18 +676,19 @@ def _einsum_terms(equation, operands):
     if len(terms) != len(operands):
         raise _tmem.ValueError(f"einsum: the equation {equation!r} names {len(terms)} operands, but got "
                                f"{len(operands)}")
-    spare = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in eq]
-    ell = ""
+    letters = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+    spare = [c for c in letters if c not in eq]
+    for term in terms:
+        if not _builtins.all(c in letters for c in term.replace("...", "")) or term.count("...") > 1:
+            raise _tmem.ValueError(f"einsum: {term!r} in {equation!r} must be ASCII letters with at most one '...'")
+    widths = [x.dim() - (len(t) - 3) for t, x in zip(terms, operands) if "..." in t]
+    if _builtins.any(n < 0 for n in widths):
+        raise _tmem.ShapeError(f"einsum: an operand of {equation!r} has fewer dims than its term names")
+    ell = "".join(spare[:max(widths, default=0)])  # '...' dims line up from the right, as broadcasting does
     spelled = []
     for term, x in zip(terms, operands):
-        if not _builtins.all(c.isalpha() for c in term.replace("...", "")) or term.count("...") > 1:
-            raise _tmem.ValueError(f"einsum: {term!r} in {equation!r} must be letters with at most one '...'")
         if "..." in term:
             n = x.dim() - (len(term) - 3)
-            if n < 0:
-                raise _tmem.ShapeError(f"einsum: {term!r} names more dims than the operand's {x.dim()}")
-            if len(ell) < n:
-                ell = "".join(spare[:n])
             term = term.replace("...", ell[len(ell) - n:] if n else "")
         if len(term) != x.dim():
             raise _tmem.ShapeError(f"einsum: {term!r} in {equation!r} names {len(term)} dims, but the operand has "
@@ -671,7 +699,7 @@ def _einsum_terms(equation, operands):
     if arrow:
         if "..." in out:
             out = out.replace("...", ell)
-        if not _builtins.all(c.isalpha() for c in out) or len(set(out)) != len(out):
+        if not _builtins.all(c in letters for c in out) or len(set(out)) != len(out):
             raise _tmem.ValueError(f"einsum: the output {out!r} of {equation!r} must be distinct letters")
         missing = [c for c in out if not _builtins.any(c in t for t in spelled)]
         if missing:
