@@ -883,6 +883,7 @@ _sys.modules[__name__ + ".nn.init"] = nn.init
 from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tensor above)
 from . import _layers  # noqa: E402  (torch's parameter-free layers and losses in nn and nn.functional)
 from . import _recurrent  # noqa: E402,F401  (nn.RNN, LSTM, GRU and their cells)
+from . import _transformer  # noqa: E402,F401  (nn.TransformerEncoderLayer and TransformerEncoder)
 from . import _data  # noqa: E402
 
 nn.utils, utils = _layers.utils, _data.utils
