@@ -884,6 +884,7 @@ from . import _functional, _serialization  # noqa: E402  (they use _rebuild_tens
 from . import _layers  # noqa: E402  (torch's parameter-free layers and losses in nn and nn.functional)
 from . import _recurrent  # noqa: E402,F401  (nn.RNN, LSTM, GRU and their cells)
 from . import _transformer  # noqa: E402,F401  (nn.TransformerEncoderLayer and TransformerEncoder)
+from . import _conv  # noqa: E402,F401  (nn.Conv1d/2d, pooling and BatchNorm1d/2d, and their functions)
 from . import _data  # noqa: E402
 
 nn.utils, utils = _layers.utils, _data.utils
