@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "common.h"
+#include "tmem/core/device_backend.h"
 #include "tmem/core/grad_hooks.h"
 
 namespace tmem::py_bind {
@@ -1133,6 +1134,8 @@ void bind_tensor(py::module_& m) {
   bind_guard<AnomalyModeGuard>(m, "detect_anomaly",
                                "Context manager: NaN in an op's output or NaN/Inf in a gradient "
                                "raises, naming the op.");
+  m.def("_cuda_device_count", [] { return device_count(Device::Kind::CUDA); },
+        "The number of CUDA devices this build can use (0 without the CUDA backend or a GPU).");
   m.def("is_grad_enabled", &grad_enabled, "Whether ops record on the tape (this thread).");
   m.def("_set_grad_enabled", &set_grad_enabled, py::arg("mode").noconvert(),
         "Sets whether ops record on the tape (this thread); tmem.set_grad_enabled and enable_grad use it.");

@@ -144,5 +144,19 @@ class TestInt64InPlaceAndPrinting(unittest.TestCase):
                          ("tmem.float32", "tmem.int64", "[tmem.float64]"))
 
 
+class TestDevices(unittest.TestCase):
+    def test_the_device_idiom(self):
+        """device = torch.device("cuda" if torch.cuda.is_available() else "cpu") had no tmem counterpart."""
+        self.assertEqual(tmem.cuda.is_available(), tmem.cuda.device_count() > 0)
+        device = tmem.device("cuda" if tmem.cuda.is_available() else "cpu")
+        self.assertEqual(tmem.ones(2).to(device).device, "cuda:0" if device == "cuda" else "cpu")
+        self.assertEqual((tmem.device("cuda", 1), tmem.device(2), tmem.device("cpu")), ("cuda:1", "cuda:2", "cpu"))
+        with self.assertRaisesRegex(ValueError, "device: expected 'cpu' or 'cuda'"):
+            tmem.device("tpu")
+        if not tmem.cuda.is_available():
+            with self.assertRaisesRegex(tmem.DeviceError, "cuda:0 is not available"):
+                tmem.nn.Linear(2, 2).cuda()
+
+
 if __name__ == "__main__":
     unittest.main()

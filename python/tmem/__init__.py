@@ -850,6 +850,7 @@ nn.Module.__call__ = _hooks.module_call
 nn.Module.register_forward_pre_hook = _hooks.register_forward_pre_hook
 nn.Module.register_forward_hook = _hooks.register_forward_hook
 nn.Module.cpu = lambda self: self.to("cpu")
+nn.Module.cuda = lambda self, device=None: self.to("cuda" if device is None else device_(device))
 nn.Module.cpu.__doc__ = "to('cpu'): moves every parameter and buffer to the CPU; returns the module."
 nn.Parameter = _Parameter
 _Parameter.__name__ = _Parameter.__qualname__ = "Parameter"
@@ -898,6 +899,42 @@ def _dtype_repr(self):
 
 
 dtype.__repr__ = dtype.__str__ = _dtype_repr  # noqa: F405
+def device_(type, index=None):
+    """torch.device as tmem names devices: the string 'cpu', 'cuda' or
+    'cuda:<index>' (device('cuda', 1) and device(1) give 'cuda:1').
+    ValueError for another type or a negative index."""
+    if isinstance(type, _builtins.int) and index is None:
+        type, index = "cuda", type
+    if not isinstance(type, str) or type.split(":")[0] not in ("cpu", "cuda"):
+        raise ValueError(f"device: expected 'cpu' or 'cuda' (optionally ':<index>'), but got {type!r}")
+    if index is None:
+        return type
+    if not isinstance(index, _builtins.int) or index < 0 or ":" in type:
+        raise ValueError(f"device: expected an index >= 0 for {type!r}, but got {index!r}")
+    return f"{type}:{index}"
+
+
+device_.__name__ = "device"
+
+
+class _Cuda:
+    """tmem.cuda: what torch.cuda tells of the GPUs (is_available, device_count)."""
+
+    @staticmethod
+    def is_available():
+        """Whether this build has the CUDA backend and a GPU to run it."""
+        return _tmem._cuda_device_count() > 0
+
+    @staticmethod
+    def device_count():
+        """How many GPUs this build can use (0 without the CUDA backend or a GPU)."""
+        return _tmem._cuda_device_count()
+
+
+cuda = _Cuda()
+globals()["device"] = device_  # tmem.device("cuda", 0) -> "cuda:0"
+
+
 def _abs(input):
     """|input| (torch.abs; Tensor.abs): an int64 tensor's exactly (it raised
     DtypeError while abs(t) worked), a floating one differentiable
