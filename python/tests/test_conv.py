@@ -62,6 +62,21 @@ class TestExactValues(unittest.TestCase):
             nn.BatchNorm2d(3)(tmem.ones(2, 4, 2, 2))
         with self.assertRaisesRegex(tmem.ValueError, "batch_norm: expected more than 1 value per channel"):
             nn.BatchNorm1d(3)(tmem.ones(1, 3))
+        # Found by a tester: accepted (stride 0 ran as the kernel), or raw errors.
+        with self.assertRaisesRegex(tmem.ValueError, "stride must be an int or 2 ints >= 1, but got 0"):
+            nn.MaxPool2d(2, stride=0)(tmem.ones(1, 1, 4, 4))
+        with self.assertRaisesRegex(tmem.ValueError, "Conv2d: dilation must be an int or 2 ints >= 1, but got 0"):
+            nn.Conv2d(1, 1, 3, dilation=0)
+        with self.assertRaisesRegex(tmem.ValueError, "Conv2d: padding must be 'valid', 'same' \\(with stride 1\\)"):
+            nn.Conv2d(1, 1, 3, stride=2, padding="same")
+        with self.assertRaisesRegex(tmem.ShapeError, "conv2d: expected bias of shape \\[4\\], but got \\[3\\]"):
+            F.conv2d(tmem.ones(1, 3, 5, 5), tmem.ones(4, 3, 3, 3), tmem.ones(3))
+        with self.assertRaisesRegex(tmem.ShapeError, "adaptive_avg_pool2d: expected input \\[N, C, H, W\\]"):
+            nn.AdaptiveAvgPool2d(1)(tmem.ones(4))
+        running = tmem.ones(4)
+        with self.assertRaisesRegex(tmem.ShapeError, "batch_norm: expected running_mean of shape \\[3\\]"):
+            F.batch_norm(tmem.randn(4, 3), running, tmem.ones(4), training=True)
+        self.assertEqual(running.tolist(), [1.0] * 4)  # it was scaled before the shape error
 
 
 @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")

@@ -63,6 +63,21 @@ class TestWithoutTorch(unittest.TestCase):
             nn.RNN(3, 4, nonlinearity="gelu")
 
 
+    def test_states_and_inputs_are_checked(self):
+        """Found by a tester: a single tensor given to LSTMCell was unpacked along its first dim and ran."""
+        with self.assertRaisesRegex(TypeError, "LSTMCell: expected hx to be a pair \\(h, c\\)"):
+            nn.LSTMCell(3, 4)(tmem.randn(2, 3), tmem.zeros(2, 4))
+        with self.assertRaisesRegex(tmem.ShapeError, "RNNCell: expected input \\[N, 3\\] or \\[3\\]"):
+            nn.RNNCell(3, 4)(tmem.randn(2, 2, 3))
+        with self.assertRaisesRegex(tmem.ShapeError, "RNNCell: expected the state h of shape \\[4\\], but got "
+                                                     "\\[1, 4\\]"):
+            nn.RNNCell(3, 4)(tmem.randn(3), tmem.zeros(1, 4))
+        with self.assertRaisesRegex(TypeError, "GRU: expected hx to be a tensor, but got tuple"):
+            nn.GRU(3, 4)(tmem.randn(5, 2, 3), (tmem.zeros(1, 2, 4),))
+        with self.assertRaisesRegex(tmem.ShapeError, "LSTM: expected an input of 2 or 3 dims with at least one"):
+            nn.LSTM(3, 4)(tmem.zeros(0, 2, 3))
+
+
 @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
 class TestAgainstTorch(unittest.TestCase):
     def compare(self, mine, theirs, x, state=None):

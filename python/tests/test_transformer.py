@@ -51,6 +51,27 @@ class TestWithoutTorch(unittest.TestCase):
             nn.TransformerEncoderLayer(8, 2, activation="tanh")
 
 
+    def test_pickling_and_checks(self):
+        """Found by a tester: the layer did not pickle (its activation was a C++ function), and a mask of the
+        wrong shape was reshaped instead of refused."""
+        import pickle
+        for activation in ("gelu", tmem.relu, nn.functional.relu):
+            layer = nn.TransformerEncoderLayer(8, 2, 16, activation=activation).eval()
+            copy = pickle.loads(pickle.dumps(layer))
+            x = tmem.randn(5, 2, 8)
+            np.testing.assert_array_equal(copy(x).detach().numpy(), layer(x).detach().numpy())
+        layer = nn.TransformerEncoderLayer(8, 2, 16).eval()
+        with self.assertRaisesRegex(tmem.ShapeError, "expected key_padding_mask of shape \\[2, 5\\], but got "
+                                                     "\\[5, 2\\]"):
+            layer(tmem.randn(5, 2, 8), src_key_padding_mask=tmem.zeros(5, 2, dtype=tmem.int64))
+        with self.assertRaisesRegex(tmem.ShapeError, "expected attn_mask of shape \\[5, 5\\] or \\[4, 5, 5\\]"):
+            layer(tmem.randn(5, 2, 8), src_mask=tmem.zeros(2, 5, 5))
+        with self.assertRaisesRegex(tmem.ShapeError, "expected query \\[L, N, 8\\]"):
+            layer(tmem.randn(5, 2, 6))
+        out, weights = layer.self_attn(tmem.randn(5, 8), tmem.randn(3, 8), tmem.randn(3, 8))  # unbatched
+        self.assertEqual((out.shape, weights.shape), ((5, 8), (5, 3)))
+
+
 @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
 class TestAgainstTorch(unittest.TestCase):
     def compare(self, mine, theirs, shape, **masks):

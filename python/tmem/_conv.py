@@ -15,11 +15,12 @@ from . import _functional, _init, _tmem
 from ._tmem import nn
 
 
-def _tuple(value, n, who, name):
-    """value (an int or n ints) as n ints >= 0; ValueError otherwise."""
-    values = (value,) * n if isinstance(value, int) else tuple(value)
-    if len(values) != n or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
-        raise _tmem.ValueError(f"{who}: {name} must be an int or {n} ints >= 0, but got {value!r}")
+def _tuple(value, n, who, name, least=0):
+    """value (an int or n ints) as n ints >= least; ValueError otherwise."""
+    values = (value,) * n if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if values is None or len(values) != n or \
+            not all(isinstance(v, int) and not isinstance(v, bool) and v >= least for v in values):
+        raise _tmem.ValueError(f"{who}: {name} must be an int or {n} ints >= {least}, but got {value!r}")
     return values
 
 
@@ -57,9 +58,15 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
             channels // groups != per_group:
         raise _tmem.ShapeError(f"conv2d: input with {channels} channels, weight {list(weight.shape)} and groups "
                                f"{groups} do not fit")
-    stride, dilation = _tuple(stride, 2, "conv2d", "stride"), _tuple(dilation, 2, "conv2d", "dilation")
+    stride, dilation = _tuple(stride, 2, "conv2d", "stride", 1), _tuple(dilation, 2, "conv2d", "dilation", 1)
+    if bias is not None and tuple(bias.shape) != (out_channels,):
+        raise _tmem.ShapeError(f"conv2d: expected bias of shape [{out_channels}], but got {list(bias.shape)}")
+    if kh == 0 or kw == 0:
+        raise _tmem.ShapeError(f"conv2d: the kernel {kh} x {kw} is empty")
     if padding == "valid":
         padding = (0, 0)
+    elif isinstance(padding, str) and padding != "same":
+        raise _tmem.ValueError(f"conv2d: padding must be 'valid', 'same', an int or 2 ints, but got {padding!r}")
     elif padding == "same":
         if stride != (1, 1):
             raise _tmem.ValueError("conv2d: padding='same' needs stride 1")
@@ -81,7 +88,7 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """The 1-D convolution of input [N, C, L] (or [C, L]) with weight [O, C / groups, k] (torch's conv1d)."""
     unbatched = input.dim() == 2
     x = input.unsqueeze(0) if unbatched else input
-    if x.dim() != 3 or weight.dim() != 3:
+    if input.dim() not in (2, 3) or weight.dim() != 3:
         raise _tmem.ShapeError(f"conv1d: expected input [N, C, L] and weight [O, C/groups, k], but got "
                                f"{list(input.shape)} and {list(weight.shape)}")
     pad = padding if isinstance(padding, str) else (0, _tuple(padding, 1, "conv1d", "padding")[0])
@@ -93,16 +100,16 @@ def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def _pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, who, reduce, pad_value):
     if ceil_mode:
         raise _tmem.ValueError(f"{who}: ceil_mode=True is not supported by tmem")
+    if input.dim() not in (3, 4):
+        raise _tmem.ShapeError(f"{who}: expected input [N, C, H, W] or [C, H, W], but got {list(input.shape)}")
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
-    if x.dim() != 4:
-        raise _tmem.ShapeError(f"{who}: expected input [N, C, H, W], but got {list(input.shape)}")
-    kernel = _tuple(kernel_size, 2, who, "kernel_size")
-    stride = kernel if stride is None or stride == [] else _tuple(stride, 2, who, "stride")
+    kernel = _tuple(kernel_size, 2, who, "kernel_size", 1)
+    stride = kernel if stride is None or stride == [] else _tuple(stride, 2, who, "stride", 1)
     padding = _tuple(padding, 2, who, "padding")
     if any(2 * p > k for p, k in zip(padding, kernel)):
         raise _tmem.ValueError(f"{who}: padding {padding} should be at most half of kernel_size {kernel}")
-    cols = _patches(_padded(x, padding, pad_value), kernel, stride, _tuple(dilation, 2, who, "dilation"), who)
+    cols = _patches(_padded(x, padding, pad_value), kernel, stride, _tuple(dilation, 2, who, "dilation", 1), who)
     out = reduce(cols)
     return out.squeeze(0) if unbatched else out
 
@@ -127,6 +134,9 @@ def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, coun
 
 
 def _pool1d(fn, input, kernel_size, stride, padding, **kwargs):
+    if input.dim() not in (2, 3):
+        raise _tmem.ShapeError(f"{fn.__name__.replace('2d', '1d')}: expected input [N, C, L] or [C, L], but got "
+                               f"{list(input.shape)}")
     unbatched = input.dim() == 2
     x = input.unsqueeze(0) if unbatched else input
     stride = None if stride is None else (1, _tuple(stride, 1, fn.__name__, "stride")[0])
@@ -152,6 +162,9 @@ def adaptive_avg_pool2d(input, output_size):
     adaptive_avg_pool2d), for sizes that divide H and W (1 included).
     ValueError for others."""
     out = _tuple(output_size, 2, "adaptive_avg_pool2d", "output_size")
+    if input.dim() not in (3, 4):
+        raise _tmem.ShapeError(f"adaptive_avg_pool2d: expected input [N, C, H, W] or [C, H, W], but got "
+                               f"{list(input.shape)}")
     h, w = input.shape[-2], input.shape[-1]
     if out[0] == 0 or out[1] == 0 or h % out[0] or w % out[1]:
         raise _tmem.ValueError(f"adaptive_avg_pool2d: output size {out} must divide the input's {h} x {w} in tmem")
@@ -167,6 +180,12 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     if input.dim() < 2:
         raise _tmem.ShapeError(f"batch_norm: expected input [N, C, ...], but got {list(input.shape)}")
     c = input.shape[1]
+    for name, t in (("running_mean", running_mean), ("running_var", running_var), ("weight", weight), ("bias", bias)):
+        if t is not None and tuple(t.shape) != (c,):
+            raise _tmem.ShapeError(f"batch_norm: expected {name} of shape [{c}] (the input's channels), but got "
+                                   f"{list(t.shape)}")
+    if training and (not isinstance(momentum, (int, float)) or isinstance(momentum, bool)):
+        raise TypeError(f"batch_norm: expected momentum to be a number, but got {momentum!r}")
     dims = tuple(d for d in range(input.dim()) if d != 1)
     shape = (1, c) + (1,) * (input.dim() - 2)
     if training:
@@ -203,8 +222,13 @@ class _ConvNd(nn.Module):
             raise _tmem.ValueError(f"{who}: in_channels {in_channels} and out_channels {out_channels} must be "
                                    f"divisible by groups {groups}")
         self.in_channels, self.out_channels, self.groups = in_channels, out_channels, groups
-        self.kernel_size = _tuple(kernel_size, dims, who, "kernel_size")
-        self.stride, self.dilation = _tuple(stride, dims, who, "stride"), _tuple(dilation, dims, who, "dilation")
+        self.kernel_size = _tuple(kernel_size, dims, who, "kernel_size", 1)
+        self.stride = _tuple(stride, dims, who, "stride", 1)
+        self.dilation = _tuple(dilation, dims, who, "dilation", 1)
+        if isinstance(padding, str) and (padding not in ("valid", "same") or
+                                         (padding == "same" and self.stride != (1,) * dims)):
+            raise _tmem.ValueError(f"{who}: padding must be 'valid', 'same' (with stride 1), an int or {dims} ints, "
+                                   f"but got {padding!r} with stride {self.stride}")
         self.padding = padding if isinstance(padding, str) else _tuple(padding, dims, who, "padding")
         weight = _tmem.zeros(out_channels, in_channels // groups, *self.kernel_size)
         self.weight = nn.Parameter(_init.kaiming_uniform_(weight, a=_math.sqrt(5)))  # torch's reset_parameters
@@ -254,7 +278,8 @@ class Conv1d(_ConvNd):
 class _Pool(nn.Module):
     def __init__(self, fn, kernel_size, stride=None, padding=0, **options):
         super().__init__()
-        self._fn, self.kernel_size, self.stride, self.padding = fn, kernel_size, stride or kernel_size, padding
+        self._fn, self.kernel_size, self.padding = fn, kernel_size, padding
+        self.stride = kernel_size if stride is None else stride
         self._options = options
 
     def forward(self, input):
@@ -314,6 +339,8 @@ class AdaptiveAvgPool2d(nn.Module):
 class _BatchNorm(nn.Module):
     def __init__(self, dims, num_features, eps=1e-5, momentum=0.1, affine=True, track_running_stats=True):
         super().__init__()
+        if momentum is not None and (not isinstance(momentum, (int, float)) or isinstance(momentum, bool)):
+            raise TypeError(f"{type(self).__name__}: expected momentum to be a number or None, but got {momentum!r}")
         self._dims, self.num_features, self.eps, self.momentum = dims, num_features, eps, momentum
         self.affine, self.track_running_stats = affine, track_running_stats
         if affine:

@@ -90,8 +90,9 @@ class _RNNBase(nn.Module):
         directions * H], h_n, or (h_n, c_n) for an LSTM). ShapeError for an
         input or state of another shape."""
         who = type(self).__name__
-        if input.dim() not in (2, 3):
-            raise _tmem.ShapeError(f"{who}: expected an input of 2 or 3 dims, but got shape {list(input.shape)}")
+        if input.dim() not in (2, 3) or input.shape[0 if input.dim() == 2 or not self.batch_first else 1] == 0:
+            raise _tmem.ShapeError(f"{who}: expected an input of 2 or 3 dims with at least one time step, but got "
+                                   f"shape {list(input.shape)}")
         unbatched = input.dim() == 2
         x = input.unsqueeze(1) if unbatched else (_tmem.transpose(input, 0, 1) if self.batch_first else input)
         if x.shape[2] != self.input_size:
@@ -106,6 +107,8 @@ class _RNNBase(nn.Module):
         else:
             if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
                 raise TypeError(f"{who}: expected hx to be a pair (h0, c0)")
+            if not lstm and not isinstance(hx, _tmem.Tensor):
+                raise TypeError(f"{who}: expected hx to be a tensor, but got {type(hx).__name__}")
             h0, c0 = (hx if lstm else (hx, None))
             if unbatched:
                 h0, c0 = h0.unsqueeze(1), (c0.unsqueeze(1) if lstm else None)
@@ -185,7 +188,12 @@ class _CellBase(nn.Module):
 
     def forward(self, input, hx=None):
         """input [N, In] (or [In]) and the state ([N, H]; an LSTMCell's a pair;
-        zeros when None) -> the next state."""
+        zeros when None) -> the next state. ShapeError for other shapes,
+        TypeError for an LSTMCell's state that is not a pair."""
+        who = type(self).__name__
+        if input.dim() not in (1, 2) or input.shape[-1] != self.input_size:
+            raise _tmem.ShapeError(f"{who}: expected input [N, {self.input_size}] or [{self.input_size}], but got "
+                                   f"{list(input.shape)}")
         unbatched = input.dim() == 1
         x = input.unsqueeze(0) if unbatched else input
         lstm = self.mode == "LSTM"
@@ -193,7 +201,14 @@ class _CellBase(nn.Module):
             zeros = _tmem.zeros(x.shape[0], self.hidden_size, dtype=x.dtype).to(x.device)
             h, c = zeros, (zeros if lstm else None)
         else:
+            if lstm and not (isinstance(hx, (tuple, list)) and len(hx) == 2):
+                raise TypeError(f"{who}: expected hx to be a pair (h, c)")
             h, c = hx if lstm else (hx, None)
+            want = (self.hidden_size,) if unbatched else (x.shape[0], self.hidden_size)
+            for name, t in (("h", h), ("c", c)):
+                if t is not None and (not isinstance(t, _tmem.Tensor) or tuple(t.shape) != want):
+                    got = list(t.shape) if isinstance(t, _tmem.Tensor) else type(t).__name__
+                    raise _tmem.ShapeError(f"{who}: expected the state {name} of shape {list(want)}, but got {got}")
             if unbatched:
                 h, c = h.unsqueeze(0), (c.unsqueeze(0) if lstm else None)
         proj = x @ self.weight_ih.t()

@@ -10,7 +10,7 @@ part."""
 import copy as _copy
 import math as _math
 
-from . import _init, _tmem
+from . import _functional, _init, _tmem
 from ._tmem import nn
 
 
@@ -48,10 +48,24 @@ class _EncoderSelfAttention(nn.Module):
 
     def forward(self, query, key, value, key_padding_mask=None, need_weights=True, attn_mask=None,
                 average_attn_weights=True, is_causal=False):
+        if query.dim() != key.dim() or query.dim() != value.dim() or query.dim() not in (2, 3):
+            raise _tmem.ShapeError(f"MultiheadAttention: expected query, key and value of 2 or 3 dims alike, but got "
+                                   f"{list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
+        if query.dim() == 2:  # unbatched [L, E]
+            if key_padding_mask is not None:
+                key_padding_mask = key_padding_mask.unsqueeze(0)
+            out, weights = self.forward(*(t.unsqueeze(0 if self.batch_first else 1) for t in (query, key, value)),
+                                        key_padding_mask, need_weights, attn_mask, average_attn_weights, is_causal)
+            return out.squeeze(0 if self.batch_first else 1), (None if weights is None else weights.squeeze(0))
         if self.batch_first:
             query, key, value = (_tmem.transpose(t, 0, 1) for t in (query, key, value))
         length, batch, e = query.shape
         source = key.shape[0]
+        if e != self.embed_dim or key.shape[2] != e or value.shape[2] != e or value.shape[:2] != key.shape[:2] or \
+                key.shape[1] != batch:
+            raise _tmem.ShapeError(f"MultiheadAttention: expected query [L, N, {self.embed_dim}] and key, value "
+                                   f"[S, N, {self.embed_dim}] (batch first when batch_first), but got "
+                                   f"{list(query.shape)}, {list(key.shape)} and {list(value.shape)}")
         h, dh = self.num_heads, e // self.num_heads
         w, b = self.in_proj_weight, self.in_proj_bias
         chunks = w.chunk(3, 0)
@@ -65,10 +79,17 @@ class _EncoderSelfAttention(nn.Module):
         q, k, v = (project(x, wi, bi, n) for x, wi, bi, n in zip((query, key, value), chunks, biases,
                                                                   (length, source, source)))
         mask = _additive(attn_mask, q.dtype, "MultiheadAttention")
-        if mask is not None and mask.dim() == 3:
-            mask = mask.reshape(batch, h, length, source)
+        if mask is not None:
+            if tuple(mask.shape) not in ((length, source), (batch * h, length, source)):
+                raise _tmem.ShapeError(f"MultiheadAttention: expected attn_mask of shape {[length, source]} or "
+                                       f"{[batch * h, length, source]}, but got {list(mask.shape)}")
+            if mask.dim() == 3:
+                mask = mask.reshape(batch, h, length, source)
         pad = _additive(key_padding_mask, q.dtype, "MultiheadAttention")
         if pad is not None:
+            if tuple(pad.shape) != (batch, source):
+                raise _tmem.ShapeError(f"MultiheadAttention: expected key_padding_mask of shape {[batch, source]}, "
+                                       f"but got {list(pad.shape)}")
             pad = pad.reshape(batch, 1, 1, source)
             mask = pad if mask is None else mask + pad
         if is_causal and mask is None:
@@ -80,6 +101,7 @@ class _EncoderSelfAttention(nn.Module):
         out = out if self.batch_first else _tmem.transpose(out, 0, 1)
         if not need_weights:
             return out, None
+        # The weights before attention dropout (torch returns them after it, in training).
         scores = (q @ k.transpose(-2, -1)) * (1.0 / _math.sqrt(dh))
         weights = _tmem.softmax(scores if mask is None else scores + mask, -1)
         return out, (weights.mean(1) if average_attn_weights else weights)
@@ -88,7 +110,7 @@ class _EncoderSelfAttention(nn.Module):
         return f"embed_dim={self.embed_dim}, num_heads={self.num_heads}"
 
 
-_ACTIVATIONS = {"relu": _tmem.relu, "gelu": _tmem.gelu}
+_ACTIVATIONS = {"relu": _tmem.relu, "gelu": _tmem.gelu}  # by name, so a layer pickles (the C++ functions do not)
 
 
 class TransformerEncoderLayer(nn.Module):
@@ -100,6 +122,10 @@ class TransformerEncoderLayer(nn.Module):
     def __init__(self, d_model, nhead, dim_feedforward=2048, dropout=0.1, activation="relu", layer_norm_eps=1e-5,
                  batch_first=False, norm_first=False, bias=True):
         super().__init__()
+        named = {fn: name for name, fn in _ACTIVATIONS.items()}
+        activation = named.get(activation, activation)
+        if activation is _functional.relu:
+            activation = "relu"
         if isinstance(activation, str) and activation not in _ACTIVATIONS:
             raise _tmem.ValueError(f"TransformerEncoderLayer: activation should be relu/gelu, not {activation!r}")
         self.self_attn = _EncoderSelfAttention(d_model, nhead, dropout=dropout, bias=bias, batch_first=batch_first)
@@ -110,16 +136,19 @@ class TransformerEncoderLayer(nn.Module):
         self.norm1 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.norm2 = nn.LayerNorm(d_model, eps=layer_norm_eps)
         self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
-        self.activation = _ACTIVATIONS[activation] if isinstance(activation, str) else activation
+        self.activation = activation  # a name ('relu', 'gelu') or a callable
 
     def _sa(self, x, mask, padding, is_causal):
         return self.dropout1(self.self_attn(x, x, x, attn_mask=mask, key_padding_mask=padding, need_weights=False,
                                             is_causal=is_causal)[0])
 
     def _ff(self, x):
-        return self.dropout2(self.linear2(self.dropout(self.activation(self.linear1(x)))))
+        act = _ACTIVATIONS[self.activation] if isinstance(self.activation, str) else self.activation
+        return self.dropout2(self.linear2(self.dropout(act(self.linear1(x)))))
 
     def forward(self, src, src_mask=None, src_key_padding_mask=None, is_causal=False):
+        if src.dim() not in (2, 3):
+            raise _tmem.ShapeError(f"TransformerEncoderLayer: expected src of 2 or 3 dims, but got {list(src.shape)}")
         unbatched = src.dim() == 2
         x = src.unsqueeze(0 if self.batch_first else 1) if unbatched else src
         padding = src_key_padding_mask
