@@ -49,6 +49,14 @@ class TestExactValues(unittest.TestCase):
         np.testing.assert_allclose(bn(x).numpy(), (xs - bn.running_mean.numpy()[None, :, None, None]) /
                                    np.sqrt(bn.running_var.numpy()[None, :, None, None] + 1e-5), rtol=1e-4, atol=1e-5)
 
+    def test_group_norm_by_hand(self):
+        x = tmem.tensor([[[1.0, 3.0], [5.0, 7.0]]])  # one group of 2 channels: mean 4, variance 5
+        np.testing.assert_allclose(nn.GroupNorm(1, 2)(x).detach().numpy(),
+                                   (np.array([[[1, 3], [5, 7]]]) - 4) / np.sqrt(5 + 1e-5), rtol=1e-6)
+        np.testing.assert_allclose(F.group_norm(x, 2).numpy(), [[[-1, 1], [-1, 1]]], rtol=1e-4)
+        with self.assertRaisesRegex(tmem.ValueError, "GroupNorm: num_groups 3 must divide num_channels 4"):
+            nn.GroupNorm(3, 4)
+
     def test_errors(self):
         with self.assertRaisesRegex(tmem.ShapeError, "conv2d: input with 3 channels, weight \\[4, 2, 3, 3\\]"):
             F.conv2d(tmem.ones(1, 3, 5, 5), tmem.ones(4, 2, 3, 3))
@@ -114,6 +122,8 @@ class TestAgainstTorch(unittest.TestCase):
             (lambda m: m.MaxPool1d(2), (2, 3, 8)),
             (lambda m: m.AvgPool2d(2), (2, 3, 6, 6)),
             (lambda m: m.AdaptiveAvgPool2d(1), (2, 3, 6, 6)),
+            (lambda m: m.GroupNorm(2, 4), (3, 4, 5, 5)),
+            (lambda m: m.GroupNorm(4, 4, affine=False), (3, 4, 7)),
         ]
         for i, (make, shape) in enumerate(cases):
             with self.subTest(i=i):

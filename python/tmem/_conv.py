@@ -211,6 +211,51 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     return out
 
 
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Group normalisation (torch.nn.functional.group_norm; Wu & He 2018):
+    input [N, C, ...] normalised over each group of C / num_groups channels
+    and the rest of the dims (biased variance), then weight and bias [C].
+    ValueError when num_groups does not divide C."""
+    if input.dim() < 2:
+        raise _tmem.ShapeError(f"group_norm: expected input [N, C, ...], but got {list(input.shape)}")
+    n, c = input.shape[0], input.shape[1]
+    if not isinstance(num_groups, int) or num_groups < 1 or c % num_groups:
+        raise _tmem.ValueError(f"group_norm: num_groups {num_groups!r} must divide the {c} channels")
+    x = input.reshape(n, num_groups, -1)
+    mean = x.mean(2, keepdim=True)
+    var = ((x - mean) ** 2).mean(2, keepdim=True)
+    out = ((x - mean) * _tmem.rsqrt(var + eps)).reshape(*input.shape)
+    shape = (1, c) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        out = out * weight.reshape(*shape)
+    if bias is not None:
+        out = out + bias.reshape(*shape)
+    return out
+
+
+class GroupNorm(nn.Module):
+    """torch.nn.GroupNorm: group_norm with weight (ones) and bias (zeros) [C] when affine."""
+
+    def __init__(self, num_groups, num_channels, eps=1e-5, affine=True):
+        super().__init__()
+        if not isinstance(num_groups, int) or num_groups < 1 or num_channels % num_groups:
+            raise _tmem.ValueError(f"GroupNorm: num_groups {num_groups!r} must divide num_channels {num_channels}")
+        self.num_groups, self.num_channels, self.eps, self.affine = num_groups, num_channels, eps, affine
+        if affine:
+            self.weight = nn.Parameter(_tmem.ones(num_channels))
+            self.bias = nn.Parameter(_tmem.zeros(num_channels))
+
+    def forward(self, input):
+        if input.dim() < 2 or input.shape[1] != self.num_channels:
+            raise _tmem.ShapeError(f"GroupNorm: expected input [N, {self.num_channels}, ...], but got "
+                                   f"{list(input.shape)}")
+        return group_norm(input, self.num_groups, self.weight if self.affine else None,
+                          self.bias if self.affine else None, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}"
+
+
 class _ConvNd(nn.Module):
     def __init__(self, dims, in_channels, out_channels, kernel_size, stride, padding, dilation, groups, bias,
                  padding_mode):
@@ -389,7 +434,9 @@ class BatchNorm2d(_BatchNorm):
         super().__init__((4,), num_features, eps, momentum, affine, track_running_stats)
 
 
-for _fn in (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool2d, batch_norm):
+for _fn in (conv1d, conv2d, max_pool1d, max_pool2d, avg_pool1d, avg_pool2d, adaptive_avg_pool2d, batch_norm,
+            group_norm):
     setattr(_functional, _fn.__name__, _fn)
-for _cls in (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d):
+for _cls in (Conv1d, Conv2d, MaxPool1d, MaxPool2d, AvgPool1d, AvgPool2d, AdaptiveAvgPool2d, BatchNorm1d, BatchNorm2d,
+             GroupNorm):
     setattr(nn, _cls.__name__, _cls)
