@@ -870,7 +870,10 @@ class TestPythonProtocols(unittest.TestCase):
 
     def test_int64_arithmetic_and_reductions_as_torch(self):
         # Labels and indices are int64; `arange(5) + 1` was a DtypeError.
-        torch = __import__("torch")
+        try:
+            torch = __import__("torch")
+        except ImportError:
+            self.skipTest("torch does not import (Debian: python3-torch)")
         b, tb = tmem.arange(5), torch.arange(5)
         cases = [lambda x: x + 1, lambda x: 2 * x, lambda x: x - x, lambda x: 1 - x, lambda x: -x,
                  lambda x: x // 2, lambda x: 7 // (x + 1), lambda x: x % 3, lambda x: (x - 2) % 3,

@@ -15,7 +15,7 @@ import warnings as _warnings
 
 import numpy as _np
 
-from . import _functional, _tmem
+from . import _functional, _tensor_ops, _tmem
 from ._functional import _in_place, _refuse
 from ._tmem import nn
 
@@ -299,11 +299,7 @@ def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     This is torch 1.13's computation: each squared norm is raised to eps^2
     outside autograd, so its gradient flows as if unclamped; a zero vector
     gives 0 with the gradient x_other / (eps ||x_other||)."""
-    try:
-        shape = tuple(_np.broadcast_shapes(tuple(x1.shape), tuple(x2.shape)))
-    except ValueError:
-        raise _tmem.ShapeError(f"cosine_similarity: the shapes {list(x1.shape)} and {list(x2.shape)} do not "
-                               f"broadcast") from None
+    shape = _tensor_ops.broadcast_shape(x1, x2, "cosine_similarity")
     x1 = x1 if tuple(x1.shape) == shape else x1.expand(*shape)
     x2 = x2 if tuple(x2.shape) == shape else x2.expand(*shape)
     floor = eps * eps

@@ -530,6 +530,15 @@ def cumsum(input, dim, *, dtype=None):
     return values + (carrier - carrier.detach()).to(x.dtype)  # the values, and the running sums' gradient
 
 
+def broadcast_shape(a, b, who):
+    """The shape tensors a and b broadcast to; ShapeError naming who and
+    both shapes when they do not."""
+    try:
+        return tuple(_np.broadcast_shapes(tuple(a.shape), tuple(b.shape)))
+    except ValueError:
+        raise _tmem.ShapeError(f"{who}: the shapes {list(a.shape)} and {list(b.shape)} do not broadcast") from None
+
+
 def masked_select(input, mask):
     """The elements of input where mask is non-zero, the two broadcast to
     one shape, as a 1-D tensor in row-major order (torch.masked_select; x[mask]
@@ -537,11 +546,7 @@ def masked_select(input, mask):
     that do not broadcast."""
     if not isinstance(mask, Tensor):
         raise TypeError(f"masked_select: expected mask to be a Tensor, but got {type(mask).__name__}")
-    try:
-        shape = tuple(_np.broadcast_shapes(tuple(input.shape), tuple(mask.shape)))
-    except ValueError:
-        raise _tmem.ShapeError(f"masked_select: the mask of shape {list(mask.shape)} and the input of shape "
-                               f"{list(input.shape)} do not broadcast") from None
+    shape = broadcast_shape(mask, input, "masked_select: the mask and the input")
     x = input if tuple(input.shape) == shape else input.expand(*shape)
     where = _np.flatnonzero(_np.broadcast_to(mask.detach().cpu().numpy() != 0, shape))
     return _tmem.index_select(x.reshape(-1), 0, _tmem.tensor(where.astype(_np.int64)).to(input.device))
