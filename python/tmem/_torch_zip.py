@@ -274,9 +274,9 @@ def _refuse_internals(obj, weights_only):
     the reader's stand-ins (a pickle that left torch.FloatStorage, a
     storage or a rebuild as a value: torch.save of t.storage(), say), or,
     weights-only, anything but tensors, dtypes and plain values."""
-    seen, todo = set(), [obj]
-    while todo:
-        x = todo.pop()
+    seen, pending = set(), [obj]
+    while pending:
+        x = pending.pop()
         if isinstance(x, (_Storage, _StorageType)) or isinstance(getattr(x, "__self__", None), TorchUnpickler) \
                 or getattr(x, "__qualname__", "").startswith("TorchUnpickler."):
             raise Unsupported("it holds a storage or a torch function as a value (torch.save of a storage, say), "
@@ -286,8 +286,8 @@ def _refuse_internals(obj, weights_only):
         if id(x) in seen or not isinstance(x, (dict, list, tuple, set, frozenset)):
             continue
         seen.add(id(x))
-        todo.extend(x.items() if isinstance(x, dict) else x)
-        todo.extend(getattr(x, "__dict__", {}).values())
+        pending.extend(x.items() if isinstance(x, dict) else x)
+        pending.extend(getattr(x, "__dict__", {}).values())
 
 
 def read_stored(archive, entry, size, name):
