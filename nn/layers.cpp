@@ -14,17 +14,25 @@
 
 namespace tmem::nn {
 
-Embedding::Embedding(int64_t n, int64_t dim, Generator& gen) {
+Embedding::Embedding(int64_t n, int64_t dim, Generator& gen, std::optional<int64_t> pad) {
   check<ValueError>(n > 0 && dim > 0, "Embedding: expected positive sizes, but got ", n, " x ", dim);
-  weight = register_parameter("weight", randn({n, dim}, 0.0, 1.0, DType::Float32, gen));
+  check<ValueError>(!pad || (*pad >= -n && *pad < n), "Embedding: padding_idx ", pad.value_or(0),
+                    " is outside the ", n, " rows");
+  Tensor w = randn({n, dim}, 0.0, 1.0, DType::Float32, gen);
+  if (pad) {
+    padding_idx = (*pad + n) % n;
+    fill_data(make_view(w, {dim}, {1}, *padding_idx * dim), 0.0);
+  }
+  weight = register_parameter("weight", w);
 }
 
-Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices); }
+Tensor Embedding::forward(const Tensor& indices) const { return embedding(weight, indices, padding_idx); }
 
-LayerNorm::LayerNorm(int64_t dim, double eps_) : eps(eps_) {
+LayerNorm::LayerNorm(int64_t dim_, double eps_, bool elementwise_affine, bool with_bias) : dim(dim_), eps(eps_) {
   check<ValueError>(dim >= 0, "LayerNorm: expected normalized_shape >= 0, but got ", dim);
+  if (!elementwise_affine) return;
   weight = register_parameter("weight", ones({dim}));
-  bias = register_parameter("bias", zeros({dim}));
+  if (with_bias) bias = register_parameter("bias", zeros({dim}));
 }
 
 Tensor LayerNorm::forward(const Tensor& x) const { return layer_norm(x, weight, bias, eps); }

@@ -3,6 +3,7 @@
 // C = d_model channels.
 #pragma once
 #include <memory>
+#include <optional>
 
 #include "tmem/core/rng.h"
 #include "tmem/nn/linear.h"
@@ -11,21 +12,31 @@
 namespace tmem::nn {
 
 /// Lookup table weight[V, C] ~ N(0, 1) (PyTorch init); indices int64 of any
-/// shape -> [..., C]. Throws IndexError for an index outside [0, V).
+/// shape -> [..., C]. With padding_idx (negative: from the end) that row
+/// starts at zeros and gets no gradient (torch.nn.Embedding). Throws
+/// ValueError for non-positive sizes or a padding_idx outside [-V, V),
+/// IndexError (in forward) for an index outside [0, V).
 class Embedding : public Module {
  public:
-  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen = default_generator());
+  Embedding(int64_t num_embeddings, int64_t dim, Generator& gen = default_generator(),
+            std::optional<int64_t> padding_idx = std::nullopt);
   Tensor forward(const Tensor& indices) const;
   Tensor weight;
+  /// The row that gets no gradient, in [0, V).
+  std::optional<int64_t> padding_idx;
 };
 
 /// Layer normalisation over the last dim C (Ba et al. 2016), weight ones,
-/// bias zeros, eps 1e-5.
+/// bias zeros, eps 1e-5; without elementwise_affine neither parameter, with
+/// it but without bias no bias (torch.nn.LayerNorm). Throws ValueError for
+/// a negative dim.
 class LayerNorm : public Module {
  public:
-  explicit LayerNorm(int64_t dim, double eps = 1e-5);
+  explicit LayerNorm(int64_t dim, double eps = 1e-5, bool elementwise_affine = true, bool bias = true);
   Tensor forward(const Tensor& x) const;
+  /// [C] each, or undefined where elementwise_affine or bias is off.
   Tensor weight, bias;
+  int64_t dim;
   double eps;
 };
 

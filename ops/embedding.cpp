@@ -16,7 +16,7 @@ namespace {
 using Grads = std::vector<Tensor>;
 }  // namespace
 
-Tensor embedding(const Tensor& weight, const Tensor& indices) {
+Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int64_t> padding_idx) {
   const OpRange range(OpId::Embedding);
   check<DeviceError>(weight.device() == indices.device(),
                      "embedding: expected operands on one device, but got ", weight.device().str(),
@@ -26,6 +26,9 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   check<DtypeError>(indices.dtype() == DType::Int64,
                     "embedding: expected int64 indices, but got ", dtype_name(indices.dtype()));
   const int64_t V = weight.shape()[0], D = weight.shape()[1];
+  check<ValueError>(!padding_idx || (*padding_idx >= -V && *padding_idx < V), "embedding: padding_idx ",
+                    padding_idx.value_or(0), " is outside the ", V, " rows of weight", shape_str(weight.shape()));
+  const int64_t pad = padding_idx ? (*padding_idx + V) % V : -1;
   const bool on_cpu = weight.device().is_cpu();
   Tensor idx = contiguous_data(indices);
   const int64_t K = idx.numel();
@@ -45,7 +48,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
   dispatch_kernels(OpId::Embedding, weight, [&]<class T>(const KernelTable<T>& k) {
     k.embedding_forward(dev.index, w.data<T>(), idx.data<int64_t>(), out.data<T>(), K, D);
   });
-  record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D](const Node& n, const Grads& g) {
+  record(OpId::Embedding, {weight, indices}, {out}, {idx}, [V, D, pad](const Node& n, const Grads& g) {
     if (!n.needs_input_grad(0)) return Grads{Tensor(), Tensor()};
     const Tensor& ix = n.saved_tensor(0);
     Tensor go = contiguous_data(g[0]);
@@ -54,6 +57,7 @@ Tensor embedding(const Tensor& weight, const Tensor& indices) {
       k.embedding_backward(go.device().index, ix.data<int64_t>(), go.data<T>(), gw.data<T>(),
                            ix.numel(), D);
     });
+    if (pad >= 0) fill_data(make_view(gw, {D}, {1}, pad * D), 0.0);
     return Grads{gw, Tensor()};
   });
   return out;

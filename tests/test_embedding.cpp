@@ -28,3 +28,18 @@ TEST_CASE("embedding: an index out of range or negative is an IndexError naming 
   check_throws_with<ShapeError>([&] { embedding(zeros({12}), tensor_int({0}, {1})); },
                                 {"embedding", "[12]", "[1]"});
 }
+
+TEST_CASE("embedding: the padding_idx row is read but gets no gradient, counted from the end when negative") {
+  for (const int64_t pad : {int64_t{2}, int64_t{-1}}) {
+    Tensor w = tensor({0, 1, 10, 11, 20, 21}, {3, 2});
+    w.requires_grad_();
+    Tensor out = embedding(w, tensor_int({2, 0, 2, 1}, {4}), pad);
+    check_close(out, {20, 21, 0, 1, 20, 21, 10, 11});
+    sum(mul(out, tensor({1, 2, 3, 4, 5, 6, 7, 8}, {4, 2}))).backward();
+    check_close(w.grad(), {3, 4, 7, 8, 0, 0});
+  }
+  check_throws_with<ValueError>([] { embedding(zeros({3, 2}), tensor_int({0}, {1}), 3); },
+                                {"embedding", "padding_idx 3", "3 rows"});
+  check_throws_with<ValueError>([] { embedding(zeros({3, 2}), tensor_int({0}, {1}), -4); },
+                                {"padding_idx -4"});
+}

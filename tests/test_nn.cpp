@@ -515,3 +515,28 @@ TEST_CASE("LayerNorm: a negative normalized_shape is a ValueError naming LayerNo
   CHECK_THROWS_WITH_AS(nn::LayerNorm(-3), "LayerNorm: expected normalized_shape >= 0, but got -3", ValueError);
   CHECK(nn::LayerNorm(0).weight.numel() == 0);  // as torch.nn.LayerNorm(0)
 }
+
+TEST_CASE("LayerNorm: without elementwise_affine it has no parameters and normalises only; bias=false drops the bias") {
+  nn::LayerNorm plain(2, 1e-5, false);
+  CHECK(plain.parameters().empty());
+  CHECK_FALSE(plain.weight.defined());
+  check_close(plain.forward(tensor({1, 3, 5, 5}, {2, 2})), {-1, 1, 0, 0}, 1e-4);
+  nn::LayerNorm no_bias(2, 1e-5, true, false);
+  CHECK(no_bias.named_parameters().size() == 1);
+  CHECK(no_bias.named_parameters()[0].first == "weight");
+  CHECK_FALSE(no_bias.bias.defined());
+}
+
+TEST_CASE("Embedding: padding_idx starts at zeros and is never trained; a bad one is a ValueError") {
+  nn::Embedding emb(4, 3, default_generator(), -1);
+  CHECK(emb.padding_idx == 3);
+  const std::vector<double> w = emb.weight.to_vector();
+  CHECK(w[9] == 0.0);
+  CHECK(w[10] == 0.0);
+  CHECK(w[11] == 0.0);
+  CHECK(w[0] != 0.0);
+  sum(emb.forward(tensor_int({3, 0, 3}, {3}))).backward();
+  check_close(emb.weight.grad(), {1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0});
+  CHECK_THROWS_WITH_AS(nn::Embedding(4, 3, default_generator(), 4), "Embedding: padding_idx 4 is outside the 4 rows",
+                       ValueError);
+}

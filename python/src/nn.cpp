@@ -470,29 +470,35 @@ void bind_nn(py::module_& m) {
       .def_property("bias", [](const nn::Linear& l) { return tensor_or_none(l.bias); },
                     param_setter(&nn::Linear::bias, "Linear", "bias"), "[out_features] or None; settable as weight.");
 
-  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(nnm, "Embedding", "A lookup table weight[V, C].")
-      .def(py::init([](int64_t num, int64_t dim, Generator* g) {
-             return std::make_shared<nn::Embedding>(num, dim, gen_arg(g));
-           }), py::arg("num_embeddings"), py::arg("embedding_dim"), py::kw_only(), py::arg("generator") = nullptr)
+  py::class_<nn::Embedding, Module, std::shared_ptr<nn::Embedding>>(
+      nnm, "Embedding", "A lookup table weight[V, C]; the row padding_idx starts at zeros and gets no gradient.")
+      .def(py::init([](int64_t num, int64_t dim, std::optional<int64_t> padding_idx, Generator* g) {
+             return std::make_shared<nn::Embedding>(num, dim, gen_arg(g), padding_idx);
+           }), py::arg("num_embeddings"), py::arg("embedding_dim"), py::arg("padding_idx") = py::none(), py::kw_only(),
+           py::arg("generator") = nullptr)
       .def("forward", &nn::Embedding::forward, py::arg("input"), release_gil())
+      .def_readonly("padding_idx", &nn::Embedding::padding_idx, "The row that gets no gradient, in [0, V), or None.")
       .def_property("weight", [](const nn::Embedding& e) { return e.weight; },
                     param_setter(&nn::Embedding::weight, "Embedding", "weight"),
                     "[num_embeddings, embedding_dim]; settable to another parameter of that shape (weight tying).");
 
   py::class_<nn::LayerNorm, Module, std::shared_ptr<nn::LayerNorm>>(nnm, "LayerNorm",
                                                                     "Layer normalisation over the last dim.")
-      .def(py::init([](const py::object& shape, double eps) {
+      .def(py::init([](const py::object& shape, double eps, bool elementwise_affine, bool bias) {
              const Shape s = ints_from_py(shape, "LayerNorm", "normalized_shape to be an int or a sequence of ints");
              check<ShapeError>(s.size() == 1, "LayerNorm: tmem normalises over the last dim only, but got "
                                "normalized_shape ", shape_str(s));
-             const int64_t dim = s[0];
-             return std::make_shared<nn::LayerNorm>(dim, eps);
-           }), py::arg("normalized_shape"), py::arg("eps") = 1e-5)
+             return std::make_shared<nn::LayerNorm>(s[0], eps, elementwise_affine, bias);
+           }), py::arg("normalized_shape"), py::arg("eps") = 1e-5, py::arg("elementwise_affine") = true,
+           py::arg("bias") = true)
       .def("forward", &nn::LayerNorm::forward, py::arg("input"), release_gil())
-      .def_property("weight", [](const nn::LayerNorm& n) { return n.weight; },
-                    param_setter(&nn::LayerNorm::weight, "LayerNorm", "weight"), "[C] gain; settable to another parameter of that shape.")
-      .def_property("bias", [](const nn::LayerNorm& n) { return n.bias; }, param_setter(&nn::LayerNorm::bias, "LayerNorm", "bias"),
-                    "[C]; settable as weight.")
+      .def_property("weight", [](const nn::LayerNorm& n) { return tensor_or_none(n.weight); },
+                    param_setter(&nn::LayerNorm::weight, "LayerNorm", "weight"),
+                    "[C] gain or None; settable to another parameter of that shape.")
+      .def_property("bias", [](const nn::LayerNorm& n) { return tensor_or_none(n.bias); },
+                    param_setter(&nn::LayerNorm::bias, "LayerNorm", "bias"), "[C] or None; settable as weight.")
+      .def_property_readonly("normalized_shape", [](const nn::LayerNorm& n) { return py::make_tuple(n.dim); })
+      .def_property_readonly("elementwise_affine", [](const nn::LayerNorm& n) { return n.weight.defined(); })
       .def_readonly("eps", &nn::LayerNorm::eps);
 
   py::class_<nn::Dropout, Module, std::shared_ptr<nn::Dropout>>(nnm, "Dropout", "Inverted dropout in training mode.")

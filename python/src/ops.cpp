@@ -353,8 +353,10 @@ void bind_ops(py::module_& m) {
         }, a, py::arg("target"), py::kw_only(), py::arg("ignore_index") = -100, py::arg("reduction") = "mean",
         py::arg("label_smoothing") = 0.0, "Cross-entropy of logits [N, C] against int64 class indices [N] (torch.nn.functional.cross_entropy). A row of "
         "logits that is entirely -inf has loss inf, where torch gives NaN.");
-  m.def("embedding", [](const Tensor& indices, const Tensor& weight) { return embedding(weight, indices); },
-        a, py::arg("weight"), release_gil(), "weight's rows at int64 indices (torch.nn.functional.embedding).");
+  m.def("embedding", [](const Tensor& indices, const Tensor& weight, std::optional<int64_t> padding_idx) {
+          return embedding(weight, indices, padding_idx);
+        }, a, py::arg("weight"), py::arg("padding_idx") = py::none(), release_gil(),
+        "weight's rows at int64 indices; the row padding_idx gets no gradient (torch.nn.functional.embedding).");
   m.def("dropout", [](const Tensor& x, double p, bool training, Generator* generator) {
           return dropout(x, p, training, generator ? *generator : default_generator());
         }, a, py::arg("p") = 0.5, py::arg("training").noconvert() = true, py::kw_only(), py::arg("generator") = nullptr,

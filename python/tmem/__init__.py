@@ -306,8 +306,9 @@ def _module_get_submodule(self, target):
 
 _EXTRA_REPR = {
     "Linear": lambda m: f"in_features={m.in_features}, out_features={m.out_features}, bias={m.bias is not None}",
-    "Embedding": lambda m: f"{m.weight.shape[0]}, {m.weight.shape[1]}",
-    "LayerNorm": lambda m: f"({m.weight.shape[0]},), eps={m.eps}",
+    "Embedding": lambda m: f"{m.weight.shape[0]}, {m.weight.shape[1]}"
+                           + ("" if m.padding_idx is None else f", padding_idx={m.padding_idx}"),
+    "LayerNorm": lambda m: f"{m.normalized_shape}, eps={m.eps}, elementwise_affine={m.elementwise_affine}",
     "Dropout": lambda m: f"p={m.p}",
     "MultiheadAttention": lambda m: f"embed_dim={m.embed_dim}, num_heads={m.num_heads}",
 }

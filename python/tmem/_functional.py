@@ -4,6 +4,7 @@ against torch's. Where tmem's op already has torch's signature it is the
 op itself; the others are written here over tmem's ops, and an argument
 tmem does not implement raises ValueError naming it."""
 from . import _tmem
+from ._tensor_ops import copy_in_place
 from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_dot_product_attention,  # noqa: F401
                     sigmoid, silu, tanh)
 
@@ -11,14 +12,7 @@ from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_
 def _in_place(input, out, inplace, op="relu"):
     """out, or input overwritten with it (copy_: its history goes through);
     an error of the write names op."""
-    if not inplace:
-        return out
-    try:
-        return input.copy_(out)
-    except _tmem.ValueError as e:
-        if str(e).startswith("copy_:"):
-            raise type(e)(f"{op}(inplace=True)" + str(e)[len("copy_"):]) from None
-        raise
+    return copy_in_place(input, out, f"{op}(inplace=True)") if inplace else out
 
 
 def weighted_mean(total, weight_sum):
@@ -58,14 +52,7 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
     ValueError: tmem does not implement them."""
     _refuse("embedding", max_norm=(max_norm, None), scale_grad_by_freq=(scale_grad_by_freq, False),
             sparse=(sparse, False))
-    if padding_idx is not None:
-        rows = weight.shape[0]
-        if not -rows <= padding_idx < rows:
-            raise ValueError(f"embedding: padding_idx {padding_idx} is outside the {rows} rows of weight")
-        mask = _tmem.zeros(rows, 1, dtype=weight.dtype)
-        mask[padding_idx % rows] = 1.0
-        weight = _tmem.where(mask, weight.detach(), weight)
-    return _tmem.embedding(input, weight)
+    return _tmem.embedding(input, weight, padding_idx)
 
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",

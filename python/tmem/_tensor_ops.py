@@ -800,6 +800,17 @@ def outer(input, vec2):
 
 # ---- Tensor methods ----
 
+def copy_in_place(target, value, name):
+    """target.copy_(value) (its history goes through), an error of the
+    write naming name instead of copy_."""
+    try:
+        return target.copy_(value)
+    except _tmem.ValueError as e:
+        if str(e).startswith("copy_:"):
+            raise type(e)(name + str(e)[len("copy_"):]) from None
+        raise
+
+
 def _in_place(name, fn):
     """Tensor.<name>: self = fn(self, ...) written in place through copy_
     (autograd as torch's in-place op: where it needs grad, fn reads a copy
@@ -807,12 +818,7 @@ def _in_place(name, fn):
     backward saved), errors naming name."""
     def method(self, *args, **kwargs):
         tracked = _tmem.is_grad_enabled() and self.requires_grad and self.dtype in _FLOAT
-        try:
-            return self.copy_(fn(self * 1 if tracked else self, *args, **kwargs))
-        except _tmem.ValueError as e:
-            if str(e).startswith("copy_:"):
-                raise type(e)(name + str(e)[len("copy_"):]) from None
-            raise
+        return copy_in_place(self, fn(self * 1 if tracked else self, *args, **kwargs), name)
     method.__name__ = name
     method.__doc__ = f"In place: self = {fn.__name__}(self, ...) (torch.Tensor.{name})."
     return method
