@@ -103,6 +103,14 @@ struct Softplus {
     return g * z / (z + 1.0f);
   }
 };
+struct Sin {
+  static TMEM_HD float f(float x, float, float) { return std::sin(x); }
+  static TMEM_HD float d(float x, float g, float, float) { return g * std::cos(x); }
+};
+struct Cos {
+  static TMEM_HD float f(float x, float, float) { return std::cos(x); }
+  static TMEM_HD float d(float x, float g, float, float) { return -g * std::sin(x); }
+};
 struct Clamp {
   static TMEM_HD float f(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
   static TMEM_HD float d(float x, float g, float lo, float hi) { return x < lo || x > hi ? 0.0f : g; }
@@ -131,6 +139,8 @@ bool visit_unary(OpId op, V&& v) {
     case OpId::Tanh: v(Tanh{}); return true;
     case OpId::Softplus: v(Softplus{}); return true;
     case OpId::Clamp: v(Clamp{}); return true;
+    case OpId::Sin: v(Sin{}); return true;
+    case OpId::Cos: v(Cos{}); return true;
     default: return false;
   }
 }

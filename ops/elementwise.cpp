@@ -193,6 +193,8 @@ Tensor silu(const Tensor& a) { return unary(OpId::Silu, a, Uses::Input); }
 Tensor sigmoid(const Tensor& a) { return unary(OpId::Sigmoid, a, Uses::Output); }
 Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, a, Uses::Output); }
 Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input); }
+Tensor sin(const Tensor& a) { return unary(OpId::Sin, a, Uses::Input); }
+Tensor cos(const Tensor& a) { return unary(OpId::Cos, a, Uses::Input); }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
@@ -378,6 +380,8 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
   un(OpId::Tanh, [](auto& a) { return tanh(a); }, -2, 2);
   un(OpId::Softplus, [](auto& a) { return softplus(a); }, -3, 3);
   un(OpId::Clamp, [](auto& a) { return clamp(a, -0.5, 0.5); }, -1, 1);
+  un(OpId::Sin, [](auto& a) { return sin(a); }, -4, 4);
+  un(OpId::Cos, [](auto& a) { return cos(a); }, -4, 4);
   // Through float32 and back: linear, so a large step is exact and rounding stays small.
   t.push_back({OpId::Cast, {"cpu"}, {"input"},
                {{"float64->float32", [] { return V{gc_input({3, 4})}; },

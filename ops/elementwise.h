@@ -49,6 +49,10 @@ Tensor sigmoid(const Tensor& a);
 Tensor tanh(const Tensor& a);
 /// log(1 + exp(x)), linear above threshold 20 (PyTorch softplus, beta 1).
 Tensor softplus(const Tensor& a);
+/// sin(a) (radians); the gradient is g cos(a).
+Tensor sin(const Tensor& a);
+/// cos(a) (radians); the gradient is -g sin(a).
+Tensor cos(const Tensor& a);
 /// min(max(a, lo), hi); the gradient passes where lo <= a <= hi (PyTorch).
 /// Throws ValueError if lo > hi.
 /// An int64 a takes whole-number bounds in int64's range or infinities (no

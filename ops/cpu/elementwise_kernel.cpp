@@ -81,6 +81,10 @@ void Kernels<Scalar>::unary_forward(int, OpId op, UnaryParams p, const StridedAr
         using std::log1p; using xsimd::log1p;
         return sel(x > V(20), x, V(log1p(V(vexp(sel(x > V(20), V(0), x))))));
       });
+    case OpId::Sin:
+      return apply<T>(args, [](auto x) { using std::sin; using xsimd::sin; return decltype(x)(sin(x)); });
+    case OpId::Cos:
+      return apply<T>(args, [](auto x) { using std::cos; using xsimd::cos; return decltype(x)(cos(x)); });
     case OpId::Clamp:
       return apply<T>(args, [lo, hi](auto x) {
         using V = decltype(x);
@@ -146,6 +150,10 @@ void Kernels<Scalar>::unary_backward(int, OpId op, UnaryParams p, const StridedA
         V z = vexp(sel(x > V(20), V(0), x));
         return sel(x > V(20), g, g * z / (z + V(1)));
       });
+    case OpId::Sin:
+      return apply<T>(args, [](auto x, auto g) { using std::cos; using xsimd::cos; return g * decltype(x)(cos(x)); });
+    case OpId::Cos:
+      return apply<T>(args, [](auto x, auto g) { using std::sin; using xsimd::sin; return -g * decltype(x)(sin(x)); });
     case OpId::Clamp:
       return apply<T>(args, [lo, hi](auto x, auto g) {
         using V = decltype(x);

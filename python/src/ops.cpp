@@ -123,6 +123,8 @@ void bind_ops(py::module_& m) {
   unary("sigmoid", &sigmoid, "1 / (1 + exp(-input)).");
   unary("tanh", &tanh, "Hyperbolic tangent.");
   unary("softplus", &softplus, "log(1 + exp(input)), linear above 20.");
+  unary("sin", &sin, "Sine (radians).");
+  unary("cos", &cos, "Cosine (radians).");
   both(m, cls, "gelu", [](const Tensor& x, const std::string& approximate) {
          check<ValueError>(approximate == "none" || approximate == "tanh",
                            "gelu: approximate must be \"none\" or \"tanh\", but got \"", printable(approximate), "\"");

@@ -79,12 +79,21 @@ class TestValues(unittest.TestCase):
         from math import erf
         gelu = np.vectorize(lambda v: 0.5 * v * (1 + erf(v / np.sqrt(2))))(x)
         cases = {"relu": np.maximum(x, 0), "exp": np.exp(x), "tanh": np.tanh(x), "sigmoid": 1 / (1 + np.exp(-x)),
-                 "gelu": gelu, "silu": x / (1 + np.exp(-x)), "softplus": np.log1p(np.exp(x)), "abs": np.abs(x)}
+                 "gelu": gelu, "silu": x / (1 + np.exp(-x)), "softplus": np.log1p(np.exp(x)), "abs": np.abs(x),
+                 "sin": np.sin(x), "cos": np.cos(x)}
         for name, want in cases.items():
             np.testing.assert_allclose(getattr(tmem, name)(t).numpy(), want, rtol=1e-5, atol=1e-6, err_msg=name)
         np.testing.assert_allclose(tmem.clamp(t, min=-0.5, max=0.5).numpy(), np.clip(x, -0.5, 0.5))
         np.testing.assert_allclose(tmem.clamp(t, min=0).numpy(), np.maximum(x, 0))
         np.testing.assert_allclose(t.exp().log().numpy(), x, atol=1e-6)
+        wide = np.array([-1e4, -40.5, -3.14159, 0.0, 1e-3, 2.5, 100.25, 3e4])  # range reduction, float64 exact
+        for name in ("sin", "cos"):
+            got = getattr(tmem.tensor(wide), name)()
+            np.testing.assert_allclose(got.numpy(), getattr(np, name)(wide), rtol=1e-14, atol=1e-14, err_msg=name)
+            x64 = tmem.tensor(wide, requires_grad=True)
+            getattr(tmem, name)(x64).sum().backward()
+            want = np.cos(wide) if name == "sin" else -np.sin(wide)
+            np.testing.assert_allclose(x64.grad.numpy(), want, rtol=1e-14, atol=1e-14, err_msg=name)
 
     def test_reductions(self):
         x = randn(2, 3, 4)

@@ -876,6 +876,7 @@ for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite":
                    "sqrt_": _in_place("sqrt_", _tmem.sqrt), "abs_": _in_place("abs_", abs),
                    "neg_": _in_place("neg_", lambda x: -x), "relu_": _in_place("relu_", _tmem.relu),
                    "sigmoid_": _in_place("sigmoid_", _tmem.sigmoid), "tanh_": _in_place("tanh_", _tmem.tanh),
+                   "sin_": _in_place("sin_", _tmem.sin), "cos_": _in_place("cos_", _tmem.cos),
                    "uniform_": _in_place("uniform_", _uniform), "normal_": _in_place("normal_", _normal)}.items():
     setattr(Tensor, _name, _fn)
 Tensor.mT = property(lambda self: self.transpose(-2, -1), doc="The last two dims swapped (a view; torch's mT).")
