@@ -241,6 +241,23 @@ class TestAgainstTorch(unittest.TestCase):
             for t, p in zip(ts, ps):
                 np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-12, atol=1e-14)
 
+    def test_prod(self):
+        zeros = RNG.standard_normal((3, 7))
+        zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others
+        zeros[1, 1] = zeros[1, 5] = 0.0  # two in row 1: a zero gradient
+        for x in (zeros, RNG.standard_normal((4, 6, 5)), RNG.standard_normal(()), np.zeros((2, 0, 3))):
+            for args in ([], [0], [-1, True]) if x.ndim else ([], [0]):
+                with self.subTest(shape=x.shape, args=args):
+                    self.compare(lambda t: tmem.prod(t, *args), lambda t: torch.prod(t, *args), x)
+        self.compare(lambda t: t.prod(1, keepdim=True), lambda t: t.prod(1, keepdim=True), zeros)
+        self.assertEqual(tmem.tensor([[2, 3], [4, 5]]).prod(1).tolist(), [6, 20])
+        self.assertEqual(tmem.tensor([2 ** 40, 2 ** 40]).prod().item(), torch.tensor([2 ** 40, 2 ** 40]).prod().item())
+        self.assertEqual(tmem.tensor([1.0, 2.0]).prod(dtype=tmem.float64).dtype, tmem.float64)
+        with self.assertRaisesRegex(TypeError, "prod: expected dim to be an int or None, but got \\(0, 1\\)"):
+            tmem.prod(tmem.ones(2, 2), (0, 1))
+        with self.assertRaisesRegex(tmem.IndexError, "prod: dim 2 is out of range for a tensor of 2 dims"):
+            tmem.ones(2, 2).prod(2)
+
     def test_values_and_gradients(self):
         a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
         b[0, :2] = a[0, :2]  # ties: each side gets half, as torch's

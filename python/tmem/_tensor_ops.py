@@ -530,6 +530,37 @@ def cumsum(input, dim, *, dtype=None):
     return values + (carrier - carrier.detach()).to(x.dtype)  # the values, and the running sums' gradient
 
 
+def prod(input, dim=None, keepdim=False, *, dtype=None):
+    """The product over dim (torch.prod; of every element, a 0-d result,
+    for dim None), of input cast to dtype first when given; 1 over an empty
+    dim. A floating input is multiplied as a pairwise tree of muls, so its
+    gradient is the product of the other elements, exact where some are 0
+    (torch's); int64 products wrap around as torch's (NumPy's). Raises
+    TypeError for a dim that is not an int, IndexError for one out of
+    range, DtypeError for an int64 tensor that requires grad."""
+    if dim is not None and (isinstance(dim, bool) or not isinstance(dim, int)):
+        raise TypeError(f"prod: expected dim to be an int or None, but got {dim!r}")
+    x = input if dtype is None else input.to(dtype)
+    if dim is None:
+        x, keepdim = x.reshape(-1), False
+    d = _dims(0 if dim is None else dim, x.dim(), "prod")
+    if not d:  # a 0-d tensor: its own product
+        return x * 1
+    d = d[0]
+    if x.dtype not in _FLOAT:
+        if x.requires_grad:
+            raise _tmem.DtypeError("prod: an int64 tensor that requires grad")
+        return _tmem.tensor(_np.prod(x.cpu().numpy(), axis=d, keepdims=keepdim)).to(x.device)
+    if x.shape[d] == 0:  # 1, connected to x (its gradient is empty)
+        return _tmem.sum(x, (d,), keepdim=keepdim) * 0.0 + 1.0
+    lead = (slice(None),) * d
+    while x.shape[d] > 1:
+        if x.shape[d] % 2:
+            x = _tmem.cat([x, _tmem.ones_like(x.narrow(d, 0, 1))], d)
+        x = x[lead + (slice(0, None, 2),)] * x[lead + (slice(1, None, 2),)]
+    return x if keepdim else x.squeeze(d)
+
+
 def broadcast_shape(a, b, who):
     """The shape tensors a and b broadcast to; ShapeError naming who and
     both shapes when they do not."""
@@ -837,30 +868,26 @@ _SPLIT, _WHERE = _tmem.split, _tmem.where
 _max = _extremum_or_reduction(_tmem.max, maximum, "max")
 _min = _extremum_or_reduction(_tmem.min, minimum, "min")
 
+# Both tmem.<name> and Tensor.<name>.
+_BOTH = {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "maximum": maximum,
+         "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp, "amax": amax,
+         "amin": amin, "all": all, "any": any, "roll": roll, "chunk": chunk, "tril": tril, "triu": triu, "mm": mm,
+         "dot": dot, "outer": outer, "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort,
+         "topk": topk, "cumsum": cumsum, "prod": prod, "masked_select": masked_select, "nonzero": nonzero,
+         "argwhere": argwhere, "count_nonzero": count_nonzero}
+
 # tmem.<name>, put in the package's namespace by __init__.py.
-FUNCTIONS = {"linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
+FUNCTIONS = {**_BOTH, "linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
              "empty_like": empty_like, "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
-             "randint": randint, "square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
-             "maximum": maximum, "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp,
-             "amax": amax, "amin": amin, "all": all, "any": any, "flip": flip, "roll": roll, "chunk": chunk,
-             "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer, "enable_grad": enable_grad,
-             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "max": _max, "min": _min,
-             "split": split, "sort": sort, "argsort": argsort, "topk": topk, "einsum": einsum,
-             "cumsum": cumsum, "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
-             "count_nonzero": count_nonzero, "where": _where}
+             "randint": randint, "flip": flip, "einsum": einsum, "enable_grad": enable_grad,
+             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "where": _where}
 
 
 def _flip_method(self, *dims):
     return flip(self, dims[0] if len(dims) == 1 else dims)
 
 
-for _name, _fn in {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite, "maximum": maximum,
-                   "minimum": minimum, "std": std, "var": _var, "norm": norm, "logsumexp": logsumexp, "amax": amax,
-                   "amin": amin, "all": all, "any": any, "flip": _flip_method, "roll": roll, "repeat": repeat,
-                   "chunk": chunk, "tril": tril, "triu": triu, "mm": mm, "dot": dot, "outer": outer,
-                   "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort, "topk": topk,
-                   "cumsum": cumsum, "masked_select": masked_select, "nonzero": nonzero, "argwhere": argwhere,
-                   "count_nonzero": count_nonzero,
+for _name, _fn in {**_BOTH, "flip": _flip_method, "repeat": repeat,
                    "view_as": lambda self, other: self.view(*other.shape),
                    "expand_as": lambda self, other: self.expand(*other.shape),
                    "type_as": lambda self, other: self.to(other.dtype),
