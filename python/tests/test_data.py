@@ -111,6 +111,14 @@ class TestNnUtils(unittest.TestCase):
                                                   "is inf"):
             nn_utils.clip_grad_norm_(lin.parameters(), 1.0, error_if_nonfinite=True)
         self.assertEqual(lin.bias.grad.tolist(), before)
+        # By default the non-finite norm comes back and the gradients are scaled by it, as torch's:
+        # by 0 for an infinite norm (inf * 0 is NaN), by NaN for a NaN norm.
+        self.assertEqual(nn_utils.clip_grad_norm_(lin.parameters(), 1.0).item(), math.inf)
+        self.assertEqual(lin.bias.grad.tolist(), [0.0, 0.0])
+        self.assertTrue(np.isnan(lin.weight.grad.numpy()).all())
+        lin.bias.grad.fill_(1.0)
+        self.assertTrue(math.isnan(nn_utils.clip_grad_norm_(lin.parameters(), 1.0).item()))
+        self.assertTrue(np.isnan(lin.bias.grad.numpy()).all())
         with self.assertRaisesRegex(tmem.ValueError, "clip_grad_norm_: norm_type 1 is not supported"):
             nn_utils.clip_grad_norm_(lin.parameters(), 1.0, norm_type=1)
         with self.assertRaisesRegex(tmem.ShapeError, "vector_to_parameters: expected a vector of 8 elements"):

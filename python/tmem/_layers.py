@@ -653,20 +653,30 @@ def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=Fals
     """Scales the gradients of parameters (a tensor or an iterable of them)
     to a joint L2 norm of at most max_norm, and returns the norm before
     clipping as a 0-d float32 tensor (torch.nn.utils.clip_grad_norm_).
-    ValueError for a norm_type other than 2 (tmem's kernel is the L2 norm);
-    with error_if_nonfinite, RuntimeError for a NaN or infinite norm, the
-    gradients unchanged."""
+    A NaN or infinite norm is returned as it is, the gradients scaled by
+    min(1, max_norm / (norm + 1e-6)) as torch's (so they become 0 or NaN;
+    check the norm and skip the step); with error_if_nonfinite it is a
+    RuntimeError instead, the gradients unchanged. ValueError for a
+    norm_type other than 2 (tmem's kernel is the L2 norm)."""
     if norm_type not in (2, 2.0, "fro"):
         raise _tmem.ValueError(f"clip_grad_norm_: norm_type {norm_type!r} is not supported; tmem clips by the L2 "
                                f"norm (norm_type=2)")
     params = [parameters] if isinstance(parameters, _tmem.Tensor) else list(parameters)
+    try:
+        return _tmem.tensor(nn.clip_grad_norm_(params, max_norm))
+    except _tmem.ValueError as e:
+        if "non-finite" not in str(e):
+            raise
+    grads = [p.grad for p in params if p.grad is not None]
+    norm = _math.sqrt(sum(float(_tmem.sum(g.double() * g.double()).item()) for g in grads))
     if error_if_nonfinite:
-        total = sum(float(_tmem.sum(p.grad.double() * p.grad.double()).item()) for p in params if p.grad is not None)
-        if not _math.isfinite(total):
-            raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is "
-                               f"{_math.sqrt(total) if total >= 0 else total}, so they cannot be clipped; pass "
-                               f"error_if_nonfinite=False to clip anyway")
-    return _tmem.tensor(nn.clip_grad_norm_(params, max_norm))
+        raise RuntimeError(f"clip_grad_norm_: the total norm of order {norm_type} of the gradients is {norm}, so "
+                           f"they cannot be clipped; pass error_if_nonfinite=False to scale them by it anyway")
+    coef = max_norm / (norm + 1e-6)
+    with _tmem.no_grad():
+        for g in grads:
+            g.mul_(coef if _math.isnan(coef) else min(coef, 1.0))
+    return _tmem.tensor(norm)
 
 
 def clip_grad_value_(parameters, clip_value):
