@@ -516,7 +516,7 @@ TEST_CASE("LayerNorm: a negative normalized_shape is a ValueError naming LayerNo
   CHECK(nn::LayerNorm(0).weight.numel() == 0);  // as torch.nn.LayerNorm(0)
 }
 
-TEST_CASE("LayerNorm: without elementwise_affine it has no parameters and normalises only; bias=false drops the bias") {
+TEST_CASE("LayerNorm: without elementwise_affine it has no parameters and normalises only, and bias=false drops the bias") {
   nn::LayerNorm plain(2, 1e-5, false);
   CHECK(plain.parameters().empty());
   CHECK_FALSE(plain.weight.defined());
@@ -527,7 +527,7 @@ TEST_CASE("LayerNorm: without elementwise_affine it has no parameters and normal
   CHECK_FALSE(no_bias.bias.defined());
 }
 
-TEST_CASE("Embedding: padding_idx starts at zeros and is never trained; a bad one is a ValueError") {
+TEST_CASE("Embedding: padding_idx starts at zeros and is never trained, and a bad one is a ValueError") {
   nn::Embedding emb(4, 3, default_generator(), -1);
   CHECK(emb.padding_idx == 3);
   const std::vector<double> w = emb.weight.to_vector();

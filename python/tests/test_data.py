@@ -1,5 +1,7 @@
 """tmem.utils.data, tmem.nn.utils, int64 in-place arithmetic, tmem.abs and dtype printing, as torch's."""
+import io
 import math
+import pickle
 import unittest
 from collections import namedtuple
 
@@ -164,6 +166,47 @@ class TestDevices(unittest.TestCase):
         if not tmem.cuda.is_available():
             with self.assertRaisesRegex(tmem.DeviceError, "cuda:0 is not available"):
                 tmem.nn.Linear(2, 2).cuda()
+
+    def test_device_objects_and_keywords(self):
+        """torch.arange(T, device=x.device), batch.to(device, non_blocking=True) and device.type raised."""
+        device = tmem.device("cpu")
+        self.assertEqual((repr(device), device.type, device.index), ("device(type='cpu')", "cpu", None))
+        cuda1 = tmem.device("cuda", 1)
+        self.assertEqual((repr(cuda1), cuda1.type, cuda1.index, tmem.device("cuda:3").index),
+                         ("device(type='cuda', index=1)", "cuda", 1, 3))
+        self.assertEqual(pickle.loads(pickle.dumps(cuda1)), "cuda:1")
+        self.assertEqual(tmem.load(_saved({"device": device})), {"device": "cpu"})  # weights-only allows it
+        x = tmem.tensor([1.0, 2.0], device=device)
+        self.assertEqual((x.device.type, repr(x.device)), ("cpu", "device(type='cpu')"))
+        for made in (tmem.arange(3, device=x.device), tmem.randn(2, device=device), tmem.rand(2, device="cpu"),
+                     tmem.randint(0, 5, (2,), device=device), tmem.eye(2, device=device),
+                     tmem.linspace(0, 1, 3, device=device), tmem.zeros_like(x, device=device),
+                     tmem.full_like(x, 2.0, device=device), tmem.randperm(4, device=device)):
+            self.assertEqual(made.device, "cpu")
+        grad_leaf = tmem.arange(3.0, requires_grad=True)
+        self.assertEqual((grad_leaf.requires_grad, grad_leaf.is_leaf), (True, True))
+        self.assertIs(x.to(device, non_blocking=True), x)
+        self.assertEqual([x.to(device=device).dtype, x.to(device, tmem.float64).dtype, x.to(dtype=tmem.float64).dtype,
+                          x.to(tmem.ones(1, dtype=tmem.float64)).dtype], [tmem.float32] + [tmem.float64] * 3)
+        copied = x.to("cpu", copy=True)
+        self.assertIsNot(copied, x)
+        self.assertEqual(copied.tolist(), x.tolist())
+        with self.assertRaisesRegex(ValueError, "device: expected 'cpu' or 'cuda'"):
+            x.to(device="tpu")
+        with self.assertRaisesRegex(TypeError, "to: unexpected arguments \\('extra',\\)"):
+            x.to(tmem.float64, False, False, "extra")
+        self.assertEqual(sorted(tmem.randperm(6, generator=tmem.Generator(3)).tolist()), list(range(6)))
+        self.assertEqual((tmem.is_tensor(x), tmem.is_tensor([1.0])), (True, False))
+        self.assertIs(tmem.as_tensor(x), x)
+        self.assertEqual(tmem.as_tensor([1, 2], dtype=tmem.float64).dtype, tmem.float64)
+
+
+def _saved(obj):
+    """obj written by tmem.save into a file object, rewound."""
+    f = io.BytesIO()
+    tmem.save(obj, f)
+    f.seek(0)
+    return f
 
 
 if __name__ == "__main__":

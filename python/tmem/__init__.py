@@ -508,7 +508,7 @@ def _tensor_reduce(self):
     name, the shape, requires_grad and the device (no NumPy object, so a
     weights-only tmem.load needs no NumPy globals)."""
     values = self.detach().cpu().numpy().astype(_PICKLED_DTYPES[self.dtype.name], order="C", copy=False)
-    return _rebuild_tensor, (values.tobytes(), self.dtype.name, tuple(self.shape), self.requires_grad, self.device)
+    return _rebuild_tensor, (values.tobytes(), self.dtype.name, tuple(self.shape), self.requires_grad, str(self.device))
 
 
 def _rebuild_dtype(name):
@@ -851,7 +851,7 @@ nn.Module.__call__ = _hooks.module_call
 nn.Module.register_forward_pre_hook = _hooks.register_forward_pre_hook
 nn.Module.register_forward_hook = _hooks.register_forward_hook
 nn.Module.cpu = lambda self: self.to("cpu")
-nn.Module.cuda = lambda self, device=None: self.to("cuda" if device is None else device_(device))
+nn.Module.cuda = lambda self, device=None: self.to("cuda" if device is None else _device.device(device))
 nn.Module.cpu.__doc__ = "to('cpu'): moves every parameter and buffer to the CPU; returns the module."
 nn.Parameter = _Parameter
 _Parameter.__name__ = _Parameter.__qualname__ = "Parameter"
@@ -877,6 +877,12 @@ from . import _lr_scheduler  # noqa: E402,F401  (tmem.optim.lr_scheduler)
 from . import _tensor_ops  # noqa: E402  (torch's functions written over the ops, and their Tensor methods)
 
 globals().update(_tensor_ops.FUNCTIONS)
+from . import _device  # noqa: E402  (tmem.device, Tensor.to's keyword forms, device= on the factories)
+
+device, is_tensor, as_tensor, randperm = _device.device, _device.is_tensor, _device.as_tensor, _device.randperm
+for _name in ("tensor", "arange", "rand", "randn", "randint", "eye", "linspace", "zeros_like", "ones_like",
+              "empty_like", "full_like", "rand_like", "randn_like", "randperm"):
+    globals()[_name] = _device.with_device(globals()[_name])
 from . import _init  # noqa: E402
 
 nn.init = _init.init
@@ -900,24 +906,6 @@ def _dtype_repr(self):
 
 
 dtype.__repr__ = dtype.__str__ = _dtype_repr  # noqa: F405
-def device_(type, index=None):
-    """torch.device as tmem names devices: the string 'cpu', 'cuda' or
-    'cuda:<index>' (device('cuda', 1) and device(1) give 'cuda:1').
-    ValueError for another type or a negative index."""
-    if isinstance(type, _builtins.int) and index is None:
-        type, index = "cuda", type
-    if not isinstance(type, str) or type.split(":")[0] not in ("cpu", "cuda"):
-        raise ValueError(f"device: expected 'cpu' or 'cuda' (optionally ':<index>'), but got {type!r}")
-    if index is None:
-        return type
-    if not isinstance(index, _builtins.int) or index < 0 or ":" in type:
-        raise ValueError(f"device: expected an index >= 0 for {type!r}, but got {index!r}")
-    return f"{type}:{index}"
-
-
-device_.__name__ = "device"
-
-
 class _Cuda:
     """tmem.cuda: what torch.cuda tells of the GPUs (is_available, device_count)."""
 
@@ -933,7 +921,6 @@ class _Cuda:
 
 
 cuda = _Cuda()
-globals()["device"] = device_  # tmem.device("cuda", 0) -> "cuda:0"
 
 
 def _abs(input):

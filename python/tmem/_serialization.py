@@ -25,7 +25,7 @@ import struct as _struct
 import zlib as _zlib
 from collections import OrderedDict as _OrderedDict
 
-from . import _rebuild_dtype, _rebuild_tensor, _tmem, _torch_zip
+from . import _device, _rebuild_dtype, _rebuild_tensor, _tmem, _torch_zip
 
 _MAGIC = b"TMEMSAVE"
 _VERSION = 1
@@ -119,7 +119,7 @@ def _latin1(text, encoding):
 
 
 _WEIGHTS_ONLY = {("tmem", "_rebuild_dtype"): _rebuild_dtype, ("collections", "OrderedDict"): _OrderedDict,
-                 ("_codecs", "encode"): _latin1}
+                 ("_codecs", "encode"): _latin1, ("tmem._device", "device"): _device.device}
 for _module in ("builtins", "__builtin__"):  # protocol 2 names builtins by their Python 2 module
     for _cls in (set, frozenset, bytes, bytearray):
         _WEIGHTS_ONLY[(_module, _cls.__name__)] = _sized(_cls)
