@@ -57,6 +57,10 @@ Tensor unary(OpId id, const Tensor& a, Uses uses, UnaryParams prm = {}) {
   return y;
 }
 
+// a itself, or an int64 a as float32: the input of an op whose values are
+// not integers (exp, sqrt, sin, ...), as PyTorch promotes it.
+Tensor floating(const Tensor& a) { return is_floating(a.dtype()) ? a : to_dtype(a, DType::Float32); }
+
 // out = a (op) b broadcast; the backward is written with ops (run without grad).
 Tensor binary_forward(OpId id, const Tensor& a, const Tensor& b) {
   const char* name = nm(id);
@@ -179,22 +183,22 @@ Tensor add(const Tensor& a, double s) { return unary(OpId::AddScalar, a, Uses::N
 Tensor mul(const Tensor& a, double s) { return unary(OpId::MulScalar, a, Uses::Nothing, {s}); }
 Tensor pow(const Tensor& a, double p) { return unary(OpId::PowScalar, a, Uses::Input, {p}); }
 Tensor neg(const Tensor& a) { return unary(OpId::Neg, a, Uses::Nothing); }
-Tensor exp(const Tensor& a) { return unary(OpId::Exp, a, Uses::Output); }
-Tensor log(const Tensor& a) { return unary(OpId::Log, a, Uses::Input); }
-Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, a, Uses::Output); }
-Tensor rsqrt(const Tensor& a) { return unary(OpId::Rsqrt, a, Uses::Output); }
-Tensor reciprocal(const Tensor& a) { return unary(OpId::Reciprocal, a, Uses::Output); }
+Tensor exp(const Tensor& a) { return unary(OpId::Exp, floating(a), Uses::Output); }
+Tensor log(const Tensor& a) { return unary(OpId::Log, floating(a), Uses::Input); }
+Tensor sqrt(const Tensor& a) { return unary(OpId::Sqrt, floating(a), Uses::Output); }
+Tensor rsqrt(const Tensor& a) { return unary(OpId::Rsqrt, floating(a), Uses::Output); }
+Tensor reciprocal(const Tensor& a) { return unary(OpId::Reciprocal, floating(a), Uses::Output); }
 Tensor abs(const Tensor& a) { return unary(OpId::Abs, a, Uses::Input); }
 Tensor relu(const Tensor& a) { return unary(OpId::Relu, a, Uses::Output); }
 Tensor gelu(const Tensor& a, bool approximate) {
   return unary(approximate ? OpId::GeluTanh : OpId::GeluErf, a, Uses::Input);
 }
 Tensor silu(const Tensor& a) { return unary(OpId::Silu, a, Uses::Input); }
-Tensor sigmoid(const Tensor& a) { return unary(OpId::Sigmoid, a, Uses::Output); }
-Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, a, Uses::Output); }
+Tensor sigmoid(const Tensor& a) { return unary(OpId::Sigmoid, floating(a), Uses::Output); }
+Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, floating(a), Uses::Output); }
 Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input); }
-Tensor sin(const Tensor& a) { return unary(OpId::Sin, a, Uses::Input); }
-Tensor cos(const Tensor& a) { return unary(OpId::Cos, a, Uses::Input); }
+Tensor sin(const Tensor& a) { return unary(OpId::Sin, floating(a), Uses::Input); }
+Tensor cos(const Tensor& a) { return unary(OpId::Cos, floating(a), Uses::Input); }
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);

@@ -27,6 +27,8 @@ Tensor mul(const Tensor& a, double s);
 Tensor pow(const Tensor& a, double p);
 
 Tensor neg(const Tensor& a);
+// exp, log, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin and cos take an
+// int64 tensor as float32 and return float32 (PyTorch's promotion).
 Tensor exp(const Tensor& a);
 /// Natural log; log(0) = -inf, log(x<0) = NaN.
 Tensor log(const Tensor& a);

@@ -124,3 +124,27 @@ TEST_CASE("masked_fill with a 0-d tensor value passes the gradient to the value,
   CHECK(x.grad().to_vector() == std::vector<double>{1, 0, 0});
   CHECK(v.grad().item() == 5);
 }
+
+TEST_CASE("exp, log, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin and cos take int64 as float32, as PyTorch") {
+  const Tensor a = tensor_int({0, 1, 4}, {3});
+  const std::vector<std::pair<Tensor (*)(const Tensor&), double (*)(double)>> ops = {
+      {&exp, [](double x) { return std::exp(x); }},
+      {&log, [](double x) { return std::log(x); }},
+      {&sqrt, [](double x) { return std::sqrt(x); }},
+      {&rsqrt, [](double x) { return 1 / std::sqrt(x); }},
+      {&reciprocal, [](double x) { return 1 / x; }},
+      {&sigmoid, [](double x) { return 1 / (1 + std::exp(-x)); }},
+      {&tanh, [](double x) { return std::tanh(x); }},
+      {&sin, [](double x) { return std::sin(x); }},
+      {&cos, [](double x) { return std::cos(x); }}};
+  for (const auto& [op, want] : ops) {
+    const Tensor y = op(a);
+    CHECK(y.dtype() == DType::Float32);
+    const std::vector<double> got = y.to_vector(), xs = {0, 1, 4};
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double w = want(xs[i]);  // inf for log(0) and 1/0
+      if (std::isinf(w)) CHECK(got[i] == w);
+      else CHECK(got[i] == doctest::Approx(w).epsilon(1e-6));
+    }
+  }
+}

@@ -86,6 +86,9 @@ class TestValues(unittest.TestCase):
         np.testing.assert_allclose(tmem.clamp(t, min=-0.5, max=0.5).numpy(), np.clip(x, -0.5, 0.5))
         np.testing.assert_allclose(tmem.clamp(t, min=0).numpy(), np.maximum(x, 0))
         np.testing.assert_allclose(t.exp().log().numpy(), x, atol=1e-6)
+        d_k = tmem.sqrt(tmem.tensor(64))  # an int64 input of exp, sqrt, sin, ... is float32, as torch's
+        self.assertEqual((d_k.dtype, d_k.item()), (tmem.float32, 8.0))
+        np.testing.assert_allclose(tmem.exp(-tmem.arange(0, 6, 2)).numpy(), np.exp(-np.arange(0.0, 6, 2)), rtol=1e-6)
         wide = np.array([-1e4, -40.5, -3.14159, 0.0, 1e-3, 2.5, 100.25, 3e4])  # range reduction, float64 exact
         for name in ("sin", "cos"):
             got = getattr(tmem.tensor(wide), name)()
