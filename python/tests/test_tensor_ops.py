@@ -166,6 +166,50 @@ class TestExactValues(unittest.TestCase):
         self.assertAlmostEqual(big.std().item(), 2.0, delta=0.1)
 
 
+class TestMasks(unittest.TestCase):
+    """~mask, a & b, x.gt(0) and logical_not raised; torch's bool results are tmem's int64 0/1."""
+
+    def test_combining_masks(self):
+        x = tmem.tensor([-2.0, 0.5, 1.5, 3.0])
+        a, b = x > -1, x < 2
+        self.assertEqual([(a & b).tolist(), (a | b).tolist(), (a ^ b).tolist()],
+                         [[0, 1, 1, 0], [1, 1, 1, 1], [1, 0, 0, 1]])
+        self.assertEqual([tmem.logical_not(a).tolist(), tmem.logical_and(x, a).tolist(),
+                          tmem.logical_or(0, a).tolist(), tmem.logical_xor(a, b).tolist()],
+                         [[1, 0, 0, 0], [0, 1, 1, 1], [0, 1, 1, 1], [1, 0, 0, 1]])
+        self.assertEqual([x.gt(0).tolist(), x.ge(0.5).tolist(), x.lt(1.5).tolist(), x.le(-2).tolist(),
+                          x.eq(3).tolist(), tmem.ne(x, 0.5).tolist()],
+                         [[0, 1, 1, 1], [0, 1, 1, 1], [1, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [1, 0, 1, 1]])
+        m = x > 0
+        same = m
+        m &= b
+        self.assertIs(m, same)  # written in place, as torch's
+        self.assertEqual(m.tolist(), [0, 1, 1, 0])
+        ints = tmem.tensor([12, 10, -1])
+        self.assertEqual([(ints & 6).tolist(), (3 | ints).tolist(), (ints ^ ints).tolist()],
+                         [[4, 2, 6], [15, 11, -1], [0, 0, 0]])  # torch's int64 results
+        self.assertEqual([a.bool().tolist(), tmem.tensor([2, 0]).bool().tolist(), x.int().tolist()],
+                         [[0, 1, 1, 1], [1, 0], [-2, 0, 1, 3]])
+        self.assertEqual([x.type(), ints.type(), x.type(tmem.float64).dtype],
+                         ["tmem.FloatTensor", "tmem.LongTensor", tmem.float64])
+        with self.assertRaisesRegex(TypeError, "~: tmem has no bool dtype.*use logical_not\\(mask\\) or 1 - mask"):
+            ~a
+        with self.assertRaisesRegex(TypeError, "&: expected int64 operands .* but got tmem.float32 and tmem.int64"):
+            x & a
+
+    def test_closeness(self):
+        inf, nan = math.inf, math.nan
+        a = tmem.tensor([1.0, nan, inf, -inf, 1.0])
+        b = tmem.tensor([1.000001, nan, inf, inf, 1.1])
+        self.assertEqual(tmem.isclose(a, b).tolist(), [1, 0, 1, 0, 0])  # torch's
+        self.assertEqual(tmem.isclose(a, b, equal_nan=True).tolist(), [1, 1, 1, 0, 0])
+        self.assertEqual(tmem.isclose(a, b, atol=0.2).tolist(), [1, 0, 1, 0, 1])
+        self.assertEqual([tmem.allclose(a[:1], b[:1]), tmem.allclose(a, b), tmem.allclose(tmem.ones(0), tmem.ones(0))],
+                         [True, False, True])
+        self.assertEqual([tmem.equal(a[:1], a[:1]), tmem.equal(a[:1], b[:1]), tmem.equal(a[:2], a[:3])],
+                         [True, False, False])
+
+
 class TestGradModesAndInit(unittest.TestCase):
     def test_grad_modes(self):
         x = tmem.ones(2, requires_grad=True)

@@ -880,6 +880,9 @@ globals().update(_tensor_ops.FUNCTIONS)
 from . import _device  # noqa: E402  (tmem.device, Tensor.to's keyword forms, device= on the factories)
 
 device, is_tensor, as_tensor, randperm = _device.device, _device.is_tensor, _device.as_tensor, _device.randperm
+from . import _masks  # noqa: E402  (x.eq, logical_not, & | ^ on int64 masks, isclose, Tensor.bool)
+
+globals().update(_masks.FUNCTIONS)
 for _name in ("tensor", "arange", "rand", "randn", "randint", "eye", "linspace", "zeros_like", "ones_like",
               "empty_like", "full_like", "rand_like", "randn_like", "randperm"):
     globals()[_name] = _device.with_device(globals()[_name])
