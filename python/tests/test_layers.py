@@ -570,6 +570,20 @@ class TestAgainstTorch(unittest.TestCase):
             (want * torch.tensor(r)).sum().backward()
             np.testing.assert_allclose(mine.weight.grad.numpy(), theirs.weight.grad.numpy(), rtol=1e-6)
             self.assertEqual(float(np.abs(mine.weight.grad.numpy()[pad]).max()), 0.0)
+        # torch's other arguments at their defaults are taken (they gave pybind11's signature dump)
+        explicit = nn.Embedding(5, 3, padding_idx=1, max_norm=None, norm_type=2.0, scale_grad_by_freq=False,
+                                sparse=False)
+        self.assertEqual((repr(explicit), repr(copy.deepcopy(explicit))), ("Embedding(5, 3, padding_idx=1)",) * 2)
+        for option, message in (({"sparse": True}, "sparse=True"), ({"max_norm": 1.0}, "max_norm=1.0"),
+                                ({"device": "cuda"}, "device='cuda'")):
+            with self.assertRaisesRegex(tmem.ValueError, f"nn.Embedding: {message} is not supported by tmem"):
+                nn.Embedding(5, 3, **option)
+        pretrained = RNG.standard_normal((4, 2)).astype(np.float32)
+        for freeze, pad in ((True, None), (False, 0)):
+            mine = nn.Embedding.from_pretrained(tmem.tensor(pretrained), freeze=freeze, padding_idx=pad)
+            theirs = torch.nn.Embedding.from_pretrained(torch.tensor(pretrained), freeze=freeze, padding_idx=pad)
+            self.assertEqual((repr(mine), mine.weight.requires_grad), (repr(theirs), theirs.weight.requires_grad))
+            np.testing.assert_array_equal(mine.weight.detach().numpy(), pretrained)  # the padding row kept, as torch's
         x = RNG.standard_normal((4, 6))
         for args, kwargs in (((6,), {}), (((6,),), {"eps": 1e-3}), ((6,), {"elementwise_affine": False})):
             mine, theirs = nn.LayerNorm(*args, **kwargs), torch.nn.LayerNorm(*args, **kwargs)

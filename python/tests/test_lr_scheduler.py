@@ -501,6 +501,41 @@ class TestErrors(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ValueError, r"LambdaLR: cannot set param_groups\[0\]\['lr'\] to -0.1"):
             lrs.LambdaLR(self.opt, lambda e: -1.0)
 
+    def test_optimizers_take_torchs_arguments_and_a_closure(self):
+        """SGD(nesterov=...) and step(closure) gave pybind11's signature dump, with every parameter's repr."""
+        ps = [tmem.tensor([1.0, -2.0], requires_grad=True)]
+        for make, message in ((lambda: optim.SGD(ps, lr=0.1, momentum=0.9, nesterov=True), "optim.SGD: nesterov=True"),
+                              (lambda: optim.SGD(ps, 0.1, 0.9, 0.5), "optim.SGD: dampening=0.5"),
+                              (lambda: optim.SGD(ps, lr=0.1, maximize=True), "optim.SGD: maximize=True"),
+                              (lambda: optim.AdamW(ps, amsgrad=True), "optim.AdamW: amsgrad=True"),
+                              (lambda: optim.Adam(ps, maximize=True), "optim.Adam: maximize=True"),
+                              (lambda: optim.Adam(ps, betas=(1.5, 0.9)), r"optim.Adam: expected betas in \[0, 1\)")):
+            with self.assertRaisesRegex(tmem.ValueError, message):
+                make()
+        with self.assertRaisesRegex(TypeError, "optim.SGD\\(\\) got an unexpected keyword argument 'bogus'"):
+            optim.SGD(ps, lr=0.1, bogus=1)
+        sgd = optim.SGD(ps, lr=0.1, momentum=0.5, dampening=0, weight_decay=0.0, nesterov=False, foreach=None)
+        adamw = optim.AdamW(ps, lr=0.1, amsgrad=False, foreach=None, capturable=False, fused=None)
+        calls = []
+
+        def closure():
+            calls.append(tmem.is_grad_enabled())
+            sgd.zero_grad()
+            loss = tmem.sum(ps[0] * ps[0])
+            loss.backward()
+            return loss
+
+        with tmem.no_grad():
+            self.assertEqual(sgd.step(closure).item(), 5.0)  # closure runs with grad enabled, as torch's
+        self.assertEqual(calls, [True])
+        np.testing.assert_allclose(ps[0].detach().numpy(), [0.8, -1.6], rtol=1e-6)  # p - 0.1 * 2p
+        self.assertIsNone(sgd.step())
+        before = float((ps[0].detach().numpy() ** 2).sum())
+        self.assertAlmostEqual(adamw.step(closure).item(), before, places=5)  # the loss before the update
+        self.assertEqual(len(calls), 2)
+        adam = optim.Adam(ps, lr=0.1, foreach=False)
+        self.assertIsInstance(adam.step(closure), tmem.Tensor)
+
     def test_adam_refuses_what_it_cannot_do(self):
         ps = [tmem.zeros(1, requires_grad=True)]
         with self.assertRaisesRegex(tmem.ValueError, "optim.Adam: weight_decay=0.01 is not supported.*use "

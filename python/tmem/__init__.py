@@ -572,6 +572,28 @@ def _construct_in_new(cls):
     cls.__init__ = __init__
 
 
+def _take_torch_arguments(cls, convert):
+    """cls built from torch's arguments, converted by convert(*args,
+    **kwargs) -> (args, kwargs) before they reach its C++ constructor
+    (through __new__ for cls itself, through __init__ for a subclass's
+    super().__init__; _construct_in_new above)."""
+    new, init = cls.__new__, cls.__init__
+    convert.__qualname__ = f"{cls.__module__.rpartition('.')[2]}.{cls.__name__}"  # its TypeErrors name cls
+
+    def __new__(klass, *args, **kwargs):
+        if klass is cls:
+            args, kwargs = convert(*args, **kwargs)
+        return new(klass, *args, **kwargs)
+
+    def __init__(self, *args, **kwargs):
+        if type(self) is not cls:
+            args, kwargs = convert(*args, **kwargs)
+        init(self, *args, **kwargs)
+
+    __new__.__doc__ = __init__.__doc__ = convert.__doc__
+    cls.__new__, cls.__init__ = staticmethod(__new__), __init__
+
+
 def _record_init(obj, cls, args, kwargs):
     """Keeps the arguments a module's C++ part (of the bound class cls) was
     built with, for copy.deepcopy to build it again: copies of configurations

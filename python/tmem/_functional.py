@@ -4,7 +4,7 @@ against torch's. Where tmem's op already has torch's signature it is the
 op itself; the others are written here over tmem's ops, and an argument
 tmem does not implement raises ValueError naming it."""
 from . import _tmem
-from ._tensor_ops import copy_in_place
+from ._tensor_ops import copy_in_place, refuse as _refuse
 from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_dot_product_attention,  # noqa: F401
                     sigmoid, silu, tanh)
 
@@ -106,11 +106,3 @@ def pad(input, pad, mode="constant", value=None):
     if mode != "constant":
         raise ValueError(f"pad: mode {mode!r} is not supported (tmem pads with a constant: mode='constant')")
     return _tmem.pad(input, pad, 0.0 if value is None else value)
-
-
-def _refuse(op, **given):
-    """ValueError naming op's first argument (name=(value, default)) that is
-    not its default: an option tmem does not implement."""
-    for name, (value, default) in given.items():
-        if value is not default and value != default:
-            raise ValueError(f"{op}: {name}={value!r} is not supported by tmem (leave it at {default!r})")

@@ -15,7 +15,7 @@ import warnings as _warnings
 
 import numpy as _np
 
-from . import _functional, _tensor_ops, _tmem
+from . import _functional, _take_torch_arguments, _tensor_ops, _tmem
 from ._functional import _in_place, _refuse
 from ._tmem import nn
 
@@ -647,6 +647,41 @@ for _fn in _FUNCTIONS:
     setattr(_functional, _fn.__name__, _fn)
 for _cls in _MODULES:
     setattr(nn, _cls.__name__, _cls)
+
+
+def _embedding_args(num_embeddings, embedding_dim, padding_idx=None, max_norm=None, norm_type=2.0,
+                    scale_grad_by_freq=False, sparse=False, _weight=None, _freeze=False, device=None, dtype=None, *,
+                    generator=None):
+    """torch.nn.Embedding's arguments as tmem's Embedding takes them:
+    sizes, padding_idx and tmem's generator; max_norm, scale_grad_by_freq,
+    sparse, _weight (use Embedding.from_pretrained), _freeze, and a device
+    or dtype other than the CPU's float32 raise ValueError (tmem does not
+    implement them); norm_type matters only with max_norm."""
+    _refuse("nn.Embedding", max_norm=(max_norm, None), scale_grad_by_freq=(scale_grad_by_freq, False),
+            sparse=(sparse, False), _weight=(None if _weight is None else "a tensor", None), _freeze=(_freeze, False),
+            device=(None if device in (None, "cpu") else device, None),
+            dtype=(None if dtype in (None, _tmem.float32) else dtype, None))
+    return (num_embeddings, embedding_dim), {"padding_idx": padding_idx, "generator": generator}
+
+
+def _from_pretrained(cls, embeddings, freeze=True, padding_idx=None, max_norm=None, norm_type=2.0,
+                     scale_grad_by_freq=False, sparse=False):
+    """An Embedding whose weight is a float32 copy of embeddings [V, C]
+    (torch.nn.Embedding.from_pretrained; the padding row keeps its values),
+    trained unless freeze. ShapeError unless embeddings is 2-D."""
+    if embeddings.dim() != 2:
+        raise _tmem.ShapeError(f"Embedding.from_pretrained: expected embeddings of shape [V, C], but got "
+                               f"{tuple(embeddings.shape)}")
+    made = cls(*embeddings.shape, padding_idx=padding_idx, max_norm=max_norm, norm_type=norm_type,
+               scale_grad_by_freq=scale_grad_by_freq, sparse=sparse)
+    with _tmem.no_grad():
+        made.weight.copy_(embeddings)
+    made.weight.requires_grad_(not freeze)
+    return made
+
+
+_take_torch_arguments(nn.Embedding, _embedding_args)
+nn.Embedding.from_pretrained = classmethod(_from_pretrained)
 
 
 def clip_grad_norm_(parameters, max_norm, norm_type=2.0, error_if_nonfinite=False):

@@ -23,7 +23,8 @@ import collections.abc as _abc
 import math as _math
 import numbers as _numbers
 
-from . import _tmem
+from . import _take_torch_arguments, _tmem
+from ._tensor_ops import enable_grad as _enable_grad, refuse as _refuse
 from ._tmem import optim as _optim_mod
 
 _FLAT = {cls: (cls.state_dict, cls.load_state_dict) for cls in (_optim_mod.SGD, _optim_mod.AdamW)}
@@ -203,6 +204,48 @@ def load_state_dict(self, state_dict):
 for _cls in _FLAT:
     _cls.state_dict, _cls.load_state_dict = state_dict, load_state_dict
 
+def _sgd_args(params, lr=None, momentum=0.0, dampening=0, weight_decay=0.0, nesterov=False, *, maximize=False,
+              foreach=None, differentiable=False):
+    """torch.optim.SGD's arguments as tmem's SGD takes them: params (tensors
+    or parameter groups), lr (required unless every group has its own),
+    momentum and weight_decay; dampening, nesterov and maximize other than
+    their defaults raise ValueError (tmem's SGD does not implement them);
+    foreach and differentiable change nothing."""
+    _refuse("optim.SGD", dampening=(dampening, 0), nesterov=(nesterov, False), maximize=(maximize, False),
+            differentiable=(differentiable, False))
+    return (params, lr, momentum, weight_decay), {}
+
+
+def _adamw_args(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2, amsgrad=False, *, maximize=False,
+                foreach=None, capturable=False, differentiable=False, fused=None):
+    """torch.optim.AdamW's arguments as tmem's AdamW takes them: params,
+    lr, betas, eps and weight_decay; amsgrad and maximize other than False
+    raise ValueError (tmem's AdamW does not implement them); foreach,
+    capturable, differentiable and fused change nothing."""
+    _refuse("optim.AdamW", amsgrad=(amsgrad, False), maximize=(maximize, False),
+            differentiable=(differentiable, False))
+    return (params, lr, betas, eps, weight_decay), {}
+
+
+def _with_closure(raw_step):
+    def step(self, closure=None):
+        """One update from the parameters' gradients (torch.optim's step):
+        closure, when given, is called first with grad enabled (it computes
+        the loss and its gradients) and its loss returned."""
+        loss = None
+        if closure is not None:
+            with _enable_grad():
+                loss = closure()
+        raw_step(self)
+        return loss
+    return step
+
+
+_take_torch_arguments(_optim_mod.SGD, _sgd_args)
+_take_torch_arguments(_optim_mod.AdamW, _adamw_args)
+for _cls in _FLAT:
+    _cls.step = _with_closure(_cls.step)
+
 
 class Adam(_optim_mod.AdamW):
     """Adam (Kingma and Ba; torch.optim.Adam) with weight_decay=0, which is AdamW with weight_decay=0: the same
@@ -211,14 +254,20 @@ class Adam(_optim_mod.AdamW):
     use optim.AdamW for decoupled weight decay. amsgrad=True is not supported (ValueError). Keep every group's
     weight_decay 0: step() refuses a group set to another (it would apply AdamW's decoupled decay)."""
 
-    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False):
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0, amsgrad=False, *,
+                 foreach=None, maximize=False, capturable=False, differentiable=False, fused=None):
         if not (isinstance(weight_decay, _numbers.Real) and weight_decay == 0):
             raise _tmem.ValueError(f"optim.Adam: weight_decay={weight_decay!r} is not supported: torch's Adam adds "
                                    f"it to the gradient (L2), which tmem cannot do; use optim.AdamW for decoupled "
                                    f"weight decay, or weight_decay=0")
-        if amsgrad:
-            raise _tmem.ValueError(f"optim.Adam: amsgrad={amsgrad!r} is not supported by tmem; use amsgrad=False")
-        super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=0.0)
+        _refuse("optim.Adam", amsgrad=(amsgrad, False), maximize=(maximize, False),
+                differentiable=(differentiable, False))
+        try:
+            super().__init__(params, lr=lr, betas=betas, eps=eps, weight_decay=0.0)
+        except _tmem.ValueError as e:
+            if str(e).startswith("AdamW:"):
+                raise type(e)("optim.Adam:" + str(e)[len("AdamW:"):]) from None
+            raise
         self._check_weight_decay("optim.Adam")
 
     def _check_weight_decay(self, who):
@@ -228,11 +277,11 @@ class Adam(_optim_mod.AdamW):
                                        f"Adam does not support (torch's adds L2 to the gradient); use optim.AdamW "
                                        f"for decoupled weight decay")
 
-    def step(self):
-        """One Adam update; ValueError, before changing anything, when a group's weight_decay was set to another
-        value than 0."""
+    def step(self, closure=None):
+        """One Adam update (closure as AdamW.step's); ValueError, before changing anything, when a group's
+        weight_decay was set to another value than 0."""
         self._check_weight_decay("Adam.step")
-        super().step()
+        return super().step(closure)
 
     def add_param_group(self, param_group):
         """Appends a parameter group (as AdamW's); a weight_decay other than 0 raises ValueError (use AdamW)."""

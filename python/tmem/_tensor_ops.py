@@ -831,6 +831,14 @@ def outer(input, vec2):
 
 # ---- Tensor methods ----
 
+def refuse(op, **given):
+    """ValueError naming op's first argument (name=(value, default)) that is
+    not its default: an option tmem does not implement."""
+    for name, (value, default) in given.items():
+        if value is not default and value != default:
+            raise _tmem.ValueError(f"{op}: {name}={value!r} is not supported by tmem (leave it at {default!r})")
+
+
 def copy_in_place(target, value, name):
     """target.copy_(value) (its history goes through), an error of the
     write naming name instead of copy_."""
