@@ -111,6 +111,35 @@ struct Cos {
   static TMEM_HD float f(float x, float, float) { return std::cos(x); }
   static TMEM_HD float d(float x, float g, float, float) { return -g * std::sin(x); }
 };
+struct Log1p {
+  static TMEM_HD float f(float x, float, float) { return std::log1p(x); }
+  static TMEM_HD float d(float x, float g, float, float) { return g / (1.0f + x); }
+};
+struct Expm1 {
+  static TMEM_HD float f(float x, float, float) { return std::expm1(x); }
+  static TMEM_HD float d(float y, float g, float, float) { return g * (y + 1.0f); }
+};
+// The rounding ops and sign: a gradient of 0 (times g, so NaN stays NaN).
+struct Floor {
+  static TMEM_HD float f(float x, float, float) { return std::floor(x); }
+  static TMEM_HD float d(float, float g, float, float) { return g * 0.0f; }
+};
+struct Ceil {
+  static TMEM_HD float f(float x, float, float) { return std::ceil(x); }
+  static TMEM_HD float d(float, float g, float, float) { return g * 0.0f; }
+};
+struct Round {
+  static TMEM_HD float f(float x, float, float) { return std::nearbyint(x); }  // half to even
+  static TMEM_HD float d(float, float g, float, float) { return g * 0.0f; }
+};
+struct Trunc {
+  static TMEM_HD float f(float x, float, float) { return std::trunc(x); }
+  static TMEM_HD float d(float, float g, float, float) { return g * 0.0f; }
+};
+struct Sign {
+  static TMEM_HD float f(float x, float, float) { return x > 0.0f ? 1.0f : (x < 0.0f ? -1.0f : 0.0f); }
+  static TMEM_HD float d(float, float g, float, float) { return g * 0.0f; }
+};
 struct Clamp {
   static TMEM_HD float f(float x, float lo, float hi) { return x < lo ? lo : (x > hi ? hi : x); }
   static TMEM_HD float d(float x, float g, float lo, float hi) { return x < lo || x > hi ? 0.0f : g; }
@@ -141,6 +170,13 @@ bool visit_unary(OpId op, V&& v) {
     case OpId::Clamp: v(Clamp{}); return true;
     case OpId::Sin: v(Sin{}); return true;
     case OpId::Cos: v(Cos{}); return true;
+    case OpId::Log1p: v(Log1p{}); return true;
+    case OpId::Expm1: v(Expm1{}); return true;
+    case OpId::Floor: v(Floor{}); return true;
+    case OpId::Ceil: v(Ceil{}); return true;
+    case OpId::Round: v(Round{}); return true;
+    case OpId::Trunc: v(Trunc{}); return true;
+    case OpId::Sign: v(Sign{}); return true;
     default: return false;
   }
 }

@@ -199,6 +199,30 @@ Tensor tanh(const Tensor& a) { return unary(OpId::Tanh, floating(a), Uses::Outpu
 Tensor softplus(const Tensor& a) { return unary(OpId::Softplus, a, Uses::Input); }
 Tensor sin(const Tensor& a) { return unary(OpId::Sin, floating(a), Uses::Input); }
 Tensor cos(const Tensor& a) { return unary(OpId::Cos, floating(a), Uses::Input); }
+Tensor log1p(const Tensor& a) { return unary(OpId::Log1p, floating(a), Uses::Input); }
+Tensor expm1(const Tensor& a) { return unary(OpId::Expm1, floating(a), Uses::Output); }
+
+namespace {
+// A rounding op: its kernel on a floating a; an int64 a is whole already (a copy).
+Tensor rounding(OpId id, const Tensor& a) {
+  if (is_floating(a.dtype())) return unary(id, a, Uses::Nothing);
+  Tensor out = empty(a.shape(), a.dtype(), a.device());
+  copy_data(out, a);
+  return out;
+}
+}  // namespace
+
+Tensor floor(const Tensor& a) { return rounding(OpId::Floor, a); }
+Tensor ceil(const Tensor& a) { return rounding(OpId::Ceil, a); }
+Tensor round(const Tensor& a) { return rounding(OpId::Round, a); }
+Tensor trunc(const Tensor& a) { return rounding(OpId::Trunc, a); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) { return floor(div(a, b)); }
+Tensor remainder(const Tensor& a, const Tensor& b) { return sub(a, mul(floor(div(a, b)), b)); }
+
+Tensor sign(const Tensor& a) {
+  if (is_floating(a.dtype())) return unary(OpId::Sign, a, Uses::Nothing);
+  return to_dtype(unary(OpId::Sign, to_dtype(a, DType::Float64), Uses::Nothing), DType::Int64);  // -1, 0, 1: exact
+}
 
 Tensor clamp(const Tensor& a, double lo, double hi) {
   check<ValueError>(lo <= hi, "clamp: expected min <= max, but got min ", lo, " max ", hi);
@@ -386,6 +410,24 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
   un(OpId::Clamp, [](auto& a) { return clamp(a, -0.5, 0.5); }, -1, 1);
   un(OpId::Sin, [](auto& a) { return sin(a); }, -4, 4);
   un(OpId::Cos, [](auto& a) { return cos(a); }, -4, 4);
+  un(OpId::Log1p, [](auto& a) { return log1p(a); }, -0.5, 2);
+  un(OpId::Expm1, [](auto& a) { return expm1(a); }, -2, 2);
+  // Piecewise constant: a gradient of 0 away from the steps (inputs drawn
+  // at least 0.1 from a whole number, or from 0 for sign).
+  const auto steps = [&](OpId id, std::function<Tensor(const Tensor&)> f) {
+    t.push_back({id, {"cpu"}, {"input"},
+                 {{"between whole numbers",
+                   [] {
+                     return V{tensor({-1.7, -1.3, -0.6, -0.3, 0.2, 0.4, 0.7, 1.2, 1.6, 2.3, 2.8, 3.4}, {3, 4},
+                                     DType::Float64).requires_grad_()};
+                   },
+                   [f](const V& v) { return f(v[0]); }}}});
+  };
+  steps(OpId::Floor, [](auto& a) { return floor(a); });
+  steps(OpId::Ceil, [](auto& a) { return ceil(a); });
+  steps(OpId::Round, [](auto& a) { return round(a); });
+  steps(OpId::Trunc, [](auto& a) { return trunc(a); });
+  steps(OpId::Sign, [](auto& a) { return sign(a); });
   // Through float32 and back: linear, so a large step is exact and rounding stays small.
   t.push_back({OpId::Cast, {"cpu"}, {"input"},
                {{"float64->float32", [] { return V{gc_input({3, 4})}; },

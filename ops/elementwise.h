@@ -27,8 +27,9 @@ Tensor mul(const Tensor& a, double s);
 Tensor pow(const Tensor& a, double p);
 
 Tensor neg(const Tensor& a);
-// exp, log, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin and cos take an
-// int64 tensor as float32 and return float32 (PyTorch's promotion).
+// exp, log, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin, cos, log1p and
+// expm1 take an int64 tensor as float32 and return float32 (PyTorch's
+// promotion).
 Tensor exp(const Tensor& a);
 /// Natural log; log(0) = -inf, log(x<0) = NaN.
 Tensor log(const Tensor& a);
@@ -55,6 +56,25 @@ Tensor softplus(const Tensor& a);
 Tensor sin(const Tensor& a);
 /// cos(a) (radians); the gradient is -g sin(a).
 Tensor cos(const Tensor& a);
+/// log(1 + a), accurate for small a; the gradient is g / (1 + a).
+Tensor log1p(const Tensor& a);
+/// exp(a) - 1, accurate for small a; the gradient is g (y + 1).
+Tensor expm1(const Tensor& a);
+/// Rounding toward -inf, toward +inf, to the nearest (half to even, as
+/// PyTorch) and toward 0; the gradient is 0. An int64 a gives a copy.
+Tensor floor(const Tensor& a);
+Tensor ceil(const Tensor& a);
+Tensor round(const Tensor& a);
+Tensor trunc(const Tensor& a);
+/// floor(a / b), broadcast (Python's //, torch.floor_divide); the gradient
+/// is 0. Floating operands (int64 goes through NumPy in Python).
+Tensor floor_divide(const Tensor& a, const Tensor& b);
+/// a - b floor(a / b), broadcast: the sign of b, as Python's % and
+/// torch.remainder; gradients g and -g floor(a / b).
+Tensor remainder(const Tensor& a, const Tensor& b);
+/// -1, 0 or 1 by a's sign (0 for NaN, as PyTorch's CPU); the gradient is 0.
+/// An int64 a gives int64.
+Tensor sign(const Tensor& a);
 /// min(max(a, lo), hi); the gradient passes where lo <= a <= hi (PyTorch).
 /// Throws ValueError if lo > hi.
 /// An int64 a takes whole-number bounds in int64's range or infinities (no

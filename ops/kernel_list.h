@@ -14,13 +14,13 @@
 // ---- elementwise (ops/elementwise.cpp) ----
 #define TMEM_ELEMENTWISE_KERNELS(X)                                                              \
   /* out = f(x) for a unary elementwise op (neg exp log sqrt rsqrt reciprocal abs relu gelu   \
-     gelu_tanh silu sigmoid tanh softplus clamp sin cos add_scalar mul_scalar pow_scalar);     \
-     args {out, x}, x broadcast to out. */                                                     \
+     gelu_tanh silu sigmoid tanh softplus clamp sin cos floor ceil round trunc sign log1p      \
+     expm1 add_scalar mul_scalar pow_scalar); args {out, x}, x broadcast to out. */            \
   X(unary_forward, void, (int device, OpId op, UnaryParams p, const StridedArgs<2>& args))     \
   /* The input gradient of a unary op; args {gx, s, g}. s is what the op saves for backward   \
      (ops/elementwise.cpp): the input for pow_scalar log abs gelu gelu_tanh silu softplus     \
-     clamp sin cos, the output for exp sqrt rsqrt reciprocal relu sigmoid tanh, and g itself for      \
-     add_scalar mul_scalar neg. */                                                             \
+     clamp sin cos log1p, the output for exp sqrt rsqrt reciprocal relu sigmoid tanh expm1, and \
+     g itself for add_scalar mul_scalar neg floor ceil round trunc sign (whose gradient is 0). */                                                             \
   X(unary_backward, void, (int device, OpId op, UnaryParams p, const StridedArgs<3>& args))    \
   /* out = a (op) b for add sub mul div pow; args {out, a, b}, broadcast. */                  \
   X(binary_forward, void, (int device, OpId op, const StridedArgs<3>& args))                   \

@@ -148,3 +148,26 @@ TEST_CASE("exp, log, sqrt, rsqrt, reciprocal, sigmoid, tanh, sin and cos take in
     }
   }
 }
+
+TEST_CASE("floor, ceil, round (half to even), trunc and sign give PyTorch's values, int64 stays int64") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  // torch 1.13 on x = [nan, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, inf, -inf]
+  const Tensor x = tensor({nan, -2.5, -1.5, -0.5, 0.5, 1.5, 2.5, inf, -inf}, {9});
+  const auto same = [](const Tensor& got, const std::vector<double>& want) {
+    const std::vector<double> g = got.to_vector();
+    REQUIRE(g.size() == want.size());
+    for (size_t i = 0; i < g.size(); ++i) CHECK((std::isnan(want[i]) ? std::isnan(g[i]) : g[i] == want[i]));
+  };
+  same(floor(x), {nan, -3, -2, -1, 0, 1, 2, inf, -inf});
+  same(ceil(x), {nan, -2, -1, -0.0, 1, 2, 3, inf, -inf});
+  same(round(x), {nan, -2, -2, -0.0, 0, 2, 2, inf, -inf});
+  same(trunc(x), {nan, -2, -1, -0.0, 0, 1, 2, inf, -inf});
+  same(sign(x), {0, -1, -1, -1, 1, 1, 1, 1, -1});
+  const Tensor big = tensor_int({(int64_t{1} << 62) + 1, -3, 0}, {3});
+  CHECK(floor(big).to_int_vector() == big.to_int_vector());
+  CHECK(round(big).dtype() == DType::Int64);
+  CHECK(sign(big).to_int_vector() == std::vector<int64_t>{1, -1, 0});
+  // log1p and expm1 keep the digits log(1 + x) and exp(x) - 1 lose
+  check_close(log1p(tensor({1e-10, -0.5}, {2}, DType::Float64)), {1e-10 - 5e-21, std::log(0.5)}, 1e-15);
+  check_close(expm1(tensor({1e-10, 1.0}, {2}, DType::Float64)), {1e-10 + 5e-21, std::exp(1.0) - 1}, 1e-15);
+}

@@ -85,6 +85,26 @@ void Kernels<Scalar>::unary_forward(int, OpId op, UnaryParams p, const StridedAr
       return apply<T>(args, [](auto x) { using std::sin; using xsimd::sin; return decltype(x)(sin(x)); });
     case OpId::Cos:
       return apply<T>(args, [](auto x) { using std::cos; using xsimd::cos; return decltype(x)(cos(x)); });
+    case OpId::Log1p:
+      return apply<T>(args, [](auto x) { using std::log1p; using xsimd::log1p; return decltype(x)(log1p(x)); });
+    case OpId::Expm1:
+      return apply<T>(args, [](auto x) { using std::expm1; using xsimd::expm1; return decltype(x)(expm1(x)); });
+    case OpId::Floor:
+      return apply<T>(args, [](auto x) { using std::floor; using xsimd::floor; return decltype(x)(floor(x)); });
+    case OpId::Ceil:
+      return apply<T>(args, [](auto x) { using std::ceil; using xsimd::ceil; return decltype(x)(ceil(x)); });
+    case OpId::Round:  // half to even
+      return apply<T>(args, [](auto x) {
+        using std::nearbyint; using xsimd::nearbyint;
+        return decltype(x)(nearbyint(x));
+      });
+    case OpId::Trunc:
+      return apply<T>(args, [](auto x) { using std::trunc; using xsimd::trunc; return decltype(x)(trunc(x)); });
+    case OpId::Sign:
+      return apply<T>(args, [](auto x) {
+        using V = decltype(x);
+        return sel(x > V(0), V(1), sel(x < V(0), V(-1), V(0)));
+      });
     case OpId::Clamp:
       return apply<T>(args, [lo, hi](auto x) {
         using V = decltype(x);
@@ -154,6 +174,13 @@ void Kernels<Scalar>::unary_backward(int, OpId op, UnaryParams p, const StridedA
       return apply<T>(args, [](auto x, auto g) { using std::cos; using xsimd::cos; return g * decltype(x)(cos(x)); });
     case OpId::Cos:
       return apply<T>(args, [](auto x, auto g) { using std::sin; using xsimd::sin; return -g * decltype(x)(sin(x)); });
+    case OpId::Log1p: return apply<T>(args, [](auto x, auto g) { return g / (decltype(x)(1) + x); });
+    case OpId::Expm1: return apply<T>(args, [](auto y, auto g) { return g * (y + decltype(y)(1)); });
+    case OpId::Floor:
+    case OpId::Ceil:
+    case OpId::Round:
+    case OpId::Trunc:
+    case OpId::Sign: return apply<T>(args, [](auto g, auto) { return g * decltype(g)(0); });
     case OpId::Clamp:
       return apply<T>(args, [lo, hi](auto x, auto g) {
         using V = decltype(x);

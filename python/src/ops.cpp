@@ -125,6 +125,13 @@ void bind_ops(py::module_& m) {
   unary("softplus", &softplus, "log(1 + exp(input)), linear above 20.");
   unary("sin", &sin, "Sine (radians).");
   unary("cos", &cos, "Cosine (radians).");
+  unary("log1p", &log1p, "log(1 + input), accurate for small input.");
+  unary("expm1", &expm1, "exp(input) - 1, accurate for small input.");
+  unary("floor", &floor, "Rounded toward -inf (gradient 0).");
+  unary("ceil", &ceil, "Rounded toward +inf (gradient 0).");
+  unary("round", &round, "Rounded to the nearest whole number, half to even (torch.round; gradient 0).");
+  unary("trunc", &trunc, "Rounded toward 0 (gradient 0).");
+  unary("sign", &sign, "-1, 0 or 1 by input's sign (gradient 0).");
   both(m, cls, "gelu", [](const Tensor& x, const std::string& approximate) {
          check<ValueError>(approximate == "none" || approximate == "tanh",
                            "gelu: approximate must be \"none\" or \"tanh\", but got \"", printable(approximate), "\"");

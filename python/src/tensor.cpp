@@ -446,7 +446,6 @@ std::pair<Tensor, Tensor> promoted(const Tensor& a, const Tensor& b) {
 py::object operator_result(const Tensor& t, const py::object& other, Tensor (*f)(const Tensor&, const Tensor&),
                            bool reflected = false, const char* ufunc = nullptr) {
   if (const std::optional<Tensor> r = int64_arithmetic(t, other, ufunc, reflected)) return py::cast(*r);
-  if (!f) return py::reinterpret_borrow<py::object>(Py_NotImplemented);  // an int64-only operator
   const std::optional<Tensor> o = operator_operand(t, other);
   if (!o) return py::reinterpret_borrow<py::object>(Py_NotImplemented);
   const auto [x, y] = promoted(t, *o);
@@ -878,10 +877,10 @@ void bind_tensor(py::module_& m) {
         BinaryOperator{"__mul__", &mul, false, "multiply"}, BinaryOperator{"__rmul__", &mul, true, "multiply"},
         BinaryOperator{"__truediv__", &div, false, "true_divide"},
         BinaryOperator{"__rtruediv__", &div, true, "true_divide"},
-        // int64 only (index arithmetic: i // W, i % W); float tensors have no such op.
-        BinaryOperator{"__floordiv__", nullptr, false, "floor_divide"},
-        BinaryOperator{"__rfloordiv__", nullptr, true, "floor_divide"},
-        BinaryOperator{"__mod__", nullptr, false, "remainder"}, BinaryOperator{"__rmod__", nullptr, true, "remainder"}})
+        BinaryOperator{"__floordiv__", &floor_divide, false, "floor_divide"},
+        BinaryOperator{"__rfloordiv__", &floor_divide, true, "floor_divide"},
+        BinaryOperator{"__mod__", &remainder, false, "remainder"},
+        BinaryOperator{"__rmod__", &remainder, true, "remainder"}})
     cls.def(o.name, [o](const Tensor& a, const py::object& b) {
               return operator_result(a, b, o.f, o.reflected, o.ufunc);
             }, py::is_operator());

@@ -899,8 +899,7 @@ class TestPythonProtocols(unittest.TestCase):
             b // 0
         with self.assertRaisesRegex(ValueError, "remainder: integer division by zero"):
             7 % b
-        with self.assertRaises(TypeError):  # float tensors have no // (unsupported operand)
-            tmem.ones(2) // 2
+        self.assertEqual((tmem.ones(2) * 5 // 2).tolist(), [2.0, 2.0])  # float // is floor(a / b), as torch's
         # A tensor that requires grad keeps tmem's ops: no NumPy path drops its gradient.
         with self.assertRaisesRegex(tmem.DtypeError, "mul: expected operands of one dtype"):
             b * tmem.ones(5, requires_grad=True)

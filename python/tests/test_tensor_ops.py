@@ -285,6 +285,25 @@ class TestAgainstTorch(unittest.TestCase):
             for t, p in zip(ts, ps):
                 np.testing.assert_allclose(t.grad.numpy(), p.grad.numpy(), rtol=1e-12, atol=1e-14)
 
+    def test_rounding_log1p_expm1_and_float_mod(self):
+        x = np.array([[-2.5, -1.7, -0.5, 0.3], [0.5, 1.5, 2.5, 3.2], [-1e-9, 1e-9, 7.0, -7.25]])
+        for name in ("floor", "ceil", "round", "trunc", "sign"):
+            with self.subTest(op=name):
+                self.compare(getattr(tmem, name), getattr(torch, name), x)
+                self.compare(lambda t: getattr(t, name)(), lambda t: getattr(t, name)(), x)
+        small = np.abs(x) / 10
+        self.compare(tmem.log1p, torch.log1p, small)
+        self.compare(tmem.expm1, torch.expm1, x)
+        divisor = np.array([[2.0, -2.5, 1.5, 0.7], [3.0, -1.0, 0.25, 2.0], [1.0, -3.0, 2.0, 1.5]])
+        self.compare(lambda a, b: a % b, lambda a, b: a % b, x, divisor)  # the divisor's sign, as Python's
+        self.compare(lambda a, b: a // b, lambda a, b: a // b, x, divisor, grad=False)  # torch has no gradient
+        self.compare(lambda a: 7.5 % a, lambda a: 7.5 % a, divisor, grad=False)  # torch: no such gradient
+        y = tmem.tensor([5.5, -5.5])
+        y //= 2
+        self.assertEqual(y.tolist(), [2.0, -3.0])
+        self.assertEqual([(tmem.tensor([5, -5]) % 3).tolist(), tmem.sign(tmem.tensor([-3, 0, 5])).tolist(),
+                          tmem.floor(tmem.tensor([2 ** 62 + 1])).item()], [[2, 1], [-1, 0, 1], 2 ** 62 + 1])
+
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))
         zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others
