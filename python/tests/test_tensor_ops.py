@@ -304,6 +304,36 @@ class TestAgainstTorch(unittest.TestCase):
         self.assertEqual([(tmem.tensor([5, -5]) % 3).tolist(), tmem.sign(tmem.tensor([-3, 0, 5])).tolist(),
                           tmem.floor(tmem.tensor([2 ** 62 + 1])).item()], [[2, 1], [-1, 0, 1], 2 ** 62 + 1])
 
+    def test_multinomial_nan_to_num_sum_dtype_clip_and_pad_sequence(self):
+        weights = tmem.tensor([[0.1, 0.0, 0.6, 0.3], [1.0, 1.0, 1.0, 1.0]])
+        drawn = tmem.multinomial(weights, 4000, replacement=True, generator=tmem.Generator(0))
+        self.assertEqual((drawn.shape, drawn.dtype), ((2, 4000), tmem.int64))
+        for row, want in zip(drawn.numpy(), ([0.1, 0.0, 0.6, 0.3], [0.25] * 4)):
+            np.testing.assert_allclose(np.bincount(row, minlength=4) / 4000, want, atol=0.03)  # about 4 sd
+        self.assertEqual(sorted(tmem.multinomial(tmem.tensor([0.0, 5.0, 0.0, 1.0]), 2).tolist()), [1, 3])
+        self.assertEqual(sorted(tmem.multinomial(tmem.ones(6), 6, generator=tmem.Generator(1)).tolist()), list(range(6)))
+        for bad, message in ((lambda: tmem.multinomial(tmem.tensor([0.0, 1.0]), 2), "fewer non-zero weights"),
+                             (lambda: tmem.multinomial(tmem.tensor([-1.0, 1.0]), 1), "non-negative"),
+                             (lambda: tmem.multinomial(tmem.zeros(3), 1), "sums to 0")):
+            with self.assertRaisesRegex(tmem.ValueError, "multinomial: .*" + message):
+                bad()
+        odd = np.array([math.nan, math.inf, -math.inf, 1.5, -2.0])
+        self.compare(tmem.nan_to_num, torch.nan_to_num, odd)
+        self.compare(lambda t: tmem.nan_to_num(t, 1.0, 2.0, -3.0), lambda t: torch.nan_to_num(t, 1.0, 2.0, -3.0), odd)
+        self.assertEqual([tmem.tensor([1, 2, 3]).sum(dtype=tmem.float64).dtype, tmem.sum(tmem.ones(2, 3), 1).tolist()],
+                         [tmem.float64, [3.0, 3.0]])
+        x = RNG.standard_normal((3, 4))
+        self.compare(lambda t: t.flip(dims=(0, 1)), lambda t: t.flip(dims=(0, 1)), x)
+        self.compare(lambda t: tmem.clip(t, -0.5, 0.5), lambda t: torch.clip(t, -0.5, 0.5), x)
+        self.compare(lambda t: t.clip(max=0.1), lambda t: t.clip(max=0.1), x)
+        from tmem.nn.utils.rnn import pad_sequence
+        seqs = [RNG.standard_normal((2, 3)), RNG.standard_normal((4, 3)), RNG.standard_normal((1, 3))]
+        for batch_first in (False, True):
+            self.compare(lambda *t: pad_sequence(t, batch_first, -1.0),
+                         lambda *t: torch.nn.utils.rnn.pad_sequence(t, batch_first, -1.0), *seqs)
+        with self.assertRaisesRegex(tmem.ShapeError, "pad_sequence: expected sequences .* same trailing dims"):
+            pad_sequence([tmem.ones(2, 3), tmem.ones(2, 4)])
+
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))
         zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others

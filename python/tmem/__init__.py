@@ -921,7 +921,8 @@ from . import _conv  # noqa: E402,F401  (nn.Conv1d/2d, pooling and BatchNorm1d/2
 from . import _data  # noqa: E402
 
 nn.utils, utils = _layers.utils, _data.utils
-_sys.modules.update({__name__ + ".nn.utils": nn.utils, __name__ + ".utils": utils,
+_sys.modules.update({__name__ + ".nn.utils": nn.utils, __name__ + ".nn.utils.rnn": nn.utils.rnn,
+                     __name__ + ".utils": utils,
                      __name__ + ".utils.data": utils.data})
 
 

@@ -744,6 +744,25 @@ def vector_to_parameters(vec, parameters):
             start += p.numel()
 
 
+def pad_sequence(sequences, batch_first=False, padding_value=0.0):
+    """Tensors [L_i, *] padded with padding_value to the longest L and
+    stacked: [L, B, *], or [B, L, *] with batch_first
+    (torch.nn.utils.rnn.pad_sequence; differentiable). ShapeError when the
+    trailing dims differ, ValueError for no sequences."""
+    sequences = list(sequences)
+    if not sequences:
+        raise _tmem.ValueError("pad_sequence: expected at least one sequence")
+    trailing = {tuple(x.shape[1:]) for x in sequences}
+    if len(trailing) > 1 or sequences[0].dim() == 0:
+        raise _tmem.ShapeError(f"pad_sequence: expected sequences [L, *] with the same trailing dims, but got "
+                               f"{[tuple(x.shape) for x in sequences]}")
+    longest = max(x.shape[0] for x in sequences)
+    padded = [_tmem.pad(x, [0, 0] * (x.dim() - 1) + [0, longest - x.shape[0]], padding_value) for x in sequences]
+    return _tmem.stack(padded, 0 if batch_first else 1)
+
+
 utils = _types.ModuleType("tmem.nn.utils", "torch.nn.utils's gradient clipping and parameter vectors.")
 for _fn in (clip_grad_norm_, clip_grad_value_, parameters_to_vector, vector_to_parameters):
     setattr(utils, _fn.__name__, _fn)
+utils.rnn = _types.ModuleType("tmem.nn.utils.rnn", "torch.nn.utils.rnn's pad_sequence.")
+utils.rnn.pad_sequence = pad_sequence

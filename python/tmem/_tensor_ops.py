@@ -561,6 +561,62 @@ def prod(input, dim=None, keepdim=False, *, dtype=None):
     return x if keepdim else x.squeeze(d)
 
 
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """num_samples int64 category indices per row of the non-negative
+    weights input ([C] or [N, C]; torch.multinomial), drawn by inverse CDF
+    from uniform draws of generator (the default one when None); without
+    replacement a drawn category's weight is set to 0 before the next draw.
+    ValueError for weights that are negative, NaN or infinite, a row whose
+    sum is 0, or (without replacement) more samples than non-zero weights."""
+    if input.dim() not in (1, 2):
+        raise _tmem.ShapeError(f"multinomial: expected weights of shape [C] or [N, C], but got {tuple(input.shape)}")
+    if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
+        raise _tmem.ValueError(f"multinomial: expected num_samples to be an int > 0, but got {num_samples!r}")
+    weights = _np.array(input.detach().cpu().numpy(), dtype=_np.float64, ndmin=2)
+    if not _np.isfinite(weights).all() or (weights < 0).any():
+        raise _tmem.ValueError("multinomial: expected finite, non-negative weights, but got negative, NaN or "
+                               "infinite ones")
+    if (weights.sum(1) == 0).any():
+        raise _tmem.ValueError("multinomial: a row of weights sums to 0")
+    if not replacement and ((weights > 0).sum(1) < num_samples).any():
+        raise _tmem.ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from a row "
+                               f"with fewer non-zero weights")
+    draws = _tmem.rand(weights.shape[0], num_samples, dtype=_tmem.float64, generator=generator).numpy()
+    out = _np.empty(draws.shape, dtype=_np.int64)
+    for r, row in enumerate(weights):
+        row = row.copy()
+        for k in range(num_samples):
+            cdf = _np.cumsum(row)
+            out[r, k] = min(int(_np.searchsorted(cdf, draws[r, k] * cdf[-1], side="right")), row.size - 1)
+            while row[out[r, k]] == 0:  # a draw on the edge of a zero-weight category: the next that has weight
+                out[r, k] -= 1
+            if not replacement:
+                row[out[r, k]] = 0.0
+    return _tmem.tensor(out if input.dim() == 2 else out[0]).to(input.device)
+
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """input with NaN replaced by nan and +-inf by posinf / neginf (by
+    default the dtype's largest and lowest finite values; torch.nan_to_num);
+    the gradient flows where input is finite."""
+    if input.dtype not in _FLOAT:
+        return input * 1
+    info = _np.finfo(_np.float32 if input.dtype == _tmem.float32 else _np.float64)
+    high = float(info.max) if posinf is None else posinf
+    low = float(info.min) if neginf is None else neginf
+    out = _tmem.where(input != input, nan, input)
+    return _tmem.where(input == _math.inf, high, _tmem.where(input == -_math.inf, low, out))
+
+
+_RAW_SUM = _tmem.sum
+
+
+def _sum(input, dim=None, keepdim=False, *, dtype=None):
+    """The sum over dim (torch.sum; every element for None), of input cast
+    to dtype first when given."""
+    return _RAW_SUM(input if dtype is None else input.to(dtype), dim, keepdim)
+
+
 def broadcast_shape(a, b, who):
     """The shape tensors a and b broadcast to; ShapeError naming who and
     both shapes when they do not."""
@@ -882,7 +938,8 @@ _BOTH = {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
          "amin": amin, "all": all, "any": any, "roll": roll, "chunk": chunk, "tril": tril, "triu": triu, "mm": mm,
          "dot": dot, "outer": outer, "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort,
          "topk": topk, "cumsum": cumsum, "prod": prod, "masked_select": masked_select, "nonzero": nonzero,
-         "argwhere": argwhere, "count_nonzero": count_nonzero}
+         "argwhere": argwhere, "count_nonzero": count_nonzero, "multinomial": multinomial, "nan_to_num": nan_to_num,
+         "sum": _sum, "clip": Tensor.clamp}
 
 # tmem.<name>, put in the package's namespace by __init__.py.
 FUNCTIONS = {**_BOTH, "linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
@@ -891,8 +948,8 @@ FUNCTIONS = {**_BOTH, "linspace": linspace, "eye": eye, "zeros_like": zeros_like
              "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "where": _where}
 
 
-def _flip_method(self, *dims):
-    return flip(self, dims[0] if len(dims) == 1 else dims)
+def _flip_method(self, *args, dims=None):
+    return flip(self, dims if dims is not None else args[0] if len(args) == 1 else args)
 
 
 for _name, _fn in {**_BOTH, "flip": _flip_method, "repeat": repeat,
