@@ -82,7 +82,7 @@ class TestExactValues(unittest.TestCase):
         self.assertEqual(tmem.count_nonzero(x, 0).tolist(), [1, 2, 2])
         with self.assertRaisesRegex(tmem.ShapeError, "masked_select: the mask and the input: the shapes \\[2\\]"):
             tmem.masked_select(x, tmem.ones(2))
-        with self.assertRaisesRegex(IndexError, "masked_select \\(reading\\) or masked_fill / where"):
+        with self.assertRaisesRegex(IndexError, "reads as a mask .* use masked_select\\(x, mask\\) for a mask"):
             x[x > 0]
 
     def test_cumsum(self):
@@ -333,6 +333,25 @@ class TestAgainstTorch(unittest.TestCase):
                          lambda *t: torch.nn.utils.rnn.pad_sequence(t, batch_first, -1.0), *seqs)
         with self.assertRaisesRegex(tmem.ShapeError, "pad_sequence: expected sequences .* same trailing dims"):
             pad_sequence([tmem.ones(2, 3), tmem.ones(2, 4)])
+
+    def test_integer_array_indexing(self):
+        """emb[ids], x[perm] and logits[arange(B), targets] were IndexErrors."""
+        x = RNG.standard_normal((4, 5, 6))
+        for index in ([2, 0, 2], (slice(None), [4, 0]), ([0, 3], [1, 2]), ([0, 3], slice(None), [1, 2]),
+                      (1, [0, 2], slice(None, None, 2)), [[0, 1], [2, 3]], (Ellipsis, [5, -1]), (None, [1, 2]),
+                      [-1], ([0, 1], 2), ([[0], [1]], [[1, 2, 3]]), (slice(None), np.int64(2), [1])):
+            with self.subTest(index=index):
+                self.compare(lambda t: t[index], lambda t: t[index], x)
+        ids = [[1, 2], [3, 0]]
+        self.compare(lambda t: t[tmem.tensor(ids)], lambda t: t[torch.tensor(ids)], x)  # a 2-D index tensor
+        self.compare(lambda t: t[tmem.arange(3), tmem.tensor([4, 0, 2])],
+                     lambda t: t[torch.arange(3), torch.tensor([4, 0, 2])], x[0])
+        with self.assertRaisesRegex(tmem.IndexError, "index: bool masks are not supported"):
+            tmem.ones(3)[[True, False, True]]
+        with self.assertRaisesRegex(tmem.IndexError, "tensors used as indices must be int64, but got tmem.float32"):
+            tmem.ones(3)[tmem.tensor([0.0, 1.0])]
+        with self.assertRaisesRegex(tmem.ShapeError, "index arrays of shapes \\[\\(2,\\), \\(3,\\)\\] do not broadcast"):
+            tmem.ones(3, 3)[[0, 1], [0, 1, 2]]
 
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))

@@ -903,6 +903,7 @@ from . import _device  # noqa: E402  (tmem.device, Tensor.to's keyword forms, de
 
 device, is_tensor, as_tensor, randperm = _device.device, _device.is_tensor, _device.as_tensor, _device.randperm
 from . import _masks  # noqa: E402  (x.eq, logical_not, & | ^ on int64 masks, isclose, Tensor.bool)
+from . import _indexing  # noqa: E402,F401  (x[ids], x[rows, cols]: integer arrays as indices)
 
 globals().update(_masks.FUNCTIONS)
 for _name in ("tensor", "arange", "rand", "randn", "randint", "eye", "linspace", "zeros_like", "ones_like",
