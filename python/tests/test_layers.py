@@ -556,6 +556,35 @@ class TestAgainstTorch(unittest.TestCase):
             self.assertEqual(got.numpy().tolist(), want.numpy().tolist())
             self.assertEqual(str(want.dtype), "torch.int64")
 
+    def test_cross_entropy_over_positions_probabilities_and_one_row(self):
+        """(N, C, d...) logits, class-probability targets and unbatched (C) logits were ShapeErrors."""
+        x = RNG.standard_normal((3, 5, 4, 2))
+        y = RNG.integers(0, 5, (3, 4, 2))
+        y[0, 0, 0] = -100
+        w = np.abs(RNG.standard_normal(5)) + 0.1
+        p = RNG.random((3, 5, 4, 2))
+        p /= p.sum(1, keepdims=True)
+        for reduction in ("mean", "sum", "none"):
+            for smoothing in (0.0, 0.2):
+                with self.subTest(reduction=reduction, label_smoothing=smoothing):
+                    def mine(a, t, *weight):
+                        return F.cross_entropy(a, t, *weight, reduction=reduction, label_smoothing=smoothing)
+
+                    def theirs(a, t, *weight):
+                        return TF.cross_entropy(a, t, *weight, reduction=reduction, label_smoothing=smoothing)
+                    self.compare(mine, theirs, [x], [y])
+                    self.compare(mine, theirs, [x], [y, w])
+                    self.compare(mine, theirs, [x, p])  # the probabilities' gradient too
+                    self.compare(mine, theirs, [x, p], [w])
+                    self.compare(mine, theirs, [x[0, :, 0, 0]], [np.int64(3)])
+                    self.compare(mine, theirs, [x[:, :, 0, 0], p[:, :, 0, 0]])
+        self.compare(lambda a, t: nn.CrossEntropyLoss()(a, t), lambda a, t: torch.nn.CrossEntropyLoss()(a, t), [x], [y])
+        with self.assertRaisesRegex(tmem.ShapeError, r"cross_entropy: expected target \[3, 4, 2\] for input "
+                                                     r"\[3, 5, 4, 2\], but got \[3, 4\]"):
+            F.cross_entropy(tmem.tensor(x), tmem.tensor(y[:, :, 0]))
+        with self.assertRaisesRegex(tmem.ShapeError, "cross_entropy: class probabilities must have input's shape"):
+            F.cross_entropy(tmem.tensor(x), tmem.tensor(p[:, :, 0]))
+
     def test_embedding_padding_idx_and_layer_norm_options(self):
         for pad in (1, -1):
             mine, theirs = nn.Embedding(5, 3, padding_idx=pad), torch.nn.Embedding(5, 3, padding_idx=pad)

@@ -57,18 +57,35 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0, sca
 
 def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None, reduction="mean",
                   label_smoothing=0.0):
-    """Cross-entropy of logits input (N, C) against int64 classes target (N)
-    (torch.nn.functional.cross_entropy), with torch's class weights (C):
+    """Cross-entropy of logits input (N, C), (N, C, d1, ...) or unbatched
+    (C) (torch.nn.functional.cross_entropy) against int64 classes target
+    (N), (N, d1, ...) or () with torch's class weights (C):
     loss_i = w[y_i] ((1 - e) nll_i) + (e / C) sum_c w[c] (-log p_ic), the
     mean dividing by the sum of w[y_i] over targets that are not
-    ignore_index. size_average and reduce (deprecated in torch) raise
-    ValueError; use reduction."""
+    ignore_index; or against class probabilities target of input's shape:
+    loss_i = -sum_c w[c] t_ic log p_ic (t smoothed to (1 - e) t + e / C),
+    the mean dividing by the number of losses. size_average and reduce
+    (deprecated in torch) raise ValueError; use reduction."""
     _refuse("cross_entropy", size_average=(size_average, None), reduce=(reduce, None))
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', but got {reduction!r}")
+    if input.dim() == 1:  # unbatched: one row
+        loss = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None, reduction,
+                             label_smoothing)
+        return loss.squeeze(0) if reduction == "none" else loss
+    if target.dtype in (_tmem.float32, _tmem.float64):
+        return _soft_cross_entropy(input, target, weight, reduction, label_smoothing)
+    if input.dim() > 2:  # (N, C, d1, ...): every position a row
+        classes = input.shape[1]
+        if tuple(target.shape) != (input.shape[0], *input.shape[2:]):
+            raise _tmem.ShapeError(f"cross_entropy: expected target {[input.shape[0], *input.shape[2:]]} for input "
+                                   f"{list(input.shape)}, but got {list(target.shape)}")
+        rows = input.permute(0, *range(2, input.dim()), 1).reshape(-1, classes)
+        loss = cross_entropy(rows, target.reshape(-1), weight, None, ignore_index, None, reduction, label_smoothing)
+        return loss.reshape(*target.shape) if reduction == "none" else loss
     if weight is None:
         return _tmem.cross_entropy(input, target, ignore_index=ignore_index, reduction=reduction,
                                    label_smoothing=label_smoothing)
-    if reduction not in ("mean", "sum", "none"):
-        raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', but got {reduction!r}")
     if input.dim() != 2 or target.dim() != 1 or weight.shape != (input.shape[1],):
         raise _tmem.ShapeError(f"cross_entropy: with class weights, input must be (N, C), target (N) and weight (C), "
                                f"but got {list(input.shape)}, {list(target.shape)} and {list(weight.shape)}")
@@ -89,6 +106,23 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
         return loss
     total = _tmem.sum(loss)
     return total if reduction == "sum" else weighted_mean(total, _tmem.sum(w))
+
+
+def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
+    """cross_entropy against class probabilities target (input's shape,
+    classes on dim 1)."""
+    if tuple(target.shape) != tuple(input.shape):
+        raise _tmem.ShapeError(f"cross_entropy: class probabilities must have input's shape {list(input.shape)}, "
+                               f"but got {list(target.shape)}")
+    classes = input.shape[1]
+    if label_smoothing:
+        target = target * (1.0 - label_smoothing) + label_smoothing / classes
+    if weight is not None:
+        target = target * weight.reshape(1, classes, *([1] * (input.dim() - 2)))
+    loss = -_tmem.sum(_tmem.log_softmax(input, 1) * target, 1)
+    if reduction == "none":
+        return loss
+    return _tmem.sum(loss) if reduction == "sum" else _tmem.sum(loss) / max(loss.numel(), 1)
 
 
 def linear(input, weight, bias=None):
