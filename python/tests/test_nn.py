@@ -377,6 +377,43 @@ class TestContainers(unittest.TestCase):
         with self.assertRaisesRegex(TypeError, "ModuleList takes one module per index, not a slice assignment"):
             m.layers[0:1] = nn.Linear(2, 2)
 
+    def test_parameter_list_and_dict(self):
+        """nn.ParameterList and nn.ParameterDict were missing."""
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.ws = nn.ParameterList([nn.Parameter(tmem.ones(2, 2)) for _ in range(2)])
+                self.d = nn.ParameterDict({"a": nn.Parameter(tmem.zeros(2)), "b": tmem.ones(1)})
+
+            def forward(self, x):
+                for w in self.ws:
+                    x = x @ w
+                return x + self.d["a"] + self.d["b"]
+
+        net = Net()
+        self.assertEqual(list(net.state_dict()), ["ws.0", "ws.1", "d.a", "d.b"])  # torch's names
+        self.assertEqual((len(net.ws), tuple(net.ws[-1].shape), list(net.d), "a" in net.d, net.d["b"].requires_grad),
+                         (2, (2, 2), ["a", "b"], True, True))
+        opt = tmem.optim.SGD(net.parameters(), lr=0.1)
+        tmem.sum(net(tmem.ones(1, 2))).backward()
+        opt.step()
+        self.assertEqual([round(v, 6) for v in net.d["a"].tolist()], [-0.1, -0.1])  # every parameter trains
+        copied = copy.deepcopy(net)
+        self.assertEqual(list(copied.state_dict()), ["ws.0", "ws.1", "d.a", "d.b"])
+        self.assertIsNot(copied.ws[0], net.ws[0])
+        net.ws.append(tmem.zeros(2, 2))
+        net.ws[0] = tmem.full((2, 2), 3.0)
+        del net.d["b"]
+        self.assertEqual(list(net.state_dict()), ["ws.0", "ws.1", "ws.2", "d.a"])
+        self.assertEqual((net.ws[0].requires_grad, net.ws[0].tolist()), (True, [[3.0, 3.0], [3.0, 3.0]]))
+        self.assertEqual([type(x).__name__ for x in net.ws[1:]], ["Tensor", "Tensor"])
+        with self.assertRaisesRegex(TypeError, "ParameterList.append: expected a tmem.Tensor, but got int"):
+            net.ws.append(3)
+        with self.assertRaisesRegex(IndexError, "index 5 is out of range for a ParameterList of 3 parameters"):
+            net.ws[5]
+        with self.assertRaises(KeyError):
+            net.d["b"]
+
     def test_module_dict(self):
         d = nn.ModuleDict({"a": nn.Linear(2, 2), "b": nn.Linear(2, 3)})
         self.assertEqual((list(d), len(d), "a" in d, "z" in d), (["a", "b"], 2, True, False))

@@ -892,6 +892,7 @@ from . import _containers  # noqa: E402  (after the Module patches and the bound
 _CPP_MODULE_LIST = nn.ModuleList
 
 nn.Sequential, nn.ModuleList, nn.ModuleDict = _containers.Sequential, _containers.ModuleList, _containers.ModuleDict
+nn.ParameterList, nn.ParameterDict = _containers.ParameterList, _containers.ParameterDict
 
 from . import _pickling  # noqa: E402,F401  (patches __reduce_ex__ after the loops above)
 from . import _optim  # noqa: E402,F401  (the optimizers' state_dict in torch.optim's layout, and optim.Adam)

@@ -1,13 +1,14 @@
-"""tmem.nn.Sequential, ModuleList and ModuleDict, as torch.nn's: Python
-modules whose children are registered like any submodule (names "0", "1",
-... or the dict's keys), so parameters get torch's names, and state_dict,
-to, train, hooks and copy.deepcopy reach them. Each keeps its own list of
+"""tmem.nn.Sequential, ModuleList, ModuleDict, ParameterList and
+ParameterDict, as torch.nn's: Python modules whose children (parameters)
+are registered like any submodule (parameter) (names "0", "1", ... or the
+dict's keys), so parameters get torch's names, and state_dict, to, train,
+hooks and copy.deepcopy reach them. Each keeps its own list of
 names (`_tmem_keys`), so a module held twice (Sequential(f, f)) runs twice,
 where named_children lists it once."""
 import operator as _operator
 from collections import OrderedDict as _OrderedDict
 
-from ._tmem import nn
+from ._tmem import Tensor, nn
 
 
 def _check_module(who, value):
@@ -232,3 +233,121 @@ class ModuleDict(_Container):
         for pair in pairs:
             key, module = pair
             self[key] = module
+
+
+def _parameter(who, value):
+    """value as a parameter: a tensor that requires grad stays itself (as
+    torch keeps a Parameter), another tensor becomes nn.Parameter(value)."""
+    if not isinstance(value, Tensor):
+        raise TypeError(f"{who}: expected a tmem.Tensor, but got {type(value).__name__}")
+    return value if value.requires_grad and value.is_leaf else nn.Parameter(value)
+
+
+class ParameterList(nn.Module):
+    """torch.nn.ParameterList: parameters by position (named "0", "1",
+    ...), a tensor that does not require grad made a parameter; append,
+    extend, indexing (negative too), assignment to an index, len and
+    iteration. Raises TypeError for an item that is not a tensor,
+    IndexError for an index out of range."""
+
+    def __init__(self, values=None):
+        super().__init__()
+        self._tmem_keys = []
+        if values is not None:
+            self.extend(values)
+
+    def _key(self, index):
+        i, n = _operator.index(index), len(self._tmem_keys)
+        if not -n <= i < n:
+            raise IndexError(f"index {i} is out of range for a ParameterList of {n} parameters")
+        return self._tmem_keys[i % n]
+
+    def __len__(self):
+        return len(self._tmem_keys)
+
+    def __iter__(self):
+        return iter([getattr(self, k) for k in self._tmem_keys])
+
+    def __getitem__(self, index):
+        if isinstance(index, slice):
+            return ParameterList([getattr(self, k) for k in self._tmem_keys[index]])
+        return getattr(self, self._key(index))
+
+    def __setitem__(self, index, value):
+        setattr(self, self._key(index), _parameter("ParameterList.__setitem__", value))
+
+    def append(self, value):
+        """Adds value (as a parameter) last, named str(len(self)); returns self."""
+        key = str(len(self))
+        self.register_parameter(key, _parameter("ParameterList.append", value))
+        self._tmem_keys.append(key)
+        return self
+
+    def extend(self, values):
+        """Appends each value in order; returns self."""
+        for value in values:
+            self.append(value)
+        return self
+
+
+class ParameterDict(nn.Module):
+    """torch.nn.ParameterDict: parameters by str key in insertion order (a
+    tensor that does not require grad made a parameter); d[key] = value,
+    d[key], del d[key], in, len, iteration over the keys, keys(), values(),
+    items() and update(mapping or pairs). KeyError for a missing key,
+    TypeError for a key that is not a str or a value that is not a tensor."""
+
+    def __init__(self, parameters=None):
+        super().__init__()
+        self._tmem_keys = []
+        if parameters is not None:
+            self.update(parameters)
+
+    def _check_key(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"ParameterDict keys must be str, not {type(key).__name__}")
+
+    def __getitem__(self, key):
+        self._check_key(key)
+        if key not in self._tmem_keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __setitem__(self, key, value):
+        self._check_key(key)
+        value = _parameter("ParameterDict.__setitem__", value)
+        if key in self._tmem_keys:
+            setattr(self, key, value)
+        else:
+            self.register_parameter(key, value)
+            self._tmem_keys.append(key)
+
+    def __delitem__(self, key):
+        self._check_key(key)
+        if key not in self._tmem_keys:
+            raise KeyError(key)
+        self.unregister(key)
+        self._tmem_keys.remove(key)
+
+    def __contains__(self, key):
+        return key in self._tmem_keys
+
+    def __len__(self):
+        return len(self._tmem_keys)
+
+    def __iter__(self):
+        return iter(list(self._tmem_keys))
+
+    def keys(self):
+        return list(self._tmem_keys)
+
+    def values(self):
+        return [getattr(self, k) for k in self._tmem_keys]
+
+    def items(self):
+        return list(zip(self._tmem_keys, self.values()))
+
+    def update(self, parameters):
+        """Adds or replaces each (key, value) of a mapping or of an iterable of pairs, in order."""
+        for key, value in (parameters.items() if hasattr(parameters, "items") else parameters):
+            self[key] = value
