@@ -556,29 +556,55 @@ GradBuffer input_grad_buffer(const Node& n, size_t i) {
   return GradBuffer{acc, true};
 }
 
-void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
-  // The engine's own work (the seed, ordering nodes, summing and routing
-  // gradients) is this region's self time; each backward function is a
-  // range of its op.
-  const RecordFunction engine("autograd engine", ProfilePhase::Backward);
-  check<ValueError>(root.requires_grad(),
-                    "backward: the tensor does not require grad and has no grad_fn");
+namespace {
+
+// What grad() asks the engine for: the gradients reaching these leaves and
+// node outputs are summed here, and no leaf's .grad changes.
+struct Capture {
+  std::unordered_map<const TensorImpl*, size_t> leaves;
+  std::map<std::pair<const Node*, int>, size_t> outputs;
+  std::vector<Tensor> grads;
+
+  // A copy first: the engine may later add into the tensor it passed on.
+  void add(size_t i, const Tensor& g) {
+    if (grads[i].defined()) add_into(grads[i], g);
+    else grads[i] = clone_data(g);
+  }
+};
+
+// The root's gradient: grad_output (cast to the root's floating dtype, as
+// PyTorch), or ones for a one-element root. `who` names the caller in errors.
+Tensor root_seed(const Tensor& root, const Tensor& grad_output, const char* who) {
+  check<ValueError>(root.requires_grad(), who, ": the tensor does not require grad and has no grad_fn");
   Tensor seed = grad_output;
   if (!seed.defined()) {
-    check<ValueError>(root.numel() == 1,
-                      "backward: a gradient can be created implicitly only for a one-element "
+    check<ValueError>(root.numel() == 1, who,
+                      ": a gradient can be created implicitly only for a one-element "
                       "output, but got shape ", shape_str(root.shape()));
     seed = ones(root.shape(), root.dtype(), root.device());
   }
   if (seed.dtype() != root.dtype() && is_floating(seed.dtype()) && is_floating(root.dtype())) {
-    // As PyTorch, a gradient of another floating dtype is cast to the root's.
     Tensor cast = empty(seed.shape(), root.dtype(), seed.device());
     copy_data(cast, seed);
     seed = cast;
   }
-  check_grad_meta(seed, root.shape(), root.dtype(), root.device(), "backward", "the root");
+  check_grad_meta(seed, root.shape(), root.dtype(), root.device(), who, "the root");
+  return seed;
+}
+
+// The engine: backpropagates seed from root through its graph, into the
+// leaves' .grad, or with `capture` into capture->grads only (no leaf hooks
+// run then; the hooks of non-leaf tensors do).
+void run_backward(const Tensor& root, Tensor seed, bool retain_graph, Capture* capture) {
+  // The engine's own work (ordering nodes, summing and routing gradients)
+  // is this region's self time; each backward function is a range of its op.
+  const RecordFunction engine("autograd engine", ProfilePhase::Backward);
   NoGradGuard no_grad;
   if (root.is_leaf()) {
+    if (capture) {
+      if (const auto it = capture->leaves.find(&root.impl()); it != capture->leaves.end()) capture->add(it->second, seed);
+      return;
+    }
     if (g_grad_hook_sites.load() != 0) seed = run_grad_hooks(grad_hook_key(root), seed);
     accumulate_grad(root.impl(), seed, "backward");
     run_post_accumulate_grad_hooks(root.impl_ptr());
@@ -593,8 +619,9 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
   // For each hooked leaf, the edges into it not processed yet: its hooks run
   // when the count reaches zero. A leaf with gradient hooks collects its
   // gradients in leaf_grads until then.
-  std::unordered_set<const TensorImpl*> hooked = hooked_leaves();
-  const GradHooked grad_hooks = grad_hooked();
+  std::unordered_set<const TensorImpl*> hooked = capture ? std::unordered_set<const TensorImpl*>() : hooked_leaves();
+  GradHooked grad_hooks = grad_hooked();
+  if (capture) grad_hooks.leaves.clear();
   for (const void* leaf : grad_hooks.leaves) hooked.insert(static_cast<const TensorImpl*>(leaf));
   std::unordered_map<const TensorImpl*, Tensor> leaf_grads;
   std::unordered_map<const TensorImpl*, int64_t> leaf_edges_left;
@@ -647,6 +674,11 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
         grads[k] = run_grad_hooks(key, std::move(grads[k]),
                                   retained == grad_hooks.retained.end() ? nullptr : &retained->second);
       }
+    if (capture)
+      for (size_t k = 0; k < grads.size(); ++k)
+        if (const auto c = capture->outputs.find({node.get(), static_cast<int>(k)});
+            c != capture->outputs.end() && grads[k].defined())
+          capture->add(c->second, grads[k]);
     for (size_t k = 0; k < grads.size(); ++k)
       if (!grads[k].defined())
         grads[k] = zeros(node->output_shapes[k], node->output_dtypes[k], node->device);
@@ -679,6 +711,11 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       if (t_anomaly)
         check_finite(in_grads[i], "the gradient that " + node->name() + " computed for input " +
                                       std::to_string(i));
+      if (e.leaf && capture) {
+        if (const auto c = capture->leaves.find(e.leaf.get()); c != capture->leaves.end())
+          capture->add(c->second, in_grads[i]);
+        continue;
+      }
       if (e.leaf) {
         if (!grad_hooks.leaves.count(e.leaf.get())) {
           accumulate_owned_grad(*e.leaf, std::move(in_grads[i]), op.c_str());
@@ -708,6 +745,38 @@ void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) 
       node->next.clear();
     }
   }
+}
+
+}  // namespace
+
+void backward(const Tensor& root, const Tensor& grad_output, bool retain_graph) {
+  run_backward(root, root_seed(root, grad_output, "backward"), retain_graph, nullptr);
+}
+
+std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs, const Tensor& grad_output,
+                         bool retain_graph, bool allow_unused) {
+  Tensor seed = root_seed(root, grad_output, "grad");
+  Capture capture;
+  capture.grads.resize(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    check<ValueError>(x.defined() && x.requires_grad(), "grad: input ", i,
+                      " does not require grad, so it has no gradient");
+    if (x.is_leaf()) capture.leaves.emplace(&x.impl(), i);
+    else capture.outputs.emplace(std::make_pair(x.impl().grad_fn.get(), static_cast<int>(x.impl().output_nr)), i);
+  }
+  run_backward(root, std::move(seed), retain_graph, &capture);
+  // An input named twice gets its gradient in each place.
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Tensor& x = inputs[i];
+    const size_t first = x.is_leaf() ? capture.leaves.at(&x.impl())
+                                     : capture.outputs.at({x.impl().grad_fn.get(), static_cast<int>(x.impl().output_nr)});
+    if (first != i) capture.grads[i] = capture.grads[first];
+    check<ValueError>(allow_unused || capture.grads[i].defined(), "grad: input ", i,
+                      " was not used to compute the root, so it has no gradient; pass allow_unused=true to get "
+                      "an undefined tensor (None) for it");
+  }
+  return capture.grads;
 }
 
 void Tensor::backward(const Tensor& grad_output, bool retain_graph) const {

@@ -128,6 +128,17 @@ void accumulate_grad(TensorImpl& leaf, const Tensor& grad, const char* op);
 /// require grad or when the graph was freed by an earlier backward.
 void backward(const Tensor& root, const Tensor& grad_output = Tensor(), bool retain_graph = false);
 
+/// The gradients of root with respect to each of inputs (torch.autograd.grad):
+/// backward from root (grad_output as for backward), summed per input, with
+/// no leaf's .grad changed and no leaf hook run (non-leaf tensors' hooks
+/// run). An input may be a leaf or an intermediate tensor. Frees the graph
+/// unless retain_graph; the gradients carry no history (no create_graph).
+/// Throws ValueError for an input that does not require grad, and for one
+/// the root does not depend on unless allow_unused (its entry is then an
+/// undefined Tensor), and as backward for the root.
+std::vector<Tensor> grad(const Tensor& root, const std::vector<Tensor>& inputs, const Tensor& grad_output = Tensor(),
+                         bool retain_graph = false, bool allow_unused = false);
+
 /// Finishes an in-place op on `self`: copies `result` into self's storage,
 /// bumps the version, and (in grad mode, when self or result needs grad)
 /// makes result's history self's. A view's write becomes its base's history

@@ -964,3 +964,30 @@ TEST_CASE("post-accumulate-grad hooks of leaves that died are dropped as the reg
   CHECK(dead_calls == 0);
   remove_post_accumulate_grad_hook(id);
 }
+
+TEST_CASE("grad gives the root's gradients for leaves and intermediates without touching .grad") {
+  Tensor x = tensor({1, 2, 3}, {3}).requires_grad_();
+  Tensor w = tensor({0.5, -1, 2}, {3}).requires_grad_();
+  Tensor h = mul(x, w);                      // dh/dx = w
+  Tensor root = sum(mul(h, h));              // d/dh = 2h, d/dx = 2 h w
+  const std::vector<Tensor> g = grad(root, {x, h, x}, Tensor(), /*retain_graph=*/true);
+  check_close(g[0], {2 * 0.5 * 0.5, 2 * 2 * 1, 2 * 6 * 2});
+  check_close(g[1], {1, -4, 12});
+  check_close(g[2], {0.5, 4, 24});           // an input named twice gets its gradient twice
+  CHECK_FALSE(x.grad().defined());
+  CHECK_FALSE(w.grad().defined());
+  Tensor unused = tensor({1.0}, {1}).requires_grad_();
+  CHECK_THROWS_WITH_AS(grad(root, {unused}, Tensor(), true),
+                       "grad: input 0 was not used to compute the root, so it has no gradient; pass "
+                       "allow_unused=true to get an undefined tensor (None) for it",
+                       ValueError);
+  CHECK_FALSE(grad(root, {unused}, Tensor(), true, /*allow_unused=*/true)[0].defined());
+  CHECK_THROWS_WITH_AS(grad(root, {tensor({1.0}, {1})}), "grad: input 0 does not require grad, so it has no gradient",
+                       ValueError);
+  // A leaf's hook runs for backward, not for grad (its .grad is not written).
+  int calls = 0;
+  register_hook(x, [&calls](const Tensor& gx) { ++calls; return gx; });
+  grad(root, {w});  // frees the graph
+  CHECK(calls == 0);
+  CHECK_THROWS_AS(grad(root, {w}), ValueError);
+}

@@ -1136,6 +1136,21 @@ void bind_tensor(py::module_& m) {
   m.def("_cuda_device_count", [] { return device_count(Device::Kind::CUDA); },
         "The number of CUDA devices this build can use (0 without the CUDA backend or a GPU).");
   m.def("is_grad_enabled", &grad_enabled, "Whether ops record on the tape (this thread).");
+  m.def("_grad", [](const Tensor& root, const std::vector<Tensor>& inputs, const py::object& gradient,
+                    bool retain_graph, bool allow_unused) {
+          const Tensor g = optional_tensor(gradient, "grad: expected grad_outputs");
+          std::vector<Tensor> out;
+          {
+            py::gil_scoped_release release;
+            out = grad(root, inputs, g, retain_graph, allow_unused);
+          }
+          py::list result;
+          for (const Tensor& t : out) result.append(tensor_or_none(t));
+          return result;
+        }, py::arg("root"), py::arg("inputs"), py::arg("grad_output") = py::none(),
+        py::arg("retain_graph").noconvert() = false, py::arg("allow_unused").noconvert() = false,
+        "The gradients of root with respect to inputs, no .grad changed (core/autograd.h grad; tmem.autograd.grad "
+        "takes torch's arguments).");
   m.def("_set_grad_enabled", &set_grad_enabled, py::arg("mode").noconvert(),
         "Sets whether ops record on the tape (this thread); tmem.set_grad_enabled and enable_grad use it.");
   m.def("live_node_count", &live_node_count, "Tape nodes alive in the process.");

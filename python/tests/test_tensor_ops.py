@@ -353,6 +353,35 @@ class TestAgainstTorch(unittest.TestCase):
         with self.assertRaisesRegex(tmem.ShapeError, "index arrays of shapes \\[\\(2,\\), \\(3,\\)\\] do not broadcast"):
             tmem.ones(3, 3)[[0, 1], [0, 1, 2]]
 
+    def test_autograd_grad_and_backward(self):
+        """tmem.autograd was missing: torch.autograd.grad is how code takes input gradients."""
+        a, b = RNG.standard_normal((3, 4)), RNG.standard_normal((4, 2))
+        x, w = tmem.tensor(a, requires_grad=True), tmem.tensor(b, requires_grad=True)
+        px, pw = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+        h, ph = tmem.tanh(x @ w), torch.tanh(px @ pw)
+        y, py = tmem.sum(h * h), (ph * ph).sum()
+        got = tmem.autograd.grad(y, [x, h], retain_graph=True)
+        want = torch.autograd.grad(py, [px, ph], retain_graph=True)
+        for g, p in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), p.numpy(), rtol=1e-12)
+        self.assertEqual((x.grad, w.grad), (None, None))  # no .grad written, as torch's
+        ones = np.ones((3, 2))
+        got = tmem.autograd.grad([h, y], w, grad_outputs=[tmem.tensor(ones), None])
+        want = torch.autograd.grad([ph, py], pw, grad_outputs=[torch.tensor(ones), None])
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy(), rtol=1e-12)
+        z = tmem.tensor(1.0, requires_grad=True)
+        self.assertIsNone(tmem.autograd.grad(tmem.sum(x * 2), [x, z], allow_unused=True)[1])
+        with self.assertRaisesRegex(tmem.ValueError, "grad: input 1 was not used to compute the root"):
+            tmem.autograd.grad(tmem.sum(x * 2), [x, z])
+        with self.assertRaisesRegex(tmem.ValueError, "autograd.grad: create_graph=True .* not supported"):
+            tmem.autograd.grad(tmem.sum(x * 2), x, create_graph=True)
+        loss = tmem.sum(x * x) + tmem.sum(w)
+        tmem.autograd.backward(loss, inputs=[x])  # into x's .grad only
+        np.testing.assert_allclose(x.grad.numpy(), 2 * a, rtol=1e-12)
+        self.assertIsNone(w.grad)
+        with tmem.autograd.no_grad():
+            self.assertFalse(tmem.is_grad_enabled())
+
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))
         zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others

@@ -922,6 +922,10 @@ from . import _transformer  # noqa: E402,F401  (nn.TransformerEncoderLayer and T
 from . import _conv  # noqa: E402,F401  (nn.Conv1d/2d, pooling and BatchNorm1d/2d, and their functions)
 from . import _data  # noqa: E402
 
+from . import _autograd  # noqa: E402
+
+autograd = _autograd.autograd
+_sys.modules[__name__ + ".autograd"] = autograd
 nn.utils, utils = _layers.utils, _data.utils
 _sys.modules.update({__name__ + ".nn.utils": nn.utils, __name__ + ".nn.utils.rnn": nn.utils.rnn,
                      __name__ + ".utils": utils,
