@@ -13,7 +13,7 @@ namespace tmem {
   X(GeluTanh, "gelu_tanh") X(GeluErf, "gelu") X(Silu, "silu") X(Sigmoid, "sigmoid")           \
   X(Tanh, "tanh") X(Softplus, "softplus") X(Clamp, "clamp") X(Sin, "sin") X(Cos, "cos")       \
   X(Floor, "floor") X(Ceil, "ceil") X(Round, "round") X(Trunc, "trunc") X(Sign, "sign")      \
-  X(Log1p, "log1p") X(Expm1, "expm1")                                                         \
+  X(Log1p, "log1p") X(Expm1, "expm1") X(Remainder, "remainder") X(FloorDivide, "floor_divide")   \
   X(Where, "where")                                                                           \
   X(MaskedFill, "masked_fill") X(AddScalar, "add_scalar") X(MulScalar, "mul_scalar")           \
   X(PowScalar, "pow_scalar") X(Reciprocal, "reciprocal") X(Cast, "to_dtype")                   \
@@ -47,7 +47,7 @@ inline constexpr std::array<std::string_view, static_cast<size_t>(OpId::Count)> 
     TMEM_OP_LIST(TMEM_X)
 #undef TMEM_X
 };
-static_assert(kOpNames.size() == 67, "update the op count when adding an op");
+static_assert(kOpNames.size() == 69, "update the op count when adding an op");
 /// Number of ops (the size of per-op tables).
 inline constexpr size_t kOpCount = static_cast<size_t>(OpId::Count);
 

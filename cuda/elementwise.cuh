@@ -196,6 +196,24 @@ struct Div {
 struct Pow {
   static TMEM_HD float f(float x, float y) { return pw(x, y); }
 };
+struct Remainder {  // the CPU functor's: from fmod, the sign of y
+  static TMEM_HD float f(float x, float y) {
+    const float r = std::fmod(x, y);
+    return r != 0.0f && ((r < 0.0f) != (y < 0.0f)) ? r + y : r;
+  }
+};
+struct FloorDivide {  // the CPU functor's (PyTorch's div_floor_floating)
+  static TMEM_HD float f(float x, float y) {
+    if (y == 0.0f) return x / y;
+    const float mod = std::fmod(x, y);
+    float div = (x - mod) / y;
+    if (mod != 0.0f && ((y < 0.0f) != (mod < 0.0f))) div -= 1.0f;
+    if (div == 0.0f) return std::copysign(0.0f, x / y);
+    float whole = std::floor(div);
+    if (div - whole > 0.5f) whole += 1.0f;
+    return whole;
+  }
+};
 
 /// Calls v(B{}) with the struct B of binary op `op`; false when there is none.
 template <class V>
@@ -206,6 +224,8 @@ bool visit_binary(OpId op, V&& v) {
     case OpId::Mul: v(Mul{}); return true;
     case OpId::Div: v(Div{}); return true;
     case OpId::Pow: v(Pow{}); return true;
+    case OpId::Remainder: v(Remainder{}); return true;
+    case OpId::FloorDivide: v(FloorDivide{}); return true;
     default: return false;
   }
 }

@@ -158,7 +158,7 @@ inline constexpr OpId kDeviceOps[] = {
     OpId::Add, OpId::Sub, OpId::Mul, OpId::Div, OpId::Neg, OpId::Exp, OpId::Log, OpId::Sqrt,
     OpId::Rsqrt, OpId::Pow, OpId::Abs, OpId::Relu, OpId::GeluTanh, OpId::GeluErf, OpId::Silu,
     OpId::Sigmoid, OpId::Tanh, OpId::Softplus, OpId::Clamp, OpId::Sin, OpId::Cos, OpId::Floor, OpId::Ceil, OpId::Round, OpId::Trunc,
-    OpId::Sign, OpId::Log1p, OpId::Expm1, OpId::Where, OpId::MaskedFill,
+    OpId::Sign, OpId::Log1p, OpId::Expm1, OpId::Remainder, OpId::FloorDivide, OpId::Where, OpId::MaskedFill,
     OpId::AddScalar, OpId::MulScalar, OpId::PowScalar, OpId::Reciprocal, OpId::Cast,
     OpId::ToDevice, OpId::Sum, OpId::Mean, OpId::Matmul, OpId::Reshape, OpId::Permute,
     OpId::Slice, OpId::Expand, OpId::Contiguous, OpId::RepeatInterleave, OpId::CopySlices,

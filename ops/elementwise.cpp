@@ -216,8 +216,29 @@ Tensor floor(const Tensor& a) { return rounding(OpId::Floor, a); }
 Tensor ceil(const Tensor& a) { return rounding(OpId::Ceil, a); }
 Tensor round(const Tensor& a) { return rounding(OpId::Round, a); }
 Tensor trunc(const Tensor& a) { return rounding(OpId::Trunc, a); }
-Tensor floor_divide(const Tensor& a, const Tensor& b) { return floor(div(a, b)); }
-Tensor remainder(const Tensor& a, const Tensor& b) { return sub(a, mul(floor(div(a, b)), b)); }
+Tensor floor_divide(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::FloorDivide);
+  Tensor out = binary_forward(OpId::FloorDivide, a, b);
+  record(OpId::FloorDivide, {a, b}, {out}, {}, [](const Node& n, const Grads& g) {  // piecewise constant
+    return Grads{n.needs_input_grad(0) ? zeros(n.input_shapes[0], g[0].dtype(), g[0].device()) : Tensor(),
+                 n.needs_input_grad(1) ? zeros(n.input_shapes[1], g[0].dtype(), g[0].device()) : Tensor()};
+  });
+  return out;
+}
+
+Tensor remainder(const Tensor& a, const Tensor& b) {
+  const OpRange range(OpId::Remainder);
+  Tensor out = binary_forward(OpId::Remainder, a, b);
+  record(OpId::Remainder, {a, b}, {out}, {b.requires_grad() ? a : Tensor(), b.requires_grad() ? b : Tensor()},
+         [](const Node& n, const Grads& g) {
+           return Grads{n.needs_input_grad(0) ? sum_to(g[0], n.input_shapes[0]) : Tensor(),
+                        n.needs_input_grad(1)
+                            ? sum_to(neg(mul(g[0], floor_divide(n.saved_tensor(0), n.saved_tensor(1)))),
+                                     n.input_shapes[1])
+                            : Tensor()};
+         });
+  return out;
+}
 
 Tensor sign(const Tensor& a) {
   if (is_floating(a.dtype())) return unary(OpId::Sign, a, Uses::Nothing);
@@ -390,6 +411,10 @@ void register_elementwise_ops(std::vector<OpInfo>& t) {
   bin(OpId::Mul, [](auto& a, auto& b) { return mul(a, b); }, -1, 1);
   bin(OpId::Div, [](auto& a, auto& b) { return div(a, b); }, 0.5, 2);
   bin(OpId::Pow, [](auto& a, auto& b) { return pow(a, b); }, 0.5, 2);
+  // Between the steps of floor(a / b): (a + 4) / (b + 2) for a and b in [0.2, 0.3] is in
+  // (1.8, 2), so remainder's gradient for b is -floor(...) = -1, and floor_divide's 0.
+  bin(OpId::Remainder, [](auto& a, auto& b) { return remainder(add(a, 4.0), add(b, 2.0)); }, 0.2, 0.3);
+  bin(OpId::FloorDivide, [](auto& a, auto& b) { return floor_divide(add(a, 4.0), add(b, 2.0)); }, 0.2, 0.3);
   un(OpId::AddScalar, [](auto& a) { return add(a, 2.5); }, -1, 1);
   un(OpId::MulScalar, [](auto& a) { return mul(a, -1.5); }, -1, 1);
   un(OpId::PowScalar, [](auto& a) { return pow(a, 3.0); }, -2, 2);

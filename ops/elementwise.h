@@ -66,11 +66,14 @@ Tensor floor(const Tensor& a);
 Tensor ceil(const Tensor& a);
 Tensor round(const Tensor& a);
 Tensor trunc(const Tensor& a);
-/// floor(a / b), broadcast (Python's //, torch.floor_divide); the gradient
-/// is 0. Floating operands (int64 goes through NumPy in Python).
+/// floor(a / b), broadcast (Python's //, torch.floor_divide), computed as
+/// PyTorch's div_floor_floating from fmod, so a large quotient is exact;
+/// a / b where b is 0. The gradient is 0 (torch has none). Floating
+/// operands of one dtype (int64 goes through NumPy in Python).
 Tensor floor_divide(const Tensor& a, const Tensor& b);
-/// a - b floor(a / b), broadcast: the sign of b, as Python's % and
-/// torch.remainder; gradients g and -g floor(a / b).
+/// a - b floor(a / b), broadcast, from fmod: exact, the sign of b, as
+/// Python's % and torch.remainder (x % inf is x for x >= 0); gradients g
+/// and -g floor_divide(a, b).
 Tensor remainder(const Tensor& a, const Tensor& b);
 /// -1, 0 or 1 by a's sign (0 for NaN, as PyTorch's CPU); the gradient is 0.
 /// An int64 a gives int64.

@@ -22,7 +22,8 @@
      clamp sin cos log1p, the output for exp sqrt rsqrt reciprocal relu sigmoid tanh expm1, and \
      g itself for add_scalar mul_scalar neg floor ceil round trunc sign (whose gradient is 0). */                                                             \
   X(unary_backward, void, (int device, OpId op, UnaryParams p, const StridedArgs<3>& args))    \
-  /* out = a (op) b for add sub mul div pow; args {out, a, b}, broadcast. */                  \
+  /* out = a (op) b for add sub mul div pow remainder floor_divide; args {out, a, b},         \
+     broadcast. */                                                                             \
   X(binary_forward, void, (int device, OpId op, const StridedArgs<3>& args))                   \
   /* pow's gradient at the broadcast shape (ops/ sums it back): input 0: g p x^(p-1), 0 where \
      p == 0; input 1: g y log(x), 0 where x == 0 and p >= 0. args {d, g, x, p, y}. */         \

@@ -171,3 +171,20 @@ TEST_CASE("floor, ceil, round (half to even), trunc and sign give PyTorch's valu
   check_close(log1p(tensor({1e-10, -0.5}, {2}, DType::Float64)), {1e-10 - 5e-21, std::log(0.5)}, 1e-15);
   check_close(expm1(tensor({1e-10, 1.0}, {2}, DType::Float64)), {1e-10 + 5e-21, std::exp(1.0) - 1}, 1e-15);
 }
+
+TEST_CASE("remainder and floor_divide are exact for large quotients and give PyTorch's values at 0 and inf") {
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> a = {123456789., 1e10, -7.5, 3., -3., 5.5, -5.5, inf, 7.0, 0.0, -0.0, 1.0};
+  const std::vector<double> b = {7., 3., 2., inf, inf, -2., 2., 2., 0., 3., 3., -3.};
+  // torch 1.13, float32: a % b and a // b
+  const std::vector<double> rem = {4, 1, 0.5, 3, inf, -0.5, 0.5, nan, nan, 0, -0.0, -2};
+  const std::vector<double> quo = {17636684, 3333333248, -4, 0, -1, -3, -3, nan, inf, 0, -0.0, -1};
+  const Tensor x = tensor(a, {12}), y = tensor(b, {12});
+  const std::vector<double> r = remainder(x, y).to_vector(), q = floor_divide(x, y).to_vector();
+  for (size_t i = 0; i < a.size(); ++i) {
+    INFO("element " << i);
+    CHECK((std::isnan(rem[i]) ? std::isnan(r[i]) : r[i] == rem[i] && std::signbit(r[i]) == std::signbit(rem[i])));
+    CHECK((std::isnan(quo[i]) ? std::isnan(q[i]) : q[i] == quo[i] && std::signbit(q[i]) == std::signbit(quo[i])));
+  }
+  CHECK(remainder(tensor({1e16}, {1}, DType::Float64), tensor({3.0}, {1}, DType::Float64)).item() == 1.0);
+}

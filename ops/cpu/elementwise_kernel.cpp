@@ -4,9 +4,11 @@
 // cpu::apply; a kernel switches on the op once, outside the loop, and runs
 // that op's functor inlined in the loop. The formulas are PyTorch's
 // definitions; cuda/elementwise.cuh has the same in float32.
+#include <array>
 #include <cmath>
 #include <numbers>
 #include <string>
+#include <type_traits>
 
 #include "tmem/core/strided.h"
 #include "tmem/ops/cpu/kernels.h"
@@ -26,6 +28,44 @@ V pw(V x, V p) {
   using xsimd::pow;
   using std::pow;
   return sel(p == V(0), V(1), V(pow(x, p)));
+}
+
+// std::fmod lane by lane: exact. xsimd's fmod is x - trunc(x / y) y, which
+// rounds for large quotients.
+template <class V>
+V exact_fmod(V x, V y) {
+  if constexpr (std::is_floating_point_v<V>) {
+    return std::fmod(x, y);
+  } else {
+    alignas(64) std::array<typename V::value_type, V::size> xs, ys;
+    x.store_aligned(xs.data());
+    y.store_aligned(ys.data());
+    for (size_t i = 0; i < V::size; ++i) xs[i] = std::fmod(xs[i], ys[i]);
+    return V::load_aligned(xs.data());
+  }
+}
+
+// x - y floor(x / y) from fmod, exact as PyTorch's remainder (the sign of y;
+// x / y itself rounds for large quotients).
+template <class V>
+V floored_remainder(V x, V y) {
+  const V r = exact_fmod(x, y);
+  return sel((r != V(0)) & ((r < V(0)) != (y < V(0))), r + y, r);
+}
+
+// floor(x / y) as PyTorch's div_floor_floating: the quotient of x minus its
+// fmod remainder, rounded to the nearest whole number; x / y where y is 0.
+template <class V>
+V floor_divide(V x, V y) {
+  using std::floor; using xsimd::floor;
+  using std::copysign; using xsimd::copysign;
+  const V mod = exact_fmod(x, y);
+  V div = (x - mod) / y;
+  div = sel((mod != V(0)) & ((y < V(0)) != (mod < V(0))), div - V(1), div);
+  V whole = floor(div);
+  whole = sel(div - whole > V(0.5), whole + V(1), whole);
+  whole = sel(div == V(0), V(copysign(V(0), x / y)), whole);
+  return sel(y == V(0), x / y, whole);
 }
 
 [[noreturn]] void no_kernel(const char* what, OpId op) {
@@ -198,6 +238,8 @@ void Kernels<Scalar>::binary_forward(int, OpId op, const StridedArgs<3>& args) {
     case OpId::Mul: return apply<T>(args, [](auto x, auto y) { return x * y; });
     case OpId::Div: return apply<T>(args, [](auto x, auto y) { return x / y; });
     case OpId::Pow: return apply<T>(args, [](auto x, auto y) { return pw(x, y); });
+    case OpId::Remainder: return apply<T>(args, [](auto x, auto y) { return floored_remainder(x, y); });
+    case OpId::FloorDivide: return apply<T>(args, [](auto x, auto y) { return floor_divide(x, y); });
     default: no_kernel("binary forward", op);
   }
 }

@@ -298,6 +298,15 @@ class TestAgainstTorch(unittest.TestCase):
         self.compare(lambda a, b: a % b, lambda a, b: a % b, x, divisor)  # the divisor's sign, as Python's
         self.compare(lambda a, b: a // b, lambda a, b: a // b, x, divisor, grad=False)  # torch has no gradient
         self.compare(lambda a: 7.5 % a, lambda a: 7.5 % a, divisor, grad=False)  # torch: no such gradient
+        big = [123456789.0, 1e10, 3.0, -3.0, math.inf]
+        div = [7.0, 3.0, math.inf, math.inf, 2.0]
+        for dtype, tdtype in ((tmem.float32, torch.float32), (tmem.float64, torch.float64)):
+            mine, theirs = tmem.tensor(big, dtype=dtype), torch.tensor(big, dtype=tdtype)
+            np.testing.assert_array_equal((mine % tmem.tensor(div, dtype=dtype)).numpy(),
+                                          (theirs % torch.tensor(div, dtype=tdtype)).numpy())  # exact, from fmod
+            np.testing.assert_array_equal((mine // tmem.tensor(div, dtype=dtype)).numpy(),
+                                          (theirs // torch.tensor(div, dtype=tdtype)).numpy())
+        self.assertEqual((tmem.tensor([1e16], dtype=tmem.float64) % 3).item(), 1.0)
         y = tmem.tensor([5.5, -5.5])
         y //= 2
         self.assertEqual(y.tolist(), [2.0, -3.0])
