@@ -483,6 +483,65 @@ class TestAgainstTorch(unittest.TestCase):
             self.assertEqual(tmem.nn.init.calculate_gain(*args), torch.nn.init.calculate_gain(*args), args)
 
 
+class TestFoundByAThirdTester(unittest.TestCase):
+    """Defects a bad-input tester found in session 32's additions."""
+
+    def test_wrong_answers_fixed(self):
+        self.assertEqual(tmem.isclose(tmem.tensor([2 ** 63 - 1]), tmem.tensor([-1])).tolist(), [0])  # a - b wrapped
+        self.assertFalse(tmem.allclose(tmem.tensor([2 ** 63 - 1]), tmem.tensor([-1])))
+        x = tmem.tensor([1.0, 2.0])
+        self.assertEqual(x.eq([1.0, 3.0]).tolist(), [1, 0])  # was the Python bool False
+        with self.assertRaisesRegex(TypeError, "ne: expected other to be a tensor or a number, but got NoneType"):
+            x.ne(None)
+        with self.assertRaisesRegex(TypeError, "eq: expected input to be a tmem.Tensor, but got int"):
+            tmem.eq(1, 2)
+        with self.assertRaisesRegex(tmem.ValueError, "cross_entropy: label_smoothing must be in \\[0, 1\\], but got 1.5"):
+            tmem.nn.functional.cross_entropy(tmem.randn(2, 3), tmem.tensor([0, 1]), weight=tmem.ones(3),
+                                             label_smoothing=1.5)
+        self.assertTrue(math.isnan(tmem.nn.functional.cross_entropy(tmem.zeros(0, 3), tmem.zeros(0, 3)).item()))
+        rows = tmem.tensor([[1.0, 2.0], [3.0, 4.0]])
+        self.assertEqual(sorted(rows[tmem.randperm(2)].tolist()), [[1.0, 2.0], [3.0, 4.0]])  # was read as a mask
+        self.assertEqual(rows[tmem.tensor([3.0, 1.0]).argsort()].tolist(), [[3.0, 4.0], [1.0, 2.0]])
+
+    def test_clear_errors_and_torchs_forms(self):
+        x = tmem.tensor([1.5, 2.5])
+        for make, error, message in (
+                (lambda: tmem.optim.AdamW([tmem.ones(1, requires_grad=True)], lr="x"), TypeError,
+                 "optim.AdamW: expected lr to be a number, but got 'x'"),
+                (lambda: tmem.optim.SGD(None, lr=0.1), TypeError, "optim.SGD: expected params to be an iterable"),
+                (lambda: tmem.nn.Embedding(10.0, 3), TypeError, "nn.Embedding: expected num_embeddings to be an int"),
+                (lambda: tmem.nn.functional.cross_entropy(tmem.randn(2, 3), tmem.tensor([0, 1]), ignore_index=2.0),
+                 TypeError, "cross_entropy: expected ignore_index to be an int, but got 2.0"),
+                (lambda: x.type("torch.BadTensor"), TypeError, "type: expected a dtype or one of"),
+                (lambda: x.sum(dtype="float64"), TypeError, "sum: expected dtype to be a tmem dtype"),
+                (lambda: tmem.tensor([1]) & 2 ** 64, tmem.ValueError, "&: 18446744073709551616 does not fit int64"),
+                (lambda: tmem.tensor([1, 2]) & tmem.tensor([1, 2, 3]), tmem.ShapeError,
+                 "&: the shapes \\[2\\] and \\[3\\] do not broadcast"),
+                (lambda: tmem.device("cuda:"), ValueError, "device: expected an index >= 0 for 'cuda'"),
+                (lambda: tmem.isclose(x, x, rtol=-1), tmem.ValueError, "isclose: expected rtol and atol >= 0")):
+            with self.subTest(message=message):
+                with self.assertRaisesRegex(error, message):
+                    make()
+        self.assertEqual([x.type("torch.DoubleTensor").dtype, x.sum(axis=0).item(), tmem.randperm(np.int64(3)).shape],
+                         [tmem.float64, 4.0, (3,)])
+        self.assertEqual(tmem.nan_to_num(tmem.tensor([math.inf, math.nan]), nan=None, posinf=1e39).tolist(),
+                         [math.inf, 0.0])  # 1e39 is inf in float32, as torch's
+        self.assertEqual(tmem.round(tmem.tensor([1.2345, -2.5, 1234.5]), decimals=2).tolist()[1], -2.5)
+        self.assertEqual(tmem.tensor([1234.5]).round(decimals=-2).tolist(), [1200.0])
+        self.assertEqual((tmem.tensor([6]) & np.array([3])).tolist(), [2])  # a tensor, not an array
+        self.assertEqual(repr(tmem.nn.Embedding(3, 2, device="cpu:0")), "Embedding(3, 2)")
+
+    def test_multinomial_without_replacement_is_fast_and_exact(self):
+        drawn = tmem.multinomial(tmem.ones(10000), 10000)  # was a quadratic Python loop
+        self.assertEqual(sorted(drawn.tolist()), list(range(10000)))
+        # Second draws of [0.5, 0, 0.3, 0.2]: P(c second) = sum over first f of p_f p_c / (1 - p_f).
+        p = np.array([0.5, 0.0, 0.3, 0.2])
+        second = [sum(p[f] * p[c] / (1 - p[f]) for f in range(4) if f != c) for c in range(4)]
+        draws = tmem.multinomial(tmem.tensor(np.tile(p, (8000, 1))), 2, generator=tmem.Generator(0)).numpy()
+        np.testing.assert_allclose(np.bincount(draws[:, 1], minlength=4) / 8000, second, atol=0.02)
+        np.testing.assert_allclose(np.bincount(draws[:, 0], minlength=4) / 8000, p, atol=0.02)
+
+
 if __name__ == "__main__":
     unittest.main()
 

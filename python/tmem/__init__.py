@@ -904,7 +904,12 @@ from . import _device  # noqa: E402  (tmem.device, Tensor.to's keyword forms, de
 
 device, is_tensor, as_tensor, randperm = _device.device, _device.is_tensor, _device.as_tensor, _device.randperm
 from . import _masks  # noqa: E402  (x.eq, logical_not, & | ^ on int64 masks, isclose, Tensor.bool)
-from . import _indexing  # noqa: E402,F401  (x[ids], x[rows, cols]: integer arrays as indices)
+from . import _indexing  # noqa: E402  (x[ids], x[rows, cols]: integer arrays as indices)
+
+for _name in ("randperm", "argsort", "sort", "topk", "arange", "multinomial"):
+    globals()[_name] = _indexing.making_indices(globals()[_name])
+    if hasattr(Tensor, _name):
+        setattr(Tensor, _name, _indexing.making_indices(getattr(Tensor, _name)))
 
 globals().update(_masks.FUNCTIONS)
 for _name in ("tensor", "arange", "rand", "randn", "randint", "eye", "linspace", "zeros_like", "ones_like",

@@ -3,6 +3,7 @@ forms of Tensor.to, and device= / requires_grad= on every factory, so
 device-agnostic torch code (``torch.arange(T, device=x.device)``,
 ``batch.to(device, non_blocking=True)``) runs unchanged."""
 import functools as _functools
+import operator as _operator
 
 from . import _tmem
 from ._tmem import Tensor
@@ -23,8 +24,8 @@ class device(str):
                                   or ":" in type):
             raise ValueError(f"device: expected an index >= 0 for {type!r}, but got {index!r}")
         name = type if index is None else f"{type}:{index}"
-        kind, _, number = name.partition(":")
-        if number and not number.isdigit():
+        kind, colon, number = name.partition(":")
+        if colon and not (number.isascii() and number.isdigit()):
             raise ValueError(f"device: expected an index >= 0 for {kind!r}, but got {number!r}")
         return super().__new__(cls, name)
 
@@ -108,8 +109,12 @@ def as_tensor(data, dtype=None, device=None):
 def randperm(n, *, generator=None, dtype=None):
     """A random permutation of 0 .. n-1, int64 (torch.randperm), from the
     sort of n uniform draws of generator (the default one when None)."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
-        raise ValueError(f"randperm: expected n to be an int >= 0, but got {n!r}")
+    try:
+        n = _operator.index(n) if not isinstance(n, bool) else n + ""
+    except TypeError:
+        raise TypeError(f"randperm: expected n to be an int, but got {n!r}") from None
+    if n < 0:
+        raise ValueError(f"randperm: expected n >= 0, but got {n}")
     order = _tmem.rand(n, dtype=_tmem.float64, generator=generator).numpy().argsort(kind="stable")
     return _tmem.tensor(order) if dtype is None else _tmem.tensor(order, dtype=dtype)
 

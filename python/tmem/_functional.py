@@ -69,6 +69,13 @@ def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-1
     _refuse("cross_entropy", size_average=(size_average, None), reduce=(reduce, None))
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"cross_entropy: reduction must be 'mean', 'sum' or 'none', but got {reduction!r}")
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise _tmem.ValueError(f"cross_entropy: label_smoothing must be in [0, 1], but got {label_smoothing}")
+    if isinstance(ignore_index, bool) or not isinstance(ignore_index, int):
+        raise TypeError(f"cross_entropy: expected ignore_index to be an int, but got {ignore_index!r}")
+    for name, value in (("input", input), ("target", target)):
+        if not isinstance(value, _tmem.Tensor):
+            raise TypeError(f"cross_entropy: expected {name} to be a tmem.Tensor, but got {type(value).__name__}")
     if input.dim() == 1:  # unbatched: one row
         loss = cross_entropy(input.unsqueeze(0), target.unsqueeze(0), weight, None, ignore_index, None, reduction,
                              label_smoothing)
@@ -122,7 +129,7 @@ def _soft_cross_entropy(input, target, weight, reduction, label_smoothing):
     loss = -_tmem.sum(_tmem.log_softmax(input, 1) * target, 1)
     if reduction == "none":
         return loss
-    return _tmem.sum(loss) if reduction == "sum" else _tmem.sum(loss) / max(loss.numel(), 1)
+    return _tmem.sum(loss) if reduction == "sum" else _tmem.sum(loss) / float(loss.numel())  # NaN for none
 
 
 def linear(input, weight, bias=None):

@@ -7,7 +7,9 @@ the place of the dims they index when those are adjacent, else they come
 first (NumPy's rule). tmem has no bool dtype, so a mask cannot be told
 from indices by its dtype: a single int64 tensor of 0s and 1s shaped like
 the dims it indexes is refused (use masked_select for a mask)."""
+import functools as _functools
 import math as _math
+import weakref as _weakref
 
 import numpy as _np
 
@@ -15,6 +17,20 @@ from . import _tmem
 from ._tmem import Tensor
 
 _RAW_GETITEM = Tensor.__getitem__
+# Tensors that functions made as indices (randperm, argsort, ...): x[randperm(2)] reads them as indices, never
+# as a mask. By id (a WeakSet compares members with ==, elementwise for tensors); an entry leaves with its tensor.
+_INDICES = _weakref.WeakValueDictionary()
+
+
+def making_indices(fn):
+    """fn, whose result (or its .indices) is remembered as indices."""
+    @_functools.wraps(fn)
+    def made(*args, **kwargs):
+        out = fn(*args, **kwargs)
+        indices = getattr(out, "indices", out)
+        _INDICES[id(indices)] = indices
+        return out
+    return made
 
 
 def _is_array(item):
@@ -71,7 +87,7 @@ def getitem(self, index):
     base = _RAW_GETITEM(self, tuple(basic))
     tensors = [it for it in items if _is_array(it) and isinstance(it, Tensor)]
     if len(arrays) == 1 and tensors:
-        _refuse_mask(arrays[0], base, positions[0])
+        _refuse_mask(tensors[0], arrays[0], base, positions[0])
     try:
         shape = tuple(_np.broadcast_shapes(*(tuple(a.shape) for a in arrays)))
     except ValueError:
@@ -94,10 +110,13 @@ def getitem(self, index):
     return picked.reshape(*base.shape[:first], *shape, *base.shape[first + len(sizes):])
 
 
-def _refuse_mask(index, base, position):
+def _refuse_mask(given, index, base, position):
     """IndexError for a lone int64 tensor index of 0s and 1s with the shape
-    of the dims it indexes: torch code means a bool mask by it, which tmem's
+    of the dims it indexes, unless a function made it as indices (given, the
+    tensor as passed): torch code means a bool mask by it, which tmem's
     int64 comparisons cannot be told from."""
+    if _INDICES.get(id(given)) is given:
+        return
     if tuple(index.shape) == tuple(base.shape[position:position + index.dim()]) and index.numel() > 1 and \
             int(((index != 0) * (index != 1)).sum().item()) == 0:
         raise _tmem.IndexError(f"index: an int64 tensor of 0s and 1s shaped like the dims it indexes "

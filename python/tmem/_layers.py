@@ -659,8 +659,12 @@ def _embedding_args(num_embeddings, embedding_dim, padding_idx=None, max_norm=No
     implement them); norm_type matters only with max_norm."""
     _refuse("nn.Embedding", max_norm=(max_norm, None), scale_grad_by_freq=(scale_grad_by_freq, False),
             sparse=(sparse, False), _weight=(None if _weight is None else "a tensor", None), _freeze=(_freeze, False),
-            device=(None if device in (None, "cpu") else device, None),
+            device=(None if device is None or str(device).partition(":")[0] == "cpu" else device, None),
             dtype=(None if dtype in (None, _tmem.float32) else dtype, None))
+    for name, value in (("num_embeddings", num_embeddings), ("embedding_dim", embedding_dim),
+                        ("padding_idx", padding_idx)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+            raise TypeError(f"nn.Embedding: expected {name} to be an int, but got {value!r}")
     return (num_embeddings, embedding_dim), {"padding_idx": padding_idx, "generator": generator}
 
 

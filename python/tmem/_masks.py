@@ -50,11 +50,19 @@ def _bitwise(name, op, symbol, reflected=False):
             kinds = [o.dtype if isinstance(o, Tensor) else type(o).__name__ for o in (self, other)]
             raise TypeError(f"{symbol}: expected int64 operands (tmem's comparisons give int64 0/1 masks), but got "
                             f"{kinds[0]} and {kinds[1]}")
+        if isinstance(other, _np.ndarray) and _np.issubdtype(other.dtype, _np.integer):
+            other = _tmem.tensor(other)
         if not isinstance(other, (Tensor, int)):
             return NotImplemented
         a = self.cpu().numpy()
-        b = other.cpu().numpy() if isinstance(other, Tensor) else _np.int64(other)
-        return _tmem.tensor(op(b, a) if reflected else op(a, b)).to(self.device)
+        try:
+            b = other.cpu().numpy() if isinstance(other, Tensor) else _np.asarray(other, dtype=_np.int64)
+            return _tmem.tensor(op(b, a) if reflected else op(a, b)).to(self.device)
+        except OverflowError:
+            raise _tmem.ValueError(f"{symbol}: {other!r} does not fit int64") from None
+        except ValueError:
+            raise _tmem.ShapeError(f"{symbol}: the shapes {list(self.shape)} and {list(_np.shape(b))} do not "
+                                   f"broadcast") from None
     method.__name__ = name
     method.__doc__ = f"self {symbol} other for int64 operands (torch.Tensor.{name})."
     return method
@@ -70,6 +78,11 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     or they are equal (the same infinity), or with equal_nan both NaN, else
     0 (torch.isclose; int64, tmem has no bool)."""
     a, b = (x if isinstance(x, Tensor) else _tmem.tensor(x) for x in (input, other))
+    if rtol < 0 or atol < 0:
+        raise _tmem.ValueError(f"isclose: expected rtol and atol >= 0, but got rtol={rtol}, atol={atol}")
+    if a.dtype not in _FLOAT and b.dtype not in _FLOAT:  # exactly, as Python ints (a - b would wrap)
+        x, y = (t.cpu().numpy().astype(object) for t in (a, b))
+        return _tmem.tensor((abs(x - y) <= atol + rtol * abs(y)).astype(_np.int64)).to(a.device)
     finite = ((a - a) == 0) * ((b - b) == 0)  # inf - inf and NaN - NaN are NaN
     close = ((a == b) + finite * ((a - b).abs() <= (b.abs() * rtol + atol))) != 0
     if equal_nan:
@@ -92,15 +105,27 @@ def equal(input, other):
 def _type(self, dtype=None):
     """This tensor cast to dtype, or with none its type's name as torch
     names it ('tmem.FloatTensor', 'tmem.DoubleTensor', 'tmem.LongTensor')."""
+    names = {"FloatTensor": _tmem.float32, "DoubleTensor": _tmem.float64, "LongTensor": _tmem.int64}
     if dtype is None:
-        return {_tmem.float32: "tmem.FloatTensor", _tmem.float64: "tmem.DoubleTensor"}.get(self.dtype,
-                                                                                          "tmem.LongTensor")
+        return "tmem." + next(k for k, v in names.items() if v == self.dtype)
+    if isinstance(dtype, str):
+        if dtype.rpartition(".")[2] not in names:
+            raise TypeError(f"type: expected a dtype or one of {sorted(names)} (as 'torch.FloatTensor'), but got "
+                            f"{dtype!r}")
+        dtype = names[dtype.rpartition(".")[2]]
     return self.to(dtype)
 
 
 def _compare(name, symbol, op):
     def compare(input, other):
-        return op(input, other)
+        if not isinstance(input, Tensor):
+            raise TypeError(f"{name}: expected input to be a tmem.Tensor, but got {type(input).__name__}")
+        if isinstance(other, (list, tuple, _np.ndarray)):
+            other = _tmem.tensor(other)
+        out = op(input, other)
+        if not isinstance(out, Tensor):  # the operator declined other: Python compared identities
+            raise TypeError(f"{name}: expected other to be a tensor or a number, but got {type(other).__name__}")
+        return out
     compare.__name__ = name
     compare.__doc__ = f"input {symbol} other as an int64 0/1 mask (torch.{name}; tmem has no bool)."
     return compare

@@ -213,6 +213,7 @@ def _sgd_args(params, lr=None, momentum=0.0, dampening=0, weight_decay=0.0, nest
     foreach and differentiable change nothing."""
     _refuse("optim.SGD", dampening=(dampening, 0), nesterov=(nesterov, False), maximize=(maximize, False),
             differentiable=(differentiable, False))
+    _numbers_given("optim.SGD", params, lr=lr, momentum=momentum, weight_decay=weight_decay)
     return (params, lr, momentum, weight_decay), {}
 
 
@@ -224,7 +225,23 @@ def _adamw_args(params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=1e-2
     capturable, differentiable and fused change nothing."""
     _refuse("optim.AdamW", amsgrad=(amsgrad, False), maximize=(maximize, False),
             differentiable=(differentiable, False))
+    _numbers_given("optim.AdamW", params, lr=lr, eps=eps, weight_decay=weight_decay)
     return (params, lr, betas, eps, weight_decay), {}
+
+
+def _is_number(value):
+    return isinstance(value, _numbers.Real) and not isinstance(value, bool)
+
+
+def _numbers_given(who, params, **options):
+    """TypeError naming the first option that is not a number (lr may be
+    None: each group's own), or params that is not an iterable."""
+    if isinstance(params, (str, bytes)) or not isinstance(params, (_abc.Iterable, _tmem.Tensor)):
+        raise TypeError(f"{who}: expected params to be an iterable of tensors or of parameter groups (dicts), but "
+                        f"got {type(params).__name__}")
+    for name, value in options.items():
+        if not (_is_number(value) or (name == "lr" and value is None and who == "optim.SGD")):
+            raise TypeError(f"{who}: expected {name} to be a number, but got {value!r}")
 
 
 def _with_closure(raw_step):

@@ -568,6 +568,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     replacement a drawn category's weight is set to 0 before the next draw.
     ValueError for weights that are negative, NaN or infinite, a row whose
     sum is 0, or (without replacement) more samples than non-zero weights."""
+    if not isinstance(input, Tensor):
+        raise TypeError(f"multinomial: expected input to be a tmem.Tensor, but got {type(input).__name__}")
     if input.dim() not in (1, 2):
         raise _tmem.ShapeError(f"multinomial: expected weights of shape [C] or [N, C], but got {tuple(input.shape)}")
     if isinstance(num_samples, bool) or not isinstance(num_samples, int) or num_samples <= 0:
@@ -581,40 +583,63 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     if not replacement and ((weights > 0).sum(1) < num_samples).any():
         raise _tmem.ValueError(f"multinomial: cannot draw {num_samples} samples without replacement from a row "
                                f"with fewer non-zero weights")
-    draws = _tmem.rand(weights.shape[0], num_samples, dtype=_tmem.float64, generator=generator).numpy()
-    out = _np.empty(draws.shape, dtype=_np.int64)
-    for r, row in enumerate(weights):
-        row = row.copy()
-        for k in range(num_samples):
-            cdf = _np.cumsum(row)
-            out[r, k] = min(int(_np.searchsorted(cdf, draws[r, k] * cdf[-1], side="right")), row.size - 1)
-            while row[out[r, k]] == 0:  # a draw on the edge of a zero-weight category: the next that has weight
-                out[r, k] -= 1
-            if not replacement:
-                row[out[r, k]] = 0.0
-    return _tmem.tensor(out if input.dim() == 2 else out[0]).to(input.device)
+    rows = weights.shape[0]
+    if replacement:
+        draws = _tmem.rand(rows, num_samples, dtype=_tmem.float64, generator=generator).numpy()
+        cdf = _np.cumsum(weights, 1)
+        out = _np.stack([_np.searchsorted(c, d * c[-1], side="right") for c, d in zip(cdf, draws)])
+        out = _np.minimum(out, weights.shape[1] - 1)
+        last = _np.maximum.accumulate(_np.where(weights > 0, _np.arange(weights.shape[1]), 0), 1)
+        out = _np.take_along_axis(last, out, 1)  # a draw on the edge of zero weights: the category before
+    else:  # Efraimidis and Spirakis: the num_samples largest u^(1/w) are a draw without replacement
+        u = _tmem.rand(rows, weights.shape[1], dtype=_tmem.float64, generator=generator).numpy()
+        with _np.errstate(divide="ignore"):
+            keys = _np.where(weights > 0, _np.log(_np.maximum(u, 1e-300)) / weights, -_np.inf)
+        out = _np.argsort(-keys, 1, kind="stable")[:, :num_samples]
+    return _tmem.tensor(out.astype(_np.int64) if input.dim() == 2 else out[0].astype(_np.int64)).to(input.device)
 
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
-    """input with NaN replaced by nan and +-inf by posinf / neginf (by
+    """input with NaN replaced by nan (None: 0) and +-inf by posinf / neginf (by
     default the dtype's largest and lowest finite values; torch.nan_to_num);
     the gradient flows where input is finite."""
     if input.dtype not in _FLOAT:
         return input * 1
-    info = _np.finfo(_np.float32 if input.dtype == _tmem.float32 else _np.float64)
-    high = float(info.max) if posinf is None else posinf
-    low = float(info.min) if neginf is None else neginf
+    kind = _np.float32 if input.dtype == _tmem.float32 else _np.float64
+    info = _np.finfo(kind)
+    for name, value in (("nan", nan), ("posinf", posinf), ("neginf", neginf)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, _numbers.Real)):
+            raise TypeError(f"nan_to_num: expected {name} to be a number, but got {value!r}")
+    with _np.errstate(over="ignore"):  # 1e39 is inf in float32, as torch's
+        nan, high, low = (float(kind(v)) for v in (0.0 if nan is None else nan,
+                                                   info.max if posinf is None else posinf,
+                                                   info.min if neginf is None else neginf))
     out = _tmem.where(input != input, nan, input)
     return _tmem.where(input == _math.inf, high, _tmem.where(input == -_math.inf, low, out))
 
 
-_RAW_SUM = _tmem.sum
+_RAW_SUM, _RAW_ROUND = _tmem.sum, _tmem.round
 
 
-def _sum(input, dim=None, keepdim=False, *, dtype=None):
-    """The sum over dim (torch.sum; every element for None), of input cast
-    to dtype first when given."""
-    return _RAW_SUM(input if dtype is None else input.to(dtype), dim, keepdim)
+def _round(input, decimals=0):
+    """input rounded half to even to `decimals` digits after the point
+    (torch.round: round(x 10^d) / 10^d; negative decimals round to tens,
+    hundreds, ...). TypeError for decimals that is not an int."""
+    if isinstance(decimals, bool) or not isinstance(decimals, int):
+        raise TypeError(f"round: expected decimals to be an int, but got {decimals!r}")
+    if decimals == 0:
+        return _RAW_ROUND(input)
+    scale = 10.0 ** decimals
+    return _RAW_ROUND(input * scale) / scale
+
+
+def _sum(input, dim=None, keepdim=False, *, dtype=None, axis=None):
+    """The sum over dim (torch.sum; every element for None; axis is
+    NumPy's name for it), of input cast to dtype first when given. TypeError
+    for a dtype that is not a tmem dtype."""
+    if dtype is not None and not isinstance(dtype, _tmem.dtype):
+        raise TypeError(f"sum: expected dtype to be a tmem dtype (tmem.float64, ...), but got {dtype!r}")
+    return _RAW_SUM(input if dtype is None else input.to(dtype), dim if axis is None else axis, keepdim)
 
 
 def broadcast_shape(a, b, who):
@@ -939,7 +964,7 @@ _BOTH = {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
          "dot": dot, "outer": outer, "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort,
          "topk": topk, "cumsum": cumsum, "prod": prod, "masked_select": masked_select, "nonzero": nonzero,
          "argwhere": argwhere, "count_nonzero": count_nonzero, "multinomial": multinomial, "nan_to_num": nan_to_num,
-         "sum": _sum, "clip": Tensor.clamp}
+         "sum": _sum, "clip": Tensor.clamp, "round": _round}
 
 # tmem.<name>, put in the package's namespace by __init__.py.
 FUNCTIONS = {**_BOTH, "linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
