@@ -421,18 +421,28 @@ class TestAgainstTorch(unittest.TestCase):
         specs = [("Identity", ()), ("ReLU", ()), ("GELU", ()), ("GELU", ("tanh",)), ("Tanh", ()), ("Sigmoid", ()),
                  ("SiLU", ()), ("Softplus", ()), ("Softplus", (2.0, 4.0)), ("Softmax", (1,)), ("Softmax", (0,)),
                  ("LogSoftmax", (-1,)), ("LeakyReLU", ()), ("LeakyReLU", (0.2,)), ("ELU", ()), ("ELU", (0.5,)),
-                 ("Flatten", ()), ("Flatten", (0, 1))]
+                 ("Flatten", ()), ("Flatten", (0, 1)), ("ReLU6", ()), ("Hardtanh", ()), ("Hardtanh", (-2.0, 3.0)),
+                 ("Hardsigmoid", ()), ("Hardswish", ()), ("Mish", ())]
         for name, args in specs:
             with self.subTest(module=name, args=args):
                 mine, theirs = getattr(nn, name)(*args), getattr(torch.nn, name)(*args)
                 self.assertEqual(repr(mine), repr(theirs))
-                self.compare(mine, theirs, [x], rtol=1e-10 if name != "GELU" else 1e-9)
+                # torch's hardsigmoid gradient is g times 1.0f / 6.0f, a float32 constant, in float64 too
+                self.compare(mine, theirs, [x], rtol={"GELU": 1e-9, "Hardsigmoid": 1e-7}.get(name, 1e-10))
         for args, inplace in (((), True), ((0.1,), True), ((), False)):
             for name in ("ReLU", "SiLU", "LeakyReLU", "ELU"):
                 mine = getattr(nn, name)(*args if name in ("LeakyReLU", "ELU") else (), inplace=inplace)
                 theirs = getattr(torch.nn, name)(*args if name in ("LeakyReLU", "ELU") else (), inplace=inplace)
                 self.assertEqual(repr(mine), repr(theirs))
                 self.compare(lambda a: mine(a * 1.0), lambda a: theirs(a * 1.0), [x])
+        edges = np.array([[-3.0, 3.0, 6.0, -1.0, 1.0, 0.0, 2.9, -2.9]])  # torch's gradients at the kinks
+        for name in ("relu6", "hardtanh", "hardsigmoid", "hardswish"):
+            self.compare(getattr(F, name), getattr(TF, name), [edges], rtol=1e-7 if name == "hardsigmoid" else 1e-10)
+        for weight in (np.array([0.25]), np.array([0.1, -0.2, 0.3])):
+            self.compare(F.prelu, TF.prelu, [RNG.standard_normal((2, 3, 4)), weight])
+        self.assertEqual([repr(nn.PReLU(3)), repr(nn.ReLU6(inplace=True))], [repr(torch.nn.PReLU(3)),
+                                                                          repr(torch.nn.ReLU6(inplace=True))])
+        self.assertEqual(list(nn.PReLU(3).state_dict()), list(torch.nn.PReLU(3).state_dict()))
         for dim, size in ((1, (2, 3)), (-1, [3, -1]), (0, (1, 2))):
             mine, theirs = nn.Unflatten(dim, size), torch.nn.Unflatten(dim, size)
             self.assertEqual(repr(mine), repr(theirs))

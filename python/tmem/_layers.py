@@ -79,6 +79,53 @@ def elu(input, alpha=1.0, inplace=False):
     return _in_place(input, _tmem.where(positive, input, neg), inplace, "elu")
 
 
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    """input clamped to [min_val, max_val] (torch.nn.functional.hardtanh);
+    the gradient passes strictly inside, as torch's. ValueError for
+    min_val > max_val."""
+    if min_val > max_val:
+        raise _tmem.ValueError(f"hardtanh: min_val {min_val} is greater than max_val {max_val}")
+    inside = (input > min_val) * (input < max_val)
+    out = _tmem.where(inside, input, _tmem.clamp(input.detach(), min_val, max_val))
+    return _in_place(input, out, inplace, "hardtanh")
+
+
+def relu6(input, inplace=False):
+    """min(max(x, 0), 6) (torch.nn.functional.relu6: hardtanh(x, 0, 6))."""
+    return _in_place(input, hardtanh(input, 0.0, 6.0), inplace, "relu6")
+
+
+def hardsigmoid(input, inplace=False):
+    """relu6(x + 3) / 6 (torch.nn.functional.hardsigmoid); gradient 1/6 strictly inside (-3, 3)."""
+    return _in_place(input, hardtanh(input / 6.0 + 0.5, 0.0, 1.0), inplace, "hardsigmoid")
+
+
+def hardswish(input, inplace=False):
+    """x relu6(x + 3) / 6 (torch.nn.functional.hardswish; Howard et al.
+    2019): 0 below -3, x (x + 3) / 6 on [-3, 3), x from 3 on, so the
+    gradient is x / 3 + 1/2 on [-3, 3), as torch 1.13's."""
+    middle = input * (input + 3.0) / 6.0
+    out = _tmem.where(input < -3.0, input * 0.0, _tmem.where(input < 3.0, middle, input))
+    return _in_place(input, out, inplace, "hardswish")
+
+
+def mish(input, inplace=False):
+    """x tanh(softplus(x)) (torch.nn.functional.mish; Misra 2019)."""
+    return _in_place(input, input * _tmem.tanh(_functional.softplus(input)), inplace, "mish")
+
+
+def prelu(input, weight):
+    """x where x >= 0, else weight x (torch.nn.functional.prelu): weight [1]
+    or [C], C the channels on dim 1 of input [N, C, ...]. ShapeError for a
+    weight that does not fit."""
+    if weight.dim() != 1 or (weight.numel() != 1 and (input.dim() < 2 or weight.numel() != input.shape[1])):
+        raise _tmem.ShapeError(f"prelu: expected weight of shape [1] or [C] with C = input.shape[1], but got weight "
+                               f"{list(weight.shape)} for input {list(input.shape)}")
+    slope = weight if weight.numel() == 1 or input.dim() == 2 else \
+        weight.reshape(weight.numel(), *([1] * (input.dim() - 2)))
+    return _tmem.where(input >= 0, input, input * slope)
+
+
 def mse_loss(input, target, size_average=None, reduce=None, reduction="mean"):
     """(input - target)^2, reduced (torch.nn.functional.mse_loss). input and
     target of one shape (...); another shape is broadcast with torch's
@@ -454,6 +501,53 @@ class LeakyReLU(nn.Module):
         return f"negative_slope={self.negative_slope}" + _inplace_repr(self.inplace, ", ")
 
 
+def _clamping_module(name, function, doc):
+    """A module class applying function(input, inplace=self.inplace)."""
+    def __init__(self, inplace=False):
+        nn.Module.__init__(self)
+        self.inplace = inplace
+
+    return type(name, (nn.Module,), {"__doc__": doc, "__init__": __init__,
+                                     "forward": lambda self, input: function(input, inplace=self.inplace),
+                                     "extra_repr": lambda self: _inplace_repr(self.inplace)})
+
+
+ReLU6 = _clamping_module("ReLU6", relu6, "min(max(x, 0), 6) (torch.nn.ReLU6, F.relu6).")
+Hardsigmoid = _clamping_module("Hardsigmoid", hardsigmoid, "relu6(x + 3) / 6 (torch.nn.Hardsigmoid).")
+Hardswish = _clamping_module("Hardswish", hardswish, "x relu6(x + 3) / 6 (torch.nn.Hardswish).")
+Mish = _clamping_module("Mish", mish, "x tanh(softplus(x)) (torch.nn.Mish).")
+
+
+class Hardtanh(nn.Module):
+    """x clamped to [min_val, max_val] (torch.nn.Hardtanh, F.hardtanh)."""
+
+    def __init__(self, min_val=-1.0, max_val=1.0, inplace=False):
+        super().__init__()
+        self.min_val, self.max_val, self.inplace = min_val, max_val, inplace
+
+    def forward(self, input):
+        return hardtanh(input, self.min_val, self.max_val, self.inplace)
+
+    def extra_repr(self):
+        return f"min_val={self.min_val}, max_val={self.max_val}" + _inplace_repr(self.inplace, ", ")
+
+
+class PReLU(nn.Module):
+    """x where x >= 0, else a x with a learned slope a per channel
+    (torch.nn.PReLU): weight [num_parameters] starting at init."""
+
+    def __init__(self, num_parameters=1, init=0.25):
+        super().__init__()
+        self.num_parameters = num_parameters
+        self.weight = nn.Parameter(_tmem.full((num_parameters,), float(init)))
+
+    def forward(self, input):
+        return prelu(input, self.weight)
+
+    def extra_repr(self):
+        return f"num_parameters={self.num_parameters}"
+
+
 class ELU(nn.Module):
     """x where x > 0, else alpha (exp(x) - 1) (torch.nn.ELU, F.elu)."""
 
@@ -637,9 +731,10 @@ class KLDivLoss(_Loss):
         return F.kl_div(input, target, reduction=self.reduction, log_target=self.log_target)
 
 
-_FUNCTIONS = (leaky_relu, elu, mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy,
+_FUNCTIONS = (leaky_relu, elu, hardtanh, relu6, hardsigmoid, hardswish, mish, prelu, mse_loss, l1_loss, smooth_l1_loss, huber_loss, nll_loss, binary_cross_entropy,
               binary_cross_entropy_with_logits, kl_div, one_hot, normalize, cosine_similarity)
-_MODULES = (Identity, ReLU, GELU, Tanh, Sigmoid, SiLU, Softplus, Softmax, LogSoftmax, LeakyReLU, ELU, Flatten,
+_MODULES = (Identity, ReLU, GELU, Tanh, Sigmoid, SiLU, Softplus, Softmax, LogSoftmax, LeakyReLU, ELU, ReLU6,
+            Hardtanh, Hardsigmoid, Hardswish, Mish, PReLU, Flatten,
             Unflatten, CrossEntropyLoss, NLLLoss, MSELoss, L1Loss, SmoothL1Loss, HuberLoss, BCELoss,
             BCEWithLogitsLoss, KLDivLoss)
 
