@@ -391,6 +391,34 @@ class TestAgainstTorch(unittest.TestCase):
         with tmem.autograd.no_grad():
             self.assertFalse(tmem.is_grad_enabled())
 
+    def test_alpha_number_bases_tensor_bounds_cat_dtypes_lerp_cumprod(self):
+        """torch.add(a, b, alpha=), torch.pow(2.0, x), clamp(min=tensor), repeat_interleave(n),
+        F.dropout(inplace=), cat of float32 with int64, lerp and cumprod were errors."""
+        x, y = RNG.standard_normal((3, 4)), RNG.standard_normal((3, 4))
+        self.compare(lambda a, b: tmem.add(a, b, alpha=2.5), lambda a, b: torch.add(a, b, alpha=2.5), x, y)
+        self.compare(lambda a, b: a.sub(b, alpha=-1.5), lambda a, b: a.sub(b, alpha=-1.5), x, y)
+        self.compare(lambda a: tmem.pow(2.0, a), lambda a: torch.pow(2.0, a), x)
+        self.compare(lambda a, b: a.clamp(min=b), lambda a, b: a.clamp(min=b), x, y)
+        self.compare(lambda a, b: tmem.clamp(a, min=-b, max=b), lambda a, b: torch.clamp(a, min=-b, max=b), x,
+                     np.abs(y))
+        self.compare(lambda a: a.repeat_interleave(2), lambda a: a.repeat_interleave(2), x)
+        counts = [1, 0, 3]
+        self.compare(lambda a: a.repeat_interleave(tmem.tensor(counts), 0),
+                     lambda a: a.repeat_interleave(torch.tensor(counts), 0), x)
+        self.compare(lambda a, b: tmem.lerp(a, b, 0.3), lambda a, b: torch.lerp(a, b, 0.3), x, y)
+        zeros = x.copy()
+        zeros[0, 1] = zeros[1, 1] = zeros[1, 3] = 0.0
+        self.compare(lambda a: tmem.cumprod(a, 1), lambda a: torch.cumprod(a, 1), zeros)
+        self.compare(lambda a: a.cumprod(0), lambda a: a.cumprod(0), zeros)
+        self.assertEqual([tmem.cat([tmem.ones(2), tmem.tensor([3])]).dtype,
+                          tmem.stack([tmem.ones(1, dtype=tmem.float64), tmem.ones(1)]).dtype],
+                         [tmem.float32, tmem.float64])  # torch's promotion
+        data = tmem.ones(1000)
+        same = data
+        tmem.nn.functional.dropout(data, 0.5, True, True, generator=tmem.Generator(0))
+        self.assertIs(same, data)
+        self.assertEqual(sorted(set(data.tolist())), [0.0, 2.0])  # written in place
+
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))
         zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others

@@ -5,7 +5,7 @@ op itself; the others are written here over tmem's ops, and an argument
 tmem does not implement raises ValueError naming it."""
 from . import _tmem
 from ._tensor_ops import copy_in_place, refuse as _refuse
-from ._tmem import (dropout, gelu, grid_sample, layer_norm, log_softmax, scaled_dot_product_attention,  # noqa: F401
+from ._tmem import (gelu, grid_sample, layer_norm, log_softmax, scaled_dot_product_attention,  # noqa: F401
                     sigmoid, silu, tanh)
 
 
@@ -27,6 +27,14 @@ def relu(input, inplace=False):
     """max(input, 0) (torch.nn.functional.relu); inplace writes it into
     input, under the rules of in-place ops (not a leaf that requires grad)."""
     return _in_place(input, _tmem.relu(input), inplace)
+
+
+def dropout(input, p=0.5, training=True, inplace=False, *, generator=None):
+    """Inverted dropout (torch.nn.functional.dropout): zeros with
+    probability p, the rest scaled by 1 / (1 - p), when training; inplace
+    writes it into input. generator: tmem's (the default one when None)."""
+    out = _tmem.dropout(input, p, training, generator=generator)
+    return _in_place(input, out, inplace, "dropout") if training and p > 0 else out
 
 
 def softmax(input, dim, dtype=None):

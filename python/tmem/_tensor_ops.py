@@ -619,6 +619,97 @@ def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
 
 
 _RAW_SUM, _RAW_ROUND = _tmem.sum, _tmem.round
+_RAW_ADD, _RAW_SUB, _RAW_POW, _RAW_CLAMP = _tmem.add, _tmem.sub, _tmem.pow, _tmem.clamp
+_RAW_REPEAT_INTERLEAVE, _RAW_CAT, _RAW_STACK = _tmem.repeat_interleave, _tmem.cat, _tmem.stack
+
+
+def _add(input, other, *, alpha=1):
+    """input + alpha other (torch.add)."""
+    return _RAW_ADD(input, other if alpha == 1 else other * alpha)
+
+
+def _sub(input, other, *, alpha=1):
+    """input - alpha other (torch.sub)."""
+    return _RAW_SUB(input, other if alpha == 1 else other * alpha)
+
+
+def _pow(input, exponent):
+    """input ** exponent (torch.pow), input a tensor or a number (2.0 ** x)."""
+    return exponent.__rpow__(input) if not isinstance(input, Tensor) else _RAW_POW(input, exponent)
+
+
+def _clamp(input, min=None, max=None):
+    """input clamped to [min, max] (torch.clamp, clip): numbers, or tensors
+    broadcast against input (maximum and minimum then)."""
+    if not isinstance(min, Tensor) and not isinstance(max, Tensor):
+        return _RAW_CLAMP(input, min, max)
+    out = input if min is None else maximum(input, min) if isinstance(min, Tensor) else _RAW_CLAMP(input, min, None)
+    return out if max is None else minimum(out, max) if isinstance(max, Tensor) else _RAW_CLAMP(out, None, max)
+
+
+def _repeat_interleave(input, repeats, dim=None, *, output_size=None):
+    """Each element repeated along dim (torch.repeat_interleave; of the
+    flattened input for dim None): repeats an int, or an int64 tensor of one
+    count per element of that dim."""
+    if dim is None:
+        input, dim = input.reshape(-1), 0
+    if isinstance(repeats, Tensor):
+        counts = repeats.cpu().numpy().reshape(-1)
+        size = input.shape[dim % max(input.dim(), 1)]
+        if counts.size not in (1, size) or (counts < 0).any():
+            raise _tmem.ValueError(f"repeat_interleave: expected 1 or {size} non-negative repeats, but got "
+                                   f"{counts.tolist()}")
+        index = _np.repeat(_np.arange(size), counts if counts.size == size else int(counts[0]))
+        return _tmem.index_select(input, dim, _tmem.tensor(index.astype(_np.int64)).to(input.device))
+    return _RAW_REPEAT_INTERLEAVE(input, repeats, dim)
+
+
+def _common_dtype(tensors):
+    """torch's result type of tensors: float64 if any is, else float32 if
+    any is floating, else int64."""
+    dtypes = {t.dtype for t in tensors}
+    return _tmem.float64 if _tmem.float64 in dtypes else _tmem.float32 if _tmem.float32 in dtypes else _tmem.int64
+
+
+def _cat(tensors, dim=0):
+    """tensors joined along dim (torch.cat), of their common dtype (float32
+    with int64 gives float32, as torch)."""
+    tensors = tensors if isinstance(tensors, Tensor) else list(tensors)  # one tensor: the op's TypeError
+    if not isinstance(tensors, Tensor) and _builtins.all(isinstance(t, Tensor) for t in tensors) and \
+            len({t.dtype for t in tensors}) > 1:
+        common = _common_dtype(tensors)
+        tensors = [t.to(common) for t in tensors]
+    return _RAW_CAT(tensors, dim)
+
+
+def _stack(tensors, dim=0):
+    """tensors stacked on a new dim (torch.stack), of their common dtype."""
+    tensors = tensors if isinstance(tensors, Tensor) else list(tensors)  # one tensor: the op's TypeError
+    if not isinstance(tensors, Tensor) and _builtins.all(isinstance(t, Tensor) for t in tensors) and \
+            len({t.dtype for t in tensors}) > 1:
+        common = _common_dtype(tensors)
+        tensors = [t.to(common) for t in tensors]
+    return _RAW_STACK(tensors, dim)
+
+
+def lerp(input, end, weight):
+    """input + weight (end - input) (torch.lerp); weight a number or a tensor."""
+    return input + weight * (end - input)
+
+
+def cumprod(input, dim, *, dtype=None):
+    """Running products along dim (torch.cumprod), by a Hillis-Steele scan
+    of muls (log2 n steps), so the gradient is exact where elements are 0."""
+    x = input if dtype is None else input.to(dtype)
+    d = _dims(dim, x.dim(), "cumprod")
+    if not d or x.numel() == 0:
+        return x * 1
+    d, shift = d[0], 1
+    while shift < x.shape[d]:
+        ones = _tmem.ones_like(x.narrow(d, 0, shift))
+        x = x * _tmem.cat([ones, x.narrow(d, 0, x.shape[d] - shift)], d)
+        shift *= 2
+    return x
 
 
 def _round(input, decimals=0):
@@ -964,13 +1055,15 @@ _BOTH = {"square": square, "isnan": isnan, "isinf": isinf, "isfinite": isfinite,
          "dot": dot, "outer": outer, "max": _max, "min": _min, "split": split, "sort": sort, "argsort": argsort,
          "topk": topk, "cumsum": cumsum, "prod": prod, "masked_select": masked_select, "nonzero": nonzero,
          "argwhere": argwhere, "count_nonzero": count_nonzero, "multinomial": multinomial, "nan_to_num": nan_to_num,
-         "sum": _sum, "clip": Tensor.clamp, "round": _round}
+         "sum": _sum, "clip": _clamp, "clamp": _clamp, "round": _round, "add": _add, "sub": _sub, "pow": _pow,
+         "repeat_interleave": _repeat_interleave, "lerp": lerp, "cumprod": cumprod}
 
 # tmem.<name>, put in the package's namespace by __init__.py.
 FUNCTIONS = {**_BOTH, "linspace": linspace, "eye": eye, "zeros_like": zeros_like, "ones_like": ones_like,
              "empty_like": empty_like, "full_like": full_like, "rand_like": rand_like, "randn_like": randn_like,
              "randint": randint, "flip": flip, "einsum": einsum, "enable_grad": enable_grad,
-             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "where": _where}
+             "set_grad_enabled": set_grad_enabled, "inference_mode": inference_mode, "where": _where, "cat": _cat,
+             "stack": _stack}
 
 
 def _flip_method(self, *args, dims=None):
