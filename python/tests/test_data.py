@@ -9,8 +9,8 @@ import numpy as np
 
 import tmem
 import tmem.nn.utils as nn_utils
-from tmem.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, SequentialSampler, Subset,
-                             TensorDataset, default_collate, random_split)
+from tmem.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset, SequentialSampler,
+                             Subset, TensorDataset, default_collate, random_split)
 
 try:
     import torch
@@ -75,6 +75,23 @@ class TestData(unittest.TestCase):
             DataLoader(ds, sampler=SequentialSampler(ds), shuffle=True)
 
     @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
+    def test_iterable_datasets_batch_in_their_own_order(self):
+        """torch.utils.data.IterableDataset was missing."""
+        class Stream(IterableDataset):
+            def __iter__(self):
+                for i in range(7):
+                    yield tmem.tensor([float(i)]), i
+
+        batches = list(DataLoader(Stream(), batch_size=3))
+        self.assertEqual([(tuple(x.shape), y.tolist()) for x, y in batches],
+                         [((3, 1), [0, 1, 2]), ((3, 1), [3, 4, 5]), ((1, 1), [6])])
+        self.assertEqual(len(list(DataLoader(Stream(), batch_size=3, drop_last=True))), 2)
+        self.assertEqual(list(DataLoader(Stream(), batch_size=None))[1][1], 1)
+        with self.assertRaisesRegex(ValueError, "an IterableDataset is read in its own order; it takes no shuffle"):
+            DataLoader(Stream(), shuffle=True)
+        with self.assertRaisesRegex(TypeError, "an IterableDataset has no len"):
+            len(DataLoader(Stream()))
+
     def test_batches_match_torchs(self):
         x, y = np.arange(24.0).reshape(8, 3), np.arange(8)
         mine = DataLoader(TensorDataset(tmem.tensor(x), tmem.tensor(y)), batch_size=3)

@@ -258,6 +258,13 @@ class TestGradModesAndInit(unittest.TestCase):
         w = lin.weight.numpy()
         self.assertTrue(np.all(np.abs(w) <= 0.04) and abs(float(w.std()) - 0.0176) < 0.002)
         self.assertEqual(init.eye_(tmem.zeros(2, 3)).tolist(), [[1, 0, 0], [0, 1, 0]])
+        for shape, gain in (((3, 5), 1.0), ((6, 2, 2), 2.0), ((4, 4), 0.5)):  # (semi-)orthogonal rows or columns
+            q = init.orthogonal_(tmem.empty(*shape), gain, generator=tmem.Generator(0)).numpy().astype(np.float64)
+            q = q.reshape(shape[0], -1)
+            small = q @ q.T if q.shape[0] <= q.shape[1] else q.T @ q
+            np.testing.assert_allclose(small, gain ** 2 * np.eye(len(small)), atol=1e-5)
+        with self.assertRaisesRegex(tmem.ValueError, "orthogonal_: only tensors with 2 or more dims"):
+            init.orthogonal_(tmem.empty(3))
         self.assertEqual((init.calculate_gain("tanh"), init.calculate_gain("relu"),
                           init.calculate_gain("leaky_relu", 0.2)), (5 / 3, math.sqrt(2), math.sqrt(2 / 1.04)))
         self.assertEqual(init._calculate_fan_in_and_fan_out(tmem.zeros(8, 4, 3, 3)), (36, 72))

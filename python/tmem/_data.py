@@ -24,6 +24,15 @@ class Dataset:
         return ConcatDataset([self, other])
 
 
+class IterableDataset(Dataset):
+    """A dataset read by iterating it (torch.utils.data.IterableDataset):
+    subclasses define __iter__; DataLoader batches what it yields in
+    order (no sampler, no shuffle)."""
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} must define __iter__")
+
+
 class TensorDataset(Dataset):
     """Samples are tuples of the tensors' rows: tensors [N, ...] of one N (torch's). ValueError for another N."""
 
@@ -169,6 +178,14 @@ class DataLoader:
             raise ValueError(f"DataLoader: num_workers must be an int >= 0, but got {num_workers!r}")
         self.dataset, self.batch_size, self.drop_last, self.generator = dataset, batch_size, drop_last, generator
         self.num_workers = num_workers
+        if isinstance(dataset, IterableDataset):
+            if shuffle or sampler is not None or batch_sampler is not None:
+                raise ValueError("DataLoader: an IterableDataset is read in its own order; it takes no shuffle, "
+                                 "sampler or batch_sampler")
+            self.sampler = self.batch_sampler = None
+            self.collate_fn = collate_fn if collate_fn is not None else (default_collate if batch_size is not None
+                                                                         else _convert)
+            return
         self.sampler = sampler if sampler is not None else (
             RandomSampler(dataset, generator=generator) if shuffle else SequentialSampler(dataset))
         self.batch_sampler = batch_sampler if batch_sampler is not None else (
@@ -179,6 +196,9 @@ class DataLoader:
                                                                      is not None else _convert)
 
     def __iter__(self):
+        if isinstance(self.dataset, IterableDataset):
+            yield from self._iterate_stream()
+            return
         if self.batch_sampler is None:
             for index in self.sampler:
                 yield self.collate_fn(self.dataset[index])
@@ -186,7 +206,26 @@ class DataLoader:
         for indices in self.batch_sampler:
             yield self.collate_fn([self.dataset[i] for i in indices])
 
+    def _iterate_stream(self):
+        """The batches of an IterableDataset: batch_size samples at a time
+        as they come (one by one for batch_size None), the short last one
+        dropped when drop_last."""
+        if self.batch_size is None:
+            for sample in self.dataset:
+                yield self.collate_fn(sample)
+            return
+        batch = []
+        for sample in self.dataset:
+            batch.append(sample)
+            if len(batch) == self.batch_size:
+                yield self.collate_fn(batch)
+                batch = []
+        if batch and not self.drop_last:
+            yield self.collate_fn(batch)
+
     def __len__(self):
+        if isinstance(self.dataset, IterableDataset):
+            raise TypeError("DataLoader: an IterableDataset has no len()")
         return len(self.batch_sampler) if self.batch_sampler is not None else len(self.sampler)
 
 
@@ -258,7 +297,7 @@ class BatchSampler:
 
 
 data = _types.ModuleType("tmem.utils.data", __doc__)
-for _obj in (Dataset, TensorDataset, ConcatDataset, Subset, random_split, default_collate, DataLoader,
+for _obj in (Dataset, IterableDataset, TensorDataset, ConcatDataset, Subset, random_split, default_collate, DataLoader,
              SequentialSampler, RandomSampler, BatchSampler):
     setattr(data, _obj.__name__, _obj)
 utils = _types.ModuleType("tmem.utils", "torch.utils's data loading for tmem (tmem.utils.data).")

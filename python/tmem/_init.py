@@ -166,7 +166,27 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu"):
     return normal_(tensor, 0.0, _kaiming_std(tensor, a, mode, nonlinearity, "kaiming_normal_"))
 
 
+def orthogonal_(tensor, gain=1.0, generator=None):
+    """Fills tensor (at least 2-D, read as rows x the rest) with a (semi-)
+    orthogonal matrix times gain (torch.nn.init.orthogonal_; Saxe et al.
+    2013): the Q of the QR decomposition of N(0, 1) draws of generator (the
+    default one when None), its columns' signs set by R's diagonal.
+    ValueError for fewer than 2 dims."""
+    if tensor.dim() < 2:
+        raise _tmem.ValueError(f"orthogonal_: only tensors with 2 or more dims are supported, but got "
+                               f"{tensor.dim()}")
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows if rows else 0
+    if rows == 0 or cols == 0:
+        return tensor
+    flat = _tmem.randn(rows, cols, dtype=_tmem.float64, generator=generator).numpy()
+    q, r = _np.linalg.qr(flat.T if rows < cols else flat)
+    q = q * _np.sign(_np.diag(r))
+    q = q.T if rows < cols else q
+    return _fill(tensor, _tmem.tensor(gain * q.reshape(tuple(tensor.shape))).to(tensor.device))
+
+
 init = _types.ModuleType("tmem.nn.init", __doc__)
 for _f in (calculate_gain, _calculate_fan_in_and_fan_out, uniform_, normal_, trunc_normal_, constant_, ones_, zeros_,
-           eye_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_):
+           eye_, xavier_uniform_, xavier_normal_, kaiming_uniform_, kaiming_normal_, orthogonal_):
     setattr(init, _f.__name__, _f)
