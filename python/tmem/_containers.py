@@ -165,7 +165,45 @@ class ModuleList(_Indexed):
             self.extend(modules)
 
 
-class ModuleDict(_Container):
+class _Keyed:
+    """What ModuleDict and ParameterDict share: str keys in `_tmem_keys`
+    (insertion order), each an attribute of the module."""
+
+    def _check_key(self, key):
+        if not isinstance(key, str):
+            raise TypeError(f"{type(self).__name__} keys must be str, not {type(key).__name__}")
+
+    def __getitem__(self, key):
+        self._check_key(key)
+        if key not in self._tmem_keys:
+            raise KeyError(key)
+        return getattr(self, key)
+
+    def __contains__(self, key):
+        return key in self._tmem_keys
+
+    def __len__(self):
+        return len(self._tmem_keys)
+
+    def __iter__(self):
+        return iter(list(self._tmem_keys))
+
+    def keys(self):
+        return list(self._tmem_keys)
+
+    def values(self):
+        return [getattr(self, k) for k in self._tmem_keys]
+
+    def items(self):
+        return list(zip(self._tmem_keys, self.values()))
+
+    def update(self, pairs):
+        """Adds or replaces each (key, value) of a mapping or of an iterable of pairs, in order."""
+        for key, value in (pairs.items() if hasattr(pairs, "items") else pairs):
+            self[key] = value
+
+
+class ModuleDict(_Keyed, _Container):
     """torch.nn.ModuleDict: modules by str key in insertion order;
     d[key], d[key] = module (a new key goes last, a present one is replaced
     in its place), del d[key], pop, in, len, iteration over the keys,
@@ -177,16 +215,6 @@ class ModuleDict(_Container):
         super().__init__()
         if modules is not None:
             self.update(modules)
-
-    def _check_key(self, key):
-        if not isinstance(key, str):
-            raise TypeError(f"ModuleDict keys must be str, not {type(key).__name__}")
-
-    def __getitem__(self, key):
-        self._check_key(key)
-        if key not in self._tmem_keys:
-            raise KeyError(key)
-        return getattr(self, key)
 
     def __setitem__(self, key, module):
         self._check_key(key)
@@ -202,21 +230,6 @@ class ModuleDict(_Container):
             raise KeyError(key)
         self.unregister(key)
 
-    def __contains__(self, key):
-        return key in self._tmem_keys
-
-    def __iter__(self):
-        return iter(list(self._tmem_keys))
-
-    def keys(self):
-        return list(self._tmem_keys)
-
-    def values(self):
-        return self._modules_in_order()
-
-    def items(self):
-        return list(zip(self._tmem_keys, self._modules_in_order()))
-
     def pop(self, key):
         module = self[key]
         del self[key]
@@ -225,14 +238,6 @@ class ModuleDict(_Container):
     def clear(self):
         for key in list(self._tmem_keys):
             del self[key]
-
-    def update(self, modules):
-        """Adds or replaces each (key, module) of a mapping or of an iterable
-        of pairs, in order."""
-        pairs = modules.items() if hasattr(modules, "items") else modules
-        for pair in pairs:
-            key, module = pair
-            self[key] = module
 
 
 def _parameter(who, value):
@@ -290,7 +295,7 @@ class ParameterList(nn.Module):
         return self
 
 
-class ParameterDict(nn.Module):
+class ParameterDict(_Keyed, nn.Module):
     """torch.nn.ParameterDict: parameters by str key in insertion order (a
     tensor that does not require grad made a parameter); d[key] = value,
     d[key], del d[key], in, len, iteration over the keys, keys(), values(),
@@ -302,16 +307,6 @@ class ParameterDict(nn.Module):
         self._tmem_keys = []
         if parameters is not None:
             self.update(parameters)
-
-    def _check_key(self, key):
-        if not isinstance(key, str):
-            raise TypeError(f"ParameterDict keys must be str, not {type(key).__name__}")
-
-    def __getitem__(self, key):
-        self._check_key(key)
-        if key not in self._tmem_keys:
-            raise KeyError(key)
-        return getattr(self, key)
 
     def __setitem__(self, key, value):
         self._check_key(key)
@@ -328,26 +323,3 @@ class ParameterDict(nn.Module):
             raise KeyError(key)
         self.unregister(key)
         self._tmem_keys.remove(key)
-
-    def __contains__(self, key):
-        return key in self._tmem_keys
-
-    def __len__(self):
-        return len(self._tmem_keys)
-
-    def __iter__(self):
-        return iter(list(self._tmem_keys))
-
-    def keys(self):
-        return list(self._tmem_keys)
-
-    def values(self):
-        return [getattr(self, k) for k in self._tmem_keys]
-
-    def items(self):
-        return list(zip(self._tmem_keys, self.values()))
-
-    def update(self, parameters):
-        """Adds or replaces each (key, value) of a mapping or of an iterable of pairs, in order."""
-        for key, value in (parameters.items() if hasattr(parameters, "items") else parameters):
-            self[key] = value

@@ -664,32 +664,29 @@ def _repeat_interleave(input, repeats, dim=None, *, output_size=None):
     return _RAW_REPEAT_INTERLEAVE(input, repeats, dim)
 
 
-def _common_dtype(tensors):
-    """torch's result type of tensors: float64 if any is, else float32 if
-    any is floating, else int64."""
-    dtypes = {t.dtype for t in tensors}
-    return _tmem.float64 if _tmem.float64 in dtypes else _tmem.float32 if _tmem.float32 in dtypes else _tmem.int64
+def _of_common_dtype(tensors):
+    """tensors (a sequence) cast to torch's result type: float64 if any is,
+    else float32 if any is floating, else int64; one tensor as it is (the
+    op's TypeError names it)."""
+    if isinstance(tensors, Tensor):
+        return tensors
+    tensors = list(tensors)
+    dtypes = {t.dtype for t in tensors if isinstance(t, Tensor)}
+    if len(dtypes) < 2 or not _builtins.all(isinstance(t, Tensor) for t in tensors):
+        return tensors
+    common = _tmem.float64 if _tmem.float64 in dtypes else _tmem.float32 if _tmem.float32 in dtypes else _tmem.int64
+    return [t.to(common) for t in tensors]
 
 
 def _cat(tensors, dim=0):
     """tensors joined along dim (torch.cat), of their common dtype (float32
     with int64 gives float32, as torch)."""
-    tensors = tensors if isinstance(tensors, Tensor) else list(tensors)  # one tensor: the op's TypeError
-    if not isinstance(tensors, Tensor) and _builtins.all(isinstance(t, Tensor) for t in tensors) and \
-            len({t.dtype for t in tensors}) > 1:
-        common = _common_dtype(tensors)
-        tensors = [t.to(common) for t in tensors]
-    return _RAW_CAT(tensors, dim)
+    return _RAW_CAT(_of_common_dtype(tensors), dim)
 
 
 def _stack(tensors, dim=0):
     """tensors stacked on a new dim (torch.stack), of their common dtype."""
-    tensors = tensors if isinstance(tensors, Tensor) else list(tensors)  # one tensor: the op's TypeError
-    if not isinstance(tensors, Tensor) and _builtins.all(isinstance(t, Tensor) for t in tensors) and \
-            len({t.dtype for t in tensors}) > 1:
-        common = _common_dtype(tensors)
-        tensors = [t.to(common) for t in tensors]
-    return _RAW_STACK(tensors, dim)
+    return _RAW_STACK(_of_common_dtype(tensors), dim)
 
 
 def lerp(input, end, weight):
