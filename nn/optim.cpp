@@ -125,6 +125,27 @@ void set_group_option(std::vector<ParamGroup>& groups, size_t group, double valu
   groups[group].*field = value;
 }
 
+// Sets every group's unset momentum to `fallback` after checking each is in
+// range: finite and >= 0 (SGD's momentum) or in [0, 1) (beta, AdamW's beta1).
+bool momentum_ok(double m, bool beta) { return beta ? m >= 0 && m < 1 : finite_nonneg(m); }
+const char* momentum_range(bool beta) { return beta ? "beta1 in [0, 1)" : "a finite momentum >= 0"; }
+
+void resolve_momentum(std::vector<ParamGroup>& groups, double fallback, bool beta, const char* op) {
+  for (size_t gi = 0; gi < groups.size(); ++gi) {
+    const double m = groups[gi].momentum.value_or(fallback);
+    check<ValueError>(momentum_ok(m, beta), op, ": expected ", momentum_range(beta), ", but group ", gi, " has ", m);
+    groups[gi].momentum = m;
+  }
+}
+
+// groups[group].momentum = value after resolve_momentum's check.
+void set_momentum_of(std::vector<ParamGroup>& groups, size_t group, double value, bool beta, const char* op) {
+  check<IndexError>(group < groups.size(), op, ": group ", group, " is out of range for ", groups.size(),
+                    " groups");
+  check<ValueError>(momentum_ok(value, beta), op, ": expected ", momentum_range(beta), ", but got ", value);
+  groups[group].momentum = value;
+}
+
 // The parameters per group of an optimizer's state_dict: "group_sizes" [G].
 Tensor group_sizes(const std::vector<ParamGroup>& groups) {
   std::vector<int64_t> sizes;
@@ -212,12 +233,19 @@ SGD::SGD(std::vector<ParamGroup> groups, std::optional<double> lr, double moment
   check<ValueError>(finite_nonneg(momentum) && finite_nonneg(weight_decay),
                     "SGD: expected finite momentum, weight_decay >= 0, but got ", momentum, ", ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "SGD", params_, group_of_);
+  resolve_momentum(groups_, momentum, false, "SGD");
   bufs_.resize(params_.size());
 }
 
 void SGD::add_param_group(ParamGroup group) {
-  add_group(groups_, std::move(group), lr_, weight_decay_, "SGD::add_param_group", params_, group_of_);
+  std::vector<ParamGroup> one{group};
+  resolve_momentum(one, momentum_, false, "SGD::add_param_group");  // checked before anything is added
+  add_group(groups_, std::move(one.front()), lr_, weight_decay_, "SGD::add_param_group", params_, group_of_);
   bufs_.resize(params_.size());
+}
+
+void SGD::set_momentum(size_t group, double momentum) {
+  set_momentum_of(groups_, group, momentum, false, "SGD::set_momentum");
 }
 
 void SGD::set_lr(double lr) {
@@ -230,17 +258,18 @@ void SGD::set_weight_decay(size_t group, double weight_decay) {
 
 void SGD::step() {
   const RecordFunction region("SGD.step");
-  auto buffer = [&](size_t i) -> bool {
+  auto buffer = [&](size_t i, double momentum) -> bool {
     follow_param(bufs_[i], params_[i]);
-    const bool first = momentum_ != 0 && !bufs_[i].defined();
+    const bool first = momentum != 0 && !bufs_[i].defined();
     if (first) bufs_[i] = empty(params_[i].shape(), params_[i].dtype(), params_[i].device());
     return first;
   };
   for_each_grad(params_, "SGD.step", [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
-    const bool first = buffer(i);
     const ParamGroup& group = groups_[group_of_[i]];
-    T* b = momentum_ != 0 ? bufs_[i].template data<T>() : nullptr;
-    k.sgd_step(params_[i].device().index, p, g, b, n, {*group.lr, momentum_, *group.weight_decay, first});
+    const double momentum = *group.momentum;
+    const bool first = buffer(i, momentum);
+    T* b = momentum != 0 ? bufs_[i].template data<T>() : nullptr;
+    k.sgd_step(params_[i].device().index, p, g, b, n, {*group.lr, momentum, *group.weight_decay, first});
     if (b) bufs_[i].bump_version();
   });
 }
@@ -294,6 +323,7 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
                     "been 0), but got ", eps);
   check<ValueError>(finite_nonneg(weight_decay), "AdamW: expected a finite weight_decay >= 0, but got ", weight_decay);
   resolve_groups(groups_, lr, weight_decay, "AdamW", params_, group_of_);
+  resolve_momentum(groups_, beta1, true, "AdamW");
   for (const Tensor& p : params_) {
     m_.push_back(zeros(p.shape(), p.dtype(), p.device()));
     v_.push_back(zeros(p.shape(), p.dtype(), p.device()));
@@ -301,7 +331,9 @@ AdamW::AdamW(std::vector<ParamGroup> groups, double lr, double beta1, double bet
 }
 
 void AdamW::add_param_group(ParamGroup group) {
-  add_group(groups_, std::move(group), lr_, weight_decay_, "AdamW::add_param_group", params_, group_of_);
+  std::vector<ParamGroup> one{group};
+  resolve_momentum(one, beta1_, true, "AdamW::add_param_group");  // checked before anything is added
+  add_group(groups_, std::move(one.front()), lr_, weight_decay_, "AdamW::add_param_group", params_, group_of_);
   for (size_t i = m_.size(); i < params_.size(); ++i) {
     m_.push_back(zeros(params_[i].shape(), params_[i].dtype(), params_[i].device()));
     v_.push_back(zeros(params_[i].shape(), params_[i].dtype(), params_[i].device()));
@@ -317,18 +349,20 @@ void AdamW::set_weight_decay(size_t group, double weight_decay) {
                    "AdamW::set_weight_decay");
 }
 
+void AdamW::set_beta1(size_t group, double beta1) { set_momentum_of(groups_, group, beta1, true, "AdamW::set_beta1"); }
+
 void AdamW::step() {
   const RecordFunction region("AdamW.step");
   ++t_;
-  const double bc1 = 1.0 - std::pow(beta1_, static_cast<double>(t_));
   const double bc2 = 1.0 - std::pow(beta2_, static_cast<double>(t_));
   const double bc2_sqrt = std::sqrt(bc2);
   for_each_grad(params_, "AdamW.step", [&]<class T>(const KernelTable<T>& k, T* p, const T* g, size_t i, int64_t n) {
     follow_param(m_[i], params_[i]);
     follow_param(v_[i], params_[i]);
     const ParamGroup& group = groups_[group_of_[i]];
+    const double beta1 = *group.momentum, bc1 = 1.0 - std::pow(beta1, static_cast<double>(t_));
     k.adamw_step(params_[i].device().index, p, g, m_[i].template data<T>(), v_[i].template data<T>(), n,
-                 {beta1_, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});
+                 {beta1, beta2_, 1.0 - *group.lr * *group.weight_decay, *group.lr / bc1, bc2_sqrt, eps_});
   });
 }
 

@@ -20,11 +20,12 @@ namespace tmem::nn {
 class Module;
 
 /// Parameters that share a learning rate and weight decay (PyTorch's
-/// param_groups). An option left unset takes the optimizer's default; in an
-/// optimizer's param_groups() both are set.
+/// param_groups), and a momentum: SGD's momentum, AdamW's beta1 (what
+/// torch's OneCycleLR cycles). An option left unset takes the optimizer's
+/// default; in an optimizer's param_groups() all are set.
 struct ParamGroup {
   std::vector<Tensor> params;
-  std::optional<double> lr, weight_decay;
+  std::optional<double> lr, weight_decay, momentum;
 };
 
 /// The two groups of the usual weight-decay rule (GPT-2 / nanoGPT, timm):
@@ -39,8 +40,8 @@ std::vector<ParamGroup> weight_decay_groups(const std::vector<Tensor>& params, d
 std::vector<ParamGroup> weight_decay_groups(const Module& m, double weight_decay);
 
 /// SGD with momentum (PyTorch): b = momentum * b + g (b = g on the first
-/// step); p -= lr * b. weight_decay adds wd * p to g first. lr and
-/// weight_decay are per group. Throws ValueError for a negative or infinite
+/// step); p -= lr * b. weight_decay adds wd * p to g first. lr,
+/// weight_decay and momentum are per group. Throws ValueError for a negative or infinite
 /// (or NaN) lr, momentum or weight_decay, or a parameter given twice or not a
 /// leaf.
 class SGD {
@@ -61,10 +62,15 @@ class SGD {
   /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
   /// < 0 or not finite, IndexError for a group out of range.
   void set_weight_decay(size_t group, double weight_decay);
+  /// Sets group `group`'s momentum (its buffers are kept). Throws ValueError
+  /// for a momentum < 0 or not finite, IndexError for a group out of range.
+  void set_momentum(size_t group, double momentum);
   /// Appends a group (torch's add_param_group): an option it leaves unset
-  /// takes the constructor's lr or weight_decay. Throws ValueError as the
-  /// constructor does, or for a parameter already in a group (nothing added).
+  /// takes the constructor's lr, weight_decay or momentum. Throws ValueError
+  /// as the constructor does, or for a parameter already in a group
+  /// (nothing added).
   void add_param_group(ParamGroup group);
+  /// The constructor's momentum: a new group's default.
   double momentum() const { return momentum_; }
   /// The constructor's lr and weight_decay: a new group's defaults (lr
   /// nullopt when the constructor had none).
@@ -96,7 +102,7 @@ class SGD {
 /// AdamW (Loshchilov & Hutter 2019; PyTorch torch.optim.AdamW): decoupled
 /// decay p -= lr * wd * p; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 /// p -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps) (eps added
-/// after the square root). lr and weight_decay are per group. Throws
+/// after the square root). lr, weight_decay and b1 are per group. Throws
 /// ValueError for lr or weight_decay < 0 or not finite, eps not finite or
 /// not above 0 in float32 (eps 0 makes 0 / 0 where a gradient has been 0), betas outside
 /// [0,1), or a parameter given twice or not a leaf.
@@ -109,6 +115,8 @@ class AdamW {
   void step();
   void zero_grad();
   int64_t steps() const { return t_; }
+  /// The constructor's beta1 (a new group's default; each group's own is its
+  /// ParamGroup::momentum) and beta2.
   double beta1() const { return beta1_; }
   double beta2() const { return beta2_; }
   double eps() const { return eps_; }
@@ -124,10 +132,14 @@ class AdamW {
   /// Sets group `group`'s weight decay. Throws ValueError for a weight decay
   /// < 0 or not finite, IndexError for a group out of range.
   void set_weight_decay(size_t group, double weight_decay);
+  /// Sets group `group`'s beta1 (ParamGroup::momentum; the bias correction
+  /// 1 - beta1^t then uses it, as torch's). Throws ValueError for a beta1
+  /// outside [0, 1), IndexError for a group out of range.
+  void set_beta1(size_t group, double beta1);
   /// Appends a group (torch's add_param_group) with zero moments: an option
-  /// it leaves unset takes the constructor's lr or weight_decay. Throws
-  /// ValueError as the constructor does, or for a parameter already in a
-  /// group (nothing added).
+  /// it leaves unset takes the constructor's lr, weight_decay or beta1.
+  /// Throws ValueError as the constructor does, or for a parameter already
+  /// in a group (nothing added).
   void add_param_group(ParamGroup group);
   /// For checkpoints: moments as "m.<i>", "v.<i>" (i counts the parameters
   /// of all groups in order), the step count as "step" [1] and the

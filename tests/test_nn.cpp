@@ -540,3 +540,32 @@ TEST_CASE("Embedding: padding_idx starts at zeros and is never trained, and a ba
   CHECK_THROWS_WITH_AS(nn::Embedding(4, 3, default_generator(), 4), "Embedding: padding_idx 4 is outside the 4 rows",
                        ValueError);
 }
+
+TEST_CASE("SGD's momentum and AdamW's beta1 are per group and settable (torch's OneCycleLR cycles them)") {
+  Tensor a = zeros({1}).requires_grad_(), b = zeros({1}).requires_grad_();
+  nn::SGD sgd({nn::ParamGroup{{a}, std::nullopt, std::nullopt, 0.0}, nn::ParamGroup{{b}, std::nullopt, std::nullopt}},
+              0.1, 0.5);
+  CHECK(*sgd.param_groups()[0].momentum == 0.0);
+  CHECK(*sgd.param_groups()[1].momentum == 0.5);  // the constructor's default
+  for (int step = 0; step < 2; ++step) {
+    accumulate_grad(a.impl(), ones({1}), "test");
+    accumulate_grad(b.impl(), ones({1}), "test");
+    sgd.step();
+    sgd.zero_grad();
+  }
+  check_close(a, {-0.2});   // p -= 0.1 g, twice
+  check_close(b, {-0.25});  // b = g, then 0.5 b + g = 1.5
+  sgd.set_momentum(0, 0.9);
+  CHECK(*sgd.param_groups()[0].momentum == 0.9);
+  CHECK_THROWS_WITH_AS(sgd.set_momentum(1, -1.0), "SGD::set_momentum: expected a finite momentum >= 0, but got -1",
+                       ValueError);
+  CHECK_THROWS_AS(sgd.set_momentum(2, 0.1), IndexError);
+
+  Tensor w = ones({1}).requires_grad_();
+  nn::AdamW adam(std::vector<Tensor>{w}, 0.1, 0.9, 0.999, 1e-8, 0.0);
+  adam.set_beta1(0, 0.5);
+  accumulate_grad(w.impl(), ones({1}), "test");
+  adam.step();  // m = 0.5 g, bias-corrected by 1 - 0.5: the step is lr exactly
+  check_close(w, {0.9}, 1e-6);
+  CHECK_THROWS_WITH_AS(adam.set_beta1(0, 1.0), "AdamW::set_beta1: expected beta1 in [0, 1), but got 1", ValueError);
+}

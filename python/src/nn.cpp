@@ -3,6 +3,7 @@
 // warmup_cosine_lr). Forward passes and optimizer steps release the GIL.
 #include <algorithm>
 #include <optional>
+#include <type_traits>
 #include <unordered_set>
 #include <utility>
 
@@ -150,13 +151,28 @@ void add_param_group(Opt& opt, const py::object& group, const std::string& who) 
   opt.add_param_group(param_groups_arg(py::make_tuple(group), who).front());
 }
 
+/// (beta1, beta2) from a Python pair of numbers; TypeError naming `who`
+/// otherwise (pybind11 refused anything else with its incompatible-arguments
+/// message).
+std::pair<double, double> betas_from_py(const py::object& betas, const std::string& who) {
+  const bool pair = py::isinstance<py::sequence>(betas) && !py::isinstance<py::str>(betas) && py::len(betas) == 2;
+  if (!pair)
+    throw py::type_error(who + ": expected betas to be a pair of numbers (beta1, beta2), but got " +
+                         printable(py::repr(betas).cast<std::string>()));
+  return {number_from_py(betas[py::int_(0)], who, "beta1"), number_from_py(betas[py::int_(1)], who, "beta2")};
+}
+
 /// One parameter group of an optimizer as torch.optim shows it: a mapping
-/// of params, lr and weight_decay whose lr and weight_decay can be set
-/// (`opt.param_groups[0]["lr"] = x`, as learning-rate schedules do), and
-/// the setting reaches the optimizer. Setting params or another key is a
-/// ValueError (a key tmem would not read must not look applied).
+/// of params, lr, weight_decay and the group's momentum (SGD's "momentum",
+/// AdamW's "betas" = (beta1, beta2)), all but params settable
+/// (`opt.param_groups[0]["lr"] = x`, as learning-rate schedules do; a
+/// beta2 other than the optimizer's is refused), and the setting reaches
+/// the optimizer. Setting params or another key is a ValueError (a key tmem
+/// would not read must not look applied).
 template <class Opt>
 struct GroupView : Bound {
+  static constexpr bool kAdamW = std::is_same_v<Opt, nn::AdamW>;
+  static constexpr const char* kMomentum = kAdamW ? "betas" : "momentum";
   py::object opt;  // keeps the optimizer alive
   size_t index;
 
@@ -166,12 +182,27 @@ struct GroupView : Bound {
     if (key == "params") return py::cast(group().params);
     if (key == "lr") return py::float_(*group().lr);
     if (key == "weight_decay") return py::float_(*group().weight_decay);
+    if (key == kMomentum) {
+      if constexpr (kAdamW) return py::make_tuple(*group().momentum, get().beta2());
+      else return py::float_(*group().momentum);
+    }
     throw py::key_error(key);
   }
   void set(const std::string& key, const py::object& value) const {
     const std::string who = "param_groups[" + std::to_string(index) + "]";
-    if (key != "lr" && key != "weight_decay")
-      throw ValueError(who + ": only lr and weight_decay can be set, but got '" + printable(key) + "'");
+    if (key != "lr" && key != "weight_decay" && key != kMomentum)
+      throw ValueError(who + ": only lr, weight_decay and " + kMomentum + " can be set, but got '" + printable(key) +
+                       "'");
+    if (key == kMomentum) {
+      if constexpr (kAdamW) {
+        const auto [beta1, beta2] = betas_from_py(value, who);
+        check<ValueError>(beta2 == get().beta2(), who, ": beta2 ", beta2, " is not this AdamW's ", get().beta2(),
+                          "; tmem's AdamW keeps one beta2 (only beta1 is per group)");
+        return get().set_beta1(index, beta1);
+      } else {
+        return get().set_momentum(index, number_from_py(value, who, key));
+      }
+    }
     const double v = number_from_py(value, who, key);
     if (key == "lr") return get().set_lr(index, v);
     get().set_weight_decay(index, v);
@@ -181,8 +212,9 @@ struct GroupView : Bound {
 template <class Opt>
 void bind_group_view(py::module_& optim, const char* name) {
   using View = GroupView<Opt>;
-  const std::vector<std::string> keys = {"params", "lr", "weight_decay"};
-  py::class_<View>(optim, name, "One parameter group: params, lr, weight_decay (lr and weight_decay settable).")
+  const std::vector<std::string> keys = {"params", "lr", "weight_decay", View::kMomentum};
+  py::class_<View>(optim, name, "One parameter group: params, lr, weight_decay and momentum (SGD) or betas "
+                                "(AdamW), all but params settable.")
       .def("__getitem__", &View::item, py::arg("key"))
       .def("__setitem__", &View::set, py::arg("key"), py::arg("value"))
       .def("__contains__", [keys](const View&, const std::string& key) {
@@ -196,13 +228,14 @@ void bind_group_view(py::module_& optim, const char* name) {
         for (const std::string& k : keys) out.append(py::make_tuple(k, v.item(k)));
         return out;
       })
-      .def("get", [](const View& v, const std::string& key, const py::object& fallback) -> py::object {
-        return key == "params" || key == "lr" || key == "weight_decay" ? v.item(key) : fallback;
+      .def("get", [keys](const View& v, const std::string& key, const py::object& fallback) -> py::object {
+        return std::find(keys.begin(), keys.end(), key) != keys.end() ? v.item(key) : fallback;
       }, py::arg("key"), py::arg("default") = py::none())
       .def("__repr__", [](const View& v) {
         return "{'params': [" + std::to_string(v.group().params.size()) + " tensors], 'lr': " +
                py::repr(v.item("lr")).template cast<std::string>() + ", 'weight_decay': " +
-               py::repr(v.item("weight_decay")).template cast<std::string>() + "}";
+               py::repr(v.item("weight_decay")).template cast<std::string>() + ", '" + View::kMomentum + "': " +
+               py::repr(v.item(View::kMomentum)).template cast<std::string>() + "}";
       });
 }
 
@@ -673,14 +706,7 @@ void bind_nn(py::module_& m) {
   py::class_<nn::AdamW>(optim, "AdamW", "AdamW with decoupled weight decay (torch.optim.AdamW).")
       .def(py::init([](const py::iterable& params, double lr, const py::object& betas, double eps,
                        double weight_decay) {
-             // A pair of numbers; pybind11 refused anything else with its
-             // incompatible-arguments message.
-             const bool pair = py::isinstance<py::sequence>(betas) && !py::isinstance<py::str>(betas) && py::len(betas) == 2;
-             if (!pair)
-               throw py::type_error("optim.AdamW: expected betas to be a pair of numbers (beta1, beta2), but got " +
-                                    printable(py::repr(betas).cast<std::string>()));
-             const double b1 = number_from_py(betas[py::int_(0)], "optim.AdamW", "beta1"),
-                          b2 = number_from_py(betas[py::int_(1)], "optim.AdamW", "beta2");
+             const auto [b1, b2] = betas_from_py(betas, "optim.AdamW");
              return nn::AdamW(param_groups_arg(params, "optim.AdamW"), lr, b1, b2, eps, weight_decay);
            }), py::arg("params"), py::arg("lr") = 1e-3, py::arg("betas") = py::make_tuple(0.9, 0.999),
            py::arg("eps") = 1e-8, py::arg("weight_decay") = 0.01,

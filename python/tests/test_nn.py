@@ -1517,8 +1517,8 @@ class TestOptim(unittest.TestCase):
              with_group(params=[0])),
             (tmem.ValueError, r"param_groups\[0\]\['amsgrad'\] is True, but this optimizer's is False",
              with_group(amsgrad=True)),
-            (tmem.ValueError, r"param_groups\[0\]\['betas'\] is \(0.5, 0.999\), but this optimizer's is \(0.9, 0.999\)",
-             with_group(betas=(0.5, 0.999))),
+            (tmem.ValueError, r"param_groups\[0\]\['betas'\] is \(0.5, 0.9\); tmem's AdamW takes a beta1 in \[0, 1\) "
+                              r"per group and keeps one beta2, 0.999", with_group(betas=(0.5, 0.9))),
             (tmem.ValueError, r"param_groups\[0\]: tmem's AdamW has no option 'nesterov'", with_group(nesterov=False)),
             (tmem.ValueError, r"param_groups\[0\]\['lr'\] must be a finite number >= 0, but got -1",
              with_group(lr=-1)),
@@ -1549,10 +1549,14 @@ class TestOptim(unittest.TestCase):
         np.testing.assert_array_equal(after[1]["exp_avg_sq"].numpy(), before[1])
         with self.assertRaisesRegex(TypeError, "SGD.load_state_dict: expected a dict, but got list"):
             optim.SGD(lin.parameters(), lr=0.1).load_state_dict([])
-        with self.assertRaisesRegex(tmem.ValueError, r"param_groups\[0\]\['momentum'\] is 0.5, but this optimizer's "
-                                                     r"is 0.9"):
-            optim.SGD(lin.parameters(), lr=0.1, momentum=0.9).load_state_dict(
-                dict(optim.SGD(lin.parameters(), lr=0.1, momentum=0.5).state_dict()))
+        with self.assertRaisesRegex(tmem.ValueError, r"param_groups\[0\]\['momentum'\] must be a finite number >= 0, "
+                                                     r"but got -0.5"):
+            saved = optim.SGD(lin.parameters(), lr=0.1, momentum=0.5).state_dict()
+            saved["param_groups"][0]["momentum"] = -0.5
+            optim.SGD(lin.parameters(), lr=0.1, momentum=0.9).load_state_dict(saved)
+        sgd = optim.SGD(lin.parameters(), lr=0.1, momentum=0.9)  # a group's momentum is per group now
+        sgd.load_state_dict(optim.SGD(lin.parameters(), lr=0.1, momentum=0.5).state_dict())
+        self.assertEqual(sgd.param_groups[0]["momentum"], 0.5)
 
     @unittest.skipIf(torch is None, "torch does not import (Debian: python3-torch)")
     def test_optimizer_states_move_between_torch_and_tmem(self):
@@ -1808,9 +1812,9 @@ class TestOptim(unittest.TestCase):
         group["lr"] = 0.25
         group["weight_decay"] *= 2  # read, then set
         self.assertEqual((opt.lr, dict(group.items())["lr"], group["weight_decay"]), (0.25, 0.25, 0.0))
-        self.assertEqual(sorted(group.keys()), ["lr", "params", "weight_decay"])
+        self.assertEqual(sorted(group.keys()), ["lr", "momentum", "params", "weight_decay"])
         self.assertIn("lr", group)
-        self.assertIsNone(group.get("momentum"))
+        self.assertIsNone(group.get("betas"))
         with self.assertRaises(AttributeError):  # a list took the group and dropped it
             opt.param_groups.append({"params": [tmem.ones(1, requires_grad=True)]})
         for bad in (float("nan"), -1.0):
@@ -1818,7 +1822,8 @@ class TestOptim(unittest.TestCase):
                 group["lr"] = bad
         with self.assertRaisesRegex(ValueError, "AdamW::set_weight_decay: expected a finite weight_decay >= 0"):
             optim.AdamW([p]).param_groups[0]["weight_decay"] = float("inf")
-        with self.assertRaisesRegex(ValueError, r"param_groups\[0\]: only lr and weight_decay can be set, but got 'initial_lr'"):
+        with self.assertRaisesRegex(ValueError, r"param_groups\[0\]: only lr, weight_decay and momentum can be set, "
+                                                r"but got 'initial_lr'"):
             group["initial_lr"] = 0.1
         with self.assertRaisesRegex(TypeError, r"param_groups\[0\]: expected lr to be a number, but got 'x'"):
             group["lr"] = "x"
@@ -1829,7 +1834,7 @@ class TestOptim(unittest.TestCase):
             optim.AdamW([p], betas=(0.9, None))
         self.assertEqual(optim.AdamW([p], betas=[0.8, 0.99]).lr, 1e-3)
         with self.assertRaises(KeyError):
-            group["momentum"]
+            group["betas"]  # an SGD group has momentum, an AdamW group betas
         adamw = optim.AdamW([{"params": [p]}, {"params": [tmem.zeros(2).requires_grad_()]}], lr=1e-3)
         adamw.param_groups[1]["weight_decay"] = 0.0
         self.assertEqual([g["weight_decay"] for g in adamw.param_groups], [0.01, 0.0])

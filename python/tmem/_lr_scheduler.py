@@ -17,15 +17,15 @@ so tmem.save stores them and a weights-only tmem.load reads them back.
 Where tmem differs from torch:
 
 * torch records each group's initial lr in the group ('initial_lr'); tmem's
-  param_groups hold only params, lr and weight_decay, so the initial lrs are
+  param_groups hold only params, lr, weight_decay and momentum (SGD) or betas (AdamW), so the initial lrs are
   kept here, beside the optimizer (a weak map shared by all schedulers of
   one optimizer, with torch's setdefault rule: the first scheduler built
   with last_epoch=-1 records them, later ones find them). A scheduler built
   with last_epoch >= 0 needs them recorded by an earlier one in this
-  process, or raises KeyError as torch's does; OneCycleLR keeps its max_lr
-  and min_lr in the scheduler (and its state_dict) for the same reason.
-* tmem's optimizers cannot change momentum or betas: OneCycleLR needs
-  cycle_momentum=False (ValueError otherwise).
+  process, or raises KeyError as torch's does; OneCycleLR keeps its max_lr,
+  min_lr and momenta in the scheduler (and its state_dict) for the same reason.
+* OneCycleLR's cycle_momentum sets each group's momentum (SGD) or beta1
+  (AdamW, Adam): tmem keeps those per group, and one beta2.
 * torch wraps optimizer.step to warn when scheduler.step() comes first;
   tmem's bound optimizers take no such wrapper, so there is no warning.
 * A learning rate a few ulps below 0 that rounding gives (torch's LinearLR
@@ -793,9 +793,9 @@ class OneCycleLR(LRScheduler):
     """The 1cycle policy (Smith and Topin, "Super-Convergence"; torch.optim.lr_scheduler.OneCycleLR): lr anneals
     from initial_lr = max_lr / div_factor up to max_lr over pct_start of total_steps, then down to min_lr =
     initial_lr / final_div_factor ('cos' or 'linear'); three_phase: up, back to initial_lr symmetrically, then
-    down to min_lr. Step it after every batch. tmem's optimizers cannot change momentum or betas, so
-    cycle_momentum must be False (torch's default True raises ValueError). The groups' initial, max and min lrs
-    (torch keeps them in the param groups) are kept in the scheduler and its state_dict."""
+    down to min_lr. Step it after every batch. With cycle_momentum each group's momentum (SGD) or beta1 (AdamW,
+    Adam) moves the other way, between max_momentum and base_momentum. The groups' initial, max and min lrs and
+    momenta (torch keeps them in the param groups) are kept in the scheduler and its state_dict."""
 
     def __init__(self, optimizer, max_lr, total_steps=None, epochs=None, steps_per_epoch=None, pct_start=0.3,
                  anneal_strategy="cos", cycle_momentum=True, base_momentum=0.85, max_momentum=0.95, div_factor=25.,
@@ -833,10 +833,12 @@ class OneCycleLR(LRScheduler):
             raise _tmem.ValueError(f"{who}: anneal_strategy must be one of 'cos' or 'linear', but got "
                                    f"{anneal_strategy!r}")
         self.anneal_strategy = anneal_strategy
-        if cycle_momentum:
-            raise _tmem.ValueError(f"{who}: cycle_momentum=True cycles the optimizer's momentum or betas, which "
-                                   f"tmem's optimizers cannot change; pass cycle_momentum=False")
-        self.cycle_momentum = False
+        self.cycle_momentum = bool(cycle_momentum)
+        self._use_beta1 = "betas" in optimizer.param_groups[0]
+        max_momenta = [_real(v, who, "max_momentum", 0) for v in _per_group(max_momentum, optimizer, who,
+                                                                            "max_momentum")]
+        base_momenta = [_real(v, who, "base_momentum", 0) for v in _per_group(base_momentum, optimizer, who,
+                                                                              "base_momentum")]
         _real(div_factor, who, "div_factor", 0, low_open=True)
         _real(final_div_factor, who, "final_div_factor", 0, low_open=True)
         max_lrs = [_real(v, who, "max_lr", 0) for v in _per_group(max_lr, optimizer, who, "max_lr")]
@@ -846,9 +848,20 @@ class OneCycleLR(LRScheduler):
             _record_initial_lrs(optimizer, initial, overwrite=True)  # torch: group['initial_lr'] = ...
         else:
             initial = _recorded_initial_lrs(optimizer, who)
-        self._group_lrs = [{"initial_lr": i, "max_lr": m, "min_lr": i / final_div_factor}
-                           for i, m in zip(initial, max_lrs)]
+        self._group_lrs = [{"initial_lr": i, "max_lr": m, "min_lr": i / final_div_factor, "max_momentum": mm,
+                            "base_momentum": bm}
+                           for i, m, mm, bm in zip(initial, max_lrs, max_momenta, base_momenta)]
+        if self.cycle_momentum and last_epoch == -1:
+            for group, momentum in zip(optimizer.param_groups, max_momenta):
+                self._set_momentum(group, momentum)
         super().__init__(optimizer, last_epoch, verbose)
+
+    def _set_momentum(self, group, momentum):
+        """group's momentum, or its beta1 (beta2 kept), set to momentum."""
+        if self._use_beta1:
+            group["betas"] = (momentum, group["betas"][1])
+        else:
+            group["momentum"] = momentum
 
     def _anneal(self, start, end, pct):
         if self.anneal_strategy == "cos":  # cosine anneal from start to end as pct goes from 0.0 to 1.0
@@ -863,16 +876,20 @@ class OneCycleLR(LRScheduler):
         if step_num > self.total_steps:
             raise _tmem.ValueError(f"OneCycleLR: tried to step {step_num + 1} times. The specified number of total "
                                    f"steps is {self.total_steps}")
-        for group in self._group_lrs:
+        for group, param_group in zip(self._group_lrs, self.optimizer.param_groups):
             start_step = 0
             for i, phase in enumerate(self._schedule_phases):
                 end_step = phase["end_step"]
                 if step_num <= end_step or i == len(self._schedule_phases) - 1:
                     pct = (step_num - start_step) / (end_step - start_step)
                     computed_lr = self._anneal(group[phase["start_lr"]], group[phase["end_lr"]], pct)
+                    computed_momentum = self._anneal(group[phase["start_momentum"]], group[phase["end_momentum"]],
+                                                     pct)
                     break
                 start_step = phase["end_step"]
             lrs.append(computed_lr)
+            if self.cycle_momentum:
+                self._set_momentum(param_group, computed_momentum)
         return lrs
 
 

@@ -9,10 +9,10 @@ torch.save file one way, through NumPy or safetensors the other):
 
 i counts the parameters of all groups in order, as torch numbers them.
 load_state_dict maps the saved groups' ids to this optimizer's parameters
-by position (torch's rule), restores each group's lr and weight_decay, and
-refuses, naming the key, what tmem's optimizer cannot honour (amsgrad,
-nesterov, maximize, other betas, eps or momentum than its own, per-parameter
-AdamW steps that differ: tmem keeps one count). A parameter the saved state
+by position (torch's rule), restores each group's lr, weight_decay and
+momentum (SGD) or beta1 (AdamW), and refuses, naming the key, what tmem's
+optimizer cannot honour (amsgrad, nesterov, maximize, another beta2 or eps
+than its own, per-parameter AdamW steps that differ: tmem keeps one count). A parameter the saved state
 has no entry for (torch's: it never had a gradient) starts from zero
 moments at that shared count, where torch would count its own steps from 1,
 so its bias correction differs from torch's until the count is large. It also takes the flat form
@@ -38,12 +38,17 @@ def _bound(opt):
     return _optim_mod.SGD if isinstance(opt, _optim_mod.SGD) else _optim_mod.AdamW
 
 
-def _options(opt):
-    """The group keys (besides params, lr, weight_decay) that opt's
-    arithmetic depends on, with the values it has."""
+def _options(opt, group):
+    """The keys of a group (besides params, lr, weight_decay) that opt's
+    arithmetic depends on, with the values it has for group."""
     if _bound(opt) is _optim_mod.AdamW:
-        return {"betas": tuple(opt.betas), "eps": opt.eps, "amsgrad": False, "maximize": False}
-    return {"momentum": opt.momentum, "dampening": 0.0, "nesterov": False, "maximize": False}
+        return {"betas": tuple(group["betas"]), "eps": opt.eps, "amsgrad": False, "maximize": False}
+    return {"momentum": group["momentum"], "dampening": 0.0, "nesterov": False, "maximize": False}
+
+
+def _momentum_key(opt):
+    """The group key tmem's optimizer sets per group besides lr and weight_decay."""
+    return "betas" if _bound(opt) is _optim_mod.AdamW else "momentum"
 
 
 def state_dict(self):
@@ -66,10 +71,10 @@ def state_dict(self):
         for i in range(index):
             if f"momentum_buffer.{i}" in flat:
                 state[i] = {"momentum_buffer": flat[f"momentum_buffer.{i}"]}
-    options = _options(self)
     switches = {"foreach": None, "differentiable": False} | ({"capturable": False, "fused": None}
                                                             if bound is _optim_mod.AdamW else {})
-    groups = [{"lr": group["lr"], "weight_decay": group["weight_decay"], **options, **switches, "params": params}
+    groups = [{"lr": group["lr"], "weight_decay": group["weight_decay"], **_options(self, group), **switches,
+               "params": params}
               for group, params in zip(self.param_groups, ids)]
     return {"state": state, "param_groups": groups}
 
@@ -90,9 +95,10 @@ def _check_groups(self, saved, who):
         count = len(saved) if isinstance(saved, (list, tuple)) else type(saved).__name__
         raise _tmem.ValueError(f"{who}: the state_dict has {count} parameter groups, but the optimizer has "
                                f"{len(groups)}")
-    options, positions, settings, index = _options(self), {}, [], 0
+    positions, settings, index, momentum_key = {}, [], 0, _momentum_key(self)
     for g, (group, s) in enumerate(zip(groups, saved)):
         where = f"{who}: param_groups[{g}]"
+        options = _options(self, group)
         if not isinstance(s, dict) or not isinstance(s.get("params"), (list, tuple)):
             raise _tmem.ValueError(f"{where} must be a dict with a list of parameter ids under 'params'")
         if len(s["params"]) != len(group["params"]):
@@ -111,6 +117,8 @@ def _check_groups(self, saved, who):
                 continue
             if key not in options:
                 raise _tmem.ValueError(f"{where}: tmem's {_bound(self).__name__} has no option {key!r}")
+            if key == momentum_key:
+                continue  # per group: checked below
             if key == "betas":
                 same = isinstance(value, (list, tuple)) and tuple(value) == options[key]
             else:
@@ -120,8 +128,24 @@ def _check_groups(self, saved, who):
                                        f"tmem's {_bound(self).__name__} cannot change it (build one with it, or it "
                                        f"is an option tmem lacks)")
         settings.append((_number(s.get("lr", group["lr"]), f"{where}['lr']"),
-                         _number(s.get("weight_decay", group["weight_decay"]), f"{where}['weight_decay']")))
+                         _number(s.get("weight_decay", group["weight_decay"]), f"{where}['weight_decay']"),
+                         _momentum_setting(self, s.get(momentum_key, group[momentum_key]), f"{where}")))
     return settings, positions
+
+
+def _momentum_setting(opt, value, where):
+    """A saved group's momentum (SGD) or betas (AdamW) after checking tmem's
+    optimizer can take it: a momentum >= 0, a beta1 in [0, 1) with this
+    optimizer's beta2."""
+    if _bound(opt) is _optim_mod.AdamW:
+        if not isinstance(value, (list, tuple)) or len(value) != 2:
+            raise _tmem.ValueError(f"{where}['betas'] is {value!r}, not a pair (beta1, beta2)")
+        beta1 = _number(value[0], f"{where}['betas'][0]")
+        if not 0 <= beta1 < 1 or tuple(value)[1] != opt.betas[1]:
+            raise _tmem.ValueError(f"{where}['betas'] is {value!r}; tmem's AdamW takes a beta1 in [0, 1) per group "
+                                   f"and keeps one beta2, {opt.betas[1]!r}")
+        return (beta1, opt.betas[1])
+    return _number(value, f"{where}['momentum']")
 
 
 def _moment(value, param, where):
@@ -196,13 +220,16 @@ def load_state_dict(self, state_dict):
                                f"{sorted(map(str, state_dict))}")
     settings, positions = _check_groups(self, state_dict["param_groups"], who)
     _FLAT[bound][1](self, _flat_from_torch(self, state_dict["state"], positions, who))
-    for g, (lr, weight_decay) in enumerate(settings):
+    momentum_key = _momentum_key(self)
+    for g, (lr, weight_decay, momentum) in enumerate(settings):
         self.param_groups[g]["lr"] = lr
         self.param_groups[g]["weight_decay"] = weight_decay
+        self.param_groups[g][momentum_key] = momentum
 
 
 for _cls in _FLAT:
     _cls.state_dict, _cls.load_state_dict = state_dict, load_state_dict
+
 
 def _sgd_args(params, lr=None, momentum=0.0, dampening=0, weight_decay=0.0, nesterov=False, *, maximize=False,
               foreach=None, differentiable=False):
