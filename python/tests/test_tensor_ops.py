@@ -426,6 +426,26 @@ class TestAgainstTorch(unittest.TestCase):
         self.assertIs(same, data)
         self.assertEqual(sorted(set(data.tolist())), [0.0, 2.0])  # written in place
 
+    def test_integer_array_writes(self):
+        """x[idx] = v was an IndexError."""
+        mine, theirs = tmem.zeros(4, 3), torch.zeros(4, 3)
+        for t, lib in ((mine, tmem), (theirs, torch)):
+            t[lib.tensor([0, 2])] = 1.0
+            t[[1, 3], [0, 2]] = lib.tensor([5.0, 6.0])
+            t[:, [1]] = 7
+        self.assertEqual(mine.tolist(), theirs.tolist())
+        ints = tmem.tensor([1, 2, 3])
+        ints[[0, 2]] = 9
+        self.assertEqual(ints.tolist(), [9, 2, 9])
+        leaf = tmem.zeros(3, requires_grad=True)
+        with self.assertRaisesRegex(tmem.IndexError, "writing through integer-array indices is not differentiable"):
+            leaf[[0]] = 1.0
+        with tmem.no_grad():
+            leaf[[0]] = 1.0
+        self.assertEqual((leaf.tolist(), leaf.requires_grad, leaf.is_leaf), ([1.0, 0.0, 0.0], True, True))
+        with self.assertRaisesRegex(tmem.IndexError, "index: 5 is out of range for dim 0 of size 3"):
+            ints[[5]] = 0
+
     def test_prod(self):
         zeros = RNG.standard_normal((3, 7))
         zeros[0, 2] = 0.0  # one zero in row 0: its gradient is the product of the others

@@ -16,7 +16,7 @@ import numpy as _np
 from . import _tmem
 from ._tmem import Tensor
 
-_RAW_GETITEM = Tensor.__getitem__
+_RAW_GETITEM, _RAW_SETITEM = Tensor.__getitem__, Tensor.__setitem__
 # Tensors that functions made as indices (randperm, argsort, ...): x[randperm(2)] reads them as indices, never
 # as a mask. By id (a WeakSet compares members with ==, elementwise for tensors); an entry leaves with its tensor.
 _INDICES = _weakref.WeakValueDictionary()
@@ -53,16 +53,44 @@ def _as_index(item, device):
     return _tmem.tensor(array.astype(_np.int64)).to(device)
 
 
+def _items(index):
+    """index as a tuple of items; a list holding sequences, slices, None or
+    ... is a tuple (x[[rows, cols]] is x[rows, cols], as torch reads it:
+    NumPy's old rule)."""
+    if isinstance(index, list) and any(it is None or it is Ellipsis or isinstance(it, (list, slice, Tensor, _np.ndarray))
+                                       for it in index):
+        return tuple(index)
+    return index if isinstance(index, tuple) else (index,)
+
+
+def setitem(self, index, value):
+    """self[index] = value (torch.Tensor.__setitem__): through views for
+    ints, slices, None and ...; with integer arrays, NumPy's assignment of
+    value (a number, an array or a tensor, broadcast) at the indexed
+    elements, written into self (copy_). IndexError as getitem's, and for
+    an integer-array write that would need a gradient (self or value
+    requires grad in grad mode): tmem has no differentiable index_put."""
+    items = _items(index)
+    if not any(_is_array(it) for it in items):
+        return _RAW_SETITEM(self, index, value)
+    getitem(self, index)  # its checks: bounds, dtypes, broadcasting, masks
+    if _tmem.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
+        raise _tmem.IndexError("index: writing through integer-array indices is not differentiable in tmem (no "
+                               "index_put); write under no_grad, or build the result with where, index_select or cat")
+    data = self.detach().cpu().numpy().copy()
+    data[tuple(it.cpu().numpy() if isinstance(it, Tensor) else it for it in items)] = \
+        value.detach().cpu().numpy() if isinstance(value, Tensor) else value
+    with _tmem.no_grad():
+        self.copy_(_tmem.tensor(data).to(self.device))
+
+
 def getitem(self, index):
     """self[index] (torch.Tensor.__getitem__): views for ints, slices, None
     and ..., and an index_select for integer arrays (see the module's
     docstring). IndexError for an index out of range (naming it, its dim
     and the size), a float or bool array, or a 0/1 tensor that could be a
     mask; ShapeError for index arrays that do not broadcast."""
-    if isinstance(index, list) and any(it is None or it is Ellipsis or isinstance(it, (list, slice, Tensor, _np.ndarray))
-                                       for it in index):
-        index = tuple(index)  # x[[rows, cols]] is x[rows, cols], as torch reads it (NumPy's old rule)
-    items = index if isinstance(index, tuple) else (index,)
+    items = _items(index)
     if not any(_is_array(it) for it in items):
         return _RAW_GETITEM(self, index)
     # The views first, each index array standing in as a full slice; where
@@ -125,4 +153,4 @@ def _refuse_mask(given, index, base, position):
                                f"index_select(x, dim, indices) for indices")
 
 
-Tensor.__getitem__ = getitem
+Tensor.__getitem__, Tensor.__setitem__ = getitem, setitem
