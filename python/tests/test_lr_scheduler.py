@@ -224,6 +224,26 @@ class TestAgainstTorch(unittest.TestCase):
                                      0 if name == "CosineAnnealingWarmRestarts" else 2)
                     self.assert_same(ms, mo, ts, to, f"{name} epoch {epoch}")
 
+    def step_both(self, x, theirs, mine, steps, before_each=None):
+        """steps of (zero_grad, ((x w^T + b)^2).sum() backward, optimizer step, scheduler step) for torch's
+        (w, b, optimizer, scheduler) and tmem's side by side, the parameters equal to 1e-12 after each;
+        before_each(step) runs first."""
+        (tw, tb, topt, ts), (mw, mb, mopt, ms) = theirs, mine
+        for step in range(steps):
+            if before_each:
+                before_each(step)
+            topt.zero_grad()
+            ((torch.tensor(x) @ tw.t() + tb) ** 2).sum().backward()
+            topt.step()
+            ts.step()
+            mopt.zero_grad()
+            tmem.sum((tmem.tensor(x) @ mw.t() + mb) ** 2).backward()
+            mopt.step()
+            ms.step()
+            for t, m in ((tw, mw), (tb, mb)):
+                np.testing.assert_allclose(m.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-15,
+                                           err_msg=f"step {step}")
+
     def test_one_cycle_cycles_momentum_as_torchs(self):
         """OneCycleLR's default cycle_momentum=True was refused: tmem's optimizers could not change momentum or
         betas. Now each group's momentum (SGD) or beta1 (Adam, AdamW) is set, and 12 steps match torch's."""
@@ -244,21 +264,11 @@ class TestAgainstTorch(unittest.TestCase):
                 ts = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=[0.05, 0.02], total_steps=12,
                                                          base_momentum=[0.8, 0.7])
                 ms = lrs.OneCycleLR(mopt, max_lr=[0.05, 0.02], total_steps=12, base_momentum=[0.8, 0.7])
-                for step in range(12):
+                def same_momenta(step):
                     for g in range(2):
                         self.assertAlmostEqual(np.ravel(mopt.param_groups[g][key])[0],
-                                               np.ravel(topt.param_groups[g][key])[0], places=12)
-                    topt.zero_grad()
-                    ((torch.tensor(x) @ tw.t() + tb) ** 2).sum().backward()
-                    topt.step()
-                    ts.step()
-                    mopt.zero_grad()
-                    tmem.sum((tmem.tensor(x) @ mw.t() + mb) ** 2).backward()
-                    mopt.step()
-                    ms.step()
-                    for t, m in ((tw, mw), (tb, mb)):
-                        np.testing.assert_allclose(m.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-15,
-                                                   err_msg=f"step {step}")
+                                               np.ravel(topt.param_groups[g][key])[0], places=12, msg=f"step {step}")
+                self.step_both(x, (tw, tb, topt, ts), (mw, mb, mopt, ms), 12, same_momenta)
                 again = make_mine([{"params": [mw]}, {"params": [mb]}])
                 again.load_state_dict(mopt.state_dict())  # the groups' momenta come back
                 self.assertEqual([again.param_groups[g][key] for g in range(2)],
@@ -276,17 +286,7 @@ class TestAgainstTorch(unittest.TestCase):
         mopt = optim.Adam([{"params": [mw]}, {"params": [mb], "lr": 0.003}], lr=0.01, betas=(0.8, 0.95), eps=1e-7)
         ts = torch.optim.lr_scheduler.OneCycleLR(topt, max_lr=[0.05, 0.01], total_steps=8, cycle_momentum=False)
         ms = lrs.OneCycleLR(mopt, max_lr=[0.05, 0.01], total_steps=8, cycle_momentum=False)
-        for _ in range(8):
-            topt.zero_grad()
-            ((torch.tensor(x) @ tw.t() + tb) ** 2).sum().backward()
-            topt.step()
-            ts.step()
-            mopt.zero_grad()
-            tmem.sum((tmem.tensor(x) @ mw.t() + mb) ** 2).backward()
-            mopt.step()
-            ms.step()
-            for t, m in ((tw, mw), (tb, mb)):
-                np.testing.assert_allclose(m.detach().numpy(), t.detach().numpy(), rtol=1e-12, atol=1e-15)
+        self.step_both(x, (tw, tb, topt, ts), (mw, mb, mopt, ms), 8)
         mine, theirs = mopt.state_dict(), topt.state_dict()
         scheduler_keys = {"initial_lr", "max_lr", "min_lr"}  # torch's OneCycleLR keeps these in the groups
         self.assertEqual([sorted(g) for g in mine["param_groups"]],
