@@ -57,8 +57,8 @@ def _items(index):
     """index as a tuple of items; a list holding sequences, slices, None or
     ... is a tuple (x[[rows, cols]] is x[rows, cols], as torch reads it:
     NumPy's old rule)."""
-    if isinstance(index, list) and any(it is None or it is Ellipsis or isinstance(it, (list, slice, Tensor, _np.ndarray))
-                                       for it in index):
+    if isinstance(index, list) and any(it is None or it is Ellipsis
+                                       or isinstance(it, (list, slice, Tensor, _np.ndarray)) for it in index):
         return tuple(index)
     return index if isinstance(index, tuple) else (index,)
 
@@ -73,7 +73,7 @@ def setitem(self, index, value):
     items = _items(index)
     if not any(_is_array(it) for it in items):
         return _RAW_SETITEM(self, index, value)
-    getitem(self, index)  # its checks: bounds, dtypes, broadcasting, masks
+    _plan(self, items)  # getitem's checks: bounds, dtypes, broadcasting, masks
     if _tmem.is_grad_enabled() and (self.requires_grad or (isinstance(value, Tensor) and value.requires_grad)):
         raise _tmem.IndexError("index: writing through integer-array indices is not differentiable in tmem (no "
                                "index_put); write under no_grad, or build the result with where, index_select or cat")
@@ -93,6 +93,17 @@ def getitem(self, index):
     items = _items(index)
     if not any(_is_array(it) for it in items):
         return _RAW_GETITEM(self, index)
+    base, first, count, linear, shape = _plan(self, items)
+    merged = base.reshape(*base.shape[:first], _math.prod(base.shape[first:first + count]), *base.shape[first + count:])
+    picked = _tmem.index_select(merged, first, linear.reshape(-1))
+    return picked.reshape(*base.shape[:first], *shape, *base.shape[first + count:])
+
+
+def _plan(self, items):
+    """What reading self[items] takes, after every check: the view of the
+    other indices (base), the first of the `count` adjacent dims of base the
+    index arrays index, their row-major linear indices into those dims
+    merged, and the arrays' broadcast shape."""
     # The views first, each index array standing in as a full slice; where
     # each array's dim lands in that view.
     consumed = sum(1 for it in items if it is not None and it is not Ellipsis)
@@ -125,17 +136,15 @@ def getitem(self, index):
         rest = [d for d in range(base.dim()) if d not in positions]
         base = base.permute(*positions, *rest)
         positions = list(range(len(positions)))
-    first, sizes = positions[0], [base.shape[p] for p in positions]
     linear = None
-    for a, size, p in zip(arrays, sizes, positions):
+    for a, p in zip(arrays, positions):
+        size = base.shape[p]
         if a.numel() and (int(a.min().item()) < -size or int(a.max().item()) >= size):
             bad = next(int(v) for v in a.reshape(-1).tolist() if not -size <= v < size)
             raise _tmem.IndexError(f"index: {bad} is out of range for dim {p} of size {size}")
         a = (a + (a < 0) * size).expand(*shape)
         linear = a if linear is None else linear * size + a
-    merged = base.reshape(*base.shape[:first], _math.prod(sizes), *base.shape[first + len(sizes):])
-    picked = _tmem.index_select(merged, first, linear.reshape(-1))
-    return picked.reshape(*base.shape[:first], *shape, *base.shape[first + len(sizes):])
+    return base, positions[0], len(positions), linear, shape
 
 
 def _refuse_mask(given, index, base, position):
