@@ -443,6 +443,10 @@ class TestAgainstTorch(unittest.TestCase):
         self.assertEqual([repr(nn.PReLU(3)), repr(nn.ReLU6(inplace=True))], [repr(torch.nn.PReLU(3)),
                                                                           repr(torch.nn.ReLU6(inplace=True))])
         self.assertEqual(list(nn.PReLU(3).state_dict()), list(torch.nn.PReLU(3).state_dict()))
+        for bad in (0, -1, 2.5):
+            with self.assertRaisesRegex(tmem.ValueError, f"PReLU: expected num_parameters to be an int >= 1, but "
+                                                         f"got {bad}"):
+                nn.PReLU(bad)
         for dim, size in ((1, (2, 3)), (-1, [3, -1]), (0, (1, 2))):
             mine, theirs = nn.Unflatten(dim, size), torch.nn.Unflatten(dim, size)
             self.assertEqual(repr(mine), repr(theirs))

@@ -534,10 +534,13 @@ class Hardtanh(nn.Module):
 
 class PReLU(nn.Module):
     """x where x >= 0, else a x with a learned slope a per channel
-    (torch.nn.PReLU): weight [num_parameters] starting at init."""
+    (torch.nn.PReLU): weight [num_parameters] starting at init. ValueError
+    for num_parameters that is not an int >= 1."""
 
     def __init__(self, num_parameters=1, init=0.25):
         super().__init__()
+        if isinstance(num_parameters, bool) or not isinstance(num_parameters, int) or num_parameters < 1:
+            raise _tmem.ValueError(f"PReLU: expected num_parameters to be an int >= 1, but got {num_parameters!r}")
         self.num_parameters = num_parameters
         self.weight = nn.Parameter(_tmem.full((num_parameters,), float(init)))
 
